@@ -1,0 +1,378 @@
+//! `QueueApp`: the one object that holds the connection, the defaults, the
+//! dependencies and the registered processors (the `BullModule.forRoot` equivalent).
+
+use std::collections::{BTreeMap, HashMap};
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use crate::deps::Deps;
+use crate::engine::{BackoffFn, Connection, EngineQueueEvents, WorkerSettings};
+use crate::error::Error;
+use crate::events::{local, QueueEvents, WorkerEvent, WorkerEvents};
+use crate::options::{BackoffContext, JobOptions};
+use crate::processor::Processor;
+use crate::queue::{Queue, QueueShared};
+use crate::registry::{plan_queues, QueuePlan};
+use crate::worker::{AttemptTracker, Dispatcher, Workers};
+
+/// Redis URL used when none is given.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+/// BullMQ's default key prefix.
+pub const DEFAULT_PREFIX: &str = "bull";
+/// Largest payload `add` accepts unless configured otherwise (serialized JSON bytes).
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 512 * 1024;
+
+/// The configured queue system: connection, prefix, default job options, dependencies,
+/// processors. Cheap to clone; every clone shares one Redis connection.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use queue_core::prelude::*;
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct WelcomeEmail { to: String }
+///
+/// struct Mailer;
+///
+/// async fn send_welcome(job: Job<WelcomeEmail>, _mailer: Dep<Mailer>) -> Result<(), JobError> {
+///     println!("welcome, {}", job.data.to);
+///     Ok(())
+/// }
+///
+/// # async fn demo() -> queue_core::Result<()> {
+/// let app = QueueApp::builder()
+///     .redis("redis://127.0.0.1:6379")
+///     .provide(Mailer)
+///     .processor(Processor::new("email").concurrency(5).job("welcome", send_welcome))
+///     .build()
+///     .await?;
+///
+/// let email = app.queue::<WelcomeEmail>("email")?;
+/// email.add("welcome", WelcomeEmail { to: "ada@example.com".into() }, JobOptions::new()).await?;
+///
+/// let workers = app.start_workers().await?;
+/// workers.shutdown(Duration::from_secs(30)).await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct QueueApp {
+    inner: Arc<AppInner>,
+}
+
+#[derive(Debug)]
+struct AppInner {
+    conn: Connection,
+    plans: Vec<QueuePlan>,
+    deps: Arc<Deps>,
+    defaults: JobOptions,
+    max_payload_bytes: usize,
+    backoffs: BackoffRegistry,
+    queues: Mutex<HashMap<String, Arc<QueueShared>>>,
+    worker_events: broadcast::Sender<WorkerEvent>,
+}
+
+type StrategyFn = Arc<dyn Fn(&BackoffContext<'_>) -> Option<Duration> + Send + Sync>;
+
+/// Custom backoff strategies by name.
+#[derive(Clone, Default)]
+pub(crate) struct BackoffRegistry(BTreeMap<String, StrategyFn>);
+
+impl BackoffRegistry {
+    /// Refuses a custom backoff name this app does not know: the job could never retry.
+    pub(crate) fn check(&self, opts: &JobOptions) -> Result<(), Error> {
+        match &opts.backoff {
+            Some(crate::Backoff::Custom(name)) if !self.0.contains_key(name) => Err(Error::invalid(
+                "backoff",
+                format!(
+                    "no custom backoff strategy `{name}` is registered on the app (registered: {}); add it with `.backoff_strategy(..)`",
+                    self.names()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn names(&self) -> String {
+        let names: Vec<&str> = self.0.keys().map(String::as_str).collect();
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    }
+
+    fn as_engine_fn(&self) -> Option<BackoffFn> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let strategies = self.0.clone();
+        Some(Arc::new(
+            move |name: &str, ctx: &BackoffContext<'_>| match strategies.get(name) {
+                Some(strategy) => strategy(ctx),
+                None => {
+                    tracing::error!(
+                        strategy = name,
+                        "unknown custom backoff strategy; the job will not be retried"
+                    );
+                    None
+                }
+            },
+        ))
+    }
+}
+
+impl std::fmt::Debug for BackoffRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+/// Builds a [`QueueApp`]; see there for an example.
+#[derive(Debug)]
+#[must_use = "call .build().await to connect"]
+pub struct QueueAppBuilder {
+    url: String,
+    prefix: String,
+    defaults: JobOptions,
+    deps: Deps,
+    processors: Vec<Processor>,
+    backoffs: BackoffRegistry,
+    connect_timeout: Duration,
+    max_payload_bytes: usize,
+}
+
+impl Default for QueueAppBuilder {
+    fn default() -> Self {
+        QueueAppBuilder {
+            url: DEFAULT_REDIS_URL.to_owned(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            defaults: JobOptions::default(),
+            deps: Deps::default(),
+            processors: Vec::new(),
+            backoffs: BackoffRegistry::default(),
+            connect_timeout: Duration::from_secs(5),
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        }
+    }
+}
+
+impl QueueAppBuilder {
+    /// The Redis URL: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
+    pub fn redis(mut self, url: impl Into<String>) -> Self {
+        self.url = url.into();
+        self
+    }
+
+    /// The key prefix (default `bull`, as in Node BullMQ). Use a hash tag such as
+    /// `{bull}` on Redis Cluster.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Options applied to every job that does not set them itself.
+    pub fn default_job_options(mut self, defaults: JobOptions) -> Self {
+        self.defaults = defaults;
+        self
+    }
+
+    /// Makes `value` available to handlers that take a `Dep<T>`.
+    pub fn provide<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.deps.insert(Arc::new(value));
+        self
+    }
+
+    /// Like [`provide`](Self::provide), for a value already shared elsewhere.
+    pub fn provide_arc<T: Send + Sync + 'static>(mut self, value: Arc<T>) -> Self {
+        self.deps.insert(value);
+        self
+    }
+
+    /// Registers a queue's handlers.
+    pub fn processor(mut self, processor: Processor) -> Self {
+        self.processors.push(processor);
+        self
+    }
+
+    /// Registers a custom backoff, used by jobs added with `Backoff::custom(name)`.
+    /// Return `None` to fail the job without further retries.
+    pub fn backoff_strategy<F>(mut self, name: impl Into<String>, strategy: F) -> Self
+    where
+        F: Fn(&BackoffContext<'_>) -> Option<Duration> + Send + Sync + 'static,
+    {
+        self.backoffs.0.insert(name.into(), Arc::new(strategy));
+        self
+    }
+
+    /// How long `build` waits for Redis to answer (default 5 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The largest serialized payload `add` accepts (default 512 KiB).
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Runs the start-up checks without connecting: every registration problem at once.
+    pub fn check(&self) -> Result<(), Error> {
+        self.plan().map(drop)
+    }
+
+    fn plan(&self) -> Result<Vec<QueuePlan>, Error> {
+        if self.prefix.is_empty() || self.prefix.contains(':') {
+            return Err(Error::invalid(
+                "prefix",
+                format!("`{}` must be non-empty and without ':'", self.prefix),
+            ));
+        }
+        self.defaults.validate()?;
+        Ok(plan_queues(&self.processors, &self.deps)?)
+    }
+
+    /// Checks the registrations, connects and checks that Redis answers. Fails with a
+    /// clear error (the URL, without password, and the cause) instead of hanging.
+    pub async fn build(self) -> Result<QueueApp, Error> {
+        let plans = self.plan()?;
+        let conn = Connection::open(&self.url, &self.prefix, self.connect_timeout).await?;
+        for plan in &plans {
+            let names = plan.known_names();
+            let catch_all = if plan.fallback.is_some() {
+                " + catch-all"
+            } else {
+                ""
+            };
+            tracing::info!(queue = %plan.queue, jobs = %format!("{names}{catch_all}"), concurrency = plan.concurrency, "processor registered");
+        }
+        tracing::info!(
+            url = conn.display_url(),
+            prefix = conn.prefix(),
+            "queue app connected"
+        );
+        let (worker_events, _) = broadcast::channel(local::CAPACITY);
+        Ok(QueueApp {
+            inner: Arc::new(AppInner {
+                conn,
+                plans,
+                deps: Arc::new(self.deps),
+                defaults: self.defaults,
+                max_payload_bytes: self.max_payload_bytes,
+                backoffs: self.backoffs,
+                queues: Mutex::new(HashMap::new()),
+                worker_events,
+            }),
+        })
+    }
+}
+
+impl QueueApp {
+    /// Starts configuring an app.
+    pub fn builder() -> QueueAppBuilder {
+        QueueAppBuilder::default()
+    }
+
+    /// A typed producer for `name`. Cheap: handles are cached and share the connection.
+    pub fn queue<T: Serialize>(&self, name: &str) -> Result<Queue<T>, Error> {
+        if name.is_empty() || name.contains(':') {
+            return Err(Error::invalid(
+                "queue",
+                format!("`{name}` must be non-empty and without ':' (BullMQ's key separator)"),
+            ));
+        }
+        let mut queues = self
+            .inner
+            .queues
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let shared = queues
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                Arc::new(QueueShared::new(
+                    name,
+                    self.inner.conn.clone(),
+                    self.inner.defaults.clone(),
+                    self.inner.max_payload_bytes,
+                    self.inner.backoffs.clone(),
+                ))
+            })
+            .clone();
+        Ok(Queue::new(shared, PhantomData))
+    }
+
+    /// Starts a worker for every queue with a registered processor.
+    pub async fn start_workers(&self) -> Result<Workers, Error> {
+        let all: Vec<&str> = self.inner.plans.iter().map(|p| p.queue.as_str()).collect();
+        self.start_workers_for(&all).await
+    }
+
+    /// Starts workers for these queues only (a worker-only process for some queues).
+    /// A queue without a processor in this app is refused, naming the ones there are.
+    pub async fn start_workers_for(&self, queues: &[&str]) -> Result<Workers, Error> {
+        let mut dispatchers = Vec::new();
+        for queue in queues {
+            let Some(plan) = self.inner.plans.iter().find(|p| p.queue == *queue) else {
+                return Err(Error::invalid(
+                    "queues",
+                    format!(
+                        "no processor is registered for queue `{queue}`; registered: {}",
+                        self.processor_queues().join(", ")
+                    ),
+                ));
+            };
+            let settings = WorkerSettings {
+                queue: plan.queue.clone(),
+                concurrency: plan.concurrency,
+                lock_duration: plan.lock_duration,
+                limiter: plan.limiter,
+                backoff: self.inner.backoffs.as_engine_fn(),
+            };
+            let dispatcher = Dispatcher {
+                plan: plan.clone(),
+                deps: self.inner.deps.clone(),
+                tracker: Arc::new(AttemptTracker::new(
+                    plan.queue.clone(),
+                    self.inner.worker_events.clone(),
+                )),
+            };
+            dispatchers.push((settings, dispatcher));
+        }
+        Workers::start(&self.inner.conn, dispatchers).await
+    }
+
+    /// The queues that have a processor in this app, sorted.
+    pub fn processor_queues(&self) -> Vec<&str> {
+        self.inner.plans.iter().map(|p| p.queue.as_str()).collect()
+    }
+
+    /// A subscription to this process's worker events.
+    pub fn worker_events(&self) -> WorkerEvents {
+        WorkerEvents::new(self.inner.worker_events.subscribe())
+    }
+
+    /// Reads `queue`'s Redis event stream (events from every process), from now on.
+    pub async fn queue_events(&self, queue: &str) -> Result<QueueEvents, Error> {
+        Ok(QueueEvents::new(
+            EngineQueueEvents::open(&self.inner.conn, queue).await?,
+        ))
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        self.inner.conn.prefix()
+    }
+
+    /// The Redis URL, password redacted.
+    pub fn redis_url(&self) -> &str {
+        self.inner.conn.display_url()
+    }
+
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.inner.conn
+    }
+}

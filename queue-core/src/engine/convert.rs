@@ -1,0 +1,247 @@
+//! Conversions between our types and the engine's, both ways.
+
+use std::time::Duration;
+
+use bullmq::types::{BackoffStrategy, KeepJobs, RemoveOnFinish};
+
+use crate::error::Error;
+use crate::job::{JobCounts, JobInfo, JobMeta, JobState};
+use crate::options::{Backoff, Deduplication, JobOptions, Keep};
+
+pub(crate) fn engine_error(e: bullmq::Error) -> Error {
+    match e {
+        bullmq::Error::Redis(e) => Error::Redis(Box::new(e)),
+        bullmq::Error::ConnectionClosed => Error::Redis("connection closed".into()),
+        bullmq::Error::Serialization(source) => Error::Serialize {
+            what: "job data",
+            source,
+        },
+        bullmq::Error::Script { code, message } => Error::Script { code, message },
+        bullmq::Error::InvalidConfig(reason) => Error::InvalidOption {
+            option: "options",
+            reason,
+        },
+        other => Error::Redis(other.to_string().into()),
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn keep_to_engine(keep: Keep) -> RemoveOnFinish {
+    match keep {
+        Keep::All => RemoveOnFinish::Bool(false),
+        Keep::None => RemoveOnFinish::Bool(true),
+        Keep::Last(n) => RemoveOnFinish::Count(n),
+        // BullMQ's `age` is in seconds.
+        Keep::Age(age) => RemoveOnFinish::Options(KeepJobs {
+            age: Some(age.as_secs()),
+            count: None,
+            limit: None,
+        }),
+        Keep::LastWithin { count, age } => RemoveOnFinish::Options(KeepJobs {
+            age: Some(age.as_secs()),
+            count: Some(count),
+            limit: None,
+        }),
+    }
+}
+
+fn keep_from_engine(keep: &RemoveOnFinish) -> Keep {
+    match keep {
+        RemoveOnFinish::Bool(false) => Keep::All,
+        RemoveOnFinish::Bool(true) => Keep::None,
+        RemoveOnFinish::Count(n) => Keep::Last(*n),
+        RemoveOnFinish::Options(k) => match (k.count, k.age) {
+            (Some(count), Some(age)) => Keep::LastWithin {
+                count,
+                age: Duration::from_secs(age),
+            },
+            (Some(count), None) => Keep::Last(count),
+            (None, Some(age)) => Keep::Age(Duration::from_secs(age)),
+            (None, None) => Keep::All,
+        },
+    }
+}
+
+fn backoff_to_engine(b: &Backoff) -> BackoffStrategy {
+    match b {
+        Backoff::Fixed(d) => BackoffStrategy::Fixed(millis(*d)),
+        Backoff::Exponential(d) => BackoffStrategy::Exponential(millis(*d)),
+        Backoff::Custom(name) => BackoffStrategy::Custom(name.clone()),
+    }
+}
+
+fn backoff_from_engine(b: &BackoffStrategy) -> Backoff {
+    match b {
+        BackoffStrategy::Fixed(ms) => Backoff::Fixed(Duration::from_millis(*ms)),
+        BackoffStrategy::Exponential(ms) => Backoff::Exponential(Duration::from_millis(*ms)),
+        BackoffStrategy::Custom(name) => Backoff::Custom(name.clone()),
+    }
+}
+
+/// Our validated options as the engine's, with the job's creation timestamp.
+pub(crate) fn options_to_engine(opts: &JobOptions, timestamp_ms: u64) -> bullmq::JobOptions {
+    bullmq::JobOptions {
+        attempts: opts.attempts,
+        backoff: opts.backoff.as_ref().map(backoff_to_engine),
+        delay: opts.delay.map(millis).filter(|d| *d > 0),
+        priority: opts.priority.filter(|p| *p > 0),
+        lifo: opts.lifo.then_some(true),
+        job_id: opts.job_id.clone(),
+        remove_on_complete: opts.remove_on_complete.map(keep_to_engine),
+        remove_on_fail: opts.remove_on_fail.map(keep_to_engine),
+        deduplication: opts
+            .deduplication
+            .as_ref()
+            .map(|d| bullmq::DeduplicationOptions {
+                id: d.id.clone(),
+                ttl: d.ttl.map(millis),
+                extend: d.extend.then_some(true),
+                replace: d.replace.then_some(true),
+                keep_last_if_active: None,
+            }),
+        timestamp: Some(timestamp_ms),
+        ..Default::default()
+    }
+}
+
+/// The engine's stored options as ours (the per-job timeout is stored apart, see `queue.rs`).
+pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
+    JobOptions {
+        attempts: opts.attempts,
+        backoff: opts.backoff.as_ref().map(backoff_from_engine),
+        delay: opts.delay.filter(|d| *d > 0).map(Duration::from_millis),
+        priority: opts.priority.filter(|p| *p > 0),
+        lifo: opts.lifo.unwrap_or(false),
+        job_id: opts.job_id.clone(),
+        remove_on_complete: opts.remove_on_complete.as_ref().map(keep_from_engine),
+        remove_on_fail: opts.remove_on_fail.as_ref().map(keep_from_engine),
+        deduplication: opts.deduplication.as_ref().map(|d| Deduplication {
+            id: d.id.clone(),
+            ttl: d.ttl.map(Duration::from_millis),
+            extend: d.extend.unwrap_or(false),
+            replace: d.replace.unwrap_or(false),
+        }),
+        timeout: None,
+    }
+}
+
+pub(crate) fn state_from_engine(state: bullmq::JobState) -> Option<JobState> {
+    match state {
+        bullmq::JobState::Waiting => Some(JobState::Waiting),
+        bullmq::JobState::Active => Some(JobState::Active),
+        bullmq::JobState::Delayed => Some(JobState::Delayed),
+        bullmq::JobState::Prioritized => Some(JobState::Prioritized),
+        bullmq::JobState::Completed => Some(JobState::Completed),
+        bullmq::JobState::Failed => Some(JobState::Failed),
+        bullmq::JobState::WaitingChildren => Some(JobState::WaitingChildren),
+        bullmq::JobState::Unknown => None,
+    }
+}
+
+/// BullMQ's range names; `waiting` also covers jobs parked by a paused queue.
+pub(crate) fn state_range_name(state: JobState) -> &'static str {
+    state.as_str()
+}
+
+pub(crate) fn counts_from_engine(c: &bullmq::types::JobCounts) -> JobCounts {
+    JobCounts {
+        waiting: c.waiting + c.paused,
+        prioritized: c.prioritized,
+        delayed: c.delayed,
+        active: c.active,
+        completed: c.completed,
+        failed: c.failed,
+        waiting_children: c.waiting_children,
+    }
+}
+
+fn progress_value(p: &bullmq::JobProgress) -> serde_json::Value {
+    match p {
+        bullmq::JobProgress::Number(n) => serde_json::json!(n),
+        bullmq::JobProgress::Object(v) => v.clone(),
+    }
+}
+
+pub(crate) fn job_info(job: &bullmq::Job) -> JobInfo {
+    let return_value = match job.returnvalue() {
+        "" => None,
+        raw => Some(
+            serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_owned())),
+        ),
+    };
+    JobInfo {
+        id: job.id().to_owned(),
+        name: job.name().to_owned(),
+        data: job.data().clone(),
+        progress: progress_value(job.progress()),
+        attempts_made: job.attempts_made(),
+        attempts_started: job.attempts_started(),
+        max_attempts: job.opts().attempts.unwrap_or(1).max(1),
+        timestamp_ms: job.timestamp(),
+        processed_on_ms: job.processed_on(),
+        finished_on_ms: job.finished_on(),
+        failed_reason: Some(job.failed_reason())
+            .filter(|r| !r.is_empty())
+            .map(str::to_owned),
+        return_value,
+        delay: Duration::from_millis(job.delay()),
+        priority: job.priority(),
+    }
+}
+
+pub(crate) fn job_meta(job: &bullmq::Job, queue: &str) -> JobMeta {
+    JobMeta {
+        id: job.id().to_owned(),
+        name: job.name().to_owned(),
+        queue: queue.to_owned(),
+        attempts_made: job.attempts_made(),
+        timestamp_ms: job.timestamp(),
+        options: options_from_engine(job.opts()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_round_trip_through_the_engine() {
+        let ours = JobOptions::new()
+            .attempts(5)
+            .backoff(Backoff::exponential(Duration::from_secs(3)))
+            .delay(Duration::from_millis(1500))
+            .priority(7)
+            .lifo()
+            .job_id("welcome-42")
+            .remove_on_complete(Keep::Last(100))
+            .remove_on_fail(Keep::Age(Duration::from_secs(3600)))
+            .deduplication(Deduplication::new("d").ttl(Duration::from_secs(2)).extend());
+        let engine = options_to_engine(&ours, 1234);
+        assert_eq!(engine.timestamp, Some(1234));
+        assert_eq!(engine.delay, Some(1500));
+        assert!(matches!(
+            engine.backoff,
+            Some(BackoffStrategy::Exponential(3000))
+        ));
+        assert_eq!(options_from_engine(&engine), ours);
+    }
+
+    #[test]
+    fn keep_maps_to_bullmq_semantics() {
+        assert!(matches!(
+            keep_to_engine(Keep::All),
+            RemoveOnFinish::Bool(false)
+        ));
+        assert!(matches!(
+            keep_to_engine(Keep::None),
+            RemoveOnFinish::Bool(true)
+        ));
+        match keep_to_engine(Keep::Age(Duration::from_millis(90_500))) {
+            RemoveOnFinish::Options(k) => assert_eq!(k.age, Some(90), "BullMQ ages are seconds"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

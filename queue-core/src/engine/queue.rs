@@ -1,0 +1,289 @@
+//! The engine's queue, behind our types: adds with duplicate detection and the per-job
+//! timeout, getters, and management.
+
+use std::time::Duration;
+
+use futures::future::try_join_all;
+
+use super::connection::Connection;
+use super::convert::{
+    counts_from_engine, engine_error, job_info, options_to_engine, state_from_engine,
+    state_range_name,
+};
+use crate::error::Error;
+use crate::job::{now_ms, JobCounts, JobInfo, JobState};
+use crate::options::JobOptions;
+
+/// Extra field we write into a job's hash for its per-job timeout. BullMQ ignores
+/// fields it does not know, and deletes the hash (and so the field) with the job.
+const TIMEOUT_FIELD: &str = "x-timeout-ms";
+
+/// What an `add` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AddOutcome {
+    pub(crate) id: String,
+    /// A job with this id (or deduplication id) existed: nothing was added.
+    pub(crate) duplicate: bool,
+}
+
+/// One queue's engine handle plus the shared connection for plain commands.
+#[derive(Clone)]
+pub(crate) struct EngineQueue {
+    inner: bullmq::Queue,
+    conn: Connection,
+}
+
+impl std::fmt::Debug for EngineQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineQueue")
+            .field("name", &self.inner.name())
+            .finish()
+    }
+}
+
+impl EngineQueue {
+    pub(crate) async fn open(conn: &Connection, name: &str) -> Result<Self, Error> {
+        Ok(EngineQueue {
+            inner: conn.engine_queue(name).await?,
+            conn: conn.clone(),
+        })
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn job_key(&self, id: &str) -> String {
+        format!("{}:{id}", self.conn.queue_base(self.name()))
+    }
+
+    /// Adds one job. `opts` must be validated already.
+    pub(crate) async fn add(
+        &self,
+        name: &str,
+        data: serde_json::Value,
+        opts: &JobOptions,
+    ) -> Result<AddOutcome, Error> {
+        let timestamp = now_ms();
+        let job = self
+            .inner
+            .add(name, data)
+            .options(options_to_engine(opts, timestamp))
+            .await
+            .map_err(engine_error)?;
+        self.after_add(job.id().to_owned(), opts, timestamp).await
+    }
+
+    /// Adds several jobs, pipelined over the shared connection.
+    pub(crate) async fn add_bulk(
+        &self,
+        jobs: Vec<(String, serde_json::Value, JobOptions)>,
+    ) -> Result<Vec<AddOutcome>, Error> {
+        let timestamp = now_ms();
+        let bulk = jobs
+            .iter()
+            .map(|(name, data, opts)| {
+                bullmq::BulkJob::with_options(
+                    name.clone(),
+                    data,
+                    options_to_engine(opts, timestamp),
+                )
+            })
+            .collect();
+        let added = self.inner.add_bulk(bulk).await.map_err(engine_error)?;
+        try_join_all(
+            added
+                .iter()
+                .zip(&jobs)
+                .map(|(job, (_, _, opts))| self.after_add(job.id().to_owned(), opts, timestamp)),
+        )
+        .await
+    }
+
+    /// BullMQ answers a duplicate id with the existing job's id and no error. We tell
+    /// the two apart by the creation timestamp we sent: a different one stored under
+    /// the id means the job was there before us. (Two adds of one id within the same
+    /// millisecond are both reported as new; only one job exists either way.)
+    async fn after_add(
+        &self,
+        id: String,
+        opts: &JobOptions,
+        timestamp: u64,
+    ) -> Result<AddOutcome, Error> {
+        let may_be_duplicate = opts.job_id.is_some() || opts.deduplication.is_some();
+        let duplicate = if may_be_duplicate {
+            let stored: Option<u64> = self
+                .conn
+                .query(redis::cmd("HGET").arg(self.job_key(&id)).arg("timestamp"))
+                .await?;
+            stored.is_some_and(|stored| stored != timestamp)
+        } else {
+            false
+        };
+        if let (Some(timeout), false) = (opts.timeout, duplicate) {
+            let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+            self.conn
+                .query::<()>(
+                    redis::cmd("HSET")
+                        .arg(self.job_key(&id))
+                        .arg(TIMEOUT_FIELD)
+                        .arg(ms),
+                )
+                .await?;
+        }
+        Ok(AddOutcome { id, duplicate })
+    }
+
+    pub(crate) async fn get_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
+        let job = self.inner.get_job(id).await.map_err(engine_error)?;
+        Ok(job.as_ref().map(job_info))
+    }
+
+    pub(crate) async fn state(&self, id: &str) -> Result<Option<JobState>, Error> {
+        let state = self.inner.get_job_state(id).await.map_err(engine_error)?;
+        Ok(state_from_engine(state))
+    }
+
+    pub(crate) async fn counts(&self) -> Result<JobCounts, Error> {
+        let counts = self.inner.get_job_counts().await.map_err(engine_error)?;
+        Ok(counts_from_engine(&counts))
+    }
+
+    pub(crate) async fn get_jobs(
+        &self,
+        states: &[JobState],
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<JobInfo>, Error> {
+        let names: Vec<&str> = states.iter().map(|s| state_range_name(*s)).collect();
+        let jobs = self
+            .inner
+            .get_jobs(&names, start, end, false)
+            .await
+            .map_err(engine_error)?;
+        Ok(jobs.iter().map(job_info).collect())
+    }
+
+    /// `false` when the job is locked by a worker.
+    pub(crate) async fn remove(&self, id: &str) -> Result<bool, Error> {
+        self.inner.remove(id).await.map_err(engine_error)
+    }
+
+    pub(crate) async fn retry(&self, id: &str) -> Result<(), Error> {
+        let mut job = self.engine_job(id).await?;
+        job.retry("failed", None).await.map_err(engine_error)
+    }
+
+    pub(crate) async fn retry_all_failed(&self) -> Result<(), Error> {
+        self.inner
+            .retry_jobs("failed", 1000, None)
+            .await
+            .map_err(engine_error)
+    }
+
+    pub(crate) async fn promote(&self, id: &str) -> Result<(), Error> {
+        self.engine_job(id)
+            .await?
+            .promote()
+            .await
+            .map_err(engine_error)
+    }
+
+    pub(crate) async fn promote_all(&self) -> Result<(), Error> {
+        self.inner.promote_jobs(1000).await.map_err(engine_error)
+    }
+
+    async fn engine_job(&self, id: &str) -> Result<bullmq::Job, Error> {
+        self.inner
+            .get_job(id)
+            .await
+            .map_err(engine_error)?
+            .ok_or_else(|| Error::JobNotFound {
+                queue: self.name().to_owned(),
+                id: id.to_owned(),
+            })
+    }
+
+    pub(crate) async fn pause(&self) -> Result<(), Error> {
+        self.inner.pause().await.map_err(engine_error)
+    }
+
+    pub(crate) async fn resume(&self) -> Result<(), Error> {
+        self.inner.resume().await.map_err(engine_error)
+    }
+
+    pub(crate) async fn is_paused(&self) -> Result<bool, Error> {
+        self.inner.is_paused().await.map_err(engine_error)
+    }
+
+    pub(crate) async fn drain(&self, include_delayed: bool) -> Result<(), Error> {
+        self.inner
+            .drain(include_delayed)
+            .await
+            .map_err(engine_error)
+    }
+
+    pub(crate) async fn clean(
+        &self,
+        grace: Duration,
+        limit: u32,
+        state: JobState,
+    ) -> Result<Vec<String>, Error> {
+        let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        let set = match state {
+            JobState::Waiting => "wait",
+            other => other.as_str(),
+        };
+        self.inner
+            .clean(grace_ms, limit, set)
+            .await
+            .map_err(engine_error)
+    }
+
+    pub(crate) async fn obliterate(&self, force: bool) -> Result<(), Error> {
+        self.inner
+            .obliterate(force, 1000)
+            .await
+            .map_err(engine_error)
+    }
+
+    pub(crate) async fn logs(
+        &self,
+        id: &str,
+        start: isize,
+        end: isize,
+    ) -> Result<(Vec<String>, usize), Error> {
+        self.inner
+            .get_job_logs(id, start, end, true)
+            .await
+            .map_err(engine_error)
+    }
+
+    /// Tells every worker of this queue, in any process, to cancel `id`; returns how
+    /// many worker processes were listening.
+    pub(crate) async fn publish_cancel(&self, id: &str) -> Result<u64, Error> {
+        self.conn
+            .query(
+                redis::cmd("PUBLISH")
+                    .arg(cancel_channel(&self.conn, self.name()))
+                    .arg(id),
+            )
+            .await
+    }
+}
+
+/// The pub/sub channel cancellations of a queue travel on.
+pub(super) fn cancel_channel(conn: &Connection, queue: &str) -> String {
+    format!("{}:cancel", conn.queue_base(queue))
+}
+
+/// The per-job timeout stored at `add`, if any.
+pub(super) async fn stored_timeout(conn: &Connection, queue: &str, id: &str) -> Option<Duration> {
+    let key = format!("{}:{id}", conn.queue_base(queue));
+    let ms: Option<u64> = conn
+        .query(redis::cmd("HGET").arg(key).arg(TIMEOUT_FIELD))
+        .await
+        .ok()
+        .flatten();
+    ms.map(Duration::from_millis)
+}

@@ -1,0 +1,242 @@
+//! The engine's worker, running our dispatcher: builds `Job<Value>` from the engine's
+//! job, maps outcomes back, forwards the engine's events and listens for cancellations.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bullmq::worker::{CancellationToken, WorkerEvent as EngineWorkerEvent};
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use tokio::task::JoinHandle;
+
+use super::cancel::CancelSignal;
+use super::connection::Connection;
+use super::convert::{engine_error, job_meta};
+use super::job::LiveJob;
+use super::queue::{cancel_channel, stored_timeout};
+use crate::error::Error;
+use crate::events::EngineEvent;
+use crate::job::{Job, JobContext};
+use crate::options::BackoffContext;
+
+/// Retry delay after a Redis error in the fetch loop; the engine's default is 15 s,
+/// which leaves a worker idle long after Redis is back.
+const RUN_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// A custom backoff lookup: strategy name and failure -> wait, or `None` for no retry.
+pub(crate) type BackoffFn =
+    Arc<dyn Fn(&str, &BackoffContext<'_>) -> Option<Duration> + Send + Sync>;
+
+/// One attempt handed to our dispatcher.
+pub(crate) struct RawAttempt {
+    pub(crate) job: Job<serde_json::Value>,
+    /// The per-job timeout stored at `add`, read while the handler already runs.
+    pub(crate) stored_timeout: BoxFuture<'static, Option<Duration>>,
+}
+
+/// How an attempt failed, as the engine needs to know it.
+#[derive(Debug, Clone)]
+pub(crate) struct AttemptFailure {
+    pub(crate) reason: String,
+    pub(crate) retryable: bool,
+}
+
+/// Our dispatcher: one attempt in, the return value or a failure out.
+pub(crate) type ProcessFn = Arc<
+    dyn Fn(RawAttempt) -> BoxFuture<'static, Result<serde_json::Value, AttemptFailure>>
+        + Send
+        + Sync,
+>;
+
+/// Receives the engine's events, converted.
+pub(crate) type EventSink = Arc<dyn Fn(EngineEvent) + Send + Sync>;
+
+/// What a queue's worker is started with.
+pub(crate) struct WorkerSettings {
+    pub(crate) queue: String,
+    pub(crate) concurrency: usize,
+    pub(crate) lock_duration: Option<Duration>,
+    pub(crate) limiter: Option<(u64, Duration)>,
+    pub(crate) backoff: Option<BackoffFn>,
+}
+
+/// A running engine worker and its helper tasks.
+pub(crate) struct EngineWorker {
+    queue: String,
+    worker: Arc<bullmq::Worker>,
+    event_task: JoinHandle<()>,
+    cancel_task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for EngineWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineWorker")
+            .field("queue", &self.queue)
+            .finish()
+    }
+}
+
+impl EngineWorker {
+    pub(crate) async fn start(
+        conn: &Connection,
+        settings: WorkerSettings,
+        process: ProcessFn,
+        sink: EventSink,
+    ) -> Result<Self, Error> {
+        let queue = settings.queue.clone();
+        let mut options = conn.worker_options();
+        options.concurrency = settings.concurrency;
+        options.run_retry_delay = millis(RUN_RETRY_DELAY);
+        if let Some(lock) = settings.lock_duration {
+            options.lock_duration = millis(lock);
+        }
+        if let Some((max, per)) = settings.limiter {
+            options.limiter = Some(bullmq::RateLimiterOptions::new(max, per));
+        }
+        if let Some(backoff) = settings.backoff {
+            options.backoff_strategy = Some(engine_backoff(backoff));
+        }
+
+        let processor = engine_processor(conn.clone(), queue.clone(), process);
+        let worker = bullmq::Worker::with_options(&queue, processor, options)
+            .await
+            .map_err(|e| Error::Worker {
+                queue: queue.clone(),
+                reason: engine_error(e).to_string(),
+            })?;
+        let worker = Arc::new(worker);
+        let event_task = tokio::spawn(forward_events(worker.clone(), sink));
+        let cancel_task = tokio::spawn(listen_for_cancels(
+            conn.clone(),
+            queue.clone(),
+            worker.clone(),
+        ));
+        Ok(EngineWorker {
+            queue,
+            worker,
+            event_task,
+            cancel_task,
+        })
+    }
+
+    pub(crate) fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// Stops fetching, waits up to `deadline` for active jobs, then stops.
+    /// Returns how many jobs were still active when it gave up.
+    pub(crate) async fn close(self, deadline: Duration) -> usize {
+        self.cancel_task.abort();
+        let _ = self.worker.close(millis(deadline)).await;
+        let still_active = self.worker.active_count().await;
+        // The engine sends `Closed` last; the forwarder stops on it. Bound the wait
+        // in case the event was lost.
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.event_task).await;
+        still_active
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn engine_processor(
+    conn: Connection,
+    queue: String,
+    process: ProcessFn,
+) -> bullmq::worker::ProcessorFn {
+    Arc::new(move |engine_job: bullmq::Job, token: CancellationToken| {
+        let meta = Arc::new(job_meta(&engine_job, &queue));
+        let data = engine_job.data().clone();
+        let ctx = JobContext::Live(LiveJob::new(engine_job));
+        let job = Job::from_parts(data, meta.clone(), ctx, CancelSignal::from_engine(token));
+        let conn = conn.clone();
+        let queue = queue.clone();
+        let stored_timeout = Box::pin(async move { stored_timeout(&conn, &queue, &meta.id).await });
+        let attempt = process(RawAttempt {
+            job,
+            stored_timeout,
+        });
+        Box::pin(async move {
+            attempt.await.map_err(|failure| {
+                if failure.retryable {
+                    bullmq::Error::ProcessingError(failure.reason)
+                } else {
+                    bullmq::Error::Unrecoverable(failure.reason)
+                }
+            })
+        })
+    })
+}
+
+fn engine_backoff(backoff: BackoffFn) -> bullmq::BackoffStrategyFn {
+    Arc::new(move |attempt, name, reason, data| {
+        let ctx = BackoffContext {
+            attempt,
+            reason,
+            data,
+        };
+        // -1 tells the engine not to retry.
+        let wait =
+            backoff(name, &ctx).map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        Box::pin(std::future::ready(wait))
+    })
+}
+
+/// The engine's event channel is unbounded: drain it always, so it cannot grow.
+async fn forward_events(worker: Arc<bullmq::Worker>, sink: EventSink) {
+    while let Some(event) = worker.next_event().await {
+        let converted = match event {
+            EngineWorkerEvent::Closed => break,
+            EngineWorkerEvent::Completed { job_id, result } => {
+                EngineEvent::Completed { job_id, result }
+            }
+            EngineWorkerEvent::Failed { job_id, error } => EngineEvent::Failed {
+                job_id,
+                reason: error,
+            },
+            EngineWorkerEvent::Progress { job_id, progress } => EngineEvent::Progress {
+                job_id,
+                progress: serde_json::to_value(progress).unwrap_or_default(),
+            },
+            EngineWorkerEvent::Stalled { job_id } => EngineEvent::Stalled { job_id },
+            EngineWorkerEvent::Drained => EngineEvent::Drained,
+            EngineWorkerEvent::Error(message) => EngineEvent::Error { message },
+            // Our dispatcher publishes a richer `Active` itself.
+            EngineWorkerEvent::Active { .. }
+            | EngineWorkerEvent::Ready
+            | EngineWorkerEvent::Paused
+            | EngineWorkerEvent::Resumed => continue,
+        };
+        sink(converted);
+    }
+}
+
+/// Cancellations arrive over pub/sub from any process; a lost subscription is
+/// re-established after a short pause.
+async fn listen_for_cancels(conn: Connection, queue: String, worker: Arc<bullmq::Worker>) {
+    let channel = cancel_channel(&conn, &queue);
+    loop {
+        match conn.client().get_async_pubsub().await {
+            Ok(mut pubsub) => {
+                if let Err(e) = pubsub.subscribe(&channel).await {
+                    tracing::warn!(queue = %queue, error = %e, "cannot subscribe to cancellations");
+                } else {
+                    let mut messages = pubsub.on_message();
+                    while let Some(message) = messages.next().await {
+                        let Ok(job_id) = message.get_payload::<String>() else {
+                            continue;
+                        };
+                        if worker.cancel_job(&job_id).await {
+                            tracing::info!(queue = %queue, job_id = %job_id, "cancellation delivered to the running job");
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(queue = %queue, error = %e, "cancellation listener cannot connect")
+            }
+        }
+        tokio::time::sleep(RUN_RETRY_DELAY).await;
+    }
+}

@@ -1,0 +1,116 @@
+//! The crate's one error enum, and the `Result` alias that uses it.
+
+use crate::registry::RegistryError;
+
+/// A boxed error source, so that no engine type appears in our signatures.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong when talking to a queue.
+///
+/// Handler outcomes are not here: a handler returns [`JobError`](crate::JobError).
+///
+/// ```
+/// use queue_core::{Error, JobOptions};
+///
+/// let err = JobOptions::new().job_id("welcome:42").validate().unwrap_err();
+/// assert!(matches!(err, Error::InvalidOption { option: "job_id", .. }));
+/// assert!(err.to_string().contains("welcome-42"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Redis could not be reached when the app was built.
+    #[error("cannot connect to Redis at {url}: {reason}")]
+    Connect {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
+
+    /// A Redis command failed (connection lost, timeout, server error).
+    #[error("redis error: {0}")]
+    Redis(#[source] BoxError),
+
+    /// A payload or return value could not be turned into JSON.
+    #[error("cannot serialize {what}: {source}")]
+    Serialize {
+        /// What was being serialized (`"job data"`, `"progress"`, ...).
+        what: &'static str,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A job option, queue name or setting was refused before anything was written.
+    #[error("invalid {option}: {reason}")]
+    InvalidOption {
+        /// The option's name as the builder spells it (`"job_id"`, `"priority"`, ...).
+        option: &'static str,
+        /// Why it was refused and, where possible, what to write instead.
+        reason: String,
+    },
+
+    /// A BullMQ Lua script refused the operation.
+    #[error("script refused the operation: {message} (code {code})")]
+    Script {
+        /// BullMQ's numeric error code (negative).
+        code: i64,
+        /// BullMQ's message for that code.
+        message: String,
+    },
+
+    /// The job does not exist (never added, removed, or cleaned by retention).
+    #[error("job {id} not found in queue {queue}")]
+    JobNotFound {
+        /// The queue name.
+        queue: String,
+        /// The job id.
+        id: String,
+    },
+
+    /// The job is not in a state that allows the operation.
+    #[error("job {id} in queue {queue} is {state}, cannot {operation}")]
+    WrongState {
+        /// The queue name.
+        queue: String,
+        /// The job id.
+        id: String,
+        /// Its current state.
+        state: String,
+        /// What was attempted.
+        operation: &'static str,
+    },
+
+    /// Start-up checks of registered processors and producers failed.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+
+    /// A worker could not be started or stopped.
+    #[error("worker for queue {queue}: {reason}")]
+    Worker {
+        /// The queue name.
+        queue: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// `Result` with [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn invalid(option: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidOption {
+            option,
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether the error means Redis could not be reached (as opposed to a refused request).
+    ///
+    /// Useful to answer 503 instead of 500 in an HTTP handler.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Connect { .. } | Error::Redis(_))
+    }
+}

@@ -1,0 +1,161 @@
+//! In-process worker events on a bounded broadcast: a slow listener loses old events
+//! (and is told how many), it never makes the channel grow.
+
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+/// How many events a listener may fall behind before it starts losing them.
+pub(crate) const CAPACITY: usize = 1024;
+
+/// What this process's workers did.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum WorkerEvent {
+    /// An attempt started.
+    Active {
+        /// The queue.
+        queue: String,
+        /// The job id.
+        job_id: String,
+        /// The job name.
+        name: String,
+        /// The attempt number, 1-based.
+        attempt: u32,
+    },
+    /// A job completed (its state is already `completed` in Redis).
+    Completed {
+        /// The queue.
+        queue: String,
+        /// The job id.
+        job_id: String,
+        /// The job name.
+        name: String,
+        /// The handler's return value.
+        return_value: Value,
+    },
+    /// An attempt failed (its retry or final failure is already recorded in Redis).
+    Failed {
+        /// The queue.
+        queue: String,
+        /// The job id.
+        job_id: String,
+        /// The job name.
+        name: String,
+        /// The failure reason.
+        reason: String,
+        /// The attempt that failed, 1-based.
+        attempt: u32,
+        /// Attempts allowed.
+        max_attempts: u32,
+        /// No retry follows: the job is now `failed` (the dead-letter exit).
+        is_final: bool,
+    },
+    /// A handler reported progress.
+    Progress {
+        /// The queue.
+        queue: String,
+        /// The job id.
+        job_id: String,
+        /// The progress value.
+        progress: Value,
+    },
+    /// A job of this queue was found stalled (its worker died or blocked) and recovered.
+    Stalled {
+        /// The queue.
+        queue: String,
+        /// The job id.
+        job_id: String,
+    },
+    /// The queue has no job ready for this worker.
+    Drained {
+        /// The queue.
+        queue: String,
+    },
+    /// The worker hit an error (usually Redis); it keeps retrying.
+    Error {
+        /// The queue.
+        queue: String,
+        /// The error.
+        message: String,
+    },
+}
+
+impl WorkerEvent {
+    /// The queue the event is about.
+    pub fn queue(&self) -> &str {
+        match self {
+            WorkerEvent::Active { queue, .. }
+            | WorkerEvent::Completed { queue, .. }
+            | WorkerEvent::Failed { queue, .. }
+            | WorkerEvent::Progress { queue, .. }
+            | WorkerEvent::Stalled { queue, .. }
+            | WorkerEvent::Drained { queue }
+            | WorkerEvent::Error { queue, .. } => queue,
+        }
+    }
+
+    /// The job the event is about, if any.
+    pub fn job_id(&self) -> Option<&str> {
+        match self {
+            WorkerEvent::Active { job_id, .. }
+            | WorkerEvent::Completed { job_id, .. }
+            | WorkerEvent::Failed { job_id, .. }
+            | WorkerEvent::Progress { job_id, .. }
+            | WorkerEvent::Stalled { job_id, .. } => Some(job_id),
+            WorkerEvent::Drained { .. } | WorkerEvent::Error { .. } => None,
+        }
+    }
+}
+
+/// The engine's worker events before we add the queue, name and attempt facts.
+#[derive(Debug, Clone)]
+pub(crate) enum EngineEvent {
+    Completed { job_id: String, result: Value },
+    Failed { job_id: String, reason: String },
+    Progress { job_id: String, progress: Value },
+    Stalled { job_id: String },
+    Drained,
+    Error { message: String },
+}
+
+/// A subscription to this process's worker events.
+///
+/// ```no_run
+/// # async fn demo(app: queue_core::QueueApp) {
+/// use queue_core::WorkerEvent;
+///
+/// let mut events = app.worker_events();
+/// while let Some(event) = events.recv().await {
+///     if let WorkerEvent::Failed { job_id, reason, is_final: true, .. } = event {
+///         tracing::error!(%job_id, %reason, "job exhausted its retries");
+///     }
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct WorkerEvents {
+    receiver: broadcast::Receiver<WorkerEvent>,
+}
+
+impl WorkerEvents {
+    pub(crate) fn new(receiver: broadcast::Receiver<WorkerEvent>) -> Self {
+        WorkerEvents { receiver }
+    }
+
+    /// The next event. Events this listener fell too far behind on are skipped (and
+    /// logged); `None` once the app is gone.
+    pub async fn recv(&mut self) -> Option<WorkerEvent> {
+        loop {
+            match self.receiver.recv().await {
+                Ok(event) => return Some(event),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(
+                        missed,
+                        "a worker-event listener fell behind and lost events"
+                    );
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Events: the queue's cross-process Redis event stream ([`QueueEvents`]) and this
+//! process's worker events ([`WorkerEvent`], see [`local`]).
+
+pub(crate) mod local;
+
+use crate::engine::EngineQueueEvents;
+use crate::error::Error;
+
+pub(crate) use local::EngineEvent;
+pub use local::{WorkerEvent, WorkerEvents};
+
+/// One entry of a queue's Redis event stream (`<prefix>:<queue>:events`), written by
+/// BullMQ's scripts whichever process (Rust or Node) acted on the job.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum QueueEvent {
+    /// A job was added.
+    Added {
+        /// The job id.
+        job_id: String,
+        /// The job name.
+        name: String,
+    },
+    /// A job is waiting (added, retried, or promoted).
+    Waiting {
+        /// The job id.
+        job_id: String,
+    },
+    /// A job waits for a delay or a retry backoff.
+    Delayed {
+        /// The job id.
+        job_id: String,
+        /// When it becomes ready (ms since the Unix epoch).
+        until_ms: i64,
+    },
+    /// A worker started a job.
+    Active {
+        /// The job id.
+        job_id: String,
+    },
+    /// A job reported progress.
+    Progress {
+        /// The job id.
+        job_id: String,
+        /// The progress value.
+        data: serde_json::Value,
+    },
+    /// A job completed.
+    Completed {
+        /// The job id.
+        job_id: String,
+        /// The handler's return value.
+        return_value: serde_json::Value,
+    },
+    /// An attempt failed for good (BullMQ writes `failed` only when no retry follows).
+    Failed {
+        /// The job id.
+        job_id: String,
+        /// The failure reason.
+        reason: String,
+    },
+    /// A job's lock expired while active; it is being recovered.
+    Stalled {
+        /// The job id.
+        job_id: String,
+    },
+    /// A job was removed.
+    Removed {
+        /// The job id.
+        job_id: String,
+    },
+    /// An add used an existing job id: nothing was added.
+    Duplicated {
+        /// The job id.
+        job_id: String,
+    },
+    /// An add was dropped by deduplication.
+    Deduplicated {
+        /// The id of the job that was not added.
+        job_id: String,
+        /// The deduplication id.
+        deduplication_id: String,
+    },
+    /// A job used its last attempt.
+    RetriesExhausted {
+        /// The job id.
+        job_id: String,
+    },
+    /// No job is waiting any more.
+    Drained,
+    /// The queue was paused.
+    Paused,
+    /// The queue was resumed.
+    Resumed,
+    /// An event this version does not type (forward compatibility).
+    Other {
+        /// The event name as written to the stream.
+        name: String,
+    },
+}
+
+impl QueueEvent {
+    /// The job the event is about, if any.
+    pub fn job_id(&self) -> Option<&str> {
+        match self {
+            QueueEvent::Added { job_id, .. }
+            | QueueEvent::Waiting { job_id }
+            | QueueEvent::Delayed { job_id, .. }
+            | QueueEvent::Active { job_id }
+            | QueueEvent::Progress { job_id, .. }
+            | QueueEvent::Completed { job_id, .. }
+            | QueueEvent::Failed { job_id, .. }
+            | QueueEvent::Stalled { job_id }
+            | QueueEvent::Removed { job_id }
+            | QueueEvent::Duplicated { job_id }
+            | QueueEvent::Deduplicated { job_id, .. }
+            | QueueEvent::RetriesExhausted { job_id } => Some(job_id),
+            QueueEvent::Drained
+            | QueueEvent::Paused
+            | QueueEvent::Resumed
+            | QueueEvent::Other { .. } => None,
+        }
+    }
+}
+
+/// Reads one queue's Redis event stream from this process, starting at the moment it
+/// was opened. Events come from every process working on the queue.
+///
+/// ```no_run
+/// # async fn demo(app: queue_core::QueueApp) -> queue_core::Result<()> {
+/// use queue_core::QueueEvent;
+///
+/// let events = app.queue_events("email").await?;
+/// while let Some(event) = events.next().await {
+///     if let QueueEvent::Failed { job_id, reason } = event {
+///         eprintln!("{job_id} failed: {reason}");
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct QueueEvents {
+    inner: EngineQueueEvents,
+}
+
+impl QueueEvents {
+    pub(crate) fn new(inner: EngineQueueEvents) -> Self {
+        QueueEvents { inner }
+    }
+
+    /// The next event; `None` once closed.
+    pub async fn next(&self) -> Option<QueueEvent> {
+        self.inner.next().await
+    }
+
+    /// Stops reading and releases the connection.
+    pub async fn close(self) {
+        self.inner.close().await;
+    }
+
+    /// Reads until an event for which `matches` is true, or `deadline` passes.
+    pub async fn wait_for(
+        &self,
+        deadline: std::time::Duration,
+        mut matches: impl FnMut(&QueueEvent) -> bool,
+    ) -> Result<QueueEvent, Error> {
+        let search = async {
+            while let Some(event) = self.next().await {
+                if matches(&event) {
+                    return Some(event);
+                }
+            }
+            None
+        };
+        match tokio::time::timeout(deadline, search).await {
+            Ok(Some(event)) => Ok(event),
+            Ok(None) => Err(Error::Redis("the event stream closed".into())),
+            Err(_) => Err(Error::Redis(
+                format!("no matching event within {deadline:?}").into(),
+            )),
+        }
+    }
+}

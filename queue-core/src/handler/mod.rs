@@ -1,0 +1,217 @@
+//! Handlers: plain async functions `fn(Job<T>, Dep<A>, ...) -> Result<R, JobError>`,
+//! and their type-erased form that the worker dispatches to.
+
+mod error;
+
+use std::any::type_name;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+pub use error::JobError;
+
+use crate::deps::{Dep, DepInfo, Deps};
+use crate::job::Job;
+
+/// An async function that handles a job: its first argument is `Job<T>`, the others are
+/// [`Dep`]s, and it returns `Result<R, JobError>` with `R: Serialize` (stored as the
+/// job's return value).
+///
+/// Implemented for functions and closures of up to six dependencies; you never
+/// implement it yourself.
+///
+/// ```
+/// use queue_core::{Dep, Job, JobError, Processor};
+///
+/// struct Db;
+/// async fn grant(job: Job<u64>, _db: Dep<Db>) -> Result<String, JobError> {
+///     Ok(format!("granted to {}", job.data))
+/// }
+/// let processor = Processor::new("coupon").job("grant", grant);
+/// # let _ = processor;
+/// ```
+pub trait Handler<Args>: Clone + Send + Sync + Sized + 'static {
+    /// The payload type the job's data is deserialized into.
+    type Payload: DeserializeOwned + Send + 'static;
+    /// The return value type.
+    type Output: Serialize + Send + 'static;
+    /// The handler's future.
+    type Future: Future<Output = Result<Self::Output, JobError>> + Send + 'static;
+
+    /// Calls the handler, or returns `None` when a dependency was not provided.
+    #[doc(hidden)]
+    fn call(&self, job: Job<Self::Payload>, deps: &Deps) -> Option<Self::Future>;
+
+    /// The dependency types the handler asks for.
+    #[doc(hidden)]
+    fn dependencies() -> Vec<DepInfo>;
+}
+
+macro_rules! impl_handler {
+    ($($dep:ident),*) => {
+        impl<F, Fut, T, R, $($dep,)*> Handler<(Job<T>, $(Dep<$dep>,)*)> for F
+        where
+            F: Fn(Job<T>, $(Dep<$dep>,)*) -> Fut + Clone + Send + Sync + 'static,
+            Fut: Future<Output = Result<R, JobError>> + Send + 'static,
+            T: DeserializeOwned + Send + 'static,
+            R: Serialize + Send + 'static,
+            $($dep: Send + Sync + 'static,)*
+        {
+            type Payload = T;
+            type Output = R;
+            type Future = Fut;
+
+            #[allow(non_snake_case, unused_variables)]
+            fn call(&self, job: Job<T>, deps: &Deps) -> Option<Fut> {
+                $(let $dep = deps.get::<$dep>()?;)*
+                Some((self)(job, $($dep,)*))
+            }
+
+            fn dependencies() -> Vec<DepInfo> {
+                vec![$(DepInfo::of::<$dep>(),)*]
+            }
+        }
+    };
+}
+
+impl_handler!();
+impl_handler!(A1);
+impl_handler!(A1, A2);
+impl_handler!(A1, A2, A3);
+impl_handler!(A1, A2, A3, A4);
+impl_handler!(A1, A2, A3, A4, A5);
+impl_handler!(A1, A2, A3, A4, A5, A6);
+
+type RunFn = dyn Fn(Job<serde_json::Value>, &Deps) -> BoxFuture<'static, Result<serde_json::Value, JobError>>
+    + Send
+    + Sync;
+
+/// A handler with its types erased: JSON in, JSON out.
+#[derive(Clone)]
+pub(crate) struct ErasedHandler {
+    pub(crate) payload_type: &'static str,
+    pub(crate) dependencies: Vec<DepInfo>,
+    run: Arc<RunFn>,
+}
+
+impl ErasedHandler {
+    pub(crate) fn new<H: Handler<Args>, Args>(handler: H) -> Self {
+        let payload_type = type_name::<H::Payload>();
+        let run = move |job: Job<serde_json::Value>, deps: &Deps| -> BoxFuture<'static, _> {
+            let typed = match deserialize_payload::<H::Payload>(job) {
+                Ok(typed) => typed,
+                Err(e) => return Box::pin(std::future::ready(Err(e))),
+            };
+            let Some(future) = handler.call(typed, deps) else {
+                let missing = H::dependencies()
+                    .into_iter()
+                    .filter(|d| !deps.contains(d))
+                    .map(|d| d.type_name)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Box::pin(std::future::ready(Err(JobError::unrecoverable_msg(
+                    format!("dependency not provided: {missing}"),
+                ))));
+            };
+            Box::pin(async move {
+                let output = future.await?;
+                serde_json::to_value(output).map_err(|e| {
+                    JobError::unrecoverable_msg(format!(
+                        "cannot serialize the return value ({}): {e}",
+                        type_name::<H::Output>()
+                    ))
+                })
+            })
+        };
+        ErasedHandler {
+            payload_type,
+            dependencies: H::dependencies(),
+            run: Arc::new(run),
+        }
+    }
+
+    pub(crate) fn run(
+        &self,
+        job: Job<serde_json::Value>,
+        deps: &Deps,
+    ) -> BoxFuture<'static, Result<serde_json::Value, JobError>> {
+        (self.run)(job, deps)
+    }
+}
+
+impl std::fmt::Debug for ErasedHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ErasedHandler")
+            .field("payload_type", &self.payload_type)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A payload that does not fit the handler's type is unrecoverable: retrying cannot fix it.
+fn deserialize_payload<T: DeserializeOwned>(
+    job: Job<serde_json::Value>,
+) -> Result<Job<T>, JobError> {
+    let data = T::deserialize(&job.data).map_err(|e| {
+        JobError::unrecoverable_msg(format!("payload does not fit {}: {e}", type_name::<T>()))
+    })?;
+    Ok(job.map_data(|_| data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct Email {
+        to: String,
+    }
+
+    async fn echo(job: Job<Email>, prefix: Dep<String>) -> Result<String, JobError> {
+        Ok(format!("{}{}", *prefix, job.data.to))
+    }
+
+    fn deps_with_prefix() -> Deps {
+        let mut deps = Deps::default();
+        deps.insert(Arc::new(String::from("to:")));
+        deps
+    }
+
+    #[tokio::test]
+    async fn erased_handler_deserializes_calls_and_serializes() {
+        let h = ErasedHandler::new(echo);
+        assert!(h.payload_type.ends_with("Email"));
+        assert_eq!(h.dependencies, vec![DepInfo::of::<String>()]);
+        let job = Job::for_test(serde_json::json!({"to": "ada"}));
+        let out = h.run(job, &deps_with_prefix()).await.unwrap();
+        assert_eq!(out, serde_json::json!("to:ada"));
+    }
+
+    #[tokio::test]
+    async fn wrong_payload_is_unrecoverable_with_the_serde_message() {
+        let h = ErasedHandler::new(echo);
+        let job = Job::for_test(serde_json::json!({"too": "ada"}));
+        let err = h.run(job, &deps_with_prefix()).await.unwrap_err();
+        assert!(!err.is_retryable());
+        assert!(
+            err.message().contains("missing field `to`"),
+            "{}",
+            err.message()
+        );
+        assert!(err.message().contains("Email"), "{}", err.message());
+    }
+
+    #[tokio::test]
+    async fn missing_dependency_is_named() {
+        let h = ErasedHandler::new(echo);
+        let job = Job::for_test(serde_json::json!({"to": "ada"}));
+        let err = h.run(job, &Deps::default()).await.unwrap_err();
+        assert!(
+            err.message().contains("alloc::string::String"),
+            "{}",
+            err.message()
+        );
+    }
+}

@@ -1,0 +1,121 @@
+//! Job id validation: BullMQ's rules, with messages that say how to fix the id.
+
+use crate::error::Error;
+
+/// Key suffixes that BullMQ uses under `<prefix>:<queue>:`. A job whose id equals one of
+/// them would have its hash written over the queue's own bookkeeping key.
+const RESERVED_IDS: &[&str] = &[
+    "wait",
+    "paused",
+    "meta",
+    "id",
+    "active",
+    "delayed",
+    "prioritized",
+    "completed",
+    "failed",
+    "stalled",
+    "stalled-check",
+    "limiter",
+    "events",
+    "marker",
+    "pc",
+    "repeat",
+    "waiting-children",
+    "de",
+    "metrics",
+];
+
+/// Checks a custom job id against the rules Node BullMQ enforces, plus the reserved
+/// key suffixes it does not check but that would corrupt the queue.
+pub(crate) fn validate_job_id(id: &str) -> Result<(), Error> {
+    if id.is_empty() {
+        return Err(Error::invalid(
+            "job_id",
+            "a job id cannot be empty; leave it unset to get an automatic id",
+        ));
+    }
+    if id.contains(':') {
+        return Err(Error::invalid(
+            "job_id",
+            format!(
+                "`{id}` contains ':', which BullMQ uses to separate key parts; \
+                 use '-' instead, e.g. `{}`",
+                id.replace(':', "-")
+            ),
+        ));
+    }
+    if looks_like_integer(id) {
+        return Err(Error::invalid(
+            "job_id",
+            format!(
+                "`{id}` is an integer; BullMQ gives integer ids to jobs without a custom id, \
+                 so a custom one could collide; add a prefix, e.g. `job-{id}`"
+            ),
+        ));
+    }
+    if RESERVED_IDS.contains(&id) {
+        return Err(Error::invalid(
+            "job_id",
+            format!(
+                "`{id}` is the name of one of the queue's own Redis keys; \
+                 add a prefix, e.g. `job-{id}`"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Node BullMQ refuses ids for which `` `${parseInt(id, 10)}` === id ``: plain decimal
+/// integers, with an optional leading `-`, and no leading zeros.
+fn looks_like_integer(id: &str) -> bool {
+    let digits = id.strip_prefix('-').unwrap_or(id);
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && id != "-0"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(id: &str) -> String {
+        match validate_job_id(id) {
+            Err(Error::InvalidOption { option, reason }) => {
+                assert_eq!(option, "job_id");
+                reason
+            }
+            other => panic!("expected a refusal for {id:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn colon_is_refused_with_a_dash_suggestion() {
+        assert!(reason("welcome:42").contains("`welcome-42`"));
+    }
+
+    #[test]
+    fn integers_are_refused_but_padded_numbers_are_not() {
+        assert!(reason("42").contains("integer"));
+        assert!(reason("-7").contains("integer"));
+        assert!(reason("0").contains("integer"));
+        assert!(validate_job_id("007").is_ok());
+        assert!(validate_job_id("4.2").is_ok());
+        assert!(validate_job_id("-0").is_ok());
+    }
+
+    #[test]
+    fn empty_and_reserved_ids_are_refused() {
+        assert!(reason("").contains("empty"));
+        assert!(reason("meta").contains("own Redis keys"));
+        assert!(reason("wait").contains("job-wait"));
+    }
+
+    #[test]
+    fn ordinary_ids_pass() {
+        for id in ["welcome-42", "birthday-7-2026-11-29", "a_b.c", "ünïcode"] {
+            assert!(validate_job_id(id).is_ok(), "{id}");
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! A snapshot of a job as stored in Redis, for status pages and management.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::de::DeserializeOwned;
+
+/// A job read back from Redis: what a status page or an operator needs.
+///
+/// The payload is kept as JSON; [`JobInfo::data_as`] turns it into a type.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobInfo {
+    /// The job id.
+    pub id: String,
+    /// The job name (the handler it is dispatched to).
+    pub name: String,
+    /// The payload, as stored.
+    pub data: serde_json::Value,
+    /// The last reported progress (`0` when never reported).
+    pub progress: serde_json::Value,
+    /// Attempts that have finished (failed or completed).
+    pub attempts_made: u32,
+    /// Attempts that have started (including a running one or one lost to a crash).
+    pub attempts_started: u32,
+    /// Attempts allowed in total.
+    pub max_attempts: u32,
+    /// When the job was added (ms since the Unix epoch).
+    pub timestamp_ms: u64,
+    /// When the last attempt started (ms since the Unix epoch).
+    pub processed_on_ms: Option<u64>,
+    /// When the job finished (ms since the Unix epoch).
+    pub finished_on_ms: Option<u64>,
+    /// The failure reason of the last failed attempt.
+    pub failed_reason: Option<String>,
+    /// The handler's return value, for a completed job.
+    pub return_value: Option<serde_json::Value>,
+    /// The current delay (set by `delay` or by a retry backoff).
+    pub delay: Duration,
+    /// The priority (0 when none).
+    pub priority: u32,
+}
+
+impl JobInfo {
+    /// The payload as `D`.
+    pub fn data_as<D: DeserializeOwned>(&self) -> Result<D, serde_json::Error> {
+        serde_json::from_value(self.data.clone())
+    }
+
+    /// When the job was added.
+    pub fn timestamp(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.timestamp_ms)
+    }
+}

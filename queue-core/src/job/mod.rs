@@ -1,0 +1,224 @@
+//! `Job<T>`: what a handler receives.
+
+pub(crate) mod id;
+mod info;
+mod state;
+mod testing;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+pub use info::JobInfo;
+pub use state::{JobCounts, JobState};
+pub use testing::TestJobHandle;
+
+use crate::engine::{CancelSignal, LiveJob};
+use crate::error::Error;
+use crate::options::JobOptions;
+
+/// Facts about a job that do not depend on its payload type.
+#[derive(Debug, Clone)]
+pub(crate) struct JobMeta {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) queue: String,
+    pub(crate) attempts_made: u32,
+    pub(crate) timestamp_ms: u64,
+    pub(crate) options: JobOptions,
+}
+
+/// Where progress and log lines go: Redis for a real job, memory for a test job.
+#[derive(Debug, Clone)]
+pub(crate) enum JobContext {
+    Live(LiveJob),
+    Test(Arc<testing::Recorder>),
+}
+
+/// One attempt of a job, as a handler sees it: the typed payload plus its metadata,
+/// progress and log writers, and the cancellation signal.
+///
+/// ```
+/// use queue_core::{Job, JobError};
+///
+/// #[derive(serde::Deserialize)]
+/// struct WelcomeEmail { to: String }
+///
+/// async fn send_welcome(job: Job<WelcomeEmail>) -> Result<(), JobError> {
+///     job.log(format!("sending to {}", job.data.to)).await?;
+///     job.update_progress(100).await?;
+///     Ok(())
+/// }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// // Handlers are plain functions: call them directly in a unit test.
+/// let job = Job::for_test(WelcomeEmail { to: "ada@example.com".into() });
+/// let handle = job.test_handle();
+/// send_welcome(job).await.unwrap();
+/// assert_eq!(handle.logs(), ["sending to ada@example.com"]);
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct Job<T> {
+    /// The payload.
+    pub data: T,
+    meta: Arc<JobMeta>,
+    ctx: JobContext,
+    cancel: CancelSignal,
+}
+
+impl<T> Job<T> {
+    pub(crate) fn from_parts(
+        data: T,
+        meta: Arc<JobMeta>,
+        ctx: JobContext,
+        cancel: CancelSignal,
+    ) -> Self {
+        Job {
+            data,
+            meta,
+            ctx,
+            cancel,
+        }
+    }
+
+    /// A job that is not in Redis, for calling a handler directly in a unit test.
+    ///
+    /// Its id is `test-job`, its name `test`, its queue `test`; progress and log
+    /// lines are recorded in memory and read through [`Job::test_handle`].
+    pub fn for_test(data: T) -> Self {
+        let meta = JobMeta {
+            id: "test-job".to_owned(),
+            name: "test".to_owned(),
+            queue: "test".to_owned(),
+            attempts_made: 0,
+            timestamp_ms: now_ms(),
+            options: JobOptions::default(),
+        };
+        let recorder = Arc::new(testing::Recorder::default());
+        Job::from_parts(
+            data,
+            Arc::new(meta),
+            JobContext::Test(recorder),
+            CancelSignal::new(),
+        )
+    }
+
+    /// For a test job: set the id, name and attempts already made.
+    pub fn with_test_meta(mut self, id: &str, name: &str, attempts_made: u32) -> Self {
+        let meta = Arc::make_mut(&mut self.meta);
+        meta.id = id.to_owned();
+        meta.name = name.to_owned();
+        meta.attempts_made = attempts_made;
+        self
+    }
+
+    /// For a test job: a handle to read what the handler recorded and to cancel it.
+    /// For a real job the handle records nothing.
+    pub fn test_handle(&self) -> TestJobHandle {
+        let recorder = match &self.ctx {
+            JobContext::Test(recorder) => Some(recorder.clone()),
+            JobContext::Live(_) => None,
+        };
+        TestJobHandle::new(recorder, self.cancel.clone())
+    }
+
+    /// The job id.
+    pub fn id(&self) -> &str {
+        &self.meta.id
+    }
+
+    /// The job name.
+    pub fn name(&self) -> &str {
+        &self.meta.name
+    }
+
+    /// The queue the job came from.
+    pub fn queue(&self) -> &str {
+        &self.meta.queue
+    }
+
+    /// Attempts finished before this one (0 on the first run).
+    pub fn attempts_made(&self) -> u32 {
+        self.meta.attempts_made
+    }
+
+    /// This attempt's number, 1-based.
+    pub fn attempt(&self) -> u32 {
+        self.meta.attempts_made + 1
+    }
+
+    /// Attempts allowed in total.
+    pub fn max_attempts(&self) -> u32 {
+        self.meta.options.attempts.unwrap_or(1)
+    }
+
+    /// When the job was added.
+    pub fn timestamp(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.meta.timestamp_ms)
+    }
+
+    /// The options the job was added with.
+    pub fn options(&self) -> &JobOptions {
+        &self.meta.options
+    }
+
+    /// Report progress: a number (percent by convention) or any JSON value.
+    /// Visible in the job's status and as a `progress` event.
+    pub async fn update_progress(&self, progress: impl Serialize) -> Result<(), Error> {
+        let value = serde_json::to_value(progress).map_err(|source| Error::Serialize {
+            what: "progress",
+            source,
+        })?;
+        match &self.ctx {
+            JobContext::Live(live) => live.update_progress(value).await,
+            JobContext::Test(recorder) => {
+                recorder.record_progress(value);
+                Ok(())
+            }
+        }
+    }
+
+    /// Append a line to the job's log (readable with `Queue::get_job_logs`).
+    pub async fn log(&self, line: impl AsRef<str>) -> Result<(), Error> {
+        match &self.ctx {
+            JobContext::Live(live) => live.log(line.as_ref()).await,
+            JobContext::Test(recorder) => {
+                recorder.record_log(line.as_ref());
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether someone asked to cancel this job (`Queue::cancel`, from any process).
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Resolves when someone asks to cancel this job. Use it in `tokio::select!`
+    /// to stop long work early; the job then ends failed as cancelled, without retries.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
+    }
+
+    pub(crate) fn cancel_signal(&self) -> CancelSignal {
+        self.cancel.clone()
+    }
+
+    /// Replaces the payload, keeping everything else (used by the dispatcher).
+    pub(crate) fn map_data<U>(self, f: impl FnOnce(T) -> U) -> Job<U> {
+        Job {
+            data: f(self.data),
+            meta: self.meta,
+            ctx: self.ctx,
+            cancel: self.cancel,
+        }
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

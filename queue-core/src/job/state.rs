@@ -1,0 +1,118 @@
+//! Job states and per-state counts.
+
+use std::fmt;
+
+/// Where a job is in its life, as BullMQ names it.
+///
+/// ```
+/// use queue_core::JobState;
+/// assert_eq!(JobState::WaitingChildren.as_str(), "waiting-children");
+/// assert_eq!("delayed".parse::<JobState>().unwrap(), JobState::Delayed);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum JobState {
+    /// Ready to run, in arrival order.
+    Waiting,
+    /// Ready to run, ordered by priority.
+    Prioritized,
+    /// Waiting for its delay (or retry backoff) to pass.
+    Delayed,
+    /// A worker holds its lock and runs it.
+    Active,
+    /// Finished successfully.
+    Completed,
+    /// Finished with a failure after its last attempt (or an unrecoverable one).
+    Failed,
+    /// A parent job waiting for its children (flows).
+    WaitingChildren,
+}
+
+impl JobState {
+    /// Every state, in the order a job usually goes through them.
+    pub const ALL: [JobState; 7] = [
+        JobState::Waiting,
+        JobState::Prioritized,
+        JobState::Delayed,
+        JobState::Active,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::WaitingChildren,
+    ];
+
+    /// BullMQ's name for the state (`"waiting"`, `"waiting-children"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Waiting => "waiting",
+            JobState::Prioritized => "prioritized",
+            JobState::Delayed => "delayed",
+            JobState::Active => "active",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::WaitingChildren => "waiting-children",
+        }
+    }
+
+    /// Whether the job has finished (completed or failed).
+    pub fn is_finished(self) -> bool {
+        matches!(self, JobState::Completed | JobState::Failed)
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .or((s == "wait").then_some(JobState::Waiting))
+            .ok_or_else(|| {
+                crate::Error::invalid(
+                    "state",
+                    format!(
+                        "`{s}` is not a job state; expected one of {}",
+                        state_names()
+                    ),
+                )
+            })
+    }
+}
+
+fn state_names() -> String {
+    JobState::ALL.map(JobState::as_str).join(", ")
+}
+
+/// How many jobs a queue holds in each state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobCounts {
+    /// Ready to run (including jobs held by a paused queue).
+    pub waiting: u64,
+    /// Ready to run, by priority.
+    pub prioritized: u64,
+    /// Waiting for a delay or a retry backoff.
+    pub delayed: u64,
+    /// Running now.
+    pub active: u64,
+    /// Finished successfully (and not yet removed by retention).
+    pub completed: u64,
+    /// Failed for good (and not yet removed by retention).
+    pub failed: u64,
+    /// Parents waiting for children.
+    pub waiting_children: u64,
+}
+
+impl JobCounts {
+    /// Jobs that have not finished yet.
+    pub fn unfinished(&self) -> u64 {
+        self.waiting + self.prioritized + self.delayed + self.active + self.waiting_children
+    }
+}

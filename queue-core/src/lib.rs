@@ -1,0 +1,33 @@
+#![doc = include_str!("../docs/overview.md")]
+
+mod app;
+mod deps;
+mod engine;
+mod error;
+mod events;
+mod handler;
+mod job;
+mod options;
+mod processor;
+mod queue;
+mod registry;
+mod worker;
+
+#[doc(hidden)]
+pub mod __private;
+pub mod prelude;
+pub mod testing;
+
+pub use app::{
+    QueueApp, QueueAppBuilder, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX, DEFAULT_REDIS_URL,
+};
+pub use deps::Dep;
+pub use error::{Error, Result};
+pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents};
+pub use handler::{Handler, JobError};
+pub use job::{Job, JobCounts, JobInfo, JobState, TestJobHandle};
+pub use options::{Backoff, BackoffContext, Deduplication, JobOptions, Keep, MAX_PRIORITY};
+pub use processor::Processor;
+pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue};
+pub use registry::RegistryError;
+pub use worker::{ShutdownReport, Workers};

@@ -1,0 +1,288 @@
+//! Job options: the builder a producer fills and the checks that refuse bad values at `add`.
+
+mod backoff;
+mod dedup;
+mod keep;
+
+use std::time::Duration;
+
+pub use backoff::{Backoff, BackoffContext};
+pub use dedup::Deduplication;
+pub use keep::Keep;
+
+use crate::error::Error;
+use crate::job::id::validate_job_id;
+
+/// The highest priority number BullMQ accepts (2^21). `1` is the most urgent.
+pub const MAX_PRIORITY: u32 = 2_097_152;
+
+/// Options for one job: retries, backoff, delay, priority, id, retention and more.
+///
+/// Every setter is optional; unset values fall back to the app's default job options
+/// ([`QueueAppBuilder::default_job_options`](crate::QueueAppBuilder::default_job_options)),
+/// then to BullMQ's defaults (one attempt, keep every finished job).
+///
+/// ```
+/// use std::time::Duration;
+/// use queue_core::{Backoff, JobOptions, Keep};
+///
+/// let opts = JobOptions::new()
+///     .job_id("welcome-42")                 // dedup: the same id never makes a second job
+///     .attempts(5)
+///     .backoff(Backoff::exponential(Duration::from_secs(3)))
+///     .remove_on_complete(Keep::Last(100))
+///     .remove_on_fail(Keep::Last(1000));
+/// assert!(opts.validate().is_ok());
+/// assert!(JobOptions::new().attempts(0).validate().is_err());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobOptions {
+    pub(crate) attempts: Option<u32>,
+    pub(crate) backoff: Option<Backoff>,
+    pub(crate) delay: Option<Duration>,
+    pub(crate) priority: Option<u32>,
+    pub(crate) lifo: bool,
+    pub(crate) job_id: Option<String>,
+    pub(crate) remove_on_complete: Option<Keep>,
+    pub(crate) remove_on_fail: Option<Keep>,
+    pub(crate) deduplication: Option<Deduplication>,
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl JobOptions {
+    /// No options set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Total attempts, the first one included (`1` means no retry). Must be at least 1.
+    pub fn attempts(mut self, attempts: u32) -> Self {
+        self.attempts = Some(attempts);
+        self
+    }
+
+    /// Wait between attempts.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = Some(backoff);
+        self
+    }
+
+    /// Run no earlier than `delay` from now.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// Priority from 1 (most urgent) to [`MAX_PRIORITY`]; prioritized jobs run before
+    /// jobs without a priority.
+    pub fn priority(mut self, priority: u32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Run this job before the jobs already waiting (last in, first out).
+    pub fn lifo(mut self) -> Self {
+        self.lifo = true;
+        self
+    }
+
+    /// A custom id. Adding a job whose id already exists adds nothing and reports
+    /// a duplicate. BullMQ's rules apply: not empty, not an integer, no `:`.
+    pub fn job_id(mut self, id: impl Into<String>) -> Self {
+        self.job_id = Some(id.into());
+        self
+    }
+
+    /// Which completed jobs Redis keeps.
+    pub fn remove_on_complete(mut self, keep: Keep) -> Self {
+        self.remove_on_complete = Some(keep);
+        self
+    }
+
+    /// Which failed jobs Redis keeps.
+    pub fn remove_on_fail(mut self, keep: Keep) -> Self {
+        self.remove_on_fail = Some(keep);
+        self
+    }
+
+    /// BullMQ deduplication on an id separate from the job id.
+    pub fn deduplication(mut self, dedup: Deduplication) -> Self {
+        self.deduplication = Some(dedup);
+        self
+    }
+
+    /// Fail an attempt that runs longer than this (overrides the processor's timeout).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The configured attempts, if set.
+    pub fn get_attempts(&self) -> Option<u32> {
+        self.attempts
+    }
+
+    /// The configured backoff, if set.
+    pub fn get_backoff(&self) -> Option<&Backoff> {
+        self.backoff.as_ref()
+    }
+
+    /// The configured delay, if set.
+    pub fn get_delay(&self) -> Option<Duration> {
+        self.delay
+    }
+
+    /// The configured priority, if set.
+    pub fn get_priority(&self) -> Option<u32> {
+        self.priority
+    }
+
+    /// The custom job id, if set.
+    pub fn get_job_id(&self) -> Option<&str> {
+        self.job_id.as_deref()
+    }
+
+    /// The per-job timeout, if set.
+    pub fn get_timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Checks every option against BullMQ's rules. [`Queue::add`](crate::Queue::add)
+    /// calls this; calling it yourself lets you refuse a request before doing other work.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.attempts == Some(0) {
+            return Err(Error::invalid(
+                "attempts",
+                "must be at least 1 (it counts the first run; 1 means no retry)",
+            ));
+        }
+        if let Some(p) = self.priority {
+            if p > MAX_PRIORITY {
+                return Err(Error::invalid(
+                    "priority",
+                    format!("{p} is out of range; BullMQ accepts 0 to {MAX_PRIORITY}"),
+                ));
+            }
+        }
+        if let Some(id) = &self.job_id {
+            validate_job_id(id)?;
+        }
+        if let Some(d) = &self.deduplication {
+            if d.id.is_empty() {
+                return Err(Error::invalid("deduplication", "the id cannot be empty"));
+            }
+            if d.ttl == Some(Duration::ZERO) {
+                return Err(Error::invalid(
+                    "deduplication",
+                    "a ttl must be longer than zero",
+                ));
+            }
+        }
+        if self.timeout == Some(Duration::ZERO) {
+            return Err(Error::invalid("timeout", "must be longer than zero"));
+        }
+        if let Some(Backoff::Custom(name)) = &self.backoff {
+            if name.is_empty() || name == "fixed" || name == "exponential" {
+                return Err(Error::invalid(
+                    "backoff",
+                    format!("`{name}` cannot name a custom strategy; use Backoff::fixed or Backoff::exponential"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// These options, with every unset value taken from `defaults`.
+    pub(crate) fn or_defaults(self, defaults: &JobOptions) -> JobOptions {
+        JobOptions {
+            attempts: self.attempts.or(defaults.attempts),
+            backoff: self.backoff.or_else(|| defaults.backoff.clone()),
+            delay: self.delay.or(defaults.delay),
+            priority: self.priority.or(defaults.priority),
+            lifo: self.lifo || defaults.lifo,
+            job_id: self.job_id,
+            remove_on_complete: self.remove_on_complete.or(defaults.remove_on_complete),
+            remove_on_fail: self.remove_on_fail.or(defaults.remove_on_fail),
+            deduplication: self.deduplication,
+            timeout: self.timeout.or(defaults.timeout),
+        }
+    }
+
+    /// The state a new job with these options starts in.
+    pub(crate) fn initial_state(&self) -> crate::JobState {
+        if self.delay.is_some_and(|d| !d.is_zero()) {
+            crate::JobState::Delayed
+        } else if self.priority.is_some_and(|p| p > 0) {
+            crate::JobState::Prioritized
+        } else {
+            crate::JobState::Waiting
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused_option(opts: JobOptions) -> &'static str {
+        match opts.validate() {
+            Err(Error::InvalidOption { option, .. }) => option,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_bad_option_is_named() {
+        assert_eq!(refused_option(JobOptions::new().attempts(0)), "attempts");
+        assert_eq!(
+            refused_option(JobOptions::new().priority(MAX_PRIORITY + 1)),
+            "priority"
+        );
+        assert_eq!(refused_option(JobOptions::new().job_id("a:b")), "job_id");
+        assert_eq!(
+            refused_option(JobOptions::new().timeout(Duration::ZERO)),
+            "timeout"
+        );
+        assert_eq!(
+            refused_option(JobOptions::new().deduplication(Deduplication::new(""))),
+            "deduplication"
+        );
+        assert_eq!(
+            refused_option(JobOptions::new().backoff(Backoff::custom("fixed"))),
+            "backoff"
+        );
+    }
+
+    #[test]
+    fn boundary_values_pass() {
+        let opts = JobOptions::new()
+            .attempts(1)
+            .priority(MAX_PRIORITY)
+            .priority(0);
+        assert!(opts.validate().is_ok());
+    }
+
+    #[test]
+    fn defaults_fill_only_unset_values() {
+        let defaults = JobOptions::new()
+            .attempts(3)
+            .priority(5)
+            .timeout(Duration::from_secs(9));
+        let merged = JobOptions::new().attempts(7).or_defaults(&defaults);
+        assert_eq!(merged.attempts, Some(7));
+        assert_eq!(merged.priority, Some(5));
+        assert_eq!(merged.timeout, Some(Duration::from_secs(9)));
+    }
+
+    #[test]
+    fn initial_state_follows_delay_then_priority() {
+        use crate::JobState;
+        assert_eq!(JobOptions::new().initial_state(), JobState::Waiting);
+        assert_eq!(
+            JobOptions::new().priority(3).initial_state(),
+            JobState::Prioritized
+        );
+        let delayed = JobOptions::new().priority(3).delay(Duration::from_secs(1));
+        assert_eq!(delayed.initial_state(), JobState::Delayed);
+    }
+}

@@ -1,0 +1,117 @@
+//! `Processor`: the explicit registration of a queue's handlers (what `#[processor]`
+//! generates, and the fallback when a macro registration is not linked).
+
+use std::time::Duration;
+
+use crate::handler::{ErasedHandler, Handler};
+
+/// How long a cancelled handler gets to stop by itself before its future is dropped.
+pub(crate) const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// The handlers of one queue, and how its worker runs them.
+///
+/// ```
+/// use std::time::Duration;
+/// use queue_core::{Job, JobError, Processor};
+///
+/// async fn send_welcome(job: Job<String>) -> Result<(), JobError> { Ok(()) }
+/// async fn send_other(job: Job<String>) -> Result<(), JobError> { Ok(()) }
+///
+/// let email = Processor::new("email")
+///     .concurrency(5)
+///     .timeout(Duration::from_secs(30))
+///     .job("welcome", send_welcome)   // jobs named "welcome"
+///     .any_job(send_other);           // every other name on this queue
+/// # let _ = email;
+/// ```
+#[derive(Debug, Clone)]
+pub struct Processor {
+    pub(crate) queue: String,
+    pub(crate) concurrency: usize,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) lock_duration: Option<Duration>,
+    pub(crate) limiter: Option<(u64, Duration)>,
+    pub(crate) cancel_grace: Duration,
+    pub(crate) handlers: Vec<RegisteredHandler>,
+}
+
+/// One handler and the job name it claims (`None`: every name nobody else claims).
+#[derive(Debug, Clone)]
+pub(crate) struct RegisteredHandler {
+    pub(crate) job_name: Option<String>,
+    pub(crate) handler: ErasedHandler,
+    pub(crate) label: String,
+}
+
+impl Processor {
+    /// A processor for `queue`, with concurrency 1 and no handlers yet.
+    pub fn new(queue: impl Into<String>) -> Self {
+        Processor {
+            queue: queue.into(),
+            concurrency: 1,
+            timeout: None,
+            lock_duration: None,
+            limiter: None,
+            cancel_grace: DEFAULT_CANCEL_GRACE,
+            handlers: Vec::new(),
+        }
+    }
+
+    /// How many jobs of this queue run at once in this process.
+    pub fn concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// Fail an attempt that runs longer than this; its future is dropped.
+    /// A job's own [`JobOptions::timeout`](crate::JobOptions::timeout) wins over it.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// How long a worker's lock on a job lasts between renewals (BullMQ default: 30 s).
+    /// A job whose lock expires is considered stalled and is run again.
+    pub fn lock_duration(mut self, lock_duration: Duration) -> Self {
+        self.lock_duration = Some(lock_duration);
+        self
+    }
+
+    /// Start at most `max` jobs per `per` across this queue's workers.
+    pub fn limiter(mut self, max: u64, per: Duration) -> Self {
+        self.limiter = Some((max, per));
+        self
+    }
+
+    /// How long a cancelled handler may run on before its future is dropped (default 5 s).
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.cancel_grace = grace;
+        self
+    }
+
+    /// Handle jobs named `name` with `handler`.
+    pub fn job<H: Handler<Args>, Args>(mut self, name: impl Into<String>, handler: H) -> Self {
+        let name = name.into();
+        self.handlers.push(RegisteredHandler {
+            label: format!("{}/{name} ({})", self.queue, std::any::type_name::<H>()),
+            job_name: Some(name),
+            handler: ErasedHandler::new(handler),
+        });
+        self
+    }
+
+    /// Handle every job name on this queue that no `job(..)` handler claims.
+    pub fn any_job<H: Handler<Args>, Args>(mut self, handler: H) -> Self {
+        self.handlers.push(RegisteredHandler {
+            label: format!("{}/* ({})", self.queue, std::any::type_name::<H>()),
+            job_name: None,
+            handler: ErasedHandler::new(handler),
+        });
+        self
+    }
+
+    /// The queue this processor serves.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+}

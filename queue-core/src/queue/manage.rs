@@ -1,0 +1,174 @@
+//! Reading and managing a queue: getters, retry, promote, pause, drain, clean, obliterate.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use super::Queue;
+use crate::error::Error;
+use crate::job::{JobCounts, JobInfo, JobState};
+
+/// A page of a job's log lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobLogs {
+    /// The lines asked for, oldest first.
+    pub lines: Vec<String>,
+    /// How many lines the job has in all.
+    pub total: usize,
+}
+
+/// `start..end` (half-open) as BullMQ's inclusive `start, end`.
+fn inclusive(range: &Range<usize>) -> Option<(i64, i64)> {
+    if range.is_empty() {
+        return None;
+    }
+    let start = i64::try_from(range.start).unwrap_or(i64::MAX);
+    let end = i64::try_from(range.end - 1).unwrap_or(i64::MAX);
+    Some((start, end))
+}
+
+impl<T> Queue<T> {
+    /// The job as stored, or `None` if it does not exist (any more).
+    pub async fn get_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
+        self.engine().await?.get_job(id).await
+    }
+
+    /// The job's state, or `None` if it does not exist (any more).
+    pub async fn get_job_state(&self, id: &str) -> Result<Option<JobState>, Error> {
+        self.engine().await?.state(id).await
+    }
+
+    /// How many jobs are in each state.
+    pub async fn get_job_counts(&self) -> Result<JobCounts, Error> {
+        self.engine().await?.counts().await
+    }
+
+    /// Jobs in the given states (all states when empty), newest first, paged by `range`.
+    pub async fn get_jobs(
+        &self,
+        states: &[JobState],
+        range: Range<usize>,
+    ) -> Result<Vec<JobInfo>, Error> {
+        let Some((start, end)) = inclusive(&range) else {
+            return Ok(Vec::new());
+        };
+        self.engine().await?.get_jobs(states, start, end).await
+    }
+
+    /// Log lines of a job, oldest first, paged by `range`.
+    pub async fn get_job_logs(&self, id: &str, range: Range<usize>) -> Result<JobLogs, Error> {
+        let Some((start, end)) = inclusive(&range) else {
+            return Ok(JobLogs {
+                lines: Vec::new(),
+                total: 0,
+            });
+        };
+        let to_isize = |n: i64| isize::try_from(n).unwrap_or(isize::MAX);
+        let (lines, total) = self
+            .engine()
+            .await?
+            .logs(id, to_isize(start), to_isize(end))
+            .await?;
+        Ok(JobLogs { lines, total })
+    }
+
+    /// Removes a job that is not running. `Ok(false)` when a worker holds it (use
+    /// [`cancel`](Queue::cancel) for a running job); `Ok(true)` also when it did not exist.
+    pub async fn remove(&self, id: &str) -> Result<bool, Error> {
+        self.engine().await?.remove(id).await
+    }
+
+    /// Moves a failed job back to waiting, for a new round of attempts.
+    pub async fn retry(&self, id: &str) -> Result<(), Error> {
+        self.expect_state(id, JobState::Failed, "retry").await?;
+        self.engine().await?.retry(id).await
+    }
+
+    /// Moves every failed job back to waiting.
+    pub async fn retry_failed(&self) -> Result<(), Error> {
+        self.engine().await?.retry_all_failed().await
+    }
+
+    /// Runs a delayed job now.
+    pub async fn promote(&self, id: &str) -> Result<(), Error> {
+        self.expect_state(id, JobState::Delayed, "promote").await?;
+        self.engine().await?.promote(id).await
+    }
+
+    /// Runs every delayed job now.
+    pub async fn promote_all(&self) -> Result<(), Error> {
+        self.engine().await?.promote_all().await
+    }
+
+    /// Stops every worker (in every process) from starting jobs of this queue.
+    /// Running jobs finish; adds still work.
+    pub async fn pause(&self) -> Result<(), Error> {
+        self.engine().await?.pause().await
+    }
+
+    /// Lets workers start jobs again.
+    pub async fn resume(&self) -> Result<(), Error> {
+        self.engine().await?.resume().await
+    }
+
+    /// Whether the queue is paused.
+    pub async fn is_paused(&self) -> Result<bool, Error> {
+        self.engine().await?.is_paused().await
+    }
+
+    /// Removes every waiting (and prioritized) job, and the delayed ones too if asked.
+    /// Running and finished jobs stay.
+    pub async fn drain(&self, include_delayed: bool) -> Result<(), Error> {
+        self.engine().await?.drain(include_delayed).await
+    }
+
+    /// Removes up to `limit` jobs (0: no limit) in `state` that are older than `grace`;
+    /// returns their ids.
+    pub async fn clean(
+        &self,
+        grace: Duration,
+        limit: u32,
+        state: JobState,
+    ) -> Result<Vec<String>, Error> {
+        self.engine().await?.clean(grace, limit, state).await
+    }
+
+    /// Deletes the queue and all its jobs from Redis. Refused while jobs are active,
+    /// unless `force`.
+    pub async fn obliterate(&self, force: bool) -> Result<(), Error> {
+        self.engine().await?.obliterate(force).await
+    }
+
+    async fn expect_state(
+        &self,
+        id: &str,
+        expected: JobState,
+        operation: &'static str,
+    ) -> Result<(), Error> {
+        match self.get_job_state(id).await? {
+            Some(state) if state == expected => Ok(()),
+            Some(state) => Err(Error::WrongState {
+                queue: self.name().to_owned(),
+                id: id.to_owned(),
+                state: state.to_string(),
+                operation,
+            }),
+            None => Err(Error::JobNotFound {
+                queue: self.name().to_owned(),
+                id: id.to_owned(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inclusive;
+
+    #[test]
+    fn ranges_become_inclusive() {
+        assert_eq!(inclusive(&(0..10)), Some((0, 9)));
+        assert_eq!(inclusive(&(5..6)), Some((5, 5)));
+        assert_eq!(inclusive(&(3..3)), None);
+    }
+}

@@ -1,0 +1,291 @@
+//! `Queue<T>`: the typed producer, plus the management calls in [`manage`].
+
+mod cancel;
+mod manage;
+
+use std::io;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::sync::OnceCell;
+
+pub use cancel::CancelOutcome;
+pub use manage::JobLogs;
+
+use crate::app::BackoffRegistry;
+use crate::engine::{AddOutcome, Connection, EngineQueue};
+use crate::error::Error;
+use crate::job::JobState;
+use crate::options::JobOptions;
+
+/// What one queue's handles share: the engine handle (opened on first use) and the
+/// app settings `add` applies.
+#[derive(Debug)]
+pub(crate) struct QueueShared {
+    name: String,
+    conn: Connection,
+    engine: OnceCell<EngineQueue>,
+    defaults: JobOptions,
+    max_payload_bytes: usize,
+    backoffs: BackoffRegistry,
+}
+
+impl QueueShared {
+    pub(crate) fn new(
+        name: &str,
+        conn: Connection,
+        defaults: JobOptions,
+        max_payload_bytes: usize,
+        backoffs: BackoffRegistry,
+    ) -> Self {
+        QueueShared {
+            name: name.to_owned(),
+            conn,
+            engine: OnceCell::new(),
+            defaults,
+            max_payload_bytes,
+            backoffs,
+        }
+    }
+}
+
+/// A typed producer (and manager) for one queue. Get it with
+/// [`QueueApp::queue`](crate::QueueApp::queue); clones share everything.
+///
+/// ```no_run
+/// # async fn demo(app: queue_core::QueueApp) -> queue_core::Result<()> {
+/// use std::time::Duration;
+/// use queue_core::{Backoff, JobOptions, Keep};
+///
+/// #[derive(serde::Serialize)]
+/// struct WelcomeEmail { user_id: u64, to: String }
+///
+/// let email = app.queue::<WelcomeEmail>("email")?;
+/// let added = email
+///     .add(
+///         "welcome",
+///         WelcomeEmail { user_id: 42, to: "ada@example.com".into() },
+///         JobOptions::new()
+///             .job_id("welcome-42")
+///             .attempts(5)
+///             .backoff(Backoff::exponential(Duration::from_secs(3)))
+///             .remove_on_complete(Keep::Last(100)),
+///     )
+///     .await?;
+/// if added.duplicate {
+///     println!("already queued as {}", added.id);
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Queue<T> {
+    shared: Arc<QueueShared>,
+    _payload: PhantomData<fn(T)>,
+}
+
+impl<T> Clone for Queue<T> {
+    fn clone(&self) -> Self {
+        Queue {
+            shared: self.shared.clone(),
+            _payload: PhantomData,
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Queue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("name", &self.shared.name)
+            .field("payload", &std::any::type_name::<T>())
+            .finish()
+    }
+}
+
+/// The result of an `add`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct AddedJob {
+    /// The queue.
+    pub queue: String,
+    /// The job id (the existing job's, for a duplicate).
+    pub id: String,
+    /// The job name.
+    pub name: String,
+    /// A job with this id (or deduplication id) already existed: nothing was added.
+    pub duplicate: bool,
+    /// The state the new job starts in (for a duplicate: the existing job's state
+    /// when it was looked up, `None` if it finished and was removed since).
+    pub state: Option<JobState>,
+}
+
+/// One job of an [`add_bulk`](Queue::add_bulk) call.
+#[derive(Debug, Clone)]
+pub struct BulkJob<T> {
+    name: String,
+    data: T,
+    options: JobOptions,
+}
+
+impl<T> BulkJob<T> {
+    /// A job named `name` with default options.
+    pub fn new(name: impl Into<String>, data: T) -> Self {
+        BulkJob {
+            name: name.into(),
+            data,
+            options: JobOptions::default(),
+        }
+    }
+
+    /// Sets this job's options.
+    pub fn options(mut self, options: JobOptions) -> Self {
+        self.options = options;
+        self
+    }
+}
+
+impl<T> Queue<T> {
+    pub(crate) fn new(shared: Arc<QueueShared>, _payload: PhantomData<fn(T)>) -> Self {
+        Queue { shared, _payload }
+    }
+
+    /// The queue name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub(crate) async fn engine(&self) -> Result<&EngineQueue, Error> {
+        self.shared
+            .engine
+            .get_or_try_init(|| EngineQueue::open(&self.shared.conn, &self.shared.name))
+            .await
+    }
+
+    /// The app defaults applied, then every check `add` makes before writing.
+    fn prepare(&self, options: JobOptions) -> Result<JobOptions, Error> {
+        let options = options.or_defaults(&self.shared.defaults);
+        options.validate()?;
+        self.shared.backoffs.check(&options)?;
+        Ok(options)
+    }
+}
+
+impl<T: Serialize> Queue<T> {
+    /// Adds a job. Bad options and oversized payloads are refused before anything is
+    /// written. With a `job_id` that already exists, nothing is added and the result
+    /// says `duplicate`.
+    ///
+    /// A dropped connection fails the first command after it. An `add` with a
+    /// `job_id` is idempotent and is retried once; one without is not retried (it
+    /// could add the job twice), so the caller sees the error.
+    pub async fn add(&self, name: &str, data: T, options: JobOptions) -> Result<AddedJob, Error> {
+        let options = self.prepare(options)?;
+        let data = self.to_json(&data)?;
+        let engine = self.engine().await?;
+        let outcome = match engine.add(name, data.clone(), &options).await {
+            Err(e) if e.is_unavailable() && options.job_id.is_some() => {
+                tracing::warn!(queue = %self.name(), error = %e, "add failed; retrying once (idempotent: it has a job id)");
+                engine.add(name, data, &options).await?
+            }
+            other => other?,
+        };
+        self.added(name, &options, outcome).await
+    }
+
+    /// Adds several jobs in one pipelined round trip. Every job is checked first; one
+    /// bad job refuses the whole batch, naming it.
+    pub async fn add_bulk(&self, jobs: Vec<BulkJob<T>>) -> Result<Vec<AddedJob>, Error> {
+        let mut prepared = Vec::with_capacity(jobs.len());
+        for (index, job) in jobs.into_iter().enumerate() {
+            let in_batch = |e: Error| match e {
+                Error::InvalidOption { option, reason } => Error::InvalidOption {
+                    option,
+                    reason: format!("job #{index} ({}) of the batch: {reason}", job.name),
+                },
+                other => other,
+            };
+            let options = self.prepare(job.options.clone()).map_err(in_batch)?;
+            let data = self.to_json(&job.data).map_err(in_batch)?;
+            prepared.push((job.name, data, options));
+        }
+        let names_and_options: Vec<(String, JobOptions)> = prepared
+            .iter()
+            .map(|(n, _, o)| (n.clone(), o.clone()))
+            .collect();
+        let outcomes = self.engine().await?.add_bulk(prepared).await?;
+        let mut added = Vec::with_capacity(outcomes.len());
+        for ((name, options), outcome) in names_and_options.iter().zip(outcomes) {
+            added.push(self.added(name, options, outcome).await?);
+        }
+        Ok(added)
+    }
+
+    fn to_json(&self, data: &T) -> Result<serde_json::Value, Error> {
+        let limit = self.shared.max_payload_bytes;
+        let size = serialized_len(data).map_err(|source| Error::Serialize {
+            what: "job data",
+            source,
+        })?;
+        if size > limit {
+            return Err(Error::invalid(
+                "payload",
+                format!("{size} bytes serialized, over the {limit}-byte limit; store large data elsewhere and enqueue a reference"),
+            ));
+        }
+        serde_json::to_value(data).map_err(|source| Error::Serialize {
+            what: "job data",
+            source,
+        })
+    }
+
+    async fn added(
+        &self,
+        name: &str,
+        options: &JobOptions,
+        outcome: AddOutcome,
+    ) -> Result<AddedJob, Error> {
+        let state = if outcome.duplicate {
+            self.engine().await?.state(&outcome.id).await?
+        } else {
+            Some(options.initial_state())
+        };
+        Ok(AddedJob {
+            queue: self.shared.name.clone(),
+            id: outcome.id,
+            name: name.to_owned(),
+            duplicate: outcome.duplicate,
+            state,
+        })
+    }
+}
+
+/// The JSON size of `data`, without building the JSON.
+fn serialized_len<T: Serialize>(data: &T) -> Result<usize, serde_json::Error> {
+    struct Counter(usize);
+    impl io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    serde_json::to_writer(&mut counter, data)?;
+    Ok(counter.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::serialized_len;
+
+    #[test]
+    fn serialized_len_matches_the_json() {
+        let value = serde_json::json!({"to": "ada@example.com", "n": [1, 2, 3]});
+        assert_eq!(
+            serialized_len(&value).unwrap(),
+            serde_json::to_vec(&value).unwrap().len()
+        );
+    }
+}

@@ -1,0 +1,153 @@
+//! Adds what the engine's events lack (job name, attempt, whether it was the last)
+//! and publishes them as `WorkerEvent`s.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use tokio::sync::broadcast;
+
+use crate::events::{EngineEvent, WorkerEvent};
+
+#[derive(Debug, Clone)]
+struct AttemptFacts {
+    name: String,
+    attempt: u32,
+    max_attempts: u32,
+    is_final: bool,
+}
+
+/// Facts about the attempts running in one queue's worker, keyed by job id, kept from
+/// the attempt's start until the engine reports its end.
+#[derive(Debug)]
+pub(crate) struct AttemptTracker {
+    queue: String,
+    running: Mutex<HashMap<String, AttemptFacts>>,
+    events: broadcast::Sender<WorkerEvent>,
+}
+
+impl AttemptTracker {
+    pub(crate) fn new(queue: String, events: broadcast::Sender<WorkerEvent>) -> Self {
+        AttemptTracker {
+            queue,
+            running: Mutex::new(HashMap::new()),
+            events,
+        }
+    }
+
+    fn facts(&self) -> std::sync::MutexGuard<'_, HashMap<String, AttemptFacts>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn started(&self, job_id: &str, name: &str, attempt: u32, max_attempts: u32) {
+        let facts = AttemptFacts {
+            name: name.to_owned(),
+            attempt,
+            max_attempts,
+            is_final: attempt >= max_attempts,
+        };
+        self.facts().insert(job_id.to_owned(), facts);
+        self.publish(WorkerEvent::Active {
+            queue: self.queue.clone(),
+            job_id: job_id.to_owned(),
+            name: name.to_owned(),
+            attempt,
+        });
+    }
+
+    pub(crate) fn failed_finally(&self, job_id: &str, is_final: bool) {
+        if let Some(facts) = self.facts().get_mut(job_id) {
+            facts.is_final = is_final;
+        }
+    }
+
+    /// Turns an engine event into ours.
+    pub(crate) fn on_engine_event(&self, event: EngineEvent) {
+        let queue = self.queue.clone();
+        let event = match event {
+            EngineEvent::Completed { job_id, result } => {
+                let facts = self.facts().remove(&job_id);
+                WorkerEvent::Completed {
+                    queue,
+                    name: facts.map(|f| f.name).unwrap_or_default(),
+                    job_id,
+                    return_value: result,
+                }
+            }
+            EngineEvent::Failed { job_id, reason } => {
+                let facts = self.facts().remove(&job_id);
+                let facts = facts.unwrap_or(AttemptFacts {
+                    name: String::new(),
+                    attempt: 0,
+                    max_attempts: 0,
+                    is_final: true,
+                });
+                WorkerEvent::Failed {
+                    queue,
+                    job_id,
+                    name: facts.name,
+                    reason,
+                    attempt: facts.attempt,
+                    max_attempts: facts.max_attempts,
+                    is_final: facts.is_final,
+                }
+            }
+            EngineEvent::Progress { job_id, progress } => WorkerEvent::Progress {
+                queue,
+                job_id,
+                progress,
+            },
+            EngineEvent::Stalled { job_id } => WorkerEvent::Stalled { queue, job_id },
+            EngineEvent::Drained => WorkerEvent::Drained { queue },
+            EngineEvent::Error { message } => {
+                tracing::warn!(queue = %queue, error = %message, "worker error; it keeps retrying");
+                WorkerEvent::Error { queue, message }
+            }
+        };
+        self.publish(event);
+    }
+
+    fn publish(&self, event: WorkerEvent) {
+        // An error only means nobody listens right now.
+        let _ = self.events.send(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_carry_attempt_facts_and_finality() {
+        let (tx, mut rx) = broadcast::channel(8);
+        let tracker = AttemptTracker::new("email".into(), tx);
+        tracker.started("j1", "welcome", 2, 3);
+        tracker.failed_finally("j1", false);
+        tracker.on_engine_event(EngineEvent::Failed {
+            job_id: "j1".into(),
+            reason: "smtp down".into(),
+        });
+        assert!(matches!(
+            rx.try_recv().unwrap(),
+            WorkerEvent::Active { attempt: 2, .. }
+        ));
+        match rx.try_recv().unwrap() {
+            WorkerEvent::Failed {
+                name,
+                attempt,
+                max_attempts,
+                is_final,
+                ..
+            } => {
+                assert_eq!(
+                    (name.as_str(), attempt, max_attempts, is_final),
+                    ("welcome", 2, 3, false)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            tracker.facts().is_empty(),
+            "facts are dropped once reported"
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! Shared helpers of the end-to-end tests: the Redis URL, a private key prefix per test
+//! (deleted when the test ends, even by a panic), and waiting on a condition.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use queue_core::{testing, QueueApp, QueueAppBuilder};
+
+/// `REDIS_URL`, or the local default.
+pub fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| queue_core::DEFAULT_REDIS_URL.to_owned())
+}
+
+/// A test's private corner of Redis: a unique prefix whose keys are deleted on drop.
+#[derive(Debug)]
+pub struct TestRedis {
+    prefix: String,
+}
+
+impl TestRedis {
+    /// A new unique prefix, labelled for debugging.
+    pub fn new(label: &str) -> Self {
+        TestRedis {
+            prefix: testing::unique_prefix(label),
+        }
+    }
+
+    /// The prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// A builder already pointed at the test Redis and prefix.
+    pub fn builder(&self) -> QueueAppBuilder {
+        QueueApp::builder().redis(redis_url()).prefix(self.prefix.clone())
+    }
+
+    /// Builds an app from [`TestRedis::builder`] after `configure`.
+    pub async fn app(&self, configure: impl FnOnce(QueueAppBuilder) -> QueueAppBuilder) -> QueueApp {
+        configure(self.builder()).build().await.expect("test app builds")
+    }
+
+    /// Keys under this prefix right now.
+    pub fn keys(&self) -> Vec<String> {
+        let mut conn = sync_connection();
+        redis::cmd("KEYS")
+            .arg(format!("{}:*", self.prefix))
+            .query(&mut conn)
+            .expect("KEYS")
+    }
+
+    /// Reads one field of a job's hash directly, as another BullMQ client would.
+    pub fn job_field(&self, queue: &str, id: &str, field: &str) -> Option<String> {
+        let mut conn = sync_connection();
+        redis::cmd("HGET")
+            .arg(format!("{}:{queue}:{id}", self.prefix))
+            .arg(field)
+            .query(&mut conn)
+            .expect("HGET")
+    }
+}
+
+impl Drop for TestRedis {
+    fn drop(&mut self) {
+        // Synchronous on purpose: it also runs while a failed test unwinds.
+        let mut conn = sync_connection();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}:*", self.prefix))
+            .query(&mut conn)
+            .unwrap_or_default();
+        if !keys.is_empty() {
+            let _: Result<u64, _> = redis::cmd("DEL").arg(&keys).query(&mut conn);
+        }
+    }
+}
+
+fn sync_connection() -> redis::Connection {
+    redis::Client::open(redis_url())
+        .and_then(|c| c.get_connection())
+        .expect("the test Redis answers")
+}
+
+/// Polls `condition` every 20 ms until it returns `Some`, or panics after `deadline`
+/// with `what` in the message.
+pub async fn wait_until<T, F, Fut>(deadline: Duration, what: &str, mut condition: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = condition().await {
+            return value;
+        }
+        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `queue`'s job `id` reaches `state`.
+pub async fn wait_for_state<T>(queue: &queue_core::Queue<T>, id: &str, state: queue_core::JobState, deadline: Duration) {
+    wait_until(deadline, &format!("job {id} to be {state}"), || async {
+        (queue.get_job_state(id).await.expect("state") == Some(state)).then_some(())
+    })
+    .await;
+}
+
+/// The generous deadline for things that should take well under a second.
+pub const SOON: Duration = Duration::from_secs(10);
