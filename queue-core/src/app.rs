@@ -17,6 +17,7 @@ use crate::options::{BackoffContext, JobOptions};
 use crate::processor::Processor;
 use crate::queue::{Queue, QueueShared};
 use crate::registry::{plan_queues, QueuePlan};
+use crate::tls::Tls;
 use crate::worker::{AttemptTracker, Dispatcher, Workers};
 
 /// Redis URL used when none is given.
@@ -136,6 +137,7 @@ impl std::fmt::Debug for BackoffRegistry {
 #[must_use = "call .build().await to connect"]
 pub struct QueueAppBuilder {
     url: String,
+    tls: Option<Tls>,
     prefix: String,
     defaults: JobOptions,
     deps: Deps,
@@ -149,6 +151,7 @@ impl Default for QueueAppBuilder {
     fn default() -> Self {
         QueueAppBuilder {
             url: DEFAULT_REDIS_URL.to_owned(),
+            tls: None,
             prefix: DEFAULT_PREFIX.to_owned(),
             defaults: JobOptions::default(),
             deps: Deps::default(),
@@ -164,6 +167,12 @@ impl QueueAppBuilder {
     /// The Redis URL: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
     pub fn redis(mut self, url: impl Into<String>) -> Self {
         self.url = url.into();
+        self
+    }
+
+    /// Certificates for a `rediss://` URL: a private CA, a client certificate.
+    pub fn tls(mut self, tls: Tls) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -240,7 +249,13 @@ impl QueueAppBuilder {
     /// clear error (the URL, without password, and the cause) instead of hanging.
     pub async fn build(self) -> Result<QueueApp, Error> {
         let plans = self.plan()?;
-        let conn = Connection::open(&self.url, &self.prefix, self.connect_timeout).await?;
+        let conn = Connection::open(
+            &self.url,
+            self.tls.as_ref(),
+            &self.prefix,
+            self.connect_timeout,
+        )
+        .await?;
         for plan in &plans {
             let names = plan.known_names();
             let catch_all = if plan.fallback.is_some() {

@@ -11,6 +11,7 @@ mod options;
 mod processor;
 mod queue;
 mod registry;
+mod tls;
 mod worker;
 
 #[doc(hidden)]
@@ -30,4 +31,5 @@ pub use options::{Backoff, BackoffContext, Deduplication, JobOptions, Keep, MAX_
 pub use processor::Processor;
 pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue};
 pub use registry::RegistryError;
+pub use tls::Tls;
 pub use worker::{ShutdownReport, Workers};

@@ -6,6 +6,10 @@ use std::time::{Duration, Instant};
 
 use queue_core::{testing, QueueApp, QueueAppBuilder};
 
+mod private_redis;
+
+pub use private_redis::{free_port, PrivateRedis};
+
 /// `REDIS_URL`, or the local default.
 pub fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| queue_core::DEFAULT_REDIS_URL.to_owned())
@@ -32,12 +36,20 @@ impl TestRedis {
 
     /// A builder already pointed at the test Redis and prefix.
     pub fn builder(&self) -> QueueAppBuilder {
-        QueueApp::builder().redis(redis_url()).prefix(self.prefix.clone())
+        QueueApp::builder()
+            .redis(redis_url())
+            .prefix(self.prefix.clone())
     }
 
     /// Builds an app from [`TestRedis::builder`] after `configure`.
-    pub async fn app(&self, configure: impl FnOnce(QueueAppBuilder) -> QueueAppBuilder) -> QueueApp {
-        configure(self.builder()).build().await.expect("test app builds")
+    pub async fn app(
+        &self,
+        configure: impl FnOnce(QueueAppBuilder) -> QueueAppBuilder,
+    ) -> QueueApp {
+        configure(self.builder())
+            .build()
+            .await
+            .expect("test app builds")
     }
 
     /// Keys under this prefix right now.
@@ -92,13 +104,21 @@ where
         if let Some(value) = condition().await {
             return value;
         }
-        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 /// Waits until `queue`'s job `id` reaches `state`.
-pub async fn wait_for_state<T>(queue: &queue_core::Queue<T>, id: &str, state: queue_core::JobState, deadline: Duration) {
+pub async fn wait_for_state<T>(
+    queue: &queue_core::Queue<T>,
+    id: &str,
+    state: queue_core::JobState,
+    deadline: Duration,
+) {
     wait_until(deadline, &format!("job {id} to be {state}"), || async {
         (queue.get_job_state(id).await.expect("state") == Some(state)).then_some(())
     })

@@ -44,15 +44,23 @@ async fn add_stores_data_and_options_where_bullmq_reads_them() {
     assert!(!added.duplicate);
     assert_eq!(added.state, Some(JobState::Waiting));
 
-    let stored = email.get_job("welcome-42").await.unwrap().expect("job exists");
+    let stored = email
+        .get_job("welcome-42")
+        .await
+        .unwrap()
+        .expect("job exists");
     assert_eq!(stored.name, "welcome");
     assert_eq!(stored.data_as::<WelcomeEmail>().unwrap(), welcome(42));
     assert_eq!(stored.max_attempts, 5);
 
     // What a Node BullMQ worker would read from the hash.
     let data = redis.job_field("email", "welcome-42", "data").unwrap();
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&data).unwrap()["userId"], 42);
-    let opts: serde_json::Value = serde_json::from_str(&redis.job_field("email", "welcome-42", "opts").unwrap()).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&data).unwrap()["userId"],
+        42
+    );
+    let opts: serde_json::Value =
+        serde_json::from_str(&redis.job_field("email", "welcome-42", "opts").unwrap()).unwrap();
     assert_eq!(opts["attempts"], 5);
     assert_eq!(opts["backoff"]["type"], "exponential");
     assert_eq!(opts["backoff"]["delay"], 3000);
@@ -68,7 +76,10 @@ async fn same_job_id_adds_nothing_and_says_duplicate() {
     let email = app.queue::<WelcomeEmail>("email").unwrap();
     let opts = JobOptions::new().job_id("welcome-7");
 
-    let first = email.add("welcome", welcome(7), opts.clone()).await.unwrap();
+    let first = email
+        .add("welcome", welcome(7), opts.clone())
+        .await
+        .unwrap();
     let second = email.add("welcome", welcome(8), opts).await.unwrap();
 
     assert!(!first.duplicate);
@@ -77,7 +88,11 @@ async fn same_job_id_adds_nothing_and_says_duplicate() {
     assert_eq!(second.state, Some(JobState::Waiting));
     assert_eq!(email.get_job_counts().await.unwrap().waiting, 1);
     let kept = email.get_job("welcome-7").await.unwrap().unwrap();
-    assert_eq!(kept.data_as::<WelcomeEmail>().unwrap().user_id, 7, "the first payload is kept");
+    assert_eq!(
+        kept.data_as::<WelcomeEmail>().unwrap().user_id,
+        7,
+        "the first payload is kept"
+    );
 }
 
 #[tokio::test]
@@ -101,7 +116,10 @@ async fn add_bulk_adds_every_job_in_one_call() {
     let app = redis.app(|b| b).await;
     let email = app.queue::<WelcomeEmail>("email").unwrap();
     let jobs = (1..=50)
-        .map(|i| BulkJob::new("welcome", welcome(i)).options(JobOptions::new().job_id(format!("welcome-{i}"))))
+        .map(|i| {
+            BulkJob::new("welcome", welcome(i))
+                .options(JobOptions::new().job_id(format!("welcome-{i}")))
+        })
         .collect();
 
     let added = email.add_bulk(jobs).await.unwrap();
@@ -111,7 +129,9 @@ async fn add_bulk_adds_every_job_in_one_call() {
     assert_eq!(email.get_job_counts().await.unwrap().waiting, 50);
 
     let again = email
-        .add_bulk(vec![BulkJob::new("welcome", welcome(3)).options(JobOptions::new().job_id("welcome-3"))])
+        .add_bulk(vec![
+            BulkJob::new("welcome", welcome(3)).options(JobOptions::new().job_id("welcome-3"))
+        ])
         .await
         .unwrap();
     assert!(again[0].duplicate);
@@ -124,14 +144,30 @@ async fn bad_options_are_refused_at_add_and_nothing_is_written() {
     let email = app.queue::<WelcomeEmail>("email").unwrap();
 
     let cases: Vec<(JobOptions, &str, &str)> = vec![
-        (JobOptions::new().job_id("welcome:42"), "job_id", "`welcome-42`"),
+        (
+            JobOptions::new().job_id("welcome:42"),
+            "job_id",
+            "`welcome-42`",
+        ),
         (JobOptions::new().job_id("42"), "job_id", "integer"),
         (JobOptions::new().job_id(""), "job_id", "empty"),
         (JobOptions::new().job_id("meta"), "job_id", "own Redis keys"),
         (JobOptions::new().attempts(0), "attempts", "at least 1"),
-        (JobOptions::new().priority(3_000_000), "priority", "out of range"),
-        (JobOptions::new().timeout(Duration::ZERO), "timeout", "longer than zero"),
-        (JobOptions::new().backoff(Backoff::custom("jitter")), "backoff", "no custom backoff strategy `jitter`"),
+        (
+            JobOptions::new().priority(3_000_000),
+            "priority",
+            "out of range",
+        ),
+        (
+            JobOptions::new().timeout(Duration::ZERO),
+            "timeout",
+            "longer than zero",
+        ),
+        (
+            JobOptions::new().backoff(Backoff::custom("jitter")),
+            "backoff",
+            "no custom backoff strategy `jitter`",
+        ),
     ];
     for (opts, expected_option, expected_text) in cases {
         match email.add("welcome", welcome(1), opts.clone()).await {
@@ -148,11 +184,21 @@ async fn bad_options_are_refused_at_add_and_nothing_is_written() {
         to: "x".repeat(2000),
     };
     match email.add("welcome", huge, JobOptions::new()).await {
-        Err(Error::InvalidOption { option: "payload", reason }) => assert!(reason.contains("1024-byte limit"), "{reason}"),
+        Err(Error::InvalidOption {
+            option: "payload",
+            reason,
+        }) => assert!(reason.contains("1024-byte limit"), "{reason}"),
         other => panic!("an oversized payload should be refused, got {other:?}"),
     }
 
-    assert!(redis.keys().iter().all(|k| !k.contains(":email:") || k.ends_with(":meta")), "{:?}", redis.keys());
+    assert!(
+        redis
+            .keys()
+            .iter()
+            .all(|k| !k.contains(":email:") || k.ends_with(":meta")),
+        "{:?}",
+        redis.keys()
+    );
     assert_eq!(email.get_job_counts().await.unwrap().unfinished(), 0);
 }
 
@@ -165,17 +211,29 @@ async fn unreachable_redis_fails_build_quickly_with_the_url_and_cause() {
         .build()
         .await
         .unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(6), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "took {:?}",
+        started.elapsed()
+    );
     let message = err.to_string();
     assert!(matches!(err, Error::Connect { .. }), "{err:?}");
-    assert!(message.contains("redis://user:***@127.0.0.1:1/0"), "{message}");
+    assert!(
+        message.contains("redis://user:***@127.0.0.1:1/0"),
+        "{message}"
+    );
     assert!(!message.contains("secret"), "{message}");
+    assert!(message.contains("refused"), "the cause is given: {message}");
     assert!(err.is_unavailable());
 }
 
 #[tokio::test]
 async fn a_malformed_url_is_refused_with_its_reason() {
-    let err = QueueApp::builder().redis("http://nope").build().await.unwrap_err();
+    let err = QueueApp::builder()
+        .redis("http://nope")
+        .build()
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("not a valid Redis URL"), "{err}");
 }
 
@@ -183,23 +241,55 @@ async fn a_malformed_url_is_refused_with_its_reason() {
 async fn queue_names_and_prefixes_follow_bullmq_rules() {
     let redis = TestRedis::new("names");
     let app = redis.app(|b| b).await;
-    assert!(matches!(app.queue::<()>("a:b"), Err(Error::InvalidOption { option: "queue", .. })));
-    assert!(matches!(app.queue::<()>(""), Err(Error::InvalidOption { option: "queue", .. })));
+    assert!(matches!(
+        app.queue::<()>("a:b"),
+        Err(Error::InvalidOption {
+            option: "queue",
+            ..
+        })
+    ));
+    assert!(matches!(
+        app.queue::<()>(""),
+        Err(Error::InvalidOption {
+            option: "queue",
+            ..
+        })
+    ));
     let err = QueueApp::builder().prefix("x:y").build().await.unwrap_err();
-    assert!(matches!(err, Error::InvalidOption { option: "prefix", .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::InvalidOption {
+                option: "prefix",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
 async fn app_default_options_apply_unless_the_job_sets_its_own() {
     let redis = TestRedis::new("defaults");
     let app = redis
-        .app(|b| b.default_job_options(JobOptions::new().attempts(4).remove_on_complete(Keep::Last(10))))
+        .app(|b| {
+            b.default_job_options(
+                JobOptions::new()
+                    .attempts(4)
+                    .remove_on_complete(Keep::Last(10)),
+            )
+        })
         .await;
     let q = app.queue::<u8>("q").unwrap();
-    q.add("a", 1, JobOptions::new().job_id("a-1")).await.unwrap();
-    q.add("b", 2, JobOptions::new().job_id("b-1").attempts(2)).await.unwrap();
+    q.add("a", 1, JobOptions::new().job_id("a-1"))
+        .await
+        .unwrap();
+    q.add("b", 2, JobOptions::new().job_id("b-1").attempts(2))
+        .await
+        .unwrap();
     assert_eq!(q.get_job("a-1").await.unwrap().unwrap().max_attempts, 4);
     assert_eq!(q.get_job("b-1").await.unwrap().unwrap().max_attempts, 2);
-    let opts: serde_json::Value = serde_json::from_str(&redis.job_field("q", "b-1", "opts").unwrap()).unwrap();
+    let opts: serde_json::Value =
+        serde_json::from_str(&redis.job_field("q", "b-1", "opts").unwrap()).unwrap();
     assert_eq!(opts["removeOnComplete"], 10);
 }

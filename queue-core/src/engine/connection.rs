@@ -4,12 +4,13 @@
 use std::sync::Once;
 use std::time::Duration;
 
-use bullmq::options::RedisConnectionOptions;
+use bullmq::options::{RedisConnectionOptions, TlsCerts};
 use bullmq::redis_connection::RedisConnection;
 use bullmq::QueueOptions;
 
 use super::convert::engine_error;
 use crate::error::Error;
+use crate::tls::Tls;
 
 /// One multiplexed, auto-reconnecting connection shared by every queue handle of the app.
 #[derive(Clone)]
@@ -23,18 +24,45 @@ pub(crate) struct Connection {
 
 impl Connection {
     /// Connects and checks that Redis answers, within `timeout`.
-    pub(crate) async fn open(url: &str, prefix: &str, timeout: Duration) -> Result<Self, Error> {
+    pub(crate) async fn open(
+        url: &str,
+        tls: Option<&Tls>,
+        prefix: &str,
+        timeout: Duration,
+    ) -> Result<Self, Error> {
         let display_url = redact_password(url);
         let connect_error = |reason: String| Error::Connect {
             url: display_url.clone(),
             reason,
         };
-        if url.starts_with("rediss://") {
+        if url.starts_with("rediss://") || tls.is_some() {
             install_crypto_provider();
         }
-        let client = redis::Client::open(url)
-            .map_err(|e| connect_error(format!("not a valid Redis URL ({e})")))?;
-        let options = RedisConnectionOptions::new().url(url);
+        let client = match tls {
+            None => redis::Client::open(url),
+            Some(tls) => redis::Client::build_with_tls(url, certificates(tls)),
+        }
+        .map_err(|e| connect_error(format!("not a valid Redis URL or TLS setting ({e})")))?;
+        let mut options = RedisConnectionOptions::new().url(url);
+        if let Some(tls) = tls {
+            options = options.tls_certs(TlsCerts {
+                root_cert: tls.root_cert_pem.clone(),
+                client_cert: tls.client_cert_pem.as_ref().map(|(cert, _)| cert.clone()),
+                client_key: tls.client_cert_pem.as_ref().map(|(_, key)| key.clone()),
+            });
+        }
+        // One plain connection first: it fails at once with the real cause ("Connection
+        // refused", "WRONGPASS", a TLS error), where the engine's reconnecting manager
+        // would retry quietly until the timeout.
+        let probe = async {
+            let mut probe = client.get_multiplexed_async_connection().await?;
+            redis::cmd("PING").query_async::<()>(&mut probe).await
+        };
+        match tokio::time::timeout(timeout, probe).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(connect_error(e.to_string())),
+            Err(_) => return Err(connect_error(format!("no answer within {timeout:?}"))),
+        }
         let connect = async {
             let redis = RedisConnection::new_managed_only(&options).await?;
             redis.ping().await?;
@@ -106,6 +134,19 @@ impl std::fmt::Debug for Connection {
             .field("url", &self.display_url)
             .field("prefix", &self.prefix)
             .finish()
+    }
+}
+
+fn certificates(tls: &Tls) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: tls
+            .client_cert_pem
+            .as_ref()
+            .map(|(client_cert, client_key)| redis::ClientTlsConfig {
+                client_cert: client_cert.clone(),
+                client_key: client_key.clone(),
+            }),
+        root_cert: tls.root_cert_pem.clone(),
     }
 }
 

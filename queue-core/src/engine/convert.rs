@@ -160,6 +160,10 @@ pub(crate) fn counts_from_engine(c: &bullmq::types::JobCounts) -> JobCounts {
 
 fn progress_value(p: &bullmq::JobProgress) -> serde_json::Value {
     match p {
+        // The engine reads a stored `42` as 42.0; give integers back as integers.
+        bullmq::JobProgress::Number(n) if n.fract() == 0.0 && n.abs() < 9e15 => {
+            serde_json::json!(*n as i64)
+        }
         bullmq::JobProgress::Number(n) => serde_json::json!(n),
         bullmq::JobProgress::Object(v) => v.clone(),
     }

@@ -18,10 +18,8 @@ impl LiveJob {
     }
 
     pub(crate) async fn update_progress(&self, value: serde_json::Value) -> Result<(), Error> {
-        let progress = match value.as_f64() {
-            Some(n) => JobProgress::Number(n),
-            None => JobProgress::Object(value),
-        };
+        // `Object` is stored as the JSON value itself, so `42` stays `42` (not `42.0`).
+        let progress = JobProgress::Object(value);
         self.0
             .lock()
             .await

@@ -64,6 +64,7 @@ impl EngineQueue {
         data: serde_json::Value,
         opts: &JobOptions,
     ) -> Result<AddOutcome, Error> {
+        let existed = self.claimed_before(opts).await?;
         let timestamp = now_ms();
         let job = self
             .inner
@@ -71,7 +72,8 @@ impl EngineQueue {
             .options(options_to_engine(opts, timestamp))
             .await
             .map_err(engine_error)?;
-        self.after_add(job.id().to_owned(), opts, timestamp).await
+        self.after_add(job.id().to_owned(), opts, timestamp, existed)
+            .await
     }
 
     /// Adds several jobs, pipelined over the shared connection.
@@ -79,6 +81,8 @@ impl EngineQueue {
         &self,
         jobs: Vec<(String, serde_json::Value, JobOptions)>,
     ) -> Result<Vec<AddOutcome>, Error> {
+        let existed =
+            try_join_all(jobs.iter().map(|(_, _, opts)| self.claimed_before(opts))).await?;
         let timestamp = now_ms();
         let bulk = jobs
             .iter()
@@ -95,23 +99,40 @@ impl EngineQueue {
             added
                 .iter()
                 .zip(&jobs)
-                .map(|(job, (_, _, opts))| self.after_add(job.id().to_owned(), opts, timestamp)),
+                .zip(existed)
+                .map(|((job, (_, _, opts)), existed)| {
+                    self.after_add(job.id().to_owned(), opts, timestamp, existed)
+                }),
         )
         .await
     }
 
+    /// Whether the job id (or deduplication id) is already taken, read before adding.
+    async fn claimed_before(&self, opts: &JobOptions) -> Result<bool, Error> {
+        let key = match (&opts.job_id, &opts.deduplication) {
+            (Some(id), _) => self.job_key(id),
+            (None, Some(dedup)) => format!("{}:de:{}", self.conn.queue_base(self.name()), dedup.id),
+            (None, None) => return Ok(false),
+        };
+        self.conn.query(redis::cmd("EXISTS").arg(key)).await
+    }
+
     /// BullMQ answers a duplicate id with the existing job's id and no error. We tell
-    /// the two apart by the creation timestamp we sent: a different one stored under
-    /// the id means the job was there before us. (Two adds of one id within the same
-    /// millisecond are both reported as new; only one job exists either way.)
+    /// the two apart by whether the id was taken just before the add and, for a race
+    /// with another producer, by the creation timestamp we sent: a different one stored
+    /// under the id means the job is someone else's. (Two adds of one id racing within
+    /// the same millisecond may both be reported as new; only one job exists either way.)
     async fn after_add(
         &self,
         id: String,
         opts: &JobOptions,
         timestamp: u64,
+        existed: bool,
     ) -> Result<AddOutcome, Error> {
         let may_be_duplicate = opts.job_id.is_some() || opts.deduplication.is_some();
-        let duplicate = if may_be_duplicate {
+        let duplicate = if existed {
+            true
+        } else if may_be_duplicate {
             let stored: Option<u64> = self
                 .conn
                 .query(redis::cmd("HGET").arg(self.job_key(&id)).arg("timestamp"))
@@ -240,7 +261,19 @@ impl EngineQueue {
             .map_err(engine_error)
     }
 
+    /// Like Node's `obliterate`: pauses the queue first (the script refuses a running
+    /// queue) and refuses active jobs unless forced. The engine does neither: it pauses
+    /// only when forced, and sends "0" for "not forced", which the script reads as forced.
     pub(crate) async fn obliterate(&self, force: bool) -> Result<(), Error> {
+        if !force && self.counts().await?.active > 0 {
+            return Err(Error::WrongState {
+                queue: self.name().to_owned(),
+                id: "*".to_owned(),
+                state: "active".to_owned(),
+                operation: "obliterate without force while jobs are active",
+            });
+        }
+        self.pause().await?;
         self.inner
             .obliterate(force, 1000)
             .await

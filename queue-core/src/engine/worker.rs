@@ -63,6 +63,7 @@ pub(crate) struct WorkerSettings {
 /// A running engine worker and its helper tasks.
 pub(crate) struct EngineWorker {
     queue: String,
+    conn: Connection,
     worker: Arc<bullmq::Worker>,
     event_task: JoinHandle<()>,
     cancel_task: JoinHandle<()>,
@@ -113,6 +114,7 @@ impl EngineWorker {
         ));
         Ok(EngineWorker {
             queue,
+            conn: conn.clone(),
             worker,
             event_task,
             cancel_task,
@@ -127,7 +129,29 @@ impl EngineWorker {
     /// Returns how many jobs were still active when it gave up.
     pub(crate) async fn close(self, deadline: Duration) -> usize {
         self.cancel_task.abort();
-        let _ = self.worker.close(millis(deadline)).await;
+        // An idle engine worker is parked in BZPOPMIN on the queue's marker for up to
+        // its drain delay, and `close` waits for it. Once `close` has raised its flag,
+        // a marker (what BullMQ's add scripts write) wakes it at once; other workers
+        // of the queue just find nothing and park again.
+        let marker = format!("{}:marker", self.conn.queue_base(&self.queue));
+        let wake = async {
+            tokio::task::yield_now().await;
+            let mut zadd_cmd = redis::cmd("ZADD");
+            zadd_cmd.arg(&marker).arg(0).arg("0");
+            let zadd = self.conn.query::<()>(&mut zadd_cmd);
+            // Bounded: with Redis down, the command would wait for a reconnect.
+            match tokio::time::timeout(Duration::from_secs(1), zadd).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(queue = %self.queue, error = %e, "could not wake the worker; it stops after its drain delay")
+                }
+                Err(_) => {
+                    tracing::debug!(queue = %self.queue, "Redis did not answer the wake-up; the worker stops after its drain delay")
+                }
+            }
+        };
+        let (closed, ()) = tokio::join!(self.worker.close(millis(deadline)), wake);
+        drop(closed);
         let still_active = self.worker.active_count().await;
         // The engine sends `Closed` last; the forwarder stops on it. Bound the wait
         // in case the event was lost.

@@ -13,8 +13,8 @@ pub use keep::Keep;
 use crate::error::Error;
 use crate::job::id::validate_job_id;
 
-/// The highest priority number BullMQ accepts (2^21). `1` is the most urgent.
-pub const MAX_PRIORITY: u32 = 2_097_152;
+/// The highest priority number BullMQ accepts (2^21 - 1). `1` is the most urgent.
+pub const MAX_PRIORITY: u32 = 2_097_151;
 
 /// Options for one job: retries, backoff, delay, priority, id, retention and more.
 ///
@@ -73,8 +73,8 @@ impl JobOptions {
         self
     }
 
-    /// Priority from 1 (most urgent) to [`MAX_PRIORITY`]; prioritized jobs run before
-    /// jobs without a priority.
+    /// Priority from 1 (most urgent) to [`MAX_PRIORITY`]; 0 means none. As in BullMQ,
+    /// jobs without a priority run before every prioritized job.
     pub fn priority(mut self, priority: u32) -> Self {
         self.priority = Some(priority);
         self

@@ -1,0 +1,173 @@
+//! A private `redis-server` on a free port, for tests that must kill Redis or need a
+//! TLS listener. The shared Redis is never restarted.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` child process, killed on drop.
+#[derive(Debug)]
+pub struct PrivateRedis {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl PrivateRedis {
+    /// Plain Redis on a free port.
+    pub fn start() -> Self {
+        let port = free_port();
+        let dir = scratch_dir("plain");
+        Self::spawn(port, dir, &["--port", &port.to_string()])
+    }
+
+    /// Redis with only a TLS listener, its certificate signed by a throw-away CA made
+    /// with `openssl`; [`PrivateRedis::ca_pem`] gives the CA to trust.
+    pub fn start_tls() -> Self {
+        let port = free_port();
+        let dir = scratch_dir("tls");
+        let file = |name: &str| path(&dir.join(name));
+        let openssl = |args: &[&str]| {
+            let ok = Command::new("openssl")
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("openssl runs");
+            assert!(ok.success(), "openssl {args:?}");
+        };
+        let (ca_key, ca_crt) = (file("ca.key"), file("ca.crt"));
+        let (key, csr, crt, ext) = (
+            file("redis.key"),
+            file("redis.csr"),
+            file("redis.crt"),
+            file("san.ext"),
+        );
+        std::fs::write(&ext, "subjectAltName=IP:127.0.0.1\n").expect("write ext");
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=test-ca",
+            "-keyout",
+            &ca_key,
+            "-out",
+            &ca_crt,
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_crt,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            &ext,
+            "-out",
+            &crt,
+        ]);
+        let port_arg = port.to_string();
+        let args = [
+            "--port",
+            "0",
+            "--tls-port",
+            &port_arg,
+            "--tls-cert-file",
+            &crt,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca_crt,
+            "--tls-auth-clients",
+            "no",
+        ];
+        Self::spawn(port, dir.clone(), &args)
+    }
+
+    /// The PEM of the CA that signed a TLS server's certificate.
+    pub fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(self.dir.join("ca.crt")).expect("a TLS private redis has a CA")
+    }
+
+    fn spawn(port: u16, dir: PathBuf, args: &[&str]) -> Self {
+        let child = Command::new("redis-server")
+            .args(args)
+            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts (scripts/test.sh installs it)");
+        let redis = PrivateRedis { child, port, dir };
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "private redis on port {port} did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        redis
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills it (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn scratch_dir(kind: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(queue_core::testing::unique_prefix(&format!("redis-{kind}")));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn path(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}

@@ -1,0 +1,85 @@
+//! Connections beyond the happy path: TLS (`rediss://`), and Redis going away while an
+//! app runs. Both use a private `redis-server`; the shared one is never touched.
+
+use std::time::Duration;
+
+use queue_core::{Job, JobError, JobOptions, JobState, Processor, QueueApp, Tls};
+use queue_tests::{wait_for_state, wait_until, PrivateRedis, SOON};
+
+async fn echo(job: Job<String>) -> Result<String, JobError> {
+    Ok(job.data)
+}
+
+#[tokio::test]
+async fn rediss_urls_connect_and_run_jobs_over_tls() {
+    let redis = PrivateRedis::start_tls();
+    let url = format!("rediss://127.0.0.1:{}", redis.port());
+    let app = QueueApp::builder()
+        .redis(&url)
+        .tls(Tls::new().root_cert_pem(redis.ca_pem()))
+        .processor(Processor::new("tls").any_job(echo))
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<String>("tls").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    q.add("e", "over tls".into(), JobOptions::new().job_id("tls-1"))
+        .await
+        .unwrap();
+    wait_for_state(&q, "tls-1", JobState::Completed, SOON).await;
+    let info = q.get_job("tls-1").await.unwrap().unwrap();
+    assert_eq!(info.return_value, Some(serde_json::json!("over tls")));
+    assert!(workers.shutdown(SOON).await.is_clean());
+
+    // Without trusting the CA, the certificate is refused: verification really runs.
+    let untrusted = QueueApp::builder()
+        .redis(&url)
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        untrusted.to_string().contains("cannot connect"),
+        "{untrusted}"
+    );
+
+    // A plain-text client is not let in: the listener really is TLS.
+    let plain = QueueApp::builder()
+        .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .connect_timeout(Duration::from_secs(1))
+        .build()
+        .await;
+    assert!(plain.is_err());
+}
+
+#[tokio::test]
+async fn redis_going_away_gives_errors_not_panics_and_nothing_hangs() {
+    let mut redis = PrivateRedis::start();
+    let url = format!("redis://127.0.0.1:{}", redis.port());
+    let app = QueueApp::builder()
+        .redis(&url)
+        .processor(Processor::new("gone").any_job(echo))
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<String>("gone").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    q.add("e", "before".into(), JobOptions::new().job_id("before-1"))
+        .await
+        .unwrap();
+    wait_for_state(&q, "before-1", JobState::Completed, SOON).await;
+
+    redis.kill();
+    let err = wait_until(SOON, "an add to fail", || async {
+        q.add("e", "during".into(), JobOptions::new()).await.err()
+    })
+    .await;
+    assert!(err.is_unavailable(), "{err:?}");
+    let report = tokio::time::timeout(
+        Duration::from_secs(15),
+        workers.shutdown(Duration::from_secs(2)),
+    )
+    .await
+    .expect("shutdown does not hang while Redis is down");
+    assert!(report.is_clean());
+}

@@ -1,0 +1,88 @@
+//! Events: the Redis event stream seen through `QueueEvents`, from another app.
+
+use std::time::Duration;
+
+use queue_core::{Job, JobError, JobOptions, Processor, QueueEvent};
+use queue_tests::{TestRedis, SOON};
+
+async fn maybe_fail(job: Job<bool>) -> Result<&'static str, JobError> {
+    job.update_progress(42).await?;
+    if job.data {
+        Err(JobError::unrecoverable(std::io::Error::other(
+            "asked to fail",
+        )))
+    } else {
+        Ok("done")
+    }
+}
+
+#[tokio::test]
+async fn queue_events_sees_added_active_progress_completed_and_failed() {
+    let redis = TestRedis::new("events");
+    let observer = redis.app(|b| b).await;
+    let events = observer.queue_events("ev").await.unwrap();
+
+    let app = redis
+        .app(|b| b.processor(Processor::new("ev").any_job(maybe_fail)))
+        .await;
+    let q = app.queue::<bool>("ev").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    q.add("ok", false, JobOptions::new().job_id("ok-1"))
+        .await
+        .unwrap();
+    q.add("bad", true, JobOptions::new().job_id("bad-1"))
+        .await
+        .unwrap();
+
+    let mut seen = Vec::new();
+    let deadline = Duration::from_secs(10);
+    while !(seen.contains(&"completed ok-1".to_owned())
+        && seen.contains(&"failed bad-1".to_owned()))
+    {
+        let event = tokio::time::timeout(deadline, events.next())
+            .await
+            .expect("events keep coming")
+            .unwrap();
+        match &event {
+            QueueEvent::Added { job_id, name } => seen.push(format!("added {job_id} {name}")),
+            QueueEvent::Active { job_id } => seen.push(format!("active {job_id}")),
+            QueueEvent::Progress { job_id, data } => seen.push(format!("progress {job_id} {data}")),
+            QueueEvent::Completed {
+                job_id,
+                return_value,
+            } => {
+                assert_eq!(return_value, &serde_json::json!("done"));
+                seen.push(format!("completed {job_id}"));
+            }
+            QueueEvent::Failed { job_id, reason } => {
+                assert_eq!(reason, "asked to fail");
+                seen.push(format!("failed {job_id}"));
+            }
+            _ => {}
+        }
+    }
+    for expected in [
+        "added ok-1 ok",
+        "added bad-1 bad",
+        "active ok-1",
+        "progress ok-1 42",
+        "active bad-1",
+    ] {
+        assert!(
+            seen.contains(&expected.to_owned()),
+            "{expected} missing from {seen:?}"
+        );
+    }
+
+    // A duplicate add shows up too.
+    q.add("ok", false, JobOptions::new().job_id("ok-1"))
+        .await
+        .unwrap();
+    let dup = events
+        .wait_for(SOON, |e| matches!(e, QueueEvent::Duplicated { .. }))
+        .await
+        .unwrap();
+    assert_eq!(dup.job_id(), Some("ok-1"));
+    events.close().await;
+    workers.shutdown(SOON).await;
+}

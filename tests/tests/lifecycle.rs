@@ -1,0 +1,324 @@
+//! Lifecycle and management: graceful shutdown, workers for a subset of queues,
+//! cancellation across processes, and the queue management calls.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use queue_core::{CancelOutcome, Error, Job, JobError, JobOptions, JobState, Processor, QueueApp};
+use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
+
+async fn slow(job: Job<u64>) -> Result<u64, JobError> {
+    tokio::time::sleep(Duration::from_millis(job.data)).await;
+    Ok(job.data)
+}
+
+/// Waits for the cancellation signal and reports that it stopped.
+async fn export(job: Job<()>) -> Result<(), JobError> {
+    job.log("export started").await?;
+    tokio::select! {
+        () = job.cancelled() => {
+            job.log("export stopped by request").await?;
+            Err(JobError::retry(std::io::Error::other("stopped")))
+        }
+        () = tokio::time::sleep(Duration::from_secs(30)) => Ok(()),
+    }
+}
+
+static IGNORED_CANCEL: AtomicBool = AtomicBool::new(false);
+
+/// Never looks at the cancellation signal.
+async fn stubborn(_job: Job<()>) -> Result<(), JobError> {
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    IGNORED_CANCEL.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test]
+async fn shutdown_waits_for_the_active_job_and_leaves_nothing_active() {
+    let redis = TestRedis::new("shutdown");
+    let app = redis
+        .app(|b| b.processor(Processor::new("slow").any_job(slow)))
+        .await;
+    let q = app.queue::<u64>("slow").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    q.add("s", 700, JobOptions::new().job_id("slow-1"))
+        .await
+        .unwrap();
+    wait_for_state(&q, "slow-1", JobState::Active, SOON).await;
+
+    let report = workers.shutdown(SOON).await;
+    assert!(report.is_clean());
+    assert_eq!(
+        q.get_job_state("slow-1").await.unwrap(),
+        Some(JobState::Completed)
+    );
+    assert_eq!(q.get_job_counts().await.unwrap().active, 0);
+
+    // After shutdown nothing is fetched any more.
+    q.add("s", 1, JobOptions::new().job_id("after-1"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        q.get_job_state("after-1").await.unwrap(),
+        Some(JobState::Waiting)
+    );
+}
+
+#[tokio::test]
+async fn a_missed_deadline_is_reported() {
+    let redis = TestRedis::new("deadline");
+    let app = redis
+        .app(|b| b.processor(Processor::new("slow").any_job(slow)))
+        .await;
+    let q = app.queue::<u64>("slow").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    q.add("s", 5_000, JobOptions::new().job_id("slow-1"))
+        .await
+        .unwrap();
+    wait_for_state(&q, "slow-1", JobState::Active, SOON).await;
+    let report = workers.shutdown(Duration::from_millis(200)).await;
+    assert_eq!(report.still_active, 1);
+}
+
+#[tokio::test]
+async fn workers_can_start_for_a_subset_of_queues() {
+    let redis = TestRedis::new("subset");
+    let app = redis
+        .app(|b| {
+            b.processor(Processor::new("a").any_job(slow))
+                .processor(Processor::new("b").any_job(slow))
+        })
+        .await;
+    assert_eq!(app.processor_queues(), ["a", "b"]);
+    let workers = app.start_workers_for(&["b"]).await.unwrap();
+    assert_eq!(workers.queues(), ["b"]);
+    let (a, b) = (
+        app.queue::<u64>("a").unwrap(),
+        app.queue::<u64>("b").unwrap(),
+    );
+    a.add("s", 1, JobOptions::new().job_id("a-1"))
+        .await
+        .unwrap();
+    b.add("s", 1, JobOptions::new().job_id("b-1"))
+        .await
+        .unwrap();
+    wait_for_state(&b, "b-1", JobState::Completed, SOON).await;
+    assert_eq!(
+        a.get_job_state("a-1").await.unwrap(),
+        Some(JobState::Waiting)
+    );
+    workers.shutdown(SOON).await;
+
+    let err = app.start_workers_for(&["emial"]).await.unwrap_err();
+    assert!(matches!(
+        err,
+        Error::InvalidOption {
+            option: "queues",
+            ..
+        }
+    ));
+    assert!(
+        err.to_string().contains("`emial`; registered: a, b"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn cancelling_a_waiting_job_removes_it() {
+    let redis = TestRedis::new("cancel-wait");
+    let app = redis.app(|b| b).await;
+    let q = app.queue::<()>("exports").unwrap();
+    q.add("export", (), JobOptions::new().job_id("export-1"))
+        .await
+        .unwrap();
+    q.add(
+        "export",
+        (),
+        JobOptions::new()
+            .job_id("export-2")
+            .delay(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(q.cancel("export-1").await.unwrap(), CancelOutcome::Removed);
+    assert_eq!(q.cancel("export-2").await.unwrap(), CancelOutcome::Removed);
+    assert_eq!(q.cancel("export-1").await.unwrap(), CancelOutcome::NotFound);
+    assert_eq!(q.get_job_counts().await.unwrap().unfinished(), 0);
+}
+
+#[tokio::test]
+async fn cancelling_an_active_job_from_another_process_stops_it_without_retries() {
+    let redis = TestRedis::new("cancel-active");
+    let worker_app = redis
+        .app(|b| {
+            b.processor(
+                Processor::new("exports")
+                    .concurrency(2)
+                    .cancel_grace(Duration::from_millis(300))
+                    .job("export", export)
+                    .job("stubborn", stubborn),
+            )
+        })
+        .await;
+    let workers = worker_app.start_workers().await.unwrap();
+    // A second app: its own connection, as another process would have.
+    let web_app = redis.app(|b| b).await;
+    let q = web_app.queue::<()>("exports").unwrap();
+    let retries = JobOptions::new().attempts(3);
+
+    q.add("export", (), retries.clone().job_id("export-1"))
+        .await
+        .unwrap();
+    q.add("stubborn", (), retries.job_id("stubborn-1"))
+        .await
+        .unwrap();
+    wait_for_state(&q, "export-1", JobState::Active, SOON).await;
+    wait_for_state(&q, "stubborn-1", JobState::Active, SOON).await;
+
+    // The worker subscribes to cancellations as it starts; wait until it listens.
+    let outcome = wait_until(SOON, "a listening worker", || async {
+        match q.cancel("export-1").await.unwrap() {
+            CancelOutcome::Signalled { listeners: 0 } => None,
+            other => Some(other),
+        }
+    })
+    .await;
+    assert_eq!(outcome, CancelOutcome::Signalled { listeners: 1 });
+    assert!(matches!(
+        q.cancel("stubborn-1").await.unwrap(),
+        CancelOutcome::Signalled { listeners: 1 }
+    ));
+
+    wait_for_state(&q, "export-1", JobState::Failed, SOON).await;
+    let info = q.get_job("export-1").await.unwrap().unwrap();
+    assert_eq!(info.failed_reason.as_deref(), Some("cancelled: stopped"));
+    assert_eq!(info.attempts_made, 1, "a cancelled job is not retried");
+    let logs = q.get_job_logs("export-1", 0..10).await.unwrap().lines;
+    assert_eq!(logs, ["export started", "export stopped by request"]);
+
+    wait_for_state(&q, "stubborn-1", JobState::Failed, SOON).await;
+    let stubborn = q.get_job("stubborn-1").await.unwrap().unwrap();
+    assert_eq!(
+        stubborn.failed_reason.as_deref(),
+        Some("cancelled: the handler did not stop within 300ms of the request")
+    );
+    assert!(
+        !IGNORED_CANCEL.load(Ordering::SeqCst),
+        "the ignored handler's future was dropped"
+    );
+    assert!(matches!(
+        q.cancel("export-1").await.unwrap(),
+        CancelOutcome::AlreadyFinished(JobState::Failed)
+    ));
+    workers.shutdown(SOON).await;
+}
+
+async fn fail_once(job: Job<()>) -> Result<(), JobError> {
+    if job.attempts_made() == 0 && job.id().starts_with("bad-") {
+        return Err(JobError::unrecoverable(std::io::Error::other(
+            "first run fails",
+        )));
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn management_calls_move_jobs_between_states() {
+    let redis = TestRedis::new("manage");
+    let app: QueueApp = redis
+        .app(|b| b.processor(Processor::new("m").concurrency(2).any_job(fail_once)))
+        .await;
+    let q = app.queue::<()>("m").unwrap();
+    let workers = app.start_workers().await.unwrap();
+
+    q.add("x", (), JobOptions::new().job_id("bad-1"))
+        .await
+        .unwrap();
+    q.add("x", (), JobOptions::new().job_id("bad-2"))
+        .await
+        .unwrap();
+    q.add("x", (), JobOptions::new().job_id("ok-1"))
+        .await
+        .unwrap();
+    wait_for_state(&q, "bad-1", JobState::Failed, SOON).await;
+    wait_for_state(&q, "bad-2", JobState::Failed, SOON).await;
+    wait_for_state(&q, "ok-1", JobState::Completed, SOON).await;
+    let counts = q.get_job_counts().await.unwrap();
+    assert_eq!((counts.failed, counts.completed), (2, 1));
+    let failed = q.get_jobs(&[JobState::Failed], 0..10).await.unwrap();
+    assert_eq!(failed.len(), 2);
+
+    // retry one, then the rest
+    let err = q.retry("ok-1").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::WrongState {
+                operation: "retry",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    q.retry("bad-1").await.unwrap();
+    wait_for_state(&q, "bad-1", JobState::Completed, SOON).await;
+    q.retry_failed().await.unwrap();
+    wait_for_state(&q, "bad-2", JobState::Completed, SOON).await;
+
+    // promote a delayed job
+    q.add(
+        "x",
+        (),
+        JobOptions::new()
+            .job_id("later-1")
+            .delay(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    q.promote("later-1").await.unwrap();
+    wait_for_state(&q, "later-1", JobState::Completed, SOON).await;
+    assert!(matches!(
+        q.promote("missing-1").await,
+        Err(Error::JobNotFound { .. })
+    ));
+
+    // clean finished jobs
+    let cleaned = q
+        .clean(Duration::ZERO, 0, JobState::Completed)
+        .await
+        .unwrap();
+    assert_eq!(cleaned.len(), 4);
+    assert_eq!(q.get_job_counts().await.unwrap().completed, 0);
+    workers.shutdown(SOON).await;
+
+    // drain waiting (and delayed) jobs
+    q.add("x", (), JobOptions::new().job_id("w-1"))
+        .await
+        .unwrap();
+    q.add(
+        "x",
+        (),
+        JobOptions::new()
+            .job_id("d-1")
+            .delay(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    q.drain(false).await.unwrap();
+    let counts = q.get_job_counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.delayed), (0, 1));
+    q.drain(true).await.unwrap();
+    assert_eq!(q.get_job_counts().await.unwrap().delayed, 0);
+
+    // obliterate removes every key of the queue
+    q.add("x", (), JobOptions::new().job_id("w-2"))
+        .await
+        .unwrap();
+    q.obliterate(false).await.unwrap();
+    assert!(
+        redis.keys().iter().all(|k| !k.contains(":m:")),
+        "{:?}",
+        redis.keys()
+    );
+}

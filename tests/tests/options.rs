@@ -1,0 +1,178 @@
+//! Job options observed in Redis state and in the order jobs run: delay, priority,
+//! lifo and retention by count and age.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use queue_core::{Dep, Job, JobError, JobOptions, JobState, Keep, Processor};
+use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
+
+#[derive(Default)]
+struct Order(Mutex<Vec<String>>);
+
+async fn record(job: Job<()>, order: Dep<Order>) -> Result<(), JobError> {
+    order.0.lock().unwrap().push(job.id().to_owned());
+    Ok(())
+}
+
+fn recorder(redis: &TestRedis, order: &Arc<Order>) -> queue_core::QueueAppBuilder {
+    redis
+        .builder()
+        .provide_arc(order.clone())
+        .processor(Processor::new("q").concurrency(1).any_job(record))
+}
+
+#[tokio::test]
+async fn a_delayed_job_waits_in_delayed_until_due() {
+    let redis = TestRedis::new("delay");
+    let order = Arc::new(Order::default());
+    let app = recorder(&redis, &order).build().await.unwrap();
+    let q = app.queue::<()>("q").unwrap();
+    let workers = app.start_workers().await.unwrap();
+
+    let added = q
+        .add(
+            "d",
+            (),
+            JobOptions::new()
+                .job_id("later")
+                .delay(Duration::from_millis(600)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(added.state, Some(JobState::Delayed));
+    assert_eq!(
+        q.get_job_state("later").await.unwrap(),
+        Some(JobState::Delayed)
+    );
+    wait_for_state(&q, "later", JobState::Completed, SOON).await;
+    let info = q.get_job("later").await.unwrap().unwrap();
+    let waited = info.processed_on_ms.unwrap() - info.timestamp_ms;
+    assert!(waited >= 600, "ran after {waited} ms");
+    workers.shutdown(SOON).await;
+}
+
+#[tokio::test]
+async fn priority_and_lifo_decide_the_order() {
+    let redis = TestRedis::new("order");
+    let order = Arc::new(Order::default());
+    let app = recorder(&redis, &order).build().await.unwrap();
+    let q = app.queue::<()>("q").unwrap();
+    q.pause().await.unwrap();
+    assert!(q.is_paused().await.unwrap());
+
+    let add = |id: &'static str, opts: JobOptions| {
+        let q = q.clone();
+        async move { q.add("o", (), opts.job_id(id)).await.unwrap() }
+    };
+    add("p-3", JobOptions::new().priority(3)).await;
+    add("p-1", JobOptions::new().priority(1)).await;
+    add("fifo-a", JobOptions::new()).await;
+    add("fifo-b", JobOptions::new()).await;
+    add("lifo", JobOptions::new().lifo()).await;
+    add("p-2", JobOptions::new().priority(2)).await;
+    assert_eq!(
+        q.get_job_state("p-1").await.unwrap(),
+        Some(JobState::Prioritized)
+    );
+
+    let workers = app.start_workers().await.unwrap();
+    q.resume().await.unwrap();
+    wait_until(SOON, "six jobs run", || async {
+        (order.0.lock().unwrap().len() == 6).then_some(())
+    })
+    .await;
+    // BullMQ runs jobs without priority first (lifo ones ahead), then by priority.
+    assert_eq!(
+        *order.0.lock().unwrap(),
+        ["lifo", "fifo-a", "fifo-b", "p-1", "p-2", "p-3"]
+    );
+    workers.shutdown(SOON).await;
+}
+
+#[tokio::test]
+async fn retention_keeps_the_last_n_and_drops_old_jobs() {
+    let redis = TestRedis::new("retention");
+    let order = Arc::new(Order::default());
+    let app = recorder(&redis, &order).build().await.unwrap();
+    let q = app.queue::<()>("q").unwrap();
+    let workers = app.start_workers().await.unwrap();
+
+    for i in 0..5 {
+        q.add(
+            "r",
+            (),
+            JobOptions::new()
+                .job_id(format!("count-{i}"))
+                .remove_on_complete(Keep::Last(2)),
+        )
+        .await
+        .unwrap();
+    }
+    wait_until(SOON, "five runs", || async {
+        (order.0.lock().unwrap().len() == 5).then_some(())
+    })
+    .await;
+    wait_until(SOON, "two kept", || async {
+        (q.get_job_counts().await.unwrap().completed == 2).then_some(())
+    })
+    .await;
+    assert!(
+        q.get_job("count-0").await.unwrap().is_none(),
+        "the oldest is gone, hash and all"
+    );
+    assert!(q.get_job("count-4").await.unwrap().is_some());
+
+    q.add(
+        "r",
+        (),
+        JobOptions::new()
+            .job_id("none-1")
+            .remove_on_complete(Keep::None),
+    )
+    .await
+    .unwrap();
+    wait_until(SOON, "none-1 ran", || async {
+        order
+            .0
+            .lock()
+            .unwrap()
+            .contains(&"none-1".to_owned())
+            .then_some(())
+    })
+    .await;
+    wait_until(SOON, "none-1 removed", || async {
+        q.get_job("none-1").await.unwrap().is_none().then_some(())
+    })
+    .await;
+
+    // Age is in whole seconds: a job finished over a second ago goes when the next one finishes.
+    let by_age = || JobOptions::new().remove_on_complete(Keep::Age(Duration::from_secs(1)));
+    q.add("r", (), by_age().job_id("old-1")).await.unwrap();
+    wait_for_state(&q, "old-1", JobState::Completed, SOON).await;
+    let finished = q
+        .get_job("old-1")
+        .await
+        .unwrap()
+        .unwrap()
+        .finished_on_ms
+        .unwrap();
+    wait_until(SOON, "two seconds past old-1", || async {
+        (now_ms() > finished + 2000).then_some(())
+    })
+    .await;
+    q.add("r", (), by_age().job_id("new-1")).await.unwrap();
+    wait_for_state(&q, "new-1", JobState::Completed, SOON).await;
+    wait_until(SOON, "old-1 aged out", || async {
+        q.get_job("old-1").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    workers.shutdown(SOON).await;
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
