@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs the whole suite on a fresh machine: brings up what the tests need (a Redis on
+# 127.0.0.1:6379, openssl for the TLS test, the Node test peer where present), then
+# fmt, clippy, docs and every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\n==> %s\n' "$*"; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "need root to run: $*" >&2; exit 1
+  fi
+}
+
+apt_updated=""
+apt_install() {
+  if [ -z "$apt_updated" ]; then as_root apt-get update -qq; apt_updated=1; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+redis_answers() {
+  timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/6379 && printf "PING\r\n" >&3 && head -c 5 <&3' 2>/dev/null | grep -q PONG
+}
+
+say "Redis on 127.0.0.1:6379"
+if redis_answers; then
+  echo "already answering"
+else
+  command -v redis-server >/dev/null || apt_install redis-server
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+    --logfile /tmp/queue-tests-redis.log
+  for _ in $(seq 1 50); do redis_answers && break; sleep 0.1; done
+  redis_answers || { echo "redis-server did not start; see /tmp/queue-tests-redis.log" >&2; exit 1; }
+  echo "started"
+fi
+# The fault tests start private redis-servers (plain and TLS) on free ports.
+command -v redis-server >/dev/null || apt_install redis-server
+command -v openssl >/dev/null || apt_install openssl
+
+if [ -f tests/node/package-lock.json ]; then
+  say "Node test peer (bullmq)"
+  (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+say "cargo fmt --check"
+cargo fmt --all -- --check
+
+say "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+say "cargo doc -D warnings"
+RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --quiet
+
+say "cargo test --workspace"
+cargo test --workspace
