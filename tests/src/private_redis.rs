@@ -25,9 +25,17 @@ pub fn free_port() -> u16 {
 impl PrivateRedis {
     /// Plain Redis on a free port.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Plain Redis on a free port, with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> Self {
         let port = free_port();
         let dir = scratch_dir("plain");
-        Self::spawn(port, dir, &["--port", &port.to_string()])
+        let port_arg = port.to_string();
+        let mut args = vec!["--port", &port_arg];
+        args.extend_from_slice(extra);
+        Self::spawn(port, dir, &args)
     }
 
     /// Redis with only a TLS listener, its certificate signed by a throw-away CA made

@@ -83,3 +83,45 @@ async fn redis_going_away_gives_errors_not_panics_and_nothing_hangs() {
     .expect("shutdown does not hang while Redis is down");
     assert!(report.is_clean());
 }
+
+#[tokio::test]
+async fn password_and_database_come_from_the_url() {
+    let redis = PrivateRedis::start_with(&["--requirepass", "s3cret"]);
+    let port = redis.port();
+
+    let wrong = QueueApp::builder()
+        .redis(format!("redis://:wrong@127.0.0.1:{port}"))
+        .build()
+        .await
+        .unwrap_err();
+    let message = wrong.to_string();
+    assert!(message.contains(":***@127.0.0.1"), "{message}");
+    assert!(
+        !message.contains("wrong@"),
+        "the password is not echoed: {message}"
+    );
+    assert!(
+        message.to_lowercase().contains("authentication failed"),
+        "{message}"
+    );
+
+    let app = QueueApp::builder()
+        .redis(format!("redis://:s3cret@127.0.0.1:{port}/3"))
+        .build()
+        .await
+        .unwrap();
+    app.queue::<u8>("db")
+        .unwrap()
+        .add("x", 1, JobOptions::new().job_id("in-db-3"))
+        .await
+        .unwrap();
+    let mut conn = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{port}/3"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("bull:db:in-db-3")
+        .query(&mut conn)
+        .unwrap();
+    assert!(exists, "the job is in database 3");
+}

@@ -293,3 +293,27 @@ async fn app_default_options_apply_unless_the_job_sets_its_own() {
         serde_json::from_str(&redis.job_field("q", "b-1", "opts").unwrap()).unwrap();
     assert_eq!(opts["removeOnComplete"], 10);
 }
+
+#[tokio::test]
+async fn delete_prefix_only_deletes_test_prefixes() {
+    let app = QueueApp::builder()
+        .redis(queue_tests::redis_url())
+        .build()
+        .await
+        .unwrap();
+    let err = queue_core::testing::delete_prefix(&app).await.unwrap_err();
+    assert!(
+        err.to_string().contains("only deletes test prefixes"),
+        "{err}"
+    );
+
+    let redis = TestRedis::new("cleanup");
+    let app = redis.app(|b| b).await;
+    app.queue::<u8>("q")
+        .unwrap()
+        .add("x", 1, JobOptions::new())
+        .await
+        .unwrap();
+    assert!(queue_core::testing::delete_prefix(&app).await.unwrap() > 0);
+    assert!(redis.keys().is_empty());
+}

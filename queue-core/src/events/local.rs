@@ -159,3 +159,27 @@ impl WorkerEvents {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_slow_listener_loses_old_events_instead_of_growing_the_channel() {
+        let (tx, rx) = broadcast::channel(4);
+        let mut slow = WorkerEvents::new(rx);
+        for i in 0..10 {
+            tx.send(WorkerEvent::Drained {
+                queue: format!("q{i}"),
+            })
+            .unwrap();
+        }
+        // Only the newest four are kept; the rest were dropped, not buffered.
+        assert_eq!(slow.recv().await.unwrap().queue(), "q6");
+        drop(tx);
+        let rest: Vec<String> = std::iter::from_fn(|| futures::executor::block_on(slow.recv()))
+            .map(|e| e.queue().to_owned())
+            .collect();
+        assert_eq!(rest, ["q7", "q8", "q9"]);
+    }
+}
