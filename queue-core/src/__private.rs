@@ -1,4 +1,92 @@
-//! Not public API: what generated code and trait signatures need to name.
+//! Not public API: what macro expansions and trait signatures need to name.
 //! Nothing here follows semver.
 
+pub use futures::future::BoxFuture;
+pub use inventory;
+pub use serde::de::DeserializeOwned;
+
 pub use crate::deps::{DepInfo, Deps};
+pub use crate::handler::ErasedHandler;
+pub use crate::registry::{
+    MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord, TypeInfo,
+    WorkerListenerRecord,
+};
+
+use std::any::Any;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Compile-time check that a handler's payload can be deserialized.
+pub fn assert_payload<T: DeserializeOwned>() {}
+
+/// What a handler may return: `Result<R, JobError>` with a serializable `R`.
+#[diagnostic::on_unimplemented(
+    message = "a job handler must return `Result<R, JobError>` with `R: Serialize`, not `{Self}`",
+    label = "change this to `Result<(), JobError>` (or `Result<YourOutput, JobError>`)"
+)]
+pub trait HandlerReturn {}
+impl<R: serde::Serialize> HandlerReturn for Result<R, crate::JobError> {}
+
+/// Compile-time check of a handler's return type.
+pub fn assert_handler_return<T: HandlerReturn>() {}
+
+/// What an `#[inject_queue]` field may be.
+#[diagnostic::on_unimplemented(
+    message = "a #[queue(\"..\")] field must have type `Queue<T>`, not `{Self}`",
+    label = "change this to `Queue<YourPayload>`"
+)]
+pub trait QueueField {
+    /// The payload type.
+    type Payload: 'static;
+}
+impl<T: 'static> QueueField for crate::Queue<T> {
+    type Payload = T;
+}
+
+/// The payload type of an `#[inject_queue]` field.
+pub const fn producer_payload<F: QueueField>() -> TypeInfo {
+    TypeInfo::of::<F::Payload>()
+}
+
+/// Finds out, in a non-generic context, whether `T: Default`, to make an impl-block
+/// processor's struct when nobody provided one (autoref specialisation: the impl on
+/// `&DefaultProbe<T>` is picked when its bound holds, the one on `DefaultProbe<T>` when not).
+#[derive(Debug)]
+pub struct DefaultProbe<T>(PhantomData<T>);
+
+impl<T> DefaultProbe<T> {
+    /// A probe for `T`.
+    pub const fn new() -> Self {
+        DefaultProbe(PhantomData)
+    }
+}
+
+impl<T> Default for DefaultProbe<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Chosen when `T: Default`.
+pub trait ViaDefault {
+    /// `Some` maker.
+    fn maker(&self) -> Option<MakeInstance>;
+}
+
+impl<T: Default + Send + Sync + 'static> ViaDefault for &DefaultProbe<T> {
+    fn maker(&self) -> Option<MakeInstance> {
+        Some(|| -> Arc<dyn Any + Send + Sync> { Arc::new(T::default()) })
+    }
+}
+
+/// Chosen when `T` has no `Default`.
+pub trait WithoutDefault {
+    /// No maker.
+    fn maker(&self) -> Option<MakeInstance>;
+}
+
+impl<T> WithoutDefault for DefaultProbe<T> {
+    fn maker(&self) -> Option<MakeInstance> {
+        None
+    }
+}

@@ -16,9 +16,12 @@ use crate::events::{local, QueueEvents, WorkerEvent, WorkerEvents};
 use crate::options::{BackoffContext, JobOptions};
 use crate::processor::Processor;
 use crate::queue::{Queue, QueueShared};
-use crate::registry::{plan_queues, QueuePlan};
+use crate::registry::{
+    check_registrations, merge_processors, processor_from_record, QueueListenerRecord, QueuePlan,
+    Registered, RegistryError, WorkerListenerRecord,
+};
 use crate::tls::Tls;
-use crate::worker::{AttemptTracker, Dispatcher, Workers};
+use crate::worker::{AttemptTracker, Dispatcher, Listeners, Workers};
 
 /// Redis URL used when none is given.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -74,6 +77,39 @@ struct AppInner {
     backoffs: BackoffRegistry,
     queues: Mutex<HashMap<String, Arc<QueueShared>>>,
     worker_events: broadcast::Sender<WorkerEvent>,
+    worker_listeners: Vec<&'static WorkerListenerRecord>,
+    queue_listeners: Vec<&'static QueueListenerRecord>,
+}
+
+/// Which `#[processor]`, `#[inject_queue]` and event-listener registrations linked into
+/// this binary an app uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Registrations {
+    /// All of them (the default).
+    #[default]
+    All,
+    /// None: only what is given to the builder explicitly.
+    None,
+    /// Those of these queues only (several apps in one binary, e.g. tests).
+    Queues(Vec<String>),
+}
+
+impl Registrations {
+    fn collect(&self) -> Registered {
+        match self {
+            Registrations::All => Registered::collect(|_| true),
+            Registrations::None => Registered::default(),
+            Registrations::Queues(queues) => Registered::collect(|q| queues.iter().any(|k| k == q)),
+        }
+    }
+}
+
+/// What `build` derives from the builder before connecting.
+struct Plan {
+    queues: Vec<QueuePlan>,
+    deps: Deps,
+    registered: Registered,
 }
 
 type StrategyFn = Arc<dyn Fn(&BackoffContext<'_>) -> Option<Duration> + Send + Sync>;
@@ -142,6 +178,7 @@ pub struct QueueAppBuilder {
     defaults: JobOptions,
     deps: Deps,
     processors: Vec<Processor>,
+    registrations: Registrations,
     backoffs: BackoffRegistry,
     connect_timeout: Duration,
     max_payload_bytes: usize,
@@ -156,6 +193,7 @@ impl Default for QueueAppBuilder {
             defaults: JobOptions::default(),
             deps: Deps::default(),
             processors: Vec::new(),
+            registrations: Registrations::All,
             backoffs: BackoffRegistry::default(),
             connect_timeout: Duration::from_secs(5),
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
@@ -207,6 +245,12 @@ impl QueueAppBuilder {
         self
     }
 
+    /// Which attribute-macro registrations of this binary to use (default: all).
+    pub fn registrations(mut self, registrations: Registrations) -> Self {
+        self.registrations = registrations;
+        self
+    }
+
     /// Registers a custom backoff, used by jobs added with `Backoff::custom(name)`.
     /// Return `None` to fail the job without further retries.
     pub fn backoff_strategy<F>(mut self, name: impl Into<String>, strategy: F) -> Self
@@ -234,7 +278,7 @@ impl QueueAppBuilder {
         self.plan().map(drop)
     }
 
-    fn plan(&self) -> Result<Vec<QueuePlan>, Error> {
+    fn plan(&self) -> Result<Plan, Error> {
         if self.prefix.is_empty() || self.prefix.contains(':') {
             return Err(Error::invalid(
                 "prefix",
@@ -242,13 +286,46 @@ impl QueueAppBuilder {
             ));
         }
         self.defaults.validate()?;
-        Ok(plan_queues(&self.processors, &self.deps)?)
+        let registered = self.registrations.collect();
+        let mut deps = self.deps.clone();
+        // An impl-block processor's struct comes from `provide`, else from `Default`.
+        for record in &registered.processors {
+            if let Some((ty, maker)) = record.instance {
+                if let (false, Some(make)) = (deps.contains_id((ty.id)()), maker()) {
+                    deps.insert_any((ty.id)(), make());
+                }
+            }
+        }
+        let processors: Vec<Processor> = self
+            .processors
+            .iter()
+            .cloned()
+            .chain(
+                registered
+                    .processors
+                    .iter()
+                    .map(|r| processor_from_record(r)),
+            )
+            .collect();
+        let mut problems = Vec::new();
+        let queues = merge_processors(&processors, &deps, &mut problems);
+        problems.extend(check_registrations(&queues, &registered));
+        RegistryError::from_problems(problems)?;
+        Ok(Plan {
+            queues,
+            deps,
+            registered,
+        })
     }
 
     /// Checks the registrations, connects and checks that Redis answers. Fails with a
     /// clear error (the URL, without password, and the cause) instead of hanging.
     pub async fn build(self) -> Result<QueueApp, Error> {
-        let plans = self.plan()?;
+        let Plan {
+            queues: plans,
+            deps,
+            registered,
+        } = self.plan()?;
         let conn = Connection::open(
             &self.url,
             self.tls.as_ref(),
@@ -275,12 +352,14 @@ impl QueueAppBuilder {
             inner: Arc::new(AppInner {
                 conn,
                 plans,
-                deps: Arc::new(self.deps),
+                deps: Arc::new(deps),
                 defaults: self.defaults,
                 max_payload_bytes: self.max_payload_bytes,
                 backoffs: self.backoffs,
                 queues: Mutex::new(HashMap::new()),
                 worker_events,
+                worker_listeners: registered.worker_listeners,
+                queue_listeners: registered.queue_listeners,
             }),
         })
     }
@@ -320,15 +399,25 @@ impl QueueApp {
         Ok(Queue::new(shared, PhantomData))
     }
 
-    /// Starts a worker for every queue with a registered processor.
+    /// Starts a worker for every queue with a registered processor, and every
+    /// `#[on_worker_event]` / `#[on_queue_event]` listener.
     pub async fn start_workers(&self) -> Result<Workers, Error> {
         let all: Vec<&str> = self.inner.plans.iter().map(|p| p.queue.as_str()).collect();
-        self.start_workers_for(&all).await
+        self.start(&all, |_| true).await
     }
 
-    /// Starts workers for these queues only (a worker-only process for some queues).
-    /// A queue without a processor in this app is refused, naming the ones there are.
+    /// Starts workers for these queues only (a worker-only process for some queues),
+    /// with the event listeners of these queues. A queue without a processor in this
+    /// app is refused, naming the ones there are.
     pub async fn start_workers_for(&self, queues: &[&str]) -> Result<Workers, Error> {
+        self.start(queues, |q| queues.contains(&q)).await
+    }
+
+    async fn start(
+        &self,
+        queues: &[&str],
+        listen_to: impl Fn(&str) -> bool,
+    ) -> Result<Workers, Error> {
         let mut dispatchers = Vec::new();
         for queue in queues {
             let Some(plan) = self.inner.plans.iter().find(|p| p.queue == *queue) else {
@@ -357,7 +446,25 @@ impl QueueApp {
             };
             dispatchers.push((settings, dispatcher));
         }
-        Workers::start(&self.inner.conn, dispatchers).await
+        // Subscribe before any worker starts, so no event is missed.
+        let listeners = Listeners::start(
+            &self.inner.conn,
+            self.inner
+                .worker_listeners
+                .iter()
+                .copied()
+                .filter(|r| listen_to(r.queue))
+                .collect(),
+            self.worker_events(),
+            self.inner
+                .queue_listeners
+                .iter()
+                .copied()
+                .filter(|r| listen_to(r.queue))
+                .collect(),
+        )
+        .await?;
+        Workers::start(&self.inner.conn, dispatchers, listeners).await
     }
 
     /// The queues that have a processor in this app, sorted.

@@ -88,6 +88,14 @@ impl Deps {
         self.values.insert(TypeId::of::<T>(), value);
     }
 
+    pub(crate) fn insert_any(&mut self, type_id: TypeId, value: Arc<dyn Any + Send + Sync>) {
+        self.values.entry(type_id).or_insert(value);
+    }
+
+    pub(crate) fn contains_id(&self, type_id: TypeId) -> bool {
+        self.values.contains_key(&type_id)
+    }
+
     pub(crate) fn get<T: Send + Sync + 'static>(&self) -> Option<Dep<T>> {
         let value = self.values.get(&TypeId::of::<T>())?.clone();
         value.downcast::<T>().ok().map(Dep)

@@ -20,7 +20,8 @@ pub mod prelude;
 pub mod testing;
 
 pub use app::{
-    QueueApp, QueueAppBuilder, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX, DEFAULT_REDIS_URL,
+    QueueApp, QueueAppBuilder, Registrations, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX,
+    DEFAULT_REDIS_URL,
 };
 pub use deps::Dep;
 pub use error::{Error, Result};
@@ -33,3 +34,12 @@ pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue};
 pub use registry::RegistryError;
 pub use tls::Tls;
 pub use worker::{ShutdownReport, Workers};
+
+#[cfg(feature = "macros")]
+pub use queue_macros::{inject_queue, job, on_queue_event, on_worker_event, processor};
+
+/// Builds an `#[inject_queue]` struct (or anything else that knows its queues) from an app.
+pub trait FromApp: Sized {
+    /// Builds it, or fails when a queue name is invalid.
+    fn from_app(app: &QueueApp) -> Result<Self>;
+}

@@ -110,6 +110,21 @@ impl Processor {
         self
     }
 
+    /// Adds an already erased handler (from a `#[processor]` record).
+    pub(crate) fn erased(
+        mut self,
+        job_name: Option<&str>,
+        handler: ErasedHandler,
+        label: &str,
+    ) -> Self {
+        self.handlers.push(RegisteredHandler {
+            job_name: job_name.map(str::to_owned),
+            handler,
+            label: label.to_owned(),
+        });
+        self
+    }
+
     /// The queue this processor serves.
     pub fn queue(&self) -> &str {
         &self.queue

@@ -1,6 +1,60 @@
-//! Attribute macros for `queue-core`.
+//! Attribute macros for `queue-core`; use them through `queue_core` (they are
+//! re-exported there), not from this crate directly.
 //!
-//! This crate is a placeholder until the macros issue lands: `#[processor]`,
-//! `#[inject_queue]`, `#[on_worker_event]` and `#[on_queue_event]` will live
-//! here and expand to registrations in `queue_core::__private`. Until then,
-//! register processors explicitly with `QueueApp::builder().processor(..)`.
+//! Each expansion re-emits the user's item, adds spanned compile-time checks, and
+//! submits one static record (through `queue_core::__private`) that `QueueApp::build`
+//! reads, checks and runs. Every decision lives in `queue-core`.
+
+mod args;
+mod crate_path;
+mod diagnostics;
+mod duration;
+mod inject_queue;
+mod listener;
+mod processor;
+
+use proc_macro::TokenStream;
+
+/// Registers an `async fn(Job<T>, Dep<A>, ..) -> Result<R, JobError>` as the handler of
+/// a queue, or an `impl` block whose `#[job("name")]` methods handle one job name each.
+///
+/// Options: `concurrency = 5`, `job = "welcome"` (on a fn: the job name it handles;
+/// default every name nobody else claims), `timeout = "30s"`, `lock_duration = "30s"`,
+/// `limiter(max = 10, per = "1s")`, `crate = "path::to::queue_core"`.
+#[proc_macro_attribute]
+pub fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
+    processor::processor(attr.into(), item.into()).into()
+}
+
+/// Marks a method of a `#[processor]` impl block as the handler of one job name:
+/// `#[job("welcome")]`. Anywhere else it is an error.
+#[proc_macro_attribute]
+pub fn job(_attr: TokenStream, item: TokenStream) -> TokenStream {
+    let error = syn::Error::new(
+        proc_macro2::Span::call_site(),
+        "#[job(\"..\")] only works on a method inside an `impl` block marked #[processor(\"queue\")]",
+    );
+    diagnostics::item_with_errors(item.into(), &error).into()
+}
+
+/// On a struct whose fields are `#[queue("email")] email: Queue<T>`: builds it from a
+/// `QueueApp` (`Service::from_app(&app)`, or extraction through queue-axum) and
+/// registers each field as a producer for the start-up checks.
+#[proc_macro_attribute]
+pub fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
+    inject_queue::inject_queue(attr.into(), item.into()).into()
+}
+
+/// `#[on_worker_event("email", failed)]` on an `async fn(event: WorkerEvent)`: called for
+/// each event of that kind from this process's workers of the queue.
+#[proc_macro_attribute]
+pub fn on_worker_event(attr: TokenStream, item: TokenStream) -> TokenStream {
+    listener::listener(listener::Source::Worker, attr.into(), item.into()).into()
+}
+
+/// `#[on_queue_event("email", completed)]` on an `async fn(event: QueueEvent)`: called for
+/// each event of that kind in the queue's Redis event stream (every process).
+#[proc_macro_attribute]
+pub fn on_queue_event(attr: TokenStream, item: TokenStream) -> TokenStream {
+    listener::listener(listener::Source::Queue, attr.into(), item.into()).into()
+}

@@ -94,6 +94,20 @@ impl WorkerEvent {
         }
     }
 
+    /// The event's kind, as `#[on_worker_event]` names it: `active`, `completed`,
+    /// `failed`, `progress`, `stalled`, `drained` or `error`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WorkerEvent::Active { .. } => "active",
+            WorkerEvent::Completed { .. } => "completed",
+            WorkerEvent::Failed { .. } => "failed",
+            WorkerEvent::Progress { .. } => "progress",
+            WorkerEvent::Stalled { .. } => "stalled",
+            WorkerEvent::Drained { .. } => "drained",
+            WorkerEvent::Error { .. } => "error",
+        }
+    }
+
     /// The job the event is about, if any.
     pub fn job_id(&self) -> Option<&str> {
         match self {
@@ -155,6 +169,17 @@ impl WorkerEvents {
                     );
                 }
                 Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// The next event already in the channel, without waiting.
+    pub(crate) fn try_recv(&mut self) -> Option<WorkerEvent> {
+        loop {
+            match self.receiver.try_recv() {
+                Ok(event) => return Some(event),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
+                Err(_) => return None,
             }
         }
     }

@@ -100,6 +100,30 @@ pub enum QueueEvent {
 }
 
 impl QueueEvent {
+    /// The event's kind, as BullMQ and `#[on_queue_event]` name it: `added`, `waiting`,
+    /// `delayed`, `active`, `progress`, `completed`, `failed`, `stalled`, `removed`,
+    /// `duplicated`, `deduplicated`, `retries-exhausted`, `drained`, `paused`, `resumed`.
+    pub fn kind(&self) -> &str {
+        match self {
+            QueueEvent::Added { .. } => "added",
+            QueueEvent::Waiting { .. } => "waiting",
+            QueueEvent::Delayed { .. } => "delayed",
+            QueueEvent::Active { .. } => "active",
+            QueueEvent::Progress { .. } => "progress",
+            QueueEvent::Completed { .. } => "completed",
+            QueueEvent::Failed { .. } => "failed",
+            QueueEvent::Stalled { .. } => "stalled",
+            QueueEvent::Removed { .. } => "removed",
+            QueueEvent::Duplicated { .. } => "duplicated",
+            QueueEvent::Deduplicated { .. } => "deduplicated",
+            QueueEvent::RetriesExhausted { .. } => "retries-exhausted",
+            QueueEvent::Drained => "drained",
+            QueueEvent::Paused => "paused",
+            QueueEvent::Resumed => "resumed",
+            QueueEvent::Other { name } => name,
+        }
+    }
+
     /// The job the event is about, if any.
     pub fn job_id(&self) -> Option<&str> {
         match self {

@@ -89,16 +89,20 @@ type RunFn = dyn Fn(Job<serde_json::Value>, &Deps) -> BoxFuture<'static, Result<
     + Send
     + Sync;
 
-/// A handler with its types erased: JSON in, JSON out.
+/// A handler with its types erased: JSON in, JSON out. Built by `#[processor]`
+/// expansions and by [`Processor::job`](crate::Processor::job).
+#[doc(hidden)]
 #[derive(Clone)]
-pub(crate) struct ErasedHandler {
+pub struct ErasedHandler {
     pub(crate) payload_type: &'static str,
+    pub(crate) payload_id: std::any::TypeId,
     pub(crate) dependencies: Vec<DepInfo>,
     run: Arc<RunFn>,
 }
 
 impl ErasedHandler {
-    pub(crate) fn new<H: Handler<Args>, Args>(handler: H) -> Self {
+    /// Erases `handler`'s types.
+    pub fn new<H: Handler<Args>, Args>(handler: H) -> Self {
         let payload_type = type_name::<H::Payload>();
         let run = move |job: Job<serde_json::Value>, deps: &Deps| -> BoxFuture<'static, _> {
             let typed = match deserialize_payload::<H::Payload>(job) {
@@ -128,6 +132,7 @@ impl ErasedHandler {
         };
         ErasedHandler {
             payload_type,
+            payload_id: std::any::TypeId::of::<H::Payload>(),
             dependencies: H::dependencies(),
             run: Arc::new(run),
         }

@@ -1,12 +1,19 @@
-//! What the app runs: processors merged per queue, after the start-up checks.
+//! What the app runs: the registrations (macro records and explicit processors),
+//! checked at start-up and merged per queue.
 
+mod records;
 mod validate;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub(crate) use validate::plan_queues;
+pub(crate) use records::Registered;
+pub use records::{
+    MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord, TypeInfo,
+    WorkerListenerRecord,
+};
 pub use validate::RegistryError;
+pub(crate) use validate::{check_registrations, merge_processors};
 
 use crate::handler::ErasedHandler;
 
@@ -44,4 +51,29 @@ impl QueuePlan {
             names.join(", ")
         }
     }
+
+    /// Every handler with the job name it claims (`*` for the catch-all).
+    pub(crate) fn handlers(&self) -> impl Iterator<Item = (&str, &PlannedHandler)> {
+        self.by_name
+            .iter()
+            .map(|(name, h)| (name.as_str(), h))
+            .chain(self.fallback.iter().map(|h| ("*", h)))
+    }
+}
+
+/// A `#[processor]` record as an explicit `Processor`, so both kinds go through the
+/// same checks.
+pub(crate) fn processor_from_record(record: &ProcessorRecord) -> crate::Processor {
+    let mut processor =
+        crate::Processor::new(record.queue).concurrency(record.concurrency.unwrap_or(1));
+    if let Some(ms) = record.timeout_ms {
+        processor = processor.timeout(Duration::from_millis(ms));
+    }
+    if let Some(ms) = record.lock_duration_ms {
+        processor = processor.lock_duration(Duration::from_millis(ms));
+    }
+    if let Some((max, per_ms)) = record.limiter {
+        processor = processor.limiter(max, Duration::from_millis(per_ms));
+    }
+    processor.erased(record.job, (record.handler)(), record.label)
 }

@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::{PlannedHandler, QueuePlan};
+use std::any::TypeId;
+use std::collections::BTreeSet;
+
+use super::{PlannedHandler, QueuePlan, Registered};
 use crate::deps::Deps;
 use crate::processor::Processor;
 
@@ -28,6 +31,14 @@ pub struct RegistryError {
 }
 
 impl RegistryError {
+    pub(crate) fn from_problems(problems: Vec<String>) -> Result<(), Self> {
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(RegistryError { problems })
+        }
+    }
+
     /// Each problem, in queue order.
     pub fn problems(&self) -> &[String] {
         &self.problems
@@ -50,17 +61,28 @@ impl fmt::Display for RegistryError {
 
 /// Merges processors per queue (sorted by queue name) and checks them against what
 /// the app provides.
+#[cfg(test)]
 pub(crate) fn plan_queues(
     processors: &[Processor],
     deps: &Deps,
 ) -> Result<Vec<QueuePlan>, RegistryError> {
     let mut problems = Vec::new();
+    let plans = merge_processors(processors, deps, &mut problems);
+    RegistryError::from_problems(problems).map(|()| plans)
+}
+
+/// Merges processors per queue, adding every problem found to `problems`.
+pub(crate) fn merge_processors(
+    processors: &[Processor],
+    deps: &Deps,
+    problems: &mut Vec<String>,
+) -> Vec<QueuePlan> {
     let mut plans: BTreeMap<&str, QueuePlan> = BTreeMap::new();
     let mut claimed_by: BTreeMap<(&str, Option<&str>), &str> = BTreeMap::new();
 
     for processor in processors {
         let queue = processor.queue.as_str();
-        check_queue_name(queue, &mut problems);
+        check_queue_name(queue, problems);
         if processor.concurrency == 0 {
             problems.push(format!(
                 "processor for queue `{queue}`: concurrency must be at least 1"
@@ -80,7 +102,7 @@ pub(crate) fn plan_queues(
             by_name: BTreeMap::new(),
             fallback: None,
         });
-        merge_settings(plan, processor, &mut problems);
+        merge_settings(plan, processor, problems);
 
         for registered in &processor.handlers {
             for dep in &registered.handler.dependencies {
@@ -116,11 +138,7 @@ pub(crate) fn plan_queues(
         }
     }
 
-    if problems.is_empty() {
-        Ok(plans.into_values().collect())
-    } else {
-        Err(RegistryError { problems })
-    }
+    plans.into_values().collect()
 }
 
 fn check_queue_name(queue: &str, problems: &mut Vec<String>) {
@@ -153,6 +171,73 @@ fn merge_settings(plan: &mut QueuePlan, processor: &Processor, problems: &mut Ve
         (None, Some(b)) => plan.limiter = Some(b),
         _ => {}
     }
+}
+
+/// The checks that involve the macro records: producers whose payload no handler of
+/// their queue takes, and listeners of queues this binary neither produces to nor
+/// processes. Returns the problems (empty when all is well).
+pub(crate) fn check_registrations(plans: &[QueuePlan], registered: &Registered) -> Vec<String> {
+    let mut problems = Vec::new();
+    let processed: BTreeSet<&str> = plans.iter().map(|p| p.queue.as_str()).collect();
+    let produced: BTreeSet<&str> = registered.producers.iter().map(|p| p.queue).collect();
+
+    for producer in &registered.producers {
+        let Some(plan) = plans.iter().find(|p| p.queue == producer.queue) else {
+            continue;
+        };
+        let sent = (producer.payload.id)();
+        let untyped = TypeId::of::<serde_json::Value>();
+        let accepted = plan.handlers().any(|(_, h)| {
+            let taken = h.handler.payload_id;
+            taken == sent || taken == untyped || sent == untyped
+        });
+        if !accepted {
+            let taken: Vec<String> = plan
+                .handlers()
+                .map(|(name, h)| format!("{name}: `{}`", h.handler.payload_type))
+                .collect();
+            problems.push(format!(
+                "producer {} sends `{}` to queue `{}`, but no handler of that queue takes it (they take {})",
+                producer.label,
+                (producer.payload.name)(),
+                producer.queue,
+                taken.join(", ")
+            ));
+        }
+    }
+
+    let known = || -> String {
+        let all: BTreeSet<&str> = processed.union(&produced).copied().collect();
+        if all.is_empty() {
+            "none".to_owned()
+        } else {
+            all.into_iter().collect::<Vec<_>>().join(", ")
+        }
+    };
+    let listeners = registered
+        .worker_listeners
+        .iter()
+        .map(|l| (l.queue, l.label, "on_worker_event"))
+        .chain(
+            registered
+                .queue_listeners
+                .iter()
+                .map(|l| (l.queue, l.label, "on_queue_event")),
+        );
+    for (queue, label, kind) in listeners {
+        if !processed.contains(queue) && !produced.contains(queue) {
+            problems.push(format!(
+                "#[{kind}] {label} listens to queue `{queue}`, which nothing in this binary produces to or processes (known queues: {})",
+                known()
+            ));
+        }
+        if kind == "on_worker_event" && !processed.contains(queue) && produced.contains(queue) {
+            problems.push(format!(
+                "#[on_worker_event] {label} listens to worker events of queue `{queue}`, but this binary has no processor for it; use #[on_queue_event] to hear other processes' workers"
+            ));
+        }
+    }
+    problems
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! the handle that shuts them down.
 
 mod attempt;
+mod listeners;
 mod tracker;
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use crate::engine::{EngineWorker, WorkerSettings};
 use crate::error::Error;
 
 pub(crate) use attempt::Dispatcher;
+pub(crate) use listeners::Listeners;
 pub(crate) use tracker::AttemptTracker;
 
 /// The running workers of an app (all its queues, or the subset asked for).
@@ -32,6 +34,7 @@ pub(crate) use tracker::AttemptTracker;
 #[derive(Debug)]
 pub struct Workers {
     workers: Vec<EngineWorker>,
+    listeners: Listeners,
 }
 
 /// What a shutdown left behind.
@@ -54,6 +57,7 @@ impl Workers {
     pub(crate) async fn start(
         conn: &crate::engine::Connection,
         dispatchers: Vec<(WorkerSettings, Dispatcher)>,
+        listeners: Listeners,
     ) -> Result<Self, Error> {
         let mut workers = Vec::with_capacity(dispatchers.len());
         for (settings, dispatcher) in dispatchers {
@@ -66,12 +70,14 @@ impl Workers {
                 }
                 Err(e) => {
                     // Do not leave half a set running.
-                    Workers { workers }.shutdown(Duration::from_secs(5)).await;
+                    Workers { workers, listeners }
+                        .shutdown(Duration::from_secs(5))
+                        .await;
                     return Err(e);
                 }
             }
         }
-        Ok(Workers { workers })
+        Ok(Workers { workers, listeners })
     }
 
     /// The queues these workers serve.
@@ -87,6 +93,7 @@ impl Workers {
             .await
             .into_iter()
             .sum();
+        self.listeners.stop().await;
         if still_active > 0 {
             tracing::warn!(
                 still_active,

@@ -1,0 +1,142 @@
+//! The static records the attribute macros submit, and their collection with `inventory`.
+//!
+//! Records are const-built from `&'static str`, integers and `fn` pointers, as inventory
+//! requires; every decision about them is made in `queue-core` (see `validate.rs`).
+
+use std::any::{type_name, Any, TypeId};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::events::{QueueEvent, WorkerEvent};
+use crate::handler::ErasedHandler;
+
+/// A type's identity, as a record can hold it (`TypeId::of` is not const).
+#[derive(Debug, Clone, Copy)]
+pub struct TypeInfo {
+    /// The type's id.
+    pub id: fn() -> TypeId,
+    /// The type's name, for messages.
+    pub name: fn() -> &'static str,
+}
+
+impl TypeInfo {
+    /// The identity of `T`.
+    pub const fn of<T: ?Sized + 'static>() -> Self {
+        TypeInfo {
+            id: TypeId::of::<T>,
+            name: type_name::<T>,
+        }
+    }
+}
+
+/// A shared instance made from `Default`, for an impl-block processor nobody provided.
+pub type MakeInstance = fn() -> Arc<dyn Any + Send + Sync>;
+
+/// One handler registered by `#[processor]`.
+#[derive(Debug)]
+pub struct ProcessorRecord {
+    /// The queue.
+    pub queue: &'static str,
+    /// The job name it claims; `None`: every name nobody else claims.
+    pub job: Option<&'static str>,
+    /// Worker concurrency asked for (the largest of a queue's records wins).
+    pub concurrency: Option<usize>,
+    /// Attempt timeout in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Lock duration in milliseconds.
+    pub lock_duration_ms: Option<u64>,
+    /// Rate limit: at most `.0` jobs per `.1` milliseconds.
+    pub limiter: Option<(u64, u64)>,
+    /// `path::to::function`, for messages and logs.
+    pub label: &'static str,
+    /// Builds the type-erased handler.
+    pub handler: fn() -> ErasedHandler,
+    /// For an impl-block processor: the struct, and how to make it when not provided
+    /// (`None` from the function when it has no `Default`).
+    pub instance: Option<(TypeInfo, fn() -> Option<MakeInstance>)>,
+}
+
+/// One `#[queue("..")]` field of an `#[inject_queue]` struct.
+#[derive(Debug)]
+pub struct ProducerRecord {
+    /// The queue.
+    pub queue: &'static str,
+    /// The payload type of the field's `Queue<T>`.
+    pub payload: TypeInfo,
+    /// `Struct.field`, for messages.
+    pub label: &'static str,
+}
+
+/// An `#[on_worker_event]` function.
+#[derive(Debug)]
+pub struct WorkerListenerRecord {
+    /// The queue.
+    pub queue: &'static str,
+    /// The event kind (`"failed"`, `"completed"`, ...).
+    pub event: &'static str,
+    /// `path::to::function`, for messages and logs.
+    pub label: &'static str,
+    /// Calls the function.
+    pub call: fn(WorkerEvent) -> BoxFuture<'static, ()>,
+}
+
+/// An `#[on_queue_event]` function.
+#[derive(Debug)]
+pub struct QueueListenerRecord {
+    /// The queue.
+    pub queue: &'static str,
+    /// The event kind (`"completed"`, `"failed"`, ...).
+    pub event: &'static str,
+    /// `path::to::function`, for messages and logs.
+    pub label: &'static str,
+    /// Calls the function.
+    pub call: fn(QueueEvent) -> BoxFuture<'static, ()>,
+}
+
+inventory::collect!(ProcessorRecord);
+inventory::collect!(ProducerRecord);
+inventory::collect!(WorkerListenerRecord);
+inventory::collect!(QueueListenerRecord);
+
+/// Every record linked into this binary, sorted by queue (then job name / event), so
+/// that start-up checks and logs do not depend on link order.
+#[derive(Debug, Default)]
+pub(crate) struct Registered {
+    pub(crate) processors: Vec<&'static ProcessorRecord>,
+    pub(crate) producers: Vec<&'static ProducerRecord>,
+    pub(crate) worker_listeners: Vec<&'static WorkerListenerRecord>,
+    pub(crate) queue_listeners: Vec<&'static QueueListenerRecord>,
+}
+
+impl Registered {
+    /// The records of this binary whose queue `keep` accepts.
+    pub(crate) fn collect(keep: impl Fn(&str) -> bool) -> Self {
+        let mut processors: Vec<_> = inventory::iter::<ProcessorRecord>
+            .into_iter()
+            .filter(|r| keep(r.queue))
+            .collect();
+        processors.sort_by_key(|r| (r.queue, r.job, r.label));
+        let mut producers: Vec<_> = inventory::iter::<ProducerRecord>
+            .into_iter()
+            .filter(|r| keep(r.queue))
+            .collect();
+        producers.sort_by_key(|r| (r.queue, r.label));
+        let mut worker_listeners: Vec<_> = inventory::iter::<WorkerListenerRecord>
+            .into_iter()
+            .filter(|r| keep(r.queue))
+            .collect();
+        worker_listeners.sort_by_key(|r| (r.queue, r.event, r.label));
+        let mut queue_listeners: Vec<_> = inventory::iter::<QueueListenerRecord>
+            .into_iter()
+            .filter(|r| keep(r.queue))
+            .collect();
+        queue_listeners.sort_by_key(|r| (r.queue, r.event, r.label));
+        Registered {
+            processors,
+            producers,
+            worker_listeners,
+            queue_listeners,
+        }
+    }
+}

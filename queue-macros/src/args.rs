@@ -1,0 +1,196 @@
+//! The shared shape of our attribute arguments: a leading string literal (the queue
+//! name), then `key = value`, `key(..)` or bare `key` items, separated by commas.
+
+use proc_macro2::Span;
+use syn::ext::IdentExt;
+use syn::parse::{Parse, ParseStream};
+use syn::{Ident, Lit, LitStr, Token};
+
+use crate::diagnostics::Errors;
+
+/// The value of one item.
+pub(crate) enum Value {
+    /// `key`
+    Flag,
+    /// `key = literal`
+    Lit(Lit),
+    /// `key(a = 1, b = "x")`
+    List(Vec<Item>),
+}
+
+/// One `key ...` item.
+pub(crate) struct Item {
+    pub(crate) key: Ident,
+    pub(crate) value: Value,
+}
+
+/// Everything inside the attribute's parentheses.
+pub(crate) struct Args {
+    /// The leading string literal, if there was one.
+    pub(crate) name: Option<LitStr>,
+    pub(crate) items: Vec<Item>,
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut name = None;
+        if input.peek(Lit) {
+            match input.parse::<Lit>()? {
+                Lit::Str(s) => name = Some(s),
+                other => {
+                    return Err(syn::Error::new(
+                        other.span(),
+                        "the queue name must be a string literal, e.g. \"email\"",
+                    ))
+                }
+            }
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
+        }
+        let items = parse_items(input)?;
+        Ok(Args { name, items })
+    }
+}
+
+fn parse_items(input: ParseStream<'_>) -> syn::Result<Vec<Item>> {
+    let mut items = Vec::new();
+    while !input.is_empty() {
+        let key = input.call(Ident::parse_any)?;
+        let value = if input.peek(Token![=]) {
+            input.parse::<Token![=]>()?;
+            Value::Lit(input.parse()?)
+        } else if input.peek(syn::token::Paren) {
+            let inner;
+            syn::parenthesized!(inner in input);
+            Value::List(parse_items(&inner)?)
+        } else {
+            Value::Flag
+        };
+        items.push(Item { key, value });
+        if input.is_empty() {
+            break;
+        }
+        input.parse::<Token![,]>()?;
+    }
+    Ok(items)
+}
+
+impl Args {
+    /// The queue name, checked: present, a string, not empty, no `:`.
+    pub(crate) fn queue(&self, errors: &mut Errors, attribute: &str) -> Option<LitStr> {
+        match &self.name {
+            None => {
+                let span = self
+                    .items
+                    .first()
+                    .map_or_else(Span::call_site, |i| i.key.span());
+                let bare = self
+                    .items
+                    .first()
+                    .filter(|i| matches!(i.value, Value::Flag));
+                match bare {
+                    Some(item) => errors.at(
+                        item.key.span(),
+                        format!("the queue name must be a string literal: write #[{attribute}(\"{}\")]", item.key),
+                    ),
+                    None => errors.at(
+                        span,
+                        format!("missing queue name: write #[{attribute}(\"email\", ...)] with the queue as the first argument"),
+                    ),
+                }
+                None
+            }
+            Some(lit) if lit.value().is_empty() => {
+                errors.spanned(lit, "the queue name cannot be empty");
+                None
+            }
+            Some(lit) if lit.value().contains(':') => {
+                errors.spanned(
+                    lit,
+                    format!(
+                        "queue names cannot contain ':' (BullMQ's key separator); use \"{}\"",
+                        lit.value().replace(':', "-")
+                    ),
+                );
+                None
+            }
+            Some(lit) => Some(lit.clone()),
+        }
+    }
+}
+
+/// Rejects a second use of one key.
+pub(crate) fn reject_duplicates(items: &[Item], errors: &mut Errors) {
+    for (i, item) in items.iter().enumerate() {
+        if items[..i].iter().any(|earlier| earlier.key == item.key) {
+            errors.spanned(
+                &item.key,
+                format!("duplicate option `{}`; give it once", item.key),
+            );
+        }
+    }
+}
+
+/// An unknown key, with the valid ones listed.
+pub(crate) fn unknown(item: &Item, valid: &[&str], errors: &mut Errors) {
+    errors.spanned(
+        &item.key,
+        format!(
+            "unknown option `{}`; valid options are: {}",
+            item.key,
+            valid.join(", ")
+        ),
+    );
+}
+
+/// `key = "string"`.
+pub(crate) fn string(item: &Item, errors: &mut Errors) -> Option<LitStr> {
+    match &item.value {
+        Value::Lit(Lit::Str(s)) => Some(s.clone()),
+        _ => {
+            errors.spanned(
+                &item.key,
+                format!("`{}` takes a string, e.g. {} = \"...\"", item.key, item.key),
+            );
+            None
+        }
+    }
+}
+
+/// `key = "30s"` as milliseconds.
+pub(crate) fn duration(item: &Item, errors: &mut Errors) -> Option<u64> {
+    let lit = string(item, errors)?;
+    match crate::duration::parse_millis(&lit.value()) {
+        Ok(ms) => Some(ms),
+        Err(message) => {
+            errors.spanned(&lit, message);
+            None
+        }
+    }
+}
+
+/// `key = N` with `N >= 1`.
+pub(crate) fn positive_integer(item: &Item, errors: &mut Errors) -> Option<u64> {
+    let message = format!(
+        "`{}` takes a whole number of at least 1, e.g. {} = 5",
+        item.key, item.key
+    );
+    match &item.value {
+        Value::Lit(Lit::Int(int)) => match int.base10_parse::<u64>() {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                errors.spanned(int, message);
+                None
+            }
+        },
+        Value::Lit(other) => {
+            errors.spanned(other, message);
+            None
+        }
+        _ => {
+            errors.spanned(&item.key, message);
+            None
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Code generation for `#[inject_queue]`: the struct, `FromApp`, an inherent
+//! `from_app`, and a `ProducerRecord` per field.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::ItemStruct;
+
+use super::QueueField;
+
+pub(crate) fn expand(
+    krate: &TokenStream,
+    strct: &ItemStruct,
+    fields: &[QueueField],
+) -> TokenStream {
+    let ident = &strct.ident;
+    let names: Vec<_> = fields.iter().map(|f| &f.ident).collect();
+    let queues: Vec<_> = fields.iter().map(|f| &f.queue).collect();
+    let payloads: Vec<_> = fields.iter().map(|f| &f.payload).collect();
+    quote! {
+        #strct
+
+        impl #krate::FromApp for #ident {
+            fn from_app(app: &#krate::QueueApp) -> #krate::Result<Self> {
+                ::core::result::Result::Ok(Self {
+                    #(#names: app.queue(#queues)?,)*
+                })
+            }
+        }
+
+        impl #ident {
+            /// Builds this service's queue handles from the app.
+            #[allow(dead_code)]
+            pub fn from_app(app: &#krate::QueueApp) -> #krate::Result<Self> {
+                <Self as #krate::FromApp>::from_app(app)
+            }
+        }
+
+        const _: () = {
+            #(
+                #krate::__private::inventory::submit! {
+                    #krate::__private::ProducerRecord {
+                        queue: #queues,
+                        payload: #krate::__private::TypeInfo::of::<#payloads>(),
+                        label: ::core::concat!(::core::stringify!(#ident), ".", ::core::stringify!(#names)),
+                    }
+                }
+            )*
+        };
+    }
+}

@@ -1,0 +1,103 @@
+//! `#[processor("queue", concurrency = 5, job = "welcome", timeout = "30s",
+//! lock_duration = "30s", limiter(max = 10, per = "1s"), crate = "..")]`.
+
+use proc_macro2::TokenStream;
+use syn::LitStr;
+
+use crate::args::{self, Args, Item, Value};
+use crate::diagnostics::Errors;
+
+const OPTIONS: &[&str] = &[
+    "concurrency",
+    "job",
+    "timeout",
+    "lock_duration",
+    "limiter",
+    "crate",
+];
+
+/// Checked processor options.
+pub(crate) struct ProcessorConfig {
+    pub(crate) queue: LitStr,
+    pub(crate) job: Option<LitStr>,
+    pub(crate) concurrency: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) lock_duration_ms: Option<u64>,
+    pub(crate) limiter: Option<(u64, u64)>,
+    pub(crate) krate: TokenStream,
+}
+
+impl ProcessorConfig {
+    /// Validates every option, reporting all problems at once.
+    pub(crate) fn from_args(args: &Args, errors: &mut Errors) -> Option<Self> {
+        let queue = args.queue(errors, "processor");
+        args::reject_duplicates(&args.items, errors);
+        let mut config = ProcessorConfig {
+            queue: queue
+                .clone()
+                .unwrap_or_else(|| LitStr::new("", proc_macro2::Span::call_site())),
+            job: None,
+            concurrency: None,
+            timeout_ms: None,
+            lock_duration_ms: None,
+            limiter: None,
+            krate: quote::quote!(::queue_core),
+        };
+        for item in &args.items {
+            match item.key.to_string().as_str() {
+                "concurrency" => config.concurrency = args::positive_integer(item, errors),
+                "job" => {
+                    config.job = args::string(item, errors);
+                    if let Some(job) = config.job.as_ref().filter(|j| j.value().is_empty()) {
+                        errors.spanned(
+                            job,
+                            "the job name cannot be empty; leave `job` out to handle every name",
+                        );
+                    }
+                }
+                "timeout" => config.timeout_ms = args::duration(item, errors),
+                "lock_duration" => config.lock_duration_ms = args::duration(item, errors),
+                "limiter" => config.limiter = limiter(item, errors),
+                "crate" => {
+                    if let Some(path) = args::string(item, errors) {
+                        match crate::crate_path::crate_path(Some(&path)) {
+                            Ok(tokens) => config.krate = tokens,
+                            Err(e) => errors.push(e),
+                        }
+                    }
+                }
+                _ => args::unknown(item, OPTIONS, errors),
+            }
+        }
+        queue.map(|_| config)
+    }
+}
+
+/// `limiter(max = 10, per = "1s")`.
+fn limiter(item: &Item, errors: &mut Errors) -> Option<(u64, u64)> {
+    let Value::List(inner) = &item.value else {
+        errors.spanned(
+            &item.key,
+            "write the limiter as limiter(max = 10, per = \"1s\")",
+        );
+        return None;
+    };
+    let (mut max, mut per) = (None, None);
+    for part in inner {
+        match part.key.to_string().as_str() {
+            "max" => max = args::positive_integer(part, errors),
+            "per" => per = args::duration(part, errors),
+            _ => args::unknown(part, &["max", "per"], errors),
+        }
+    }
+    match (max, per) {
+        (Some(max), Some(per)) => Some((max, per)),
+        _ => {
+            errors.spanned(
+                &item.key,
+                "the limiter needs both: limiter(max = 10, per = \"1s\")",
+            );
+            None
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Code generation for `#[processor]`: the user's item, spanned compile-time checks,
+//! and one `ProcessorRecord` per handler, all helpers inside `const _: () = { .. }`.
+
+use proc_macro2::{Ident, TokenStream};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+use syn::{ItemFn, ItemImpl, LitStr, Type};
+
+use super::args::ProcessorConfig;
+use super::signature::HandlerSignature;
+
+/// Compile-time checks whose errors point at the user's types.
+fn checks(config: &ProcessorConfig, sig: &HandlerSignature, name: &Ident) -> TokenStream {
+    let krate = &config.krate;
+    let payload = &sig.payload;
+    let output = &sig.output;
+    let payload_check = quote_spanned! {payload.span()=>
+        #krate::__private::assert_payload::<#payload>();
+    };
+    let output_check = quote_spanned! {output.span()=>
+        #krate::__private::assert_handler_return::<#output>();
+    };
+    let checks = format_ident!("__queue_checks_{}", name);
+    quote! {
+        #[allow(dead_code, non_snake_case)]
+        fn #checks() {
+            #payload_check
+            #output_check
+        }
+    }
+}
+
+fn option<T: ToTokens>(value: Option<T>) -> TokenStream {
+    match value {
+        Some(v) => quote!(::core::option::Option::Some(#v)),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+/// The record for one handler.
+fn record(
+    config: &ProcessorConfig,
+    job: Option<&LitStr>,
+    label: TokenStream,
+    make: &Ident,
+    instance: TokenStream,
+) -> TokenStream {
+    let krate = &config.krate;
+    let queue = &config.queue;
+    let job = option(job);
+    let concurrency = option(config.concurrency.map(|c| quote!(#c as usize)));
+    let timeout = option(config.timeout_ms);
+    let lock = option(config.lock_duration_ms);
+    let limiter = option(config.limiter.map(|(max, per)| quote!((#max, #per))));
+    quote! {
+        #krate::__private::inventory::submit! {
+            #krate::__private::ProcessorRecord {
+                queue: #queue,
+                job: #job,
+                concurrency: #concurrency,
+                timeout_ms: #timeout,
+                lock_duration_ms: #lock,
+                limiter: #limiter,
+                label: #label,
+                handler: #make,
+                instance: #instance,
+            }
+        }
+    }
+}
+
+/// `#[processor]` on an `async fn`.
+pub(crate) fn on_fn(
+    config: &ProcessorConfig,
+    item: &ItemFn,
+    sig: &HandlerSignature,
+) -> TokenStream {
+    let krate = &config.krate;
+    let name = &item.sig.ident;
+    let checks = checks(config, sig, name);
+    let label = quote!(::core::concat!(
+        ::core::module_path!(),
+        "::",
+        ::core::stringify!(#name)
+    ));
+    let make = format_ident!("__queue_make_handler");
+    let record = record(
+        config,
+        config.job.as_ref(),
+        label,
+        &make,
+        quote!(::core::option::Option::None),
+    );
+    quote! {
+        #item
+        const _: () = {
+            #checks
+            fn #make() -> #krate::__private::ErasedHandler {
+                #krate::__private::ErasedHandler::new(#name)
+            }
+            #record
+        };
+    }
+}
+
+/// One `#[job("name")]` method of a processor impl.
+pub(crate) struct JobMethod {
+    pub(crate) job: LitStr,
+    pub(crate) method: Ident,
+    pub(crate) sig: HandlerSignature,
+    pub(crate) job_ty: Type,
+}
+
+/// `#[processor]` on an impl block: the impl (with `#[job]` removed) and a record per
+/// job method. The struct comes from `provide`, else from `Default`.
+pub(crate) fn on_impl(
+    config: &ProcessorConfig,
+    item: &ItemImpl,
+    methods: &[JobMethod],
+) -> TokenStream {
+    let krate = &config.krate;
+    let self_ty = &item.self_ty;
+    let mut helpers = TokenStream::new();
+    for JobMethod {
+        job,
+        method,
+        sig,
+        job_ty,
+    } in methods
+    {
+        helpers.extend(checks(config, sig, method));
+        let make = format_ident!("__queue_make_{}", method);
+        let dep_names: Vec<Ident> = (0..sig.deps.len())
+            .map(|i| format_ident!("__dep{}", i))
+            .collect();
+        let dep_tys = &sig.deps;
+        let label = quote!(::core::concat!(
+            ::core::module_path!(),
+            "::",
+            ::core::stringify!(#self_ty),
+            "::",
+            ::core::stringify!(#method)
+        ));
+        let instance = quote! {
+            ::core::option::Option::Some((#krate::__private::TypeInfo::of::<#self_ty>(), __queue_instance))
+        };
+        let record = record(config, Some(job), label, &make, instance);
+        helpers.extend(quote! {
+            fn #make() -> #krate::__private::ErasedHandler {
+                #krate::__private::ErasedHandler::new(
+                    |job: #job_ty, __this: #krate::Dep<#self_ty>, #(#dep_names: #dep_tys),*| async move {
+                        __this.#method(job, #(#dep_names),*).await
+                    },
+                )
+            }
+            #record
+        });
+    }
+    quote! {
+        #item
+        const _: () = {
+            fn __queue_instance() -> ::core::option::Option<#krate::__private::MakeInstance> {
+                #[allow(unused_imports)]
+                use #krate::__private::{ViaDefault as _, WithoutDefault as _};
+                (&&#krate::__private::DefaultProbe::<#self_ty>::new()).maker()
+            }
+            #helpers
+        };
+    }
+}

@@ -1,0 +1,113 @@
+//! The handler signature: `async fn(Job<T>, Dep<A>, ...) -> Result<R, JobError>`,
+//! checked syntactically so that mistakes are reported at the user's token.
+
+use syn::{FnArg, GenericArgument, PathArguments, ReturnType, Signature, Type};
+
+use crate::diagnostics::Errors;
+
+/// What the expansion needs from a checked signature.
+pub(crate) struct HandlerSignature {
+    pub(crate) payload: Type,
+    pub(crate) deps: Vec<Type>,
+    pub(crate) output: Type,
+}
+
+/// The one generic argument of a path type whose last segment is `name`
+/// (`Job<T>` -> `T`).
+pub(crate) fn single_generic<'a>(ty: &'a Type, name: &str) -> Option<&'a Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    if last.ident != name {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.iter().collect::<Vec<_>>().as_slice() {
+        [GenericArgument::Type(inner)] => Some(inner),
+        _ => None,
+    }
+}
+
+/// Checks `sig`; `method` says whether a `&self` receiver is expected first.
+pub(crate) fn check(
+    sig: &Signature,
+    method: bool,
+    errors: &mut Errors,
+) -> Option<HandlerSignature> {
+    let before = errors_snapshot(errors);
+    if sig.asyncness.is_none() {
+        errors.spanned(sig.fn_token, "a job handler must be an `async fn`");
+    }
+    if !sig.generics.params.is_empty() {
+        errors.spanned(
+            &sig.generics,
+            "a job handler cannot be generic; name the payload type",
+        );
+    }
+    let mut inputs = sig.inputs.iter().peekable();
+    match (method, inputs.peek()) {
+        (true, Some(FnArg::Receiver(r))) if r.reference.is_some() && r.mutability.is_none() => {
+            inputs.next();
+        }
+        (true, _) => errors.spanned(&sig.ident, "a #[job] method takes `&self` first, then `job: Job<T>`"),
+        (false, Some(FnArg::Receiver(r))) => errors.spanned(
+            r,
+            "#[processor] on a method: put #[processor(\"queue\")] on the impl block and #[job(\"name\")] on the method",
+        ),
+        (false, _) => {}
+    }
+    let payload = match inputs.next() {
+        Some(FnArg::Typed(arg)) => match single_generic(&arg.ty, "Job") {
+            Some(payload) => Some(payload.clone()),
+            None => {
+                errors.spanned(
+                    &arg.ty,
+                    "the first argument of a job handler must be `Job<YourPayload>`",
+                );
+                None
+            }
+        },
+        _ => {
+            errors.spanned(
+                &sig.ident,
+                "a job handler takes `job: Job<YourPayload>` as its first argument",
+            );
+            None
+        }
+    };
+    let mut deps = Vec::new();
+    for arg in inputs {
+        let FnArg::Typed(arg) = arg else { continue };
+        if single_generic(&arg.ty, "Dep").is_some() {
+            deps.push((*arg.ty).clone());
+        } else {
+            errors.spanned(
+                &arg.ty,
+                "after the job, a handler takes only dependencies: `Dep<T>`, provided with `QueueApp::builder().provide(..)`",
+            );
+        }
+    }
+    let output = match &sig.output {
+        ReturnType::Type(_, ty) => Some((**ty).clone()),
+        ReturnType::Default => {
+            errors.spanned(
+                &sig.ident,
+                "a job handler must return `Result<R, JobError>`; add `-> Result<(), JobError>`",
+            );
+            None
+        }
+    };
+    if errors_snapshot(errors) != before {
+        return None;
+    }
+    Some(HandlerSignature {
+        payload: payload?,
+        deps,
+        output: output?,
+    })
+}
+
+fn errors_snapshot(errors: &Errors) -> usize {
+    errors.count()
+}
