@@ -32,6 +32,9 @@ pub use options::{Backoff, BackoffContext, Deduplication, JobOptions, Keep, MAX_
 pub use processor::Processor;
 pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue};
 pub use registry::RegistryError;
+
+#[doc = include_str!("../docs/registration.md")]
+pub mod guide_registration {}
 pub use tls::Tls;
 pub use worker::{ShutdownReport, Workers};
 

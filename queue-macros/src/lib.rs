@@ -15,6 +15,14 @@ mod processor;
 
 use proc_macro::TokenStream;
 
+/// With `QUEUE_MACROS_DEBUG` set, prints each expansion to stderr at compile time.
+fn debug(attribute: &str, expansion: proc_macro2::TokenStream) -> TokenStream {
+    if std::env::var_os("QUEUE_MACROS_DEBUG").is_some() {
+        eprintln!("#[{attribute}] expands to:\n{expansion}\n");
+    }
+    expansion.into()
+}
+
 /// Registers an `async fn(Job<T>, Dep<A>, ..) -> Result<R, JobError>` as the handler of
 /// a queue, or an `impl` block whose `#[job("name")]` methods handle one job name each.
 ///
@@ -23,7 +31,7 @@ use proc_macro::TokenStream;
 /// `limiter(max = 10, per = "1s")`, `crate = "path::to::queue_core"`.
 #[proc_macro_attribute]
 pub fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
-    processor::processor(attr.into(), item.into()).into()
+    debug("processor", processor::processor(attr.into(), item.into()))
 }
 
 /// Marks a method of a `#[processor]` impl block as the handler of one job name:
@@ -42,19 +50,19 @@ pub fn job(_attr: TokenStream, item: TokenStream) -> TokenStream {
 /// registers each field as a producer for the start-up checks.
 #[proc_macro_attribute]
 pub fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
-    inject_queue::inject_queue(attr.into(), item.into()).into()
+    debug("inject_queue", inject_queue::inject_queue(attr.into(), item.into()))
 }
 
 /// `#[on_worker_event("email", failed)]` on an `async fn(event: WorkerEvent)`: called for
 /// each event of that kind from this process's workers of the queue.
 #[proc_macro_attribute]
 pub fn on_worker_event(attr: TokenStream, item: TokenStream) -> TokenStream {
-    listener::listener(listener::Source::Worker, attr.into(), item.into()).into()
+    debug("on_worker_event", listener::listener(listener::Source::Worker, attr.into(), item.into()))
 }
 
 /// `#[on_queue_event("email", completed)]` on an `async fn(event: QueueEvent)`: called for
 /// each event of that kind in the queue's Redis event stream (every process).
 #[proc_macro_attribute]
 pub fn on_queue_event(attr: TokenStream, item: TokenStream) -> TokenStream {
-    listener::listener(listener::Source::Queue, attr.into(), item.into()).into()
+    debug("on_queue_event", listener::listener(listener::Source::Queue, attr.into(), item.into()))
 }

@@ -94,7 +94,8 @@ pub(crate) fn listener(source: Source, attr: TokenStream, item: TokenStream) -> 
                     ),
                 }
             }
-            if kind.is_none() && queue.is_some() {
+            let named_a_kind = parsed.items.iter().any(|i| matches!(i.value, Value::Flag));
+            if kind.is_none() && queue.is_some() && !named_a_kind {
                 errors.at(
                     proc_macro2::Span::call_site(),
                     format!(

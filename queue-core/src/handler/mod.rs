@@ -33,6 +33,11 @@ use crate::job::Job;
 /// let processor = Processor::new("coupon").job("grant", grant);
 /// # let _ = processor;
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a job handler",
+    label = "a job handler is `async fn(Job<T>, Dep<A>, ..) -> Result<R, JobError>` with `T: DeserializeOwned`, `R: Serialize`",
+    note = "the error above, if any, points at the part that does not fit"
+)]
 pub trait Handler<Args>: Clone + Send + Sync + Sized + 'static {
     /// The payload type the job's data is deserialized into.
     type Payload: DeserializeOwned + Send + 'static;

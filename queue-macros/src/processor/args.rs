@@ -43,7 +43,12 @@ impl ProcessorConfig {
             limiter: None,
             krate: quote::quote!(::queue_core),
         };
-        for item in &args.items {
+        // A bare first word was reported as an unquoted queue name already.
+        let skip = usize::from(
+            args.name.is_none()
+                && matches!(args.items.first(), Some(i) if matches!(i.value, Value::Flag)),
+        );
+        for item in args.items.iter().skip(skip) {
             match item.key.to_string().as_str() {
                 "concurrency" => config.concurrency = args::positive_integer(item, errors),
                 "job" => {

@@ -89,6 +89,14 @@ pub(crate) fn check(
         }
     }
     let output = match &sig.output {
+        // Aliases such as `JobResult<T>` pass here; the trait check after expansion decides.
+        ReturnType::Type(_, ty) if !last_segment_ends_with(ty, "Result") => {
+            errors.spanned(
+                ty,
+                "a job handler must return `Result<R, JobError>`, e.g. `Result<(), JobError>`",
+            );
+            None
+        }
         ReturnType::Type(_, ty) => Some((**ty).clone()),
         ReturnType::Default => {
             errors.spanned(
@@ -106,6 +114,17 @@ pub(crate) fn check(
         deps,
         output: output?,
     })
+}
+
+fn last_segment_ends_with(ty: &Type, suffix: &str) -> bool {
+    match ty {
+        Type::Path(path) => path
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident.to_string().ends_with(suffix)),
+        _ => false,
+    }
 }
 
 fn errors_snapshot(errors: &Errors) -> usize {
