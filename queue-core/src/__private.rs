@@ -8,7 +8,7 @@ pub use serde::de::DeserializeOwned;
 pub use crate::deps::{DepInfo, Deps};
 pub use crate::handler::ErasedHandler;
 pub use crate::registry::{
-    MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord, TypeInfo,
+    Instance, MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord, TypeInfo,
     WorkerListenerRecord,
 };
 

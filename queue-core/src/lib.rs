@@ -18,6 +18,7 @@ mod worker;
 pub mod __private;
 pub mod prelude;
 pub mod testing;
+pub mod trace;
 
 pub use app::{
     QueueApp, QueueAppBuilder, Registrations, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX,

@@ -50,19 +50,28 @@ pub fn job(_attr: TokenStream, item: TokenStream) -> TokenStream {
 /// registers each field as a producer for the start-up checks.
 #[proc_macro_attribute]
 pub fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
-    debug("inject_queue", inject_queue::inject_queue(attr.into(), item.into()))
+    debug(
+        "inject_queue",
+        inject_queue::inject_queue(attr.into(), item.into()),
+    )
 }
 
 /// `#[on_worker_event("email", failed)]` on an `async fn(event: WorkerEvent)`: called for
 /// each event of that kind from this process's workers of the queue.
 #[proc_macro_attribute]
 pub fn on_worker_event(attr: TokenStream, item: TokenStream) -> TokenStream {
-    debug("on_worker_event", listener::listener(listener::Source::Worker, attr.into(), item.into()))
+    debug(
+        "on_worker_event",
+        listener::listener(listener::Source::Worker, attr.into(), item.into()),
+    )
 }
 
 /// `#[on_queue_event("email", completed)]` on an `async fn(event: QueueEvent)`: called for
 /// each event of that kind in the queue's Redis event stream (every process).
 #[proc_macro_attribute]
 pub fn on_queue_event(attr: TokenStream, item: TokenStream) -> TokenStream {
-    debug("on_queue_event", listener::listener(listener::Source::Queue, attr.into(), item.into()))
+    debug(
+        "on_queue_event",
+        listener::listener(listener::Source::Queue, attr.into(), item.into()),
+    )
 }

@@ -242,3 +242,47 @@ async fn handlers_are_unit_testable_without_redis() {
         [serde_json::json!(50), serde_json::json!({"step": "done"})]
     );
 }
+
+#[tokio::test]
+async fn the_limiter_spreads_starts_over_time() {
+    async fn quick(_job: Job<()>) -> Result<(), JobError> {
+        Ok(())
+    }
+    let redis = TestRedis::new("limiter");
+    let app = redis
+        .app(|b| {
+            b.processor(
+                Processor::new("limited")
+                    .concurrency(10)
+                    .limiter(2, Duration::from_secs(1))
+                    .any_job(quick),
+            )
+        })
+        .await;
+    let q = app.queue::<()>("limited").unwrap();
+    for i in 0..6 {
+        q.add("x", (), JobOptions::new().job_id(format!("l-{i}")))
+            .await
+            .unwrap();
+    }
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "six completed", || async {
+        (q.get_job_counts().await.unwrap().completed == 6).then_some(())
+    })
+    .await;
+    let mut starts = Vec::new();
+    for i in 0..6 {
+        starts.push(
+            q.get_job(&format!("l-{i}"))
+                .await
+                .unwrap()
+                .unwrap()
+                .processed_on_ms
+                .unwrap(),
+        );
+    }
+    starts.sort_unstable();
+    // Two per second: the fifth and sixth start at least two windows after the first.
+    assert!(starts[4] - starts[0] >= 1_900, "starts {starts:?}");
+    workers.shutdown(SOON).await;
+}

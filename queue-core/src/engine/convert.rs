@@ -125,6 +125,7 @@ pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
             replace: d.replace.unwrap_or(false),
         }),
         timeout: None,
+        trace_id: None,
     }
 }
 
@@ -204,6 +205,7 @@ pub(crate) fn job_meta(job: &bullmq::Job, queue: &str) -> JobMeta {
         attempts_made: job.attempts_made(),
         timestamp_ms: job.timestamp(),
         options: options_from_engine(job.opts()),
+        trace_id: None,
     }
 }
 

@@ -8,6 +8,7 @@ mod cancel;
 mod connection;
 mod convert;
 mod events;
+mod extras;
 mod job;
 mod queue;
 mod worker;

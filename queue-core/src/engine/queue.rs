@@ -10,13 +10,10 @@ use super::convert::{
     counts_from_engine, engine_error, job_info, options_to_engine, state_from_engine,
     state_range_name,
 };
+use super::extras;
 use crate::error::Error;
 use crate::job::{now_ms, JobCounts, JobInfo, JobState};
 use crate::options::JobOptions;
-
-/// Extra field we write into a job's hash for its per-job timeout. BullMQ ignores
-/// fields it does not know, and deletes the hash (and so the field) with the job.
-const TIMEOUT_FIELD: &str = "x-timeout-ms";
 
 /// What an `add` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,16 +138,8 @@ impl EngineQueue {
         } else {
             false
         };
-        if let (Some(timeout), false) = (opts.timeout, duplicate) {
-            let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-            self.conn
-                .query::<()>(
-                    redis::cmd("HSET")
-                        .arg(self.job_key(&id))
-                        .arg(TIMEOUT_FIELD)
-                        .arg(ms),
-                )
-                .await?;
+        if !duplicate {
+            extras::write(&self.conn, &self.job_key(&id), opts).await?;
         }
         Ok(AddOutcome { id, duplicate })
     }
@@ -310,13 +299,7 @@ pub(super) fn cancel_channel(conn: &Connection, queue: &str) -> String {
     format!("{}:cancel", conn.queue_base(queue))
 }
 
-/// The per-job timeout stored at `add`, if any.
-pub(super) async fn stored_timeout(conn: &Connection, queue: &str, id: &str) -> Option<Duration> {
-    let key = format!("{}:{id}", conn.queue_base(queue));
-    let ms: Option<u64> = conn
-        .query(redis::cmd("HGET").arg(key).arg(TIMEOUT_FIELD))
-        .await
-        .ok()
-        .flatten();
-    ms.map(Duration::from_millis)
+/// The key of a job's hash.
+pub(super) fn job_key(conn: &Connection, queue: &str, id: &str) -> String {
+    format!("{}:{id}", conn.queue_base(queue))
 }

@@ -12,8 +12,9 @@ use tokio::task::JoinHandle;
 use super::cancel::CancelSignal;
 use super::connection::Connection;
 use super::convert::{engine_error, job_meta};
+use super::extras;
 use super::job::LiveJob;
-use super::queue::{cancel_channel, stored_timeout};
+use super::queue::{cancel_channel, job_key};
 use crate::error::Error;
 use crate::events::EngineEvent;
 use crate::job::{Job, JobContext};
@@ -27,11 +28,10 @@ const RUN_RETRY_DELAY: Duration = Duration::from_secs(1);
 pub(crate) type BackoffFn =
     Arc<dyn Fn(&str, &BackoffContext<'_>) -> Option<Duration> + Send + Sync>;
 
-/// One attempt handed to our dispatcher.
+/// One attempt handed to our dispatcher: the job, its per-job timeout and trace id
+/// already read from the extra fields.
 pub(crate) struct RawAttempt {
     pub(crate) job: Job<serde_json::Value>,
-    /// The per-job timeout stored at `add`, read while the handler already runs.
-    pub(crate) stored_timeout: BoxFuture<'static, Option<Duration>>,
 }
 
 /// How an attempt failed, as the engine needs to know it.
@@ -170,19 +170,20 @@ fn engine_processor(
     process: ProcessFn,
 ) -> bullmq::worker::ProcessorFn {
     Arc::new(move |engine_job: bullmq::Job, token: CancellationToken| {
-        let meta = Arc::new(job_meta(&engine_job, &queue));
+        let mut meta = job_meta(&engine_job, &queue);
         let data = engine_job.data().clone();
         let ctx = JobContext::Live(LiveJob::new(engine_job));
-        let job = Job::from_parts(data, meta.clone(), ctx, CancelSignal::from_engine(token));
+        let key = job_key(&conn, &queue, &meta.id);
         let conn = conn.clone();
-        let queue = queue.clone();
-        let stored_timeout = Box::pin(async move { stored_timeout(&conn, &queue, &meta.id).await });
-        let attempt = process(RawAttempt {
-            job,
-            stored_timeout,
-        });
+        let process = process.clone();
         Box::pin(async move {
-            attempt.await.map_err(|failure| {
+            // One round trip before the handler starts, so that the timeout holds from
+            // the first instant and every log line of the attempt carries the trace id.
+            let extras = extras::read(&conn, &key).await;
+            meta.options.timeout = extras.timeout;
+            meta.trace_id = extras.trace_id;
+            let job = Job::from_parts(data, Arc::new(meta), ctx, CancelSignal::from_engine(token));
+            process(RawAttempt { job }).await.map_err(|failure| {
                 if failure.retryable {
                     bullmq::Error::ProcessingError(failure.reason)
                 } else {

@@ -178,7 +178,8 @@ impl WorkerEvents {
         loop {
             match self.receiver.try_recv() {
                 Ok(event) => return Some(event),
-                Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
+                // Skipped events are gone; read on from the oldest one kept.
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {}
                 Err(_) => return None,
             }
         }

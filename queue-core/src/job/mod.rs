@@ -27,6 +27,7 @@ pub(crate) struct JobMeta {
     pub(crate) attempts_made: u32,
     pub(crate) timestamp_ms: u64,
     pub(crate) options: JobOptions,
+    pub(crate) trace_id: Option<String>,
 }
 
 /// Where progress and log lines go: Redis for a real job, memory for a test job.
@@ -95,6 +96,7 @@ impl<T> Job<T> {
             attempts_made: 0,
             timestamp_ms: now_ms(),
             options: JobOptions::default(),
+            trace_id: None,
         };
         let recorder = Arc::new(testing::Recorder::default());
         Job::from_parts(
@@ -157,6 +159,11 @@ impl<T> Job<T> {
     /// When the job was added.
     pub fn timestamp(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.meta.timestamp_ms)
+    }
+
+    /// The trace id of the request that added the job, if any (see [`crate::trace`]).
+    pub fn trace_id(&self) -> Option<&str> {
+        self.meta.trace_id.as_deref()
     }
 
     /// The options the job was added with.

@@ -47,6 +47,7 @@ pub struct JobOptions {
     pub(crate) remove_on_fail: Option<Keep>,
     pub(crate) deduplication: Option<Deduplication>,
     pub(crate) timeout: Option<Duration>,
+    pub(crate) trace_id: Option<String>,
 }
 
 impl JobOptions {
@@ -115,6 +116,18 @@ impl JobOptions {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
+    }
+
+    /// Ties the job to a request or trace. Unset, `add` takes the current
+    /// [`trace::scope`](crate::trace::scope)'s id, if any.
+    pub fn trace_id(mut self, trace_id: impl Into<String>) -> Self {
+        self.trace_id = Some(trace_id.into());
+        self
+    }
+
+    /// The trace id, if set.
+    pub fn get_trace_id(&self) -> Option<&str> {
+        self.trace_id.as_deref()
     }
 
     /// The configured attempts, if set.
@@ -205,6 +218,7 @@ impl JobOptions {
             remove_on_fail: self.remove_on_fail.or(defaults.remove_on_fail),
             deduplication: self.deduplication,
             timeout: self.timeout.or(defaults.timeout),
+            trace_id: self.trace_id.or_else(crate::trace::current),
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 pub(crate) use records::Registered;
 pub use records::{
-    MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord, TypeInfo,
+    Instance, MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord, TypeInfo,
     WorkerListenerRecord,
 };
 pub use validate::RegistryError;

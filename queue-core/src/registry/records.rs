@@ -33,6 +33,10 @@ impl TypeInfo {
 /// A shared instance made from `Default`, for an impl-block processor nobody provided.
 pub type MakeInstance = fn() -> Arc<dyn Any + Send + Sync>;
 
+/// An impl-block processor's struct, and how to make it when nobody provided one
+/// (the function answers `None` when the struct has no `Default`).
+pub type Instance = (TypeInfo, fn() -> Option<MakeInstance>);
+
 /// One handler registered by `#[processor]`.
 #[derive(Debug)]
 pub struct ProcessorRecord {
@@ -54,7 +58,7 @@ pub struct ProcessorRecord {
     pub handler: fn() -> ErasedHandler,
     /// For an impl-block processor: the struct, and how to make it when not provided
     /// (`None` from the function when it has no `Default`).
-    pub instance: Option<(TypeInfo, fn() -> Option<MakeInstance>)>,
+    pub instance: Option<Instance>,
 }
 
 /// One `#[queue("..")]` field of an `#[inject_queue]` struct.

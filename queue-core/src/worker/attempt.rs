@@ -40,7 +40,8 @@ impl Dispatcher {
             job.attempt(),
             job.max_attempts(),
         );
-        let span = tracing::info_span!("job", queue = %self.plan.queue, job_id = %id, name = %name, attempt);
+        let trace_id = job.trace_id().unwrap_or_default().to_owned();
+        let span = tracing::info_span!("job", queue = %self.plan.queue, job_id = %id, name = %name, attempt, trace_id = %trace_id);
         self.tracker.started(&id, &name, attempt, max_attempts);
 
         let outcome = async {
@@ -52,10 +53,11 @@ impl Dispatcher {
                 )));
             };
             let cancel = job.cancel_signal();
+            let job_timeout = job.options().get_timeout();
             let handler = AssertUnwindSafe(planned.handler.run(job, &self.deps)).catch_unwind();
-            let fallback_timeout = planned.timeout;
+            let limit = job_timeout.or(planned.timeout);
             let deadline = async move {
-                match raw.stored_timeout.await.or(fallback_timeout) {
+                match limit {
                     Some(limit) => {
                         tokio::time::sleep(limit).await;
                         limit
