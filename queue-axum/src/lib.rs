@@ -1,7 +1,92 @@
-//! axum integration for `queue-core`.
+//! axum integration for `queue-core`: enqueue in a request handler, answer **202
+//! Accepted** with where to look, serve the job's status, and shut down in the right
+//! order.
 //!
-//! A placeholder until the axum issue lands: `QueueLayer`, the extractors,
-//! `Accepted` (202 with the job's id and a `Location`) and `job_routes()`
-//! will live here. The crate exists now so the workspace has its final shape.
+//! ```no_run
+//! use std::time::Duration;
+//! use axum::{routing::post, Json, Router};
+//! use queue_axum::{job_routes, Accepted, IdempotencyKey, QueueError, QueueLayer};
+//! use queue_core::prelude::*;
+//! use queue_core::inject_queue;
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct WelcomeEmail { to: String }
+//!
+//! #[inject_queue(axum)]
+//! struct EmailService {
+//!     #[queue("email")]
+//!     email: Queue<WelcomeEmail>,
+//! }
+//!
+//! // The whole handler: enqueue, answer 202.
+//! async fn signup(svc: EmailService, key: IdempotencyKey, Json(to): Json<String>) -> Result<Accepted, QueueError> {
+//!     let opts = JobOptions::new().attempts(5).job_id(key.job_id("welcome").unwrap_or_else(|| format!("welcome-{to}")));
+//!     let job = svc.email.add("welcome", WelcomeEmail { to }, opts).await?;
+//!     Ok(job.into())
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let app = QueueApp::builder().build().await?;
+//!     let workers = app.start_workers().await?;
+//!     let router = Router::new()
+//!         .route("/users", post(signup))
+//!         .merge(job_routes())                  // GET /jobs/{queue}/{id}
+//!         .layer(QueueLayer::new(&app));
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//!     // Stops accepting on SIGINT/SIGTERM, finishes requests, then stops the workers.
+//!     queue_axum::serve(listener, router, Some(workers), Duration::from_secs(30)).await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Each request runs in a trace scope: its trace id (from `traceparent`,
+//! `x-request-id`, or new) is stored on the jobs it adds, put on the worker's `job` span
+//! and returned in the `x-request-id` response header.
+
+mod accepted;
+mod error;
+mod extract;
+mod layer;
+mod rejection;
+mod routes;
+mod serve;
+
+pub use accepted::{Accepted, DEFAULT_STATUS_PREFIX};
+pub use error::{QueueError, RETRY_AFTER_SECONDS};
+pub use extract::{
+    from_app, IdempotencyKey, Inject, QueueHandle, QueueName, Queues, IDEMPOTENCY_KEY_HEADER,
+};
+pub use layer::{QueueLayer, QueueService, REQUEST_ID_HEADER};
+pub use rejection::{InvalidIdempotencyKey, InvalidQueue, MissingQueueLayer, QueueRejection};
+pub use routes::{job_routes, JobRoutes};
+pub use serve::{serve, serve_until, shutdown_signal};
 
 pub use queue_core;
+
+/// Not public API: what `#[inject_queue(axum)]` expands to.
+#[doc(hidden)]
+pub mod __private {
+    pub use axum::extract::FromRequestParts;
+    pub use axum::http::request::Parts;
+}
+
+/// Not public API: the `FromRequestParts` impl of an `#[inject_queue(axum)]` struct.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __impl_from_request_parts {
+    ($ty:ty) => {
+        impl<S: ::core::marker::Send + ::core::marker::Sync> $crate::__private::FromRequestParts<S>
+            for $ty
+        {
+            type Rejection = $crate::QueueRejection;
+
+            async fn from_request_parts(
+                parts: &mut $crate::__private::Parts,
+                _state: &S,
+            ) -> ::core::result::Result<Self, Self::Rejection> {
+                $crate::from_app::<Self>(parts)
+            }
+        }
+    };
+}

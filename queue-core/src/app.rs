@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::events::{local, QueueEvents, WorkerEvent, WorkerEvents};
 use crate::options::{BackoffContext, JobOptions};
 use crate::processor::Processor;
-use crate::queue::{Queue, QueueShared};
+use crate::queue::{ProducerSettings, Queue, QueueShared};
 use crate::registry::{
     check_registrations, merge_processors, processor_from_record, QueueListenerRecord, QueuePlan,
     Registered, RegistryError, WorkerListenerRecord,
@@ -27,6 +27,8 @@ use crate::worker::{AttemptTracker, Dispatcher, Listeners, Workers};
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// BullMQ's default key prefix.
 pub const DEFAULT_PREFIX: &str = "bull";
+/// How long a queue call waits for Redis unless configured otherwise.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
 /// Largest payload `add` accepts unless configured otherwise (serialized JSON bytes).
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 512 * 1024;
 
@@ -72,13 +74,14 @@ struct AppInner {
     conn: Connection,
     plans: Vec<QueuePlan>,
     deps: Arc<Deps>,
-    defaults: JobOptions,
-    max_payload_bytes: usize,
+    producer: ProducerSettings,
     backoffs: BackoffRegistry,
     queues: Mutex<HashMap<String, Arc<QueueShared>>>,
     worker_events: broadcast::Sender<WorkerEvent>,
     worker_listeners: Vec<&'static WorkerListenerRecord>,
     queue_listeners: Vec<&'static QueueListenerRecord>,
+    /// Queues with a processor or an `#[inject_queue]` producer in this app.
+    registered_queues: std::collections::BTreeSet<String>,
 }
 
 /// Which `#[processor]`, `#[inject_queue]` and event-listener registrations linked into
@@ -181,6 +184,7 @@ pub struct QueueAppBuilder {
     registrations: Registrations,
     backoffs: BackoffRegistry,
     connect_timeout: Duration,
+    command_timeout: Duration,
     max_payload_bytes: usize,
 }
 
@@ -196,6 +200,7 @@ impl Default for QueueAppBuilder {
             registrations: Registrations::All,
             backoffs: BackoffRegistry::default(),
             connect_timeout: Duration::from_secs(5),
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
         }
     }
@@ -264,6 +269,14 @@ impl QueueAppBuilder {
     /// How long `build` waits for Redis to answer (default 5 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a queue call (`add`, `get_job`, ...) waits for Redis before failing with
+    /// [`Error::Timeout`] (default 3 s). Without it a call made while Redis is down waits
+    /// out the connection's reconnect schedule.
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
         self
     }
 
@@ -348,16 +361,26 @@ impl QueueAppBuilder {
             "queue app connected"
         );
         let (worker_events, _) = broadcast::channel(local::CAPACITY);
+        let registered_queues = plans
+            .iter()
+            .map(|p| p.queue.clone())
+            .chain(registered.producers.iter().map(|p| p.queue.to_owned()))
+            .collect();
         Ok(QueueApp {
             inner: Arc::new(AppInner {
                 conn,
                 plans,
                 deps: Arc::new(deps),
-                defaults: self.defaults,
-                max_payload_bytes: self.max_payload_bytes,
+                producer: ProducerSettings {
+                    defaults: self.defaults,
+                    max_payload_bytes: self.max_payload_bytes,
+                    backoffs: self.backoffs.clone(),
+                    command_timeout: self.command_timeout,
+                },
                 backoffs: self.backoffs,
                 queues: Mutex::new(HashMap::new()),
                 worker_events,
+                registered_queues,
                 worker_listeners: registered.worker_listeners,
                 queue_listeners: registered.queue_listeners,
             }),
@@ -390,9 +413,7 @@ impl QueueApp {
                 Arc::new(QueueShared::new(
                     name,
                     self.inner.conn.clone(),
-                    self.inner.defaults.clone(),
-                    self.inner.max_payload_bytes,
-                    self.inner.backoffs.clone(),
+                    self.inner.producer.clone(),
                 ))
             })
             .clone();
@@ -465,6 +486,19 @@ impl QueueApp {
         )
         .await?;
         Workers::start(&self.inner.conn, dispatchers, listeners).await
+    }
+
+    /// Whether this app knows `queue`: it has a processor or an `#[inject_queue]` producer
+    /// for it, or a handle to it was made with [`QueueApp::queue`]. Status routes serve
+    /// only these.
+    pub fn knows_queue(&self, queue: &str) -> bool {
+        self.inner.registered_queues.contains(queue)
+            || self
+                .inner
+                .queues
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(queue)
     }
 
     /// The queues that have a processor in this app, sorted.

@@ -42,6 +42,15 @@ pub enum Error {
         source: serde_json::Error,
     },
 
+    /// Redis did not answer within the command timeout (it is down, or unreachable).
+    #[error("Redis did not answer {what} within {after:?}")]
+    Timeout {
+        /// The operation (`"add"`, `"get_job"`, ...).
+        what: &'static str,
+        /// The command timeout.
+        after: std::time::Duration,
+    },
+
     /// A job option, queue name or setting was refused before anything was written.
     #[error("invalid {option}: {reason}")]
     InvalidOption {
@@ -111,6 +120,9 @@ impl Error {
     ///
     /// Useful to answer 503 instead of 500 in an HTTP handler.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Error::Connect { .. } | Error::Redis(_))
+        matches!(
+            self,
+            Error::Connect { .. } | Error::Redis(_) | Error::Timeout { .. }
+        )
     }
 }

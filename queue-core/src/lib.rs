@@ -21,8 +21,8 @@ pub mod testing;
 pub mod trace;
 
 pub use app::{
-    QueueApp, QueueAppBuilder, Registrations, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX,
-    DEFAULT_REDIS_URL,
+    QueueApp, QueueAppBuilder, Registrations, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
 pub use deps::Dep;
 pub use error::{Error, Result};

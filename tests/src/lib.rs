@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use queue_core::{testing, QueueApp, QueueAppBuilder};
 
+pub mod http;
 mod private_redis;
 
 pub use private_redis::{free_port, PrivateRedis};

@@ -1,65 +1,120 @@
-//! Fields we add to a job's hash besides BullMQ's own: the per-job timeout and the trace
-//! id. BullMQ ignores fields it does not know and deletes them with the job; Node
-//! workers simply do not see them.
+//! What we attach to a job besides BullMQ's own fields: the per-job timeout and the
+//! trace id.
+//!
+//! They live in a key of their own, `<prefix>:<queue>:<id>:x`, written *before* the add:
+//! written after, a fast worker could start the job first and run it without them.
+//! (The job's own hash cannot be written first: the add script would take the job for
+//! a duplicate.) The key expires on its own a month after the job is due, and the worker
+//! deletes it when the job completes. Node workers simply do not see it.
 
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use super::connection::Connection;
 use crate::error::Error;
 use crate::options::JobOptions;
 
-const TIMEOUT_FIELD: &str = "x-timeout-ms";
-const TRACE_FIELD: &str = "x-trace-id";
+/// How long extras outlive the moment their job is due, at most.
+const KEEP_AFTER_DUE: Duration = Duration::from_secs(30 * 24 * 3600);
 
-/// What a worker learns from the extra fields.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What a worker learns from the extras.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct JobExtras {
-    pub(crate) timeout: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) trace_id: Option<String>,
 }
 
-/// Writes the extras `opts` asks for (nothing, and no round trip, when none).
-pub(super) async fn write(
-    conn: &Connection,
-    job_key: &str,
-    opts: &JobOptions,
-) -> Result<(), Error> {
-    let mut cmd = redis::cmd("HSET");
-    cmd.arg(job_key);
-    let mut any = false;
-    if let Some(timeout) = opts.timeout {
-        cmd.arg(TIMEOUT_FIELD)
-            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
-        any = true;
+impl JobExtras {
+    /// The extras `opts` asks for, if any.
+    pub(crate) fn of(opts: &JobOptions) -> Option<Self> {
+        let extras = JobExtras {
+            timeout_ms: opts
+                .timeout
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            trace_id: opts.trace_id.as_deref().and_then(crate::trace::sanitize),
+        };
+        (extras != JobExtras::default()).then_some(extras)
     }
-    if let Some(trace_id) = opts.trace_id.as_deref().and_then(crate::trace::sanitize) {
-        cmd.arg(TRACE_FIELD).arg(trace_id);
-        any = true;
+
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.timeout_ms.map(Duration::from_millis)
     }
-    if any {
-        conn.query::<()>(&mut cmd).await?;
-    }
-    Ok(())
 }
 
-/// Reads the extras of a job; a failed read means none (the attempt still runs).
-pub(super) async fn read(conn: &Connection, job_key: &str) -> JobExtras {
-    let read: Result<(Option<u64>, Option<String>), Error> = conn
-        .query(
-            redis::cmd("HMGET")
-                .arg(job_key)
-                .arg(TIMEOUT_FIELD)
-                .arg(TRACE_FIELD),
-        )
-        .await;
+/// The extras key of a job.
+pub(super) fn key(conn: &Connection, queue: &str, id: &str) -> String {
+    format!("{}:{id}:x", conn.queue_base(queue))
+}
+
+/// Stores the extras of a job about to be added.
+pub(super) async fn write(
+    conn: &Connection,
+    key: &str,
+    extras: &JobExtras,
+    opts: &JobOptions,
+) -> Result<(), Error> {
+    let json = serde_json::to_string(extras).map_err(|source| Error::Serialize {
+        what: "job extras",
+        source,
+    })?;
+    let keep = opts
+        .delay
+        .unwrap_or_default()
+        .saturating_add(KEEP_AFTER_DUE);
+    conn.query::<()>(
+        redis::cmd("SET")
+            .arg(key)
+            .arg(json)
+            .arg("EX")
+            .arg(keep.as_secs()),
+    )
+    .await
+}
+
+/// Reads the extras of a job; none when absent or unreadable (the attempt still runs).
+pub(super) async fn read(conn: &Connection, key: &str) -> JobExtras {
+    let read: Result<Option<String>, Error> = conn.query(redis::cmd("GET").arg(key)).await;
     match read {
-        Ok((timeout, trace_id)) => JobExtras {
-            timeout: timeout.map(Duration::from_millis),
-            trace_id,
-        },
+        Ok(Some(json)) => serde_json::from_str(&json).unwrap_or_else(|e| {
+            tracing::warn!(key, error = %e, "unreadable job extras; running without");
+            JobExtras::default()
+        }),
+        Ok(None) => JobExtras::default(),
         Err(e) => {
-            tracing::warn!(job_key, error = %e, "cannot read the job's timeout and trace id; running without");
+            tracing::warn!(key, error = %e, "cannot read the job's timeout and trace id; running without");
             JobExtras::default()
         }
+    }
+}
+
+/// Drops the extras of a completed job (kept after a failure, for a manual retry).
+pub(super) async fn forget(conn: &Connection, key: &str) {
+    if let Err(e) = conn.query::<()>(redis::cmd("DEL").arg(key)).await {
+        tracing::debug!(key, error = %e, "cannot delete job extras; they expire on their own");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_options_with_extras_make_extras() {
+        assert_eq!(JobExtras::of(&JobOptions::new().attempts(3)), None);
+        let extras = JobExtras::of(
+            &JobOptions::new()
+                .timeout(Duration::from_secs(2))
+                .trace_id("t-1"),
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::to_string(&extras).unwrap(),
+            r#"{"timeoutMs":2000,"traceId":"t-1"}"#
+        );
+        assert_eq!(extras.timeout(), Some(Duration::from_secs(2)));
     }
 }

@@ -10,7 +10,7 @@ use super::convert::{
     counts_from_engine, engine_error, job_info, options_to_engine, state_from_engine,
     state_range_name,
 };
-use super::extras;
+use super::extras::{self, JobExtras};
 use crate::error::Error;
 use crate::job::{now_ms, JobCounts, JobInfo, JobState};
 use crate::options::JobOptions;
@@ -61,16 +61,45 @@ impl EngineQueue {
         data: serde_json::Value,
         opts: &JobOptions,
     ) -> Result<AddOutcome, Error> {
-        let existed = self.claimed_before(opts).await?;
+        let (opts, existed) = self.before_add(opts).await?;
         let timestamp = now_ms();
         let job = self
             .inner
             .add(name, data)
-            .options(options_to_engine(opts, timestamp))
+            .options(options_to_engine(&opts, timestamp))
             .await
             .map_err(engine_error)?;
-        self.after_add(job.id().to_owned(), opts, timestamp, existed)
+        self.after_add(job.id().to_owned(), &opts, timestamp, existed)
             .await
+    }
+
+    /// Gives a job with extras an id (a random one when the caller gave none: the
+    /// extras must be stored under it before the add), checks whether the id is
+    /// taken, and stores the extras of a job that will be new.
+    async fn before_add(&self, opts: &JobOptions) -> Result<(JobOptions, bool), Error> {
+        let Some(extras) = JobExtras::of(opts) else {
+            let existed = self.claimed_before(opts).await?;
+            return Ok((opts.clone(), existed));
+        };
+        let mut opts = opts.clone();
+        let existed = match &opts.job_id {
+            Some(_) => self.claimed_before(&opts).await?,
+            None => {
+                opts.job_id = Some(uuid::Uuid::new_v4().simple().to_string());
+                false
+            }
+        };
+        if !existed {
+            let id = opts.job_id.as_deref().unwrap_or_default();
+            extras::write(
+                &self.conn,
+                &extras::key(&self.conn, self.name(), id),
+                &extras,
+                &opts,
+            )
+            .await?;
+        }
+        Ok((opts, existed))
     }
 
     /// Adds several jobs, pipelined over the shared connection.
@@ -78,12 +107,12 @@ impl EngineQueue {
         &self,
         jobs: Vec<(String, serde_json::Value, JobOptions)>,
     ) -> Result<Vec<AddOutcome>, Error> {
-        let existed =
-            try_join_all(jobs.iter().map(|(_, _, opts)| self.claimed_before(opts))).await?;
+        let prepared = try_join_all(jobs.iter().map(|(_, _, opts)| self.before_add(opts))).await?;
         let timestamp = now_ms();
         let bulk = jobs
             .iter()
-            .map(|(name, data, opts)| {
+            .zip(&prepared)
+            .map(|((name, data, _), (opts, _))| {
                 bullmq::BulkJob::with_options(
                     name.clone(),
                     data,
@@ -92,15 +121,9 @@ impl EngineQueue {
             })
             .collect();
         let added = self.inner.add_bulk(bulk).await.map_err(engine_error)?;
-        try_join_all(
-            added
-                .iter()
-                .zip(&jobs)
-                .zip(existed)
-                .map(|((job, (_, _, opts)), existed)| {
-                    self.after_add(job.id().to_owned(), opts, timestamp, existed)
-                }),
-        )
+        try_join_all(added.iter().zip(&prepared).map(|(job, (opts, existed))| {
+            self.after_add(job.id().to_owned(), opts, timestamp, *existed)
+        }))
         .await
     }
 
@@ -138,9 +161,6 @@ impl EngineQueue {
         } else {
             false
         };
-        if !duplicate {
-            extras::write(&self.conn, &self.job_key(&id), opts).await?;
-        }
         Ok(AddOutcome { id, duplicate })
     }
 
@@ -297,9 +317,4 @@ impl EngineQueue {
 /// The pub/sub channel cancellations of a queue travel on.
 pub(super) fn cancel_channel(conn: &Connection, queue: &str) -> String {
     format!("{}:cancel", conn.queue_base(queue))
-}
-
-/// The key of a job's hash.
-pub(super) fn job_key(conn: &Connection, queue: &str, id: &str) -> String {
-    format!("{}:{id}", conn.queue_base(queue))
 }

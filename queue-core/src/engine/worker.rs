@@ -14,7 +14,7 @@ use super::connection::Connection;
 use super::convert::{engine_error, job_meta};
 use super::extras;
 use super::job::LiveJob;
-use super::queue::{cancel_channel, job_key};
+use super::queue::cancel_channel;
 use crate::error::Error;
 use crate::events::EngineEvent;
 use crate::job::{Job, JobContext};
@@ -173,17 +173,21 @@ fn engine_processor(
         let mut meta = job_meta(&engine_job, &queue);
         let data = engine_job.data().clone();
         let ctx = JobContext::Live(LiveJob::new(engine_job));
-        let key = job_key(&conn, &queue, &meta.id);
+        let key = extras::key(&conn, &queue, &meta.id);
         let conn = conn.clone();
         let process = process.clone();
         Box::pin(async move {
             // One round trip before the handler starts, so that the timeout holds from
             // the first instant and every log line of the attempt carries the trace id.
             let extras = extras::read(&conn, &key).await;
-            meta.options.timeout = extras.timeout;
+            meta.options.timeout = extras.timeout();
             meta.trace_id = extras.trace_id;
             let job = Job::from_parts(data, Arc::new(meta), ctx, CancelSignal::from_engine(token));
-            process(RawAttempt { job }).await.map_err(|failure| {
+            let outcome = process(RawAttempt { job }).await;
+            if outcome.is_ok() {
+                extras::forget(&conn, &key).await;
+            }
+            outcome.map_err(|failure| {
                 if failure.retryable {
                     bullmq::Error::ProcessingError(failure.reason)
                 } else {

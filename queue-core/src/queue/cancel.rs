@@ -41,6 +41,10 @@ impl<T> Queue<T> {
     /// # Ok(()) }
     /// ```
     pub async fn cancel(&self, id: &str) -> Result<CancelOutcome, Error> {
+        self.timed("cancel", self.cancel_now(id)).await
+    }
+
+    async fn cancel_now(&self, id: &str) -> Result<CancelOutcome, Error> {
         let engine = self.engine().await?;
         // A job can start between the state read and the removal: then `remove`
         // answers false (locked) and we signal it instead.

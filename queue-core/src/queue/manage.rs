@@ -30,17 +30,24 @@ fn inclusive(range: &Range<usize>) -> Option<(i64, i64)> {
 impl<T> Queue<T> {
     /// The job as stored, or `None` if it does not exist (any more).
     pub async fn get_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
-        self.engine().await?.get_job(id).await
+        self.timed("get_job", async { self.engine().await?.get_job(id).await })
+            .await
     }
 
     /// The job's state, or `None` if it does not exist (any more).
     pub async fn get_job_state(&self, id: &str) -> Result<Option<JobState>, Error> {
-        self.engine().await?.state(id).await
+        self.timed("get_job_state", async {
+            self.engine().await?.state(id).await
+        })
+        .await
     }
 
     /// How many jobs are in each state.
     pub async fn get_job_counts(&self) -> Result<JobCounts, Error> {
-        self.engine().await?.counts().await
+        self.timed("get_job_counts", async {
+            self.engine().await?.counts().await
+        })
+        .await
     }
 
     /// Jobs in the given states (all states when empty), newest first, paged by `range`.
@@ -52,7 +59,10 @@ impl<T> Queue<T> {
         let Some((start, end)) = inclusive(&range) else {
             return Ok(Vec::new());
         };
-        self.engine().await?.get_jobs(states, start, end).await
+        self.timed("get_jobs", async {
+            self.engine().await?.get_jobs(states, start, end).await
+        })
+        .await
     }
 
     /// Log lines of a job, oldest first, paged by `range`.
@@ -64,62 +74,81 @@ impl<T> Queue<T> {
             });
         };
         let to_isize = |n: i64| isize::try_from(n).unwrap_or(isize::MAX);
-        let (lines, total) = self
-            .engine()
-            .await?
-            .logs(id, to_isize(start), to_isize(end))
-            .await?;
+        let logs = async {
+            self.engine()
+                .await?
+                .logs(id, to_isize(start), to_isize(end))
+                .await
+        };
+        let (lines, total) = self.timed("get_job_logs", logs).await?;
         Ok(JobLogs { lines, total })
     }
 
     /// Removes a job that is not running. `Ok(false)` when a worker holds it (use
     /// [`cancel`](Queue::cancel) for a running job); `Ok(true)` also when it did not exist.
     pub async fn remove(&self, id: &str) -> Result<bool, Error> {
-        self.engine().await?.remove(id).await
+        self.timed("remove", async { self.engine().await?.remove(id).await })
+            .await
     }
 
     /// Moves a failed job back to waiting, for a new round of attempts.
     pub async fn retry(&self, id: &str) -> Result<(), Error> {
         self.expect_state(id, JobState::Failed, "retry").await?;
-        self.engine().await?.retry(id).await
+        self.timed("retry", async { self.engine().await?.retry(id).await })
+            .await
     }
 
     /// Moves every failed job back to waiting.
     pub async fn retry_failed(&self) -> Result<(), Error> {
-        self.engine().await?.retry_all_failed().await
+        self.timed("retry_failed", async {
+            self.engine().await?.retry_all_failed().await
+        })
+        .await
     }
 
     /// Runs a delayed job now.
     pub async fn promote(&self, id: &str) -> Result<(), Error> {
         self.expect_state(id, JobState::Delayed, "promote").await?;
-        self.engine().await?.promote(id).await
+        self.timed("promote", async { self.engine().await?.promote(id).await })
+            .await
     }
 
     /// Runs every delayed job now.
     pub async fn promote_all(&self) -> Result<(), Error> {
-        self.engine().await?.promote_all().await
+        self.timed("promote_all", async {
+            self.engine().await?.promote_all().await
+        })
+        .await
     }
 
     /// Stops every worker (in every process) from starting jobs of this queue.
     /// Running jobs finish; adds still work.
     pub async fn pause(&self) -> Result<(), Error> {
-        self.engine().await?.pause().await
+        self.timed("pause", async { self.engine().await?.pause().await })
+            .await
     }
 
     /// Lets workers start jobs again.
     pub async fn resume(&self) -> Result<(), Error> {
-        self.engine().await?.resume().await
+        self.timed("resume", async { self.engine().await?.resume().await })
+            .await
     }
 
     /// Whether the queue is paused.
     pub async fn is_paused(&self) -> Result<bool, Error> {
-        self.engine().await?.is_paused().await
+        self.timed("is_paused", async {
+            self.engine().await?.is_paused().await
+        })
+        .await
     }
 
     /// Removes every waiting (and prioritized) job, and the delayed ones too if asked.
     /// Running and finished jobs stay.
     pub async fn drain(&self, include_delayed: bool) -> Result<(), Error> {
-        self.engine().await?.drain(include_delayed).await
+        self.timed("drain", async {
+            self.engine().await?.drain(include_delayed).await
+        })
+        .await
     }
 
     /// Removes up to `limit` jobs (0: no limit) in `state` that are older than `grace`;
@@ -130,13 +159,19 @@ impl<T> Queue<T> {
         limit: u32,
         state: JobState,
     ) -> Result<Vec<String>, Error> {
-        self.engine().await?.clean(grace, limit, state).await
+        self.timed("clean", async {
+            self.engine().await?.clean(grace, limit, state).await
+        })
+        .await
     }
 
     /// Deletes the queue and all its jobs from Redis. Refused while jobs are active,
     /// unless `force`.
     pub async fn obliterate(&self, force: bool) -> Result<(), Error> {
-        self.engine().await?.obliterate(force).await
+        self.timed("obliterate", async {
+            self.engine().await?.obliterate(force).await
+        })
+        .await
     }
 
     async fn expect_state(

@@ -3,9 +3,11 @@
 mod cancel;
 mod manage;
 
+use std::future::Future;
 use std::io;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::OnceCell;
@@ -26,26 +28,25 @@ pub(crate) struct QueueShared {
     name: String,
     conn: Connection,
     engine: OnceCell<EngineQueue>,
-    defaults: JobOptions,
-    max_payload_bytes: usize,
-    backoffs: BackoffRegistry,
+    settings: ProducerSettings,
+}
+
+/// The app settings every queue handle applies.
+#[derive(Debug, Clone)]
+pub(crate) struct ProducerSettings {
+    pub(crate) defaults: JobOptions,
+    pub(crate) max_payload_bytes: usize,
+    pub(crate) backoffs: BackoffRegistry,
+    pub(crate) command_timeout: Duration,
 }
 
 impl QueueShared {
-    pub(crate) fn new(
-        name: &str,
-        conn: Connection,
-        defaults: JobOptions,
-        max_payload_bytes: usize,
-        backoffs: BackoffRegistry,
-    ) -> Self {
+    pub(crate) fn new(name: &str, conn: Connection, settings: ProducerSettings) -> Self {
         QueueShared {
             name: name.to_owned(),
             conn,
             engine: OnceCell::new(),
-            defaults,
-            max_payload_bytes,
-            backoffs,
+            settings,
         }
     }
 }
@@ -161,11 +162,33 @@ impl<T> Queue<T> {
             .await
     }
 
+    /// Runs `op` within the app's command timeout: with Redis down, the connection
+    /// would otherwise wait out its whole reconnect schedule (tens of seconds).
+    pub(crate) async fn timed<R>(
+        &self,
+        what: &'static str,
+        op: impl Future<Output = Result<R, Error>>,
+    ) -> Result<R, Error> {
+        self.timed_for(what, self.shared.settings.command_timeout, op)
+            .await
+    }
+
+    async fn timed_for<R>(
+        &self,
+        what: &'static str,
+        after: Duration,
+        op: impl Future<Output = Result<R, Error>>,
+    ) -> Result<R, Error> {
+        tokio::time::timeout(after, op)
+            .await
+            .unwrap_or(Err(Error::Timeout { what, after }))
+    }
+
     /// The app defaults applied, then every check `add` makes before writing.
     fn prepare(&self, options: JobOptions) -> Result<JobOptions, Error> {
-        let options = options.or_defaults(&self.shared.defaults);
+        let options = options.or_defaults(&self.shared.settings.defaults);
         options.validate()?;
-        self.shared.backoffs.check(&options)?;
+        self.shared.settings.backoffs.check(&options)?;
         Ok(options)
     }
 }
@@ -181,15 +204,20 @@ impl<T: Serialize> Queue<T> {
     pub async fn add(&self, name: &str, data: T, options: JobOptions) -> Result<AddedJob, Error> {
         let options = self.prepare(options)?;
         let data = self.to_json(&data)?;
-        let engine = self.engine().await?;
-        let outcome = match engine.add(name, data.clone(), &options).await {
-            Err(e) if e.is_unavailable() && options.job_id.is_some() => {
+        let add = |data| async {
+            let engine = self.engine().await?;
+            engine.add(name, data, &options).await
+        };
+        let outcome = match self.timed("add", add(data.clone())).await {
+            // A dropped connection fails the first command after it; one with a job
+            // id is safe to send again. A timeout is not retried: Redis is down.
+            Err(e @ Error::Redis(_)) if options.job_id.is_some() => {
                 tracing::warn!(queue = %self.name(), error = %e, "add failed; retrying once (idempotent: it has a job id)");
-                engine.add(name, data, &options).await?
+                self.timed("add", add(data)).await?
             }
             other => other?,
         };
-        self.added(name, &options, outcome).await
+        self.timed("add", self.added(name, &options, outcome)).await
     }
 
     /// Adds several jobs in one pipelined round trip. Every job is checked first; one
@@ -212,16 +240,22 @@ impl<T: Serialize> Queue<T> {
             .iter()
             .map(|(n, _, o)| (n.clone(), o.clone()))
             .collect();
-        let outcomes = self.engine().await?.add_bulk(prepared).await?;
-        let mut added = Vec::with_capacity(outcomes.len());
-        for ((name, options), outcome) in names_and_options.iter().zip(outcomes) {
-            added.push(self.added(name, options, outcome).await?);
-        }
-        Ok(added)
+        // A batch may take longer than one command: a timeout per started thousand jobs.
+        let batches = u32::try_from(prepared.len().div_ceil(1000).max(1)).unwrap_or(u32::MAX);
+        let after = self.shared.settings.command_timeout.saturating_mul(batches);
+        let work = async {
+            let outcomes = self.engine().await?.add_bulk(prepared).await?;
+            let mut added = Vec::with_capacity(outcomes.len());
+            for ((name, options), outcome) in names_and_options.iter().zip(outcomes) {
+                added.push(self.added(name, options, outcome).await?);
+            }
+            Ok(added)
+        };
+        self.timed_for("add_bulk", after, work).await
     }
 
     fn to_json(&self, data: &T) -> Result<serde_json::Value, Error> {
-        let limit = self.shared.max_payload_bytes;
+        let limit = self.shared.settings.max_payload_bytes;
         let size = serialized_len(data).map_err(|source| Error::Serialize {
             what: "job data",
             source,

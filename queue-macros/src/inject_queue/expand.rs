@@ -7,17 +7,22 @@ use syn::ItemStruct;
 
 use super::QueueField;
 
+/// With `axum`, the struct also extracts in axum handlers, through queue-axum (which
+/// must then be a dependency of the crate: hence a flag, not the default).
 pub(crate) fn expand(
     krate: &TokenStream,
     strct: &ItemStruct,
     fields: &[QueueField],
+    axum: bool,
 ) -> TokenStream {
     let ident = &strct.ident;
     let names: Vec<_> = fields.iter().map(|f| &f.ident).collect();
     let queues: Vec<_> = fields.iter().map(|f| &f.queue).collect();
     let payloads: Vec<_> = fields.iter().map(|f| &f.payload).collect();
+    let extractor = axum.then(|| quote!(::queue_axum::__impl_from_request_parts!(#ident);));
     quote! {
         #strct
+        #extractor
 
         impl #krate::FromApp for #ident {
             fn from_app(app: &#krate::QueueApp) -> #krate::Result<Self> {

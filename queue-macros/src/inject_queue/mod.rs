@@ -20,6 +20,7 @@ pub(crate) struct QueueField {
 pub(crate) fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let mut krate = quote::quote!(::queue_core);
+    let mut axum = false;
     match syn::parse2::<Args>(attr) {
         Ok(args) => {
             if let Some(name) = &args.name {
@@ -39,7 +40,8 @@ pub(crate) fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream 
                             }
                         }
                     }
-                    _ => args::unknown(item, &["crate"], &mut errors),
+                    "axum" if matches!(item.value, args::Value::Flag) => axum = true,
+                    _ => args::unknown(item, &["axum", "crate"], &mut errors),
                 }
             }
         }
@@ -59,7 +61,7 @@ pub(crate) fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream 
     // The struct with `#[queue]` removed is emitted even on error, so the IDE keeps working.
     let cleaned = quote::quote!(#strct);
     match errors.finish(()) {
-        Ok(()) => expand::expand(&krate, &strct, &fields),
+        Ok(()) => expand::expand(&krate, &strct, &fields, axum),
         Err(e) => item_with_errors(cleaned, &e),
     }
 }

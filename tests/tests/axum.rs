@@ -1,0 +1,349 @@
+//! The axum layer end to end, over real HTTP: 202 Accepted, idempotency, job status,
+//! rejections, Redis down, graceful shutdown, and the trace id from request to job.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::routing::post;
+use axum::{Json, Router};
+use queue_axum::{
+    job_routes, queue_name, Accepted, IdempotencyKey, QueueError, QueueHandle, QueueLayer,
+};
+use queue_core::prelude::*;
+use queue_core::{inject_queue, processor, Registrations};
+use queue_tests::http::{get, listener, post_json, request};
+use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Welcome {
+    user_id: u64,
+    to: String,
+    #[serde(default)]
+    work_ms: u64,
+    #[serde(default)]
+    fail: bool,
+}
+
+static TRACES: Mutex<Vec<(String, Option<String>)>> = Mutex::new(Vec::new());
+
+#[processor("ax-email", concurrency = 4, job = "welcome")]
+async fn send_welcome(job: Job<Welcome>) -> Result<String, JobError> {
+    TRACES
+        .lock()
+        .unwrap()
+        .push((job.id().to_owned(), job.trace_id().map(str::to_owned)));
+    job.update_progress(50).await?;
+    tokio::time::sleep(Duration::from_millis(job.data.work_ms)).await;
+    if job.data.fail {
+        return Err(JobError::unrecoverable(std::io::Error::other(
+            "mailbox full",
+        )));
+    }
+    Ok(format!("sent to {}", job.data.to))
+}
+
+#[inject_queue(axum)]
+struct EmailService {
+    #[queue("ax-email")]
+    email: Queue<Welcome>,
+}
+
+queue_name!(EmailQueue = "ax-email");
+
+/// The five-line handler the issue asks for.
+async fn signup(
+    svc: EmailService,
+    key: IdempotencyKey,
+    Json(w): Json<Welcome>,
+) -> Result<Accepted, QueueError> {
+    let id = key
+        .job_id("welcome")
+        .unwrap_or_else(|| format!("welcome-{}", w.user_id));
+    let user_id = w.user_id;
+    let job = svc
+        .email
+        .add("welcome", w, JobOptions::new().job_id(id).attempts(3))
+        .await?;
+    Ok(Accepted::from(job).with("userId", user_id))
+}
+
+async fn signup_by_handle(
+    email: QueueHandle<Welcome, EmailQueue>,
+    Json(w): Json<Welcome>,
+) -> Result<Accepted, QueueError> {
+    Ok(email.add("welcome", w, JobOptions::new()).await?.into())
+}
+
+fn routes() -> Router {
+    Router::new()
+        .route("/signup", post(signup))
+        .route("/signup-by-handle", post(signup_by_handle))
+        .merge(job_routes())
+}
+
+fn only_email() -> Registrations {
+    Registrations::Queues(vec!["ax-email".into()])
+}
+
+fn welcome(user_id: u64) -> serde_json::Value {
+    serde_json::json!({"userId": user_id, "to": format!("u{user_id}@example.com")})
+}
+
+async fn serve(app: &QueueApp) -> std::net::SocketAddr {
+    let (listener, addr) = listener().await;
+    let router = routes().layer(QueueLayer::new(app));
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+#[tokio::test]
+async fn signup_answers_202_with_the_job_and_where_to_look() {
+    let redis = TestRedis::new("ax-202");
+    let app = redis.app(|b| b.registrations(only_email())).await;
+    let addr = serve(&app).await;
+
+    let response = post_json(addr, "/signup", &[], &welcome(42)).await;
+    assert_eq!(response.status, 202);
+    assert_eq!(
+        response.header("location"),
+        Some("/jobs/ax-email/welcome-42")
+    );
+    assert_eq!(
+        response.json(),
+        serde_json::json!({"queue": "ax-email", "jobId": "welcome-42", "state": "waiting", "duplicate": false, "userId": 42})
+    );
+    let email = app.queue::<Welcome>("ax-email").unwrap();
+    let stored = email
+        .get_job("welcome-42")
+        .await
+        .unwrap()
+        .expect("the job is in Redis");
+    assert_eq!(stored.data["to"], "u42@example.com");
+    assert_eq!(stored.max_attempts, 3);
+
+    let by_handle = post_json(addr, "/signup-by-handle", &[], &welcome(7)).await;
+    assert_eq!(by_handle.status, 202);
+    assert!(email
+        .get_job(by_handle.json()["jobId"].as_str().unwrap())
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[tokio::test]
+async fn a_retried_request_with_the_same_idempotency_key_gets_the_same_job() {
+    let redis = TestRedis::new("ax-idem");
+    let app = redis.app(|b| b.registrations(only_email())).await;
+    let addr = serve(&app).await;
+    let key = [("idempotency-key", "7c1d-retry")];
+
+    let first = post_json(addr, "/signup", &key, &welcome(1)).await;
+    let again = post_json(addr, "/signup", &key, &welcome(1)).await;
+    assert_eq!((first.status, again.status), (202, 202));
+    assert_eq!(first.json()["jobId"], "welcome-7c1d-retry");
+    assert_eq!(again.json()["jobId"], "welcome-7c1d-retry");
+    assert_eq!(first.json()["duplicate"], false);
+    assert_eq!(again.json()["duplicate"], true);
+    let counts = app
+        .queue::<Welcome>("ax-email")
+        .unwrap()
+        .get_job_counts()
+        .await
+        .unwrap();
+    assert_eq!(counts.waiting, 1);
+
+    let empty = post_json(addr, "/signup", &[("idempotency-key", "  ")], &welcome(1)).await;
+    assert_eq!(empty.status, 400);
+}
+
+#[tokio::test]
+async fn the_status_route_follows_a_job_through_its_states_without_its_payload() {
+    let redis = TestRedis::new("ax-status");
+    let app = redis.app(|b| b.registrations(only_email())).await;
+    let addr = serve(&app).await;
+    let email = app.queue::<Welcome>("ax-email").unwrap();
+
+    let slow = serde_json::json!({"userId": 1, "to": "slow@example.com", "workMs": 800});
+    let failing = serde_json::json!({"userId": 2, "to": "full@example.com", "fail": true});
+    post_json(addr, "/signup", &[], &slow).await;
+    post_json(addr, "/signup", &[], &failing).await;
+
+    let waiting = get(addr, "/jobs/ax-email/welcome-1").await;
+    assert_eq!(waiting.status, 200);
+    assert_eq!(waiting.json()["state"], "waiting");
+    assert!(
+        waiting.json().get("data").is_none(),
+        "no payload: it can hold personal data"
+    );
+
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&email, "welcome-1", JobState::Active, SOON).await;
+    let active = get(addr, "/jobs/ax-email/welcome-1").await.json();
+    assert_eq!(active["state"], "active");
+    assert_eq!(active["progress"], 50);
+
+    wait_for_state(&email, "welcome-1", JobState::Completed, SOON).await;
+    wait_for_state(&email, "welcome-2", JobState::Failed, SOON).await;
+    let done = get(addr, "/jobs/ax-email/welcome-1").await.json();
+    assert_eq!(done["state"], "completed");
+    assert_eq!(done["returnValue"], "sent to slow@example.com");
+    assert_eq!(done["attemptsMade"], 1);
+    assert!(done["finishedOn"].as_u64().unwrap() >= done["processedOn"].as_u64().unwrap());
+    let failed = get(addr, "/jobs/ax-email/welcome-2").await.json();
+    assert_eq!(failed["state"], "failed");
+    assert_eq!(failed["failedReason"], "mailbox full");
+
+    let missing_job = get(addr, "/jobs/ax-email/welcome-999").await;
+    assert_eq!(missing_job.status, 404);
+    assert_eq!(missing_job.json()["error"], "job not found");
+    let missing_queue = get(addr, "/jobs/not-a-queue/welcome-1").await;
+    assert_eq!(missing_queue.status, 404);
+    assert_eq!(missing_queue.json()["error"], "unknown queue");
+    workers.shutdown(SOON).await;
+}
+
+#[tokio::test]
+async fn a_router_without_the_layer_answers_500_naming_it() {
+    let (listener, addr) = listener().await;
+    tokio::spawn(async move { axum::serve(listener, routes()).await });
+    let response = post_json(addr, "/signup", &[], &welcome(1)).await;
+    assert_eq!(response.status, 500);
+    assert!(response.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("QueueLayer::new(&app)"));
+    assert_eq!(get(addr, "/jobs/ax-email/welcome-1").await.status, 500);
+}
+
+#[tokio::test]
+async fn redis_down_answers_503_with_retry_after_quickly() {
+    let mut redis = PrivateRedis::start();
+    let app = QueueApp::builder()
+        .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .registrations(only_email())
+        .build()
+        .await
+        .unwrap();
+    let addr = serve(&app).await;
+    assert_eq!(
+        post_json(addr, "/signup", &[], &welcome(1)).await.status,
+        202
+    );
+
+    redis.kill();
+    let started = Instant::now();
+    let response = post_json(addr, "/signup", &[], &welcome(2)).await;
+    assert_eq!(
+        response.status,
+        503,
+        "{:?}",
+        String::from_utf8_lossy(&response.body)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(response.header("retry-after"), Some("5"));
+    assert_eq!(response.json()["error"], "queue unavailable");
+}
+
+#[tokio::test]
+async fn shutdown_finishes_the_active_job_and_refuses_new_requests() {
+    let redis = TestRedis::new("ax-shutdown");
+    let app = redis.app(|b| b.registrations(only_email())).await;
+    let workers = app.start_workers().await.unwrap();
+    let (listener, addr) = listener().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(queue_axum::serve_until(
+        listener,
+        routes().layer(QueueLayer::new(&app)),
+        Some(workers),
+        SOON,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+
+    let slow = serde_json::json!({"userId": 5, "to": "slow@example.com", "workMs": 700});
+    assert_eq!(post_json(addr, "/signup", &[], &slow).await.status, 202);
+    let email = app.queue::<Welcome>("ax-email").unwrap();
+    wait_for_state(&email, "welcome-5", JobState::Active, SOON).await;
+
+    stop.send(()).unwrap();
+    wait_until(SOON, "the listener to close", || async {
+        request(addr, "GET", "/jobs/ax-email/welcome-5", &[], b"")
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    let report = server
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("workers were stopped");
+    assert!(report.is_clean());
+    assert_eq!(
+        email.get_job_state("welcome-5").await.unwrap(),
+        Some(JobState::Completed)
+    );
+    assert_eq!(email.get_job_counts().await.unwrap().active, 0);
+}
+
+#[tokio::test]
+async fn the_request_trace_id_reaches_the_processor() {
+    let redis = TestRedis::new("ax-trace");
+    let app = redis.app(|b| b.registrations(only_email())).await;
+    let addr = serve(&app).await;
+    let workers = app.start_workers().await.unwrap();
+
+    let response = post_json(
+        addr,
+        "/signup",
+        &[("x-request-id", "req-abc123")],
+        &welcome(77),
+    )
+    .await;
+    assert_eq!(response.header("x-request-id"), Some("req-abc123"));
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    post_json(
+        addr,
+        "/signup",
+        &[("traceparent", traceparent)],
+        &welcome(78),
+    )
+    .await;
+    let generated = post_json(addr, "/signup", &[], &welcome(79)).await;
+    let generated_id = generated.header("x-request-id").unwrap().to_owned();
+
+    let email = app.queue::<Welcome>("ax-email").unwrap();
+    for id in ["welcome-77", "welcome-78", "welcome-79"] {
+        wait_for_state(&email, id, JobState::Completed, SOON).await;
+    }
+    eprintln!(
+        "hash: {:?}",
+        redis.job_field("ax-email", "welcome-77", "x-trace-id")
+    );
+    let traces = TRACES.lock().unwrap().clone();
+    eprintln!("traces: {traces:?}");
+    let trace_of = |id: &str| {
+        traces
+            .iter()
+            .find(|(j, _)| j == id)
+            .and_then(|(_, t)| t.clone())
+    };
+    assert_eq!(trace_of("welcome-77").as_deref(), Some("req-abc123"));
+    assert_eq!(
+        trace_of("welcome-78").as_deref(),
+        Some("4bf92f3577b34da6a3ce929d0e0e4736")
+    );
+    assert_eq!(trace_of("welcome-79"), Some(generated_id));
+    assert!(
+        redis.keys().iter().all(|k| !k.ends_with(":x")),
+        "the extras of completed jobs are deleted: {:?}",
+        redis.keys()
+    );
+    workers.shutdown(SOON).await;
+}
