@@ -1,6 +1,7 @@
 //! `QueueApp`: the one object that holds the connection, the defaults, the
 //! dependencies and the registered processors (the `BullModule.forRoot` equivalent).
 
+use std::any::TypeId;
 use std::collections::{BTreeMap, HashMap};
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -232,7 +233,8 @@ impl QueueAppBuilder {
         self
     }
 
-    /// Makes `value` available to handlers that take a `Dep<T>`.
+    /// Makes `value` available to handlers that take a `Dep<T>`. (`Dep<QueueApp>` is
+    /// always available, for handlers that add follow-up jobs.)
     pub fn provide<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.deps.insert(Arc::new(value));
         self
@@ -301,6 +303,9 @@ impl QueueAppBuilder {
         self.defaults.validate()?;
         let registered = self.registrations.collect();
         let mut deps = self.deps.clone();
+        // `Dep<QueueApp>` is always available: the workers get the app itself when they
+        // start (holding it here would make the app own itself).
+        deps.insert_any(TypeId::of::<QueueApp>(), Arc::new(()));
         // An impl-block processor's struct comes from `provide`, else from `Default`.
         for record in &registered.processors {
             if let Some((ty, maker)) = record.instance {
@@ -439,6 +444,9 @@ impl QueueApp {
         queues: &[&str],
         listen_to: impl Fn(&str) -> bool,
     ) -> Result<Workers, Error> {
+        let mut deps = (*self.inner.deps).clone();
+        deps.insert(Arc::new(self.clone()));
+        let deps = Arc::new(deps);
         let mut dispatchers = Vec::new();
         for queue in queues {
             let Some(plan) = self.inner.plans.iter().find(|p| p.queue == *queue) else {
@@ -459,7 +467,7 @@ impl QueueApp {
             };
             let dispatcher = Dispatcher {
                 plan: plan.clone(),
-                deps: self.inner.deps.clone(),
+                deps: deps.clone(),
                 tracker: Arc::new(AttemptTracker::new(
                     plan.queue.clone(),
                     self.inner.worker_events.clone(),

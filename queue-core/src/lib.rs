@@ -31,7 +31,7 @@ pub use handler::{Handler, JobError};
 pub use job::{Job, JobCounts, JobInfo, JobState, TestJobHandle};
 pub use options::{Backoff, BackoffContext, Deduplication, JobOptions, Keep, MAX_PRIORITY};
 pub use processor::Processor;
-pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue};
+pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue, Schedule};
 pub use registry::RegistryError;
 
 #[doc = include_str!("../docs/registration.md")]

@@ -27,9 +27,13 @@ pub async fn scope<F: Future>(trace_id: String, future: F) -> F::Output {
     TRACE_ID.scope(trace_id, future).await
 }
 
-/// The current task's trace id, if it runs inside [`scope`].
+/// The current task's trace id, if it runs inside [`scope`] with a non-empty id. A
+/// handler runs inside its job's scope, so the jobs it adds inherit the id.
 pub fn current() -> Option<String> {
-    TRACE_ID.try_with(Clone::clone).ok()
+    TRACE_ID
+        .try_with(Clone::clone)
+        .ok()
+        .filter(|id| !id.is_empty())
 }
 
 /// Keeps a trace id safe to store and log: printable ASCII, at most 128 bytes.

@@ -322,3 +322,53 @@ async fn management_calls_move_jobs_between_states() {
         redis.keys()
     );
 }
+
+#[tokio::test]
+async fn a_scheduler_adds_its_job_on_schedule_and_upserting_again_keeps_one() {
+    let redis = TestRedis::new("scheduler");
+    let app = redis
+        .app(|b| b.processor(Processor::new("ticks").any_job(slow)))
+        .await;
+    let q = app.queue::<u64>("ticks").unwrap();
+    let every = queue_core::Schedule::every(Duration::from_millis(300));
+    for _ in 0..3 {
+        // a restart, or three replicas starting at once
+        q.upsert_scheduler("tick", every.clone(), "tick", 1, JobOptions::new())
+            .await
+            .unwrap();
+    }
+    assert_eq!(q.scheduler_count().await.unwrap(), 1);
+    let counts = q.get_job_counts().await.unwrap();
+    assert_eq!(
+        counts.delayed + counts.waiting,
+        1,
+        "one next job, not three: {counts:?}"
+    );
+
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "three scheduled runs", || async {
+        (q.get_job_counts().await.unwrap().completed >= 3).then_some(())
+    })
+    .await;
+    workers.shutdown(SOON).await;
+    assert!(q.remove_scheduler("tick").await.unwrap());
+    assert_eq!(q.scheduler_count().await.unwrap(), 0);
+
+    let err = q
+        .upsert_scheduler(
+            "bad",
+            every,
+            "tick",
+            1,
+            JobOptions::new().timeout(Duration::from_secs(1)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        Error::InvalidOption {
+            option: "timeout",
+            ..
+        }
+    ));
+}

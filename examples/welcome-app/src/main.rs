@@ -1,17 +1,28 @@
 //! The welcome-email / birthday-coupon example service.
 //!
-//! Run with: `cargo run --release -p welcome-app`
-//!
-//! The HTTP service arrives with the queue-axum and example issues. Until then this
-//! binary checks that Redis answers and says what it will become.
+//! Run with: `cargo run --release -p welcome-app` (Redis on 127.0.0.1:6379; the SQLite
+//! database `welcome.db` is created in the working directory). The README walks through
+//! signing up, watching the welcome job, and a birthday grant with curl.
 
-fn main() {
-    println!(
-        "welcome-app: the example service is not built yet.\n\
-         It will serve POST /users (202 Accepted, a welcome email job on queue `email`)\n\
-         and a daily birthday-coupon scan on queue `coupon`, on PORT (default 3000),\n\
-         using REDIS_URL (default {}).\n\
-         Today, `scripts/test.sh` runs queue-core's suite against Redis.",
-        queue_core::DEFAULT_REDIS_URL
-    );
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn")),
+        )
+        .init();
+    let result = match welcome_app::config::Config::from_env() {
+        Ok(config) => welcome_app::run(config).await,
+        Err(e) => Err(e.into()),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "welcome-app cannot run");
+            eprintln!("welcome-app: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

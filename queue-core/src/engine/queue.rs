@@ -301,6 +301,45 @@ impl EngineQueue {
             .map_err(engine_error)
     }
 
+    pub(crate) async fn upsert_scheduler(
+        &self,
+        id: &str,
+        schedule: &crate::queue::Schedule,
+        name: &str,
+        data: serde_json::Value,
+        opts: &JobOptions,
+    ) -> Result<(), Error> {
+        let repeat = bullmq::job_scheduler::RepeatOptions {
+            pattern: schedule.cron.clone(),
+            every: schedule
+                .every
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            tz: schedule.tz.clone(),
+            ..Default::default()
+        };
+        let mut engine_opts = options_to_engine(opts, now_ms());
+        engine_opts.timestamp = None;
+        self.inner
+            .upsert_job_scheduler(id, repeat, Some(name), Some(data), Some(engine_opts))
+            .await
+            .map(drop)
+            .map_err(engine_error)
+    }
+
+    pub(crate) async fn scheduler_count(&self) -> Result<u64, Error> {
+        self.inner
+            .get_job_schedulers_count()
+            .await
+            .map_err(engine_error)
+    }
+
+    pub(crate) async fn remove_scheduler(&self, id: &str) -> Result<bool, Error> {
+        self.inner
+            .remove_job_scheduler(id)
+            .await
+            .map_err(engine_error)
+    }
+
     /// Tells every worker of this queue, in any process, to cancel `id`; returns how
     /// many worker processes were listening.
     pub(crate) async fn publish_cancel(&self, id: &str) -> Result<u64, Error> {

@@ -2,6 +2,7 @@
 
 mod cancel;
 mod manage;
+mod schedule;
 
 use std::future::Future;
 use std::io;
@@ -14,6 +15,7 @@ use tokio::sync::OnceCell;
 
 pub use cancel::CancelOutcome;
 pub use manage::JobLogs;
+pub use schedule::Schedule;
 
 use crate::app::BackoffRegistry;
 use crate::engine::{AddOutcome, Connection, EngineQueue};

@@ -41,6 +41,7 @@ impl Dispatcher {
             job.max_attempts(),
         );
         let trace_id = job.trace_id().unwrap_or_default().to_owned();
+        let trace_id = &trace_id;
         let span = tracing::info_span!("job", queue = %self.plan.queue, job_id = %id, name = %name, attempt, trace_id = %trace_id);
         self.tracker.started(&id, &name, attempt, max_attempts);
 
@@ -54,7 +55,9 @@ impl Dispatcher {
             };
             let cancel = job.cancel_signal();
             let job_timeout = job.options().get_timeout();
-            let handler = AssertUnwindSafe(planned.handler.run(job, &self.deps)).catch_unwind();
+            // Jobs the handler adds inherit its trace id, so a fan-out stays one trace.
+            let handler = planned.handler.run(job, &self.deps);
+            let handler = AssertUnwindSafe(crate::trace::scope(trace_id.clone(), handler)).catch_unwind();
             let limit = job_timeout.or(planned.timeout);
             let deadline = async move {
                 match limit {

@@ -1,0 +1,144 @@
+//! Configuration from the environment, checked at start-up.
+
+use std::time::Duration;
+
+/// Which parts of the service this process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// HTTP only: enqueues, never processes.
+    Web,
+    /// Workers only: processes, serves no HTTP.
+    Worker,
+    /// Both (the default).
+    All,
+}
+
+/// Everything the service reads from the environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `PORT` (default 3000).
+    pub port: u16,
+    /// `REDIS_URL` (default `redis://127.0.0.1:6379`).
+    pub redis_url: String,
+    /// `DATABASE_URL` (default `sqlite://welcome.db`, created if missing).
+    pub database_url: String,
+    /// `QUEUE_PREFIX` (default `bull`).
+    pub queue_prefix: String,
+    /// `ROLE`: `web`, `worker` or `all` (default).
+    pub role: Role,
+    /// `MAIL_FAIL_RATE`: the share of sends that fail, 0.0 to 1.0 (default 0).
+    pub mail_fail_rate: f64,
+    /// `TZ`: the time zone of the daily birthday scan (default UTC).
+    pub tz: chrono_tz::Tz,
+    /// `WELCOME_BACKOFF_MS`: first retry delay of a welcome email (default 3000).
+    pub welcome_backoff: Duration,
+}
+
+/// A variable that is set but not usable.
+#[derive(Debug, thiserror::Error)]
+#[error("{name}={value:?} is not valid: {expected}")]
+pub struct ConfigError {
+    name: &'static str,
+    value: String,
+    expected: &'static str,
+}
+
+impl Config {
+    /// Reads the environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads variables through `lookup` (tests pass their own).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        fn parsed<T: std::str::FromStr>(
+            lookup: &impl Fn(&str) -> Option<String>,
+            name: &'static str,
+            default: T,
+            expected: &'static str,
+        ) -> Result<T, ConfigError> {
+            match lookup(name) {
+                None => Ok(default),
+                Some(value) => value.trim().parse().map_err(|_| ConfigError {
+                    name,
+                    value,
+                    expected,
+                }),
+            }
+        }
+        let role = match lookup("ROLE").as_deref().map(str::trim) {
+            None | Some("all") => Role::All,
+            Some("web") => Role::Web,
+            Some("worker") => Role::Worker,
+            Some(other) => {
+                return Err(ConfigError {
+                    name: "ROLE",
+                    value: other.to_owned(),
+                    expected: "one of web, worker, all",
+                })
+            }
+        };
+        let mail_fail_rate: f64 =
+            parsed(&lookup, "MAIL_FAIL_RATE", 0.0, "a number from 0.0 to 1.0")?;
+        if !(0.0..=1.0).contains(&mail_fail_rate) {
+            return Err(ConfigError {
+                name: "MAIL_FAIL_RATE",
+                value: mail_fail_rate.to_string(),
+                expected: "a number from 0.0 to 1.0",
+            });
+        }
+        Ok(Config {
+            port: parsed(&lookup, "PORT", 3000, "a port number")?,
+            redis_url: lookup("REDIS_URL")
+                .unwrap_or_else(|| queue_core::DEFAULT_REDIS_URL.to_owned()),
+            database_url: lookup("DATABASE_URL")
+                .unwrap_or_else(|| "sqlite://welcome.db".to_owned()),
+            queue_prefix: lookup("QUEUE_PREFIX")
+                .unwrap_or_else(|| queue_core::DEFAULT_PREFIX.to_owned()),
+            role,
+            mail_fail_rate,
+            tz: parsed(
+                &lookup,
+                "TZ",
+                chrono_tz::UTC,
+                "an IANA time zone such as Europe/Paris",
+            )?,
+            welcome_backoff: Duration::from_millis(parsed(
+                &lookup,
+                "WELCOME_BACKOFF_MS",
+                3000,
+                "milliseconds",
+            )?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Config::from_lookup(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn defaults_and_refusals() {
+        let c = config(&[]).unwrap();
+        assert_eq!((c.port, c.role, c.tz), (3000, Role::All, chrono_tz::UTC));
+        assert_eq!(c.database_url, "sqlite://welcome.db");
+        assert!(config(&[("ROLE", "both")])
+            .unwrap_err()
+            .to_string()
+            .contains("one of web, worker, all"));
+        assert!(config(&[("MAIL_FAIL_RATE", "1.5")]).is_err());
+        assert!(config(&[("TZ", "Mars/Olympus")])
+            .unwrap_err()
+            .to_string()
+            .contains("IANA"));
+        assert_eq!(config(&[("ROLE", "worker")]).unwrap().role, Role::Worker);
+    }
+}

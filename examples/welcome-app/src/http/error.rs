@@ -1,0 +1,96 @@
+//! `ApiError`: every way a request fails, as a status and a JSON body naming the field.
+
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use queue_axum::QueueError;
+
+/// A request that could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not JSON (or too large, or not UTF-8): the status says which.
+    #[error("{message}")]
+    Body {
+        /// 400, 413 or 415.
+        status: StatusCode,
+        /// What was wrong.
+        message: String,
+    },
+    /// A field is missing or invalid: 422.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The thing exists already: 409.
+    #[error("{0}")]
+    Conflict(String),
+    /// No such thing: 404.
+    #[error("{0}")]
+    NotFound(String),
+    /// The database failed: 500.
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
+    /// The queue failed: 503 or 500.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl From<queue_core::Error> for ApiError {
+    fn from(e: queue_core::Error) -> Self {
+        ApiError::Queue(QueueError(e))
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        ApiError::Body {
+            status: rejection.status(),
+            message: rejection.body_text(),
+        }
+    }
+}
+
+impl ApiError {
+    pub(crate) fn invalid(field: &'static str, message: impl Into<String>) -> Self {
+        ApiError::Invalid {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, body) = match self {
+            ApiError::Queue(e) => return e.into_response(),
+            ApiError::Body { status, message } => (
+                status,
+                serde_json::json!({"error": "bad body", "message": message}),
+            ),
+            ApiError::Invalid { field, message } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                serde_json::json!({"error": "invalid field", "field": field, "message": message}),
+            ),
+            ApiError::Conflict(message) => (
+                StatusCode::CONFLICT,
+                serde_json::json!({"error": "conflict", "message": message}),
+            ),
+            ApiError::NotFound(message) => (
+                StatusCode::NOT_FOUND,
+                serde_json::json!({"error": "not found", "message": message}),
+            ),
+            ApiError::Db(e) => {
+                tracing::error!(error = %e, "database error");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    serde_json::json!({"error": "database error"}),
+                )
+            }
+        };
+        (status, Json(body)).into_response()
+    }
+}

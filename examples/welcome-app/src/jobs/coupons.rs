@@ -1,0 +1,106 @@
+//! Birthday coupons: a daily scan (from a job scheduler) fans out one grant job per
+//! user whose birthday it is; a grant is recorded once per user, campaign and day.
+
+use chrono::{NaiveDate, Utc};
+use queue_core::prelude::*;
+use queue_core::{processor, BulkJob};
+use serde::{Deserialize, Serialize};
+
+use crate::db::{Db, Inserted};
+
+/// The campaign a birthday grant belongs to.
+pub const CAMPAIGN: &str = "birthday";
+/// The scheduler that adds the daily scan.
+pub const SCHEDULER_ID: &str = "birthday-daily";
+/// When the daily scan runs: 00:05, in the configured time zone.
+pub const DAILY_CRON: &str = "5 0 * * *";
+
+/// Data of a `birthday-scan` job: the day to scan, or today in the service's time zone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BirthdayScan {
+    /// `YYYY-MM-DD`; absent for the scheduled scan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
+}
+
+/// Data of a `birthday-grant` job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BirthdayGrant {
+    /// Who gets the coupon.
+    pub user_id: i64,
+    /// The birthday, `YYYY-MM-DD` of this year.
+    pub date: String,
+}
+
+/// The job id of a grant: `birthday-<userId>-<YYYY-MM-DD>`, so a second scan of the
+/// same day adds no second grant job.
+pub fn grant_job_id(user_id: i64, date: &str) -> String {
+    format!("birthday-{user_id}-{date}")
+}
+
+/// The time zone the scheduled scan reads "today" in.
+#[derive(Debug, Clone, Copy)]
+pub struct ScanZone(pub chrono_tz::Tz);
+
+/// Coupon processing. Holds nothing itself: built from `Default`.
+#[derive(Debug, Default)]
+pub struct Coupons;
+
+#[processor("coupon", concurrency = 5)]
+impl Coupons {
+    /// Adds one grant job per user born on the day.
+    #[job("birthday-scan")]
+    pub async fn scan(
+        &self,
+        job: Job<BirthdayScan>,
+        db: Dep<Db>,
+        zone: Dep<ScanZone>,
+        app: Dep<QueueApp>,
+    ) -> Result<usize, JobError> {
+        let date = match &job.data.date {
+            Some(date) => NaiveDate::parse_from_str(date, "%Y-%m-%d").map_err(|e| {
+                JobError::unrecoverable(std::io::Error::other(format!("bad date {date:?}: {e}")))
+            })?,
+            None => Utc::now().with_timezone(&zone.0).date_naive(),
+        };
+        let date = date.format("%Y-%m-%d").to_string();
+        let users = db.users_born_on(&date).await?;
+        let grants = app.queue::<BirthdayGrant>(job.queue())?;
+        let jobs = users
+            .iter()
+            .map(|user| {
+                BulkJob::new(
+                    "birthday-grant",
+                    BirthdayGrant {
+                        user_id: user.id,
+                        date: date.clone(),
+                    },
+                )
+                .options(
+                    JobOptions::new()
+                        .job_id(grant_job_id(user.id, &date))
+                        .attempts(5),
+                )
+            })
+            .collect();
+        let added = grants.add_bulk(jobs).await?;
+        let new = added.iter().filter(|a| !a.duplicate).count();
+        tracing::info!(%date, birthdays = users.len(), new_grant_jobs = new, "birthday scan done");
+        Ok(users.len())
+    }
+
+    /// Records the grant; an existing grant (unique violation) means done already.
+    #[job("birthday-grant")]
+    pub async fn grant(
+        &self,
+        job: Job<BirthdayGrant>,
+        db: Dep<Db>,
+    ) -> Result<&'static str, JobError> {
+        let BirthdayGrant { user_id, date } = &job.data;
+        Ok(match db.insert_grant(*user_id, CAMPAIGN, date).await? {
+            Inserted::New(_) => "granted",
+            Inserted::AlreadyThere => "already granted",
+        })
+    }
+}

@@ -1,0 +1,68 @@
+//! The welcome email: payload, producer options and processor.
+
+use std::time::Duration;
+
+use queue_core::prelude::*;
+use queue_core::processor;
+use serde::{Deserialize, Serialize};
+
+use crate::mailer::{Delivery, Mailer};
+
+/// Data of a `welcome` job on queue `email`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WelcomeEmail {
+    /// The new user.
+    pub user_id: i64,
+    /// Where to send.
+    pub email: String,
+    /// How to greet.
+    pub name: String,
+}
+
+/// The job id of a user's welcome email: `welcome-<userId>` (BullMQ refuses `:`).
+pub fn job_id(user_id: i64) -> String {
+    format!("welcome-{user_id}")
+}
+
+/// The outbox idempotency key of a user's welcome email.
+pub fn idempotency_key(user_id: i64) -> String {
+    format!("welcome:{user_id}")
+}
+
+/// How welcome jobs are added: dedup by id, 5 attempts, exponential backoff from
+/// `backoff` (3 s in production), keep the last 100 completed and 1000 failed.
+pub fn options(user_id: i64, backoff: Duration) -> JobOptions {
+    JobOptions::new()
+        .job_id(job_id(user_id))
+        .attempts(5)
+        .backoff(Backoff::exponential(backoff))
+        .remove_on_complete(Keep::Last(100))
+        .remove_on_fail(Keep::Last(1000))
+}
+
+/// Sends the welcome email. Delivery is at-least-once, so the outbox's unique
+/// idempotency key makes a second run a successful no-op instead of a second email.
+#[processor("email", concurrency = 5, job = "welcome", timeout = "30s")]
+pub async fn send_welcome(
+    job: Job<WelcomeEmail>,
+    mailer: Dep<Mailer>,
+) -> Result<Delivery, JobError> {
+    let WelcomeEmail {
+        user_id,
+        email,
+        name,
+    } = &job.data;
+    let body = format!("Hello {name}, welcome aboard!");
+    let delivery = mailer
+        .send(
+            &idempotency_key(*user_id),
+            email,
+            "Welcome!",
+            &body,
+            job.attempt(),
+        )
+        .await?;
+    tracing::info!(user_id, ?delivery, "welcome email handled");
+    Ok(delivery)
+}

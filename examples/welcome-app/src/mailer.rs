@@ -1,0 +1,80 @@
+//! The mailer: "sends" by writing to the `outbox` table, once per idempotency key.
+
+use crate::db::{Db, DbError, Inserted};
+
+/// When a send fails on purpose (to show retries).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FailurePolicy {
+    /// Never.
+    Never,
+    /// This share of sends, at random (`MAIL_FAIL_RATE`).
+    Rate(f64),
+    /// The first `n` attempts of every job (deterministic, for tests).
+    FirstAttempts(u32),
+}
+
+/// Why a send did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum MailError {
+    /// The (simulated) mail server is unavailable; a later attempt may work.
+    #[error("smtp temporarily unavailable (simulated by MAIL_FAIL_RATE)")]
+    Unavailable,
+    /// The database failed.
+    #[error("outbox: {0}")]
+    Db(#[from] DbError),
+}
+
+/// What happened to a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Delivery {
+    /// Sent now.
+    Sent,
+    /// Sent before under the same idempotency key: not sent again.
+    AlreadySent,
+}
+
+/// Writes messages to the outbox.
+#[derive(Debug, Clone)]
+pub struct Mailer {
+    db: Db,
+    failures: FailurePolicy,
+}
+
+impl Mailer {
+    /// A mailer writing to `db`.
+    pub fn new(db: Db, failures: FailurePolicy) -> Self {
+        Mailer { db, failures }
+    }
+
+    /// Sends once per `key`: a second send with the same key is a no-op that reports
+    /// [`Delivery::AlreadySent`].
+    pub async fn send(
+        &self,
+        key: &str,
+        to: &str,
+        subject: &str,
+        body: &str,
+        attempt: u32,
+    ) -> Result<Delivery, MailError> {
+        let fail = match self.failures {
+            FailurePolicy::Never => false,
+            FailurePolicy::Rate(rate) => random_unit() < rate,
+            FailurePolicy::FirstAttempts(n) => attempt <= n,
+        };
+        if fail {
+            return Err(MailError::Unavailable);
+        }
+        Ok(match self.db.insert_outbox(key, to, subject, body).await? {
+            Inserted::New(_) => Delivery::Sent,
+            Inserted::AlreadyThere => Delivery::AlreadySent,
+        })
+    }
+}
+
+/// A number in `[0, 1)` from the OS's randomness (through a v4 UUID).
+fn random_unit() -> f64 {
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    let n = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    f64::from(n) / (f64::from(u32::MAX) + 1.0)
+}
