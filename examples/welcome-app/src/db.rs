@@ -64,6 +64,22 @@ fn guarded(result: Result<i64, sqlx::Error>) -> Result<Inserted, sqlx::Error> {
     }
 }
 
+/// Runs one statement on whichever pool. The SQL is written once, with PostgreSQL's
+/// `$N` placeholders; SQLite gets them as `?N`, its numbered form.
+macro_rules! on_pool {
+    ($db:expr, [$($query:tt)+], $sql:expr $(, $bind:expr)* ; $fetch:ident) => {
+        match $db {
+            Db::Sqlite(pool) => {
+                let sql = $sql.replace('$', "?");
+                sqlx::$($query)+(&sql) $(.bind($bind))* .$fetch(pool).await
+            }
+            Db::Postgres(pool) => sqlx::$($query)+($sql) $(.bind($bind))* .$fetch(pool).await,
+        }
+    };
+}
+
+const USER_COLUMNS: &str = "id, email, name, birthday";
+
 impl Db {
     /// Connects and runs the migrations.
     pub async fn connect(url: &str) -> Result<Self, DbError> {
@@ -95,65 +111,23 @@ impl Db {
         name: &str,
         birthday: &str,
     ) -> Result<Inserted, DbError> {
-        let id =
-            match self {
-                Db::Sqlite(pool) => {
-                    sqlx::query_scalar(
-                        "INSERT INTO users (email, name, birthday) VALUES (?, ?, ?) RETURNING id",
-                    )
-                    .bind(email)
-                    .bind(name)
-                    .bind(birthday)
-                    .fetch_one(pool)
-                    .await
-                }
-                Db::Postgres(pool) => sqlx::query_scalar(
-                    "INSERT INTO users (email, name, birthday) VALUES ($1, $2, $3) RETURNING id",
-                )
-                .bind(email)
-                .bind(name)
-                .bind(birthday)
-                .fetch_one(pool)
-                .await,
-            };
-        guarded(id)
+        let sql = "INSERT INTO users (email, name, birthday) VALUES ($1, $2, $3) RETURNING id";
+        guarded(on_pool!(self, [query_scalar], sql, email, name, birthday; fetch_one))
     }
 
     /// A user by id.
     pub async fn user(&self, id: i64) -> Result<Option<User>, DbError> {
-        match self {
-            Db::Sqlite(pool) => {
-                sqlx::query_as("SELECT id, email, name, birthday FROM users WHERE id = ?")
-                    .bind(id)
-                    .fetch_optional(pool)
-                    .await
-            }
-            Db::Postgres(pool) => {
-                sqlx::query_as("SELECT id, email, name, birthday FROM users WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(pool)
-                    .await
-            }
-        }
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1");
+        on_pool!(self, [query_as::<_, User>], &sql, id; fetch_optional)
     }
 
     /// Users born on the month and day of `date` (`YYYY-MM-DD`).
     pub async fn users_born_on(&self, date: &str) -> Result<Vec<User>, DbError> {
         let month_day = date.get(5..10).unwrap_or_default();
-        match self {
-            Db::Sqlite(pool) => {
-                sqlx::query_as("SELECT id, email, name, birthday FROM users WHERE substr(birthday, 6, 5) = ? ORDER BY id")
-                    .bind(month_day)
-                    .fetch_all(pool)
-                    .await
-            }
-            Db::Postgres(pool) => {
-                sqlx::query_as("SELECT id, email, name, birthday FROM users WHERE substr(birthday, 6, 5) = $1 ORDER BY id")
-                    .bind(month_day)
-                    .fetch_all(pool)
-                    .await
-            }
-        }
+        let sql = format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE substr(birthday, 6, 5) = $1 ORDER BY id"
+        );
+        on_pool!(self, [query_as::<_, User>], &sql, month_day; fetch_all)
     }
 
     /// Records a sent message; `AlreadyThere` when this idempotency key was sent before.
@@ -164,47 +138,13 @@ impl Db {
         subject: &str,
         body: &str,
     ) -> Result<Inserted, DbError> {
-        let sql_sqlite = "INSERT INTO outbox (idempotency_key, to_email, subject, body) VALUES (?, ?, ?, ?) RETURNING id";
-        let sql_pg = "INSERT INTO outbox (idempotency_key, to_email, subject, body) VALUES ($1, $2, $3, $4) RETURNING id";
-        let id = match self {
-            Db::Sqlite(pool) => {
-                sqlx::query_scalar(sql_sqlite)
-                    .bind(key)
-                    .bind(to)
-                    .bind(subject)
-                    .bind(body)
-                    .fetch_one(pool)
-                    .await
-            }
-            Db::Postgres(pool) => {
-                sqlx::query_scalar(sql_pg)
-                    .bind(key)
-                    .bind(to)
-                    .bind(subject)
-                    .bind(body)
-                    .fetch_one(pool)
-                    .await
-            }
-        };
-        guarded(id)
+        let sql = "INSERT INTO outbox (idempotency_key, to_email, subject, body) VALUES ($1, $2, $3, $4) RETURNING id";
+        guarded(on_pool!(self, [query_scalar], sql, key, to, subject, body; fetch_one))
     }
 
     /// How many messages went out under this idempotency key (0 or 1).
     pub async fn outbox_count(&self, key: &str) -> Result<i64, DbError> {
-        match self {
-            Db::Sqlite(pool) => {
-                sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE idempotency_key = ?")
-                    .bind(key)
-                    .fetch_one(pool)
-                    .await
-            }
-            Db::Postgres(pool) => {
-                sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE idempotency_key = $1")
-                    .bind(key)
-                    .fetch_one(pool)
-                    .await
-            }
-        }
+        on_pool!(self, [query_scalar], "SELECT COUNT(*) FROM outbox WHERE idempotency_key = $1", key; fetch_one)
     }
 
     /// Grants a coupon; `AlreadyThere` when this user has this campaign's grant for `date`.
@@ -214,44 +154,14 @@ impl Db {
         campaign_id: &str,
         date: &str,
     ) -> Result<Inserted, DbError> {
-        let id = match self {
-            Db::Sqlite(pool) => {
-                sqlx::query_scalar("INSERT INTO coupon_grants (user_id, campaign_id, date) VALUES (?, ?, ?) RETURNING id")
-                    .bind(user_id)
-                    .bind(campaign_id)
-                    .bind(date)
-                    .fetch_one(pool)
-                    .await
-            }
-            Db::Postgres(pool) => {
-                sqlx::query_scalar(
-                    "INSERT INTO coupon_grants (user_id, campaign_id, date) VALUES ($1, $2, $3) RETURNING id",
-                )
-                .bind(user_id)
-                .bind(campaign_id)
-                .bind(date)
-                .fetch_one(pool)
-                .await
-            }
-        };
-        guarded(id)
+        let sql = "INSERT INTO coupon_grants (user_id, campaign_id, date) VALUES ($1, $2, $3) RETURNING id";
+        guarded(on_pool!(self, [query_scalar], sql, user_id, campaign_id, date; fetch_one))
     }
 
     /// A user's grants, oldest first.
     pub async fn grants(&self, user_id: i64) -> Result<Vec<Grant>, DbError> {
-        match self {
-            Db::Sqlite(pool) => sqlx::query_as(
-                "SELECT campaign_id, date FROM coupon_grants WHERE user_id = ? ORDER BY date, id",
-            )
-            .bind(user_id)
-            .fetch_all(pool)
-            .await,
-            Db::Postgres(pool) => sqlx::query_as(
-                "SELECT campaign_id, date FROM coupon_grants WHERE user_id = $1 ORDER BY date, id",
-            )
-            .bind(user_id)
-            .fetch_all(pool)
-            .await,
-        }
+        let sql =
+            "SELECT campaign_id, date FROM coupon_grants WHERE user_id = $1 ORDER BY date, id";
+        on_pool!(self, [query_as::<_, Grant>], sql, user_id; fetch_all)
     }
 }
