@@ -12,6 +12,7 @@ pub struct PrivateRedis {
     child: Child,
     port: u16,
     dir: PathBuf,
+    args: Vec<String>,
 }
 
 /// A port nobody listens on right now.
@@ -129,25 +130,22 @@ impl PrivateRedis {
     }
 
     fn spawn(port: u16, dir: PathBuf, args: &[&str]) -> Self {
-        let child = Command::new("redis-server")
-            .args(args)
-            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server starts (scripts/test.sh installs it)");
-        let redis = PrivateRedis { child, port, dir };
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "private redis on port {port} did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        let child = spawn_child(&dir, args);
+        wait_for_port(port);
+        PrivateRedis {
+            child,
+            port,
+            dir,
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
         }
-        redis
+    }
+
+    /// Starts it again on the same port, after [`PrivateRedis::kill`] (it keeps no data).
+    pub fn restart(&mut self) {
+        self.kill();
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        self.child = spawn_child(&self.dir, &args);
+        wait_for_port(self.port);
     }
 
     /// Its port.
@@ -166,6 +164,29 @@ impl Drop for PrivateRedis {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn spawn_child(dir: &Path, args: &[&str]) -> Child {
+    Command::new("redis-server")
+        .args(args)
+        .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server starts (scripts/test.sh installs it)")
+}
+
+fn wait_for_port(port: u16) {
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "private redis on port {port} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -125,3 +125,39 @@ async fn password_and_database_come_from_the_url() {
         .unwrap();
     assert!(exists, "the job is in database 3");
 }
+
+#[tokio::test]
+async fn a_worker_resumes_within_seconds_when_redis_comes_back() {
+    let mut redis = PrivateRedis::start();
+    let app = QueueApp::builder()
+        .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .processor(Processor::new("back").any_job(echo))
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<String>("back").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    q.add("e", "before".into(), JobOptions::new().job_id("before-1"))
+        .await
+        .unwrap();
+    wait_for_state(&q, "before-1", JobState::Completed, SOON).await;
+
+    redis.restart(); // all data gone, every connection dropped
+                     // The producer's first command after the drop may fail; an add with a job id is
+                     // retried once by `add` itself, so it goes through.
+    let added = wait_until(SOON, "an add to succeed again", || async {
+        q.add("e", "after".into(), JobOptions::new().job_id("after-1"))
+            .await
+            .ok()
+    })
+    .await;
+    assert!(!added.duplicate);
+    let started = std::time::Instant::now();
+    wait_for_state(&q, "after-1", JobState::Completed, SOON).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "resumed after {:?}",
+        started.elapsed()
+    );
+    assert!(workers.shutdown(SOON).await.is_clean());
+}

@@ -11,7 +11,7 @@ use queue_tests::http::{listener, post_json, request};
 use queue_tests::{wait_for_state, TestRedis, SOON};
 use welcome_app::config::Config;
 use welcome_app::db::Db;
-use welcome_app::jobs::coupons::{BirthdayGrant, Coupons};
+use welcome_app::jobs::coupons::{BirthdayGrant, BirthdayScan, Coupons, ScanZone};
 use welcome_app::jobs::email::{send_welcome, WelcomeEmail};
 use welcome_app::mailer::{Delivery, FailurePolicy, Mailer};
 
@@ -506,4 +506,24 @@ async fn processors_are_plain_functions_for_unit_tests() {
         coupons.grant(grant(), Dep::from(db.clone())).await.unwrap(),
         "already granted"
     );
+
+    // The scan adds follow-up jobs, so it needs a real queue app.
+    let redis = TestRedis::new("wa-unit-scan");
+    let app = redis.app(|b| b.registrations(Registrations::None)).await;
+    let scan = Job::for_test(BirthdayScan {
+        date: Some("2026-01-01".into()),
+    });
+    let zone = Dep::from(ScanZone(chrono_tz::UTC));
+    let found = coupons
+        .scan(scan, Dep::from(db.clone()), zone, Dep::from(app.clone()))
+        .await
+        .unwrap();
+    assert_eq!(found, 1);
+    let coupon = app.queue::<BirthdayGrant>("coupon").unwrap();
+    let added = coupon
+        .get_job("birthday-1-2026-01-01")
+        .await
+        .unwrap()
+        .expect("a grant job");
+    assert_eq!(added.data_as::<BirthdayGrant>().unwrap().user_id, 1);
 }

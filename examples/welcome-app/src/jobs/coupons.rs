@@ -66,7 +66,7 @@ impl Coupons {
         };
         let date = date.format("%Y-%m-%d").to_string();
         let users = db.users_born_on(&date).await?;
-        let grants = app.queue::<BirthdayGrant>(job.queue())?;
+        let grants = app.queue::<BirthdayGrant>(super::COUPON_QUEUE)?;
         let jobs = users
             .iter()
             .map(|user| {
