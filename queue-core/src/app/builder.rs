@@ -1,0 +1,254 @@
+//! `QueueAppBuilder`: what an app is made of, the start-up checks, and the connection.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+
+use super::backoff::BackoffRegistry;
+use super::{
+    AppInner, QueueApp, Registrations, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_PREFIX, DEFAULT_REDIS_URL,
+};
+use crate::deps::Deps;
+use crate::engine::Connection;
+use crate::error::Error;
+use crate::events::local;
+use crate::options::{BackoffContext, JobOptions};
+use crate::processor::Processor;
+use crate::queue::ProducerSettings;
+use crate::registry::{
+    check_registrations, merge_processors, processor_from_record, QueuePlan, Registered,
+    RegistryError,
+};
+use crate::tls::Tls;
+
+/// What `build` derives from the builder before connecting.
+struct Plan {
+    queues: Vec<QueuePlan>,
+    deps: Deps,
+    registered: Registered,
+}
+
+/// Builds a [`QueueApp`]; see there for an example.
+#[derive(Debug)]
+#[must_use = "call .build().await to connect"]
+pub struct QueueAppBuilder {
+    url: String,
+    tls: Option<Tls>,
+    prefix: String,
+    defaults: JobOptions,
+    deps: Deps,
+    processors: Vec<Processor>,
+    registrations: Registrations,
+    backoffs: BackoffRegistry,
+    connect_timeout: Duration,
+    command_timeout: Duration,
+    max_payload_bytes: usize,
+}
+
+impl Default for QueueAppBuilder {
+    fn default() -> Self {
+        QueueAppBuilder {
+            url: DEFAULT_REDIS_URL.to_owned(),
+            tls: None,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            defaults: JobOptions::default(),
+            deps: Deps::default(),
+            processors: Vec::new(),
+            registrations: Registrations::All,
+            backoffs: BackoffRegistry::default(),
+            connect_timeout: Duration::from_secs(5),
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        }
+    }
+}
+
+impl QueueAppBuilder {
+    /// The Redis URL: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
+    pub fn redis(mut self, url: impl Into<String>) -> Self {
+        self.url = url.into();
+        self
+    }
+
+    /// Certificates for a `rediss://` URL: a private CA, a client certificate.
+    pub fn tls(mut self, tls: Tls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The key prefix (default `bull`, as in Node BullMQ). Use a hash tag such as
+    /// `{bull}` on Redis Cluster.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Options applied to every job that does not set them itself.
+    pub fn default_job_options(mut self, defaults: JobOptions) -> Self {
+        self.defaults = defaults;
+        self
+    }
+
+    /// Makes `value` available to handlers that take a `Dep<T>`. (`Dep<QueueApp>` is
+    /// always available, for handlers that add follow-up jobs.)
+    pub fn provide<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.deps.insert(Arc::new(value));
+        self
+    }
+
+    /// Like [`provide`](Self::provide), for a value already shared elsewhere.
+    pub fn provide_arc<T: Send + Sync + 'static>(mut self, value: Arc<T>) -> Self {
+        self.deps.insert(value);
+        self
+    }
+
+    /// Registers a queue's handlers.
+    pub fn processor(mut self, processor: Processor) -> Self {
+        self.processors.push(processor);
+        self
+    }
+
+    /// Which attribute-macro registrations of this binary to use (default: all).
+    pub fn registrations(mut self, registrations: Registrations) -> Self {
+        self.registrations = registrations;
+        self
+    }
+
+    /// Registers a custom backoff, used by jobs added with `Backoff::custom(name)`.
+    /// Return `None` to fail the job without further retries.
+    pub fn backoff_strategy<F>(mut self, name: impl Into<String>, strategy: F) -> Self
+    where
+        F: Fn(&BackoffContext<'_>) -> Option<Duration> + Send + Sync + 'static,
+    {
+        self.backoffs.0.insert(name.into(), Arc::new(strategy));
+        self
+    }
+
+    /// How long `build` waits for Redis to answer (default 5 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a queue call (`add`, `get_job`, ...) waits for Redis before failing with
+    /// [`Error::Timeout`] (default 3 s). Without it a call made while Redis is down waits
+    /// out the connection's reconnect schedule.
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// The largest serialized payload `add` accepts (default 512 KiB).
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Runs the start-up checks without connecting: every registration problem at once.
+    pub fn check(&self) -> Result<(), Error> {
+        self.plan().map(drop)
+    }
+
+    fn plan(&self) -> Result<Plan, Error> {
+        if self.prefix.is_empty() || self.prefix.contains(':') {
+            return Err(Error::invalid(
+                "prefix",
+                format!("`{}` must be non-empty and without ':'", self.prefix),
+            ));
+        }
+        self.defaults.validate()?;
+        let registered = self.registrations.collect();
+        let mut deps = self.deps.clone();
+        // `Dep<QueueApp>` is always available: the workers get the app itself when they
+        // start (holding it here would make the app own itself).
+        deps.insert_any(TypeId::of::<QueueApp>(), Arc::new(()));
+        // An impl-block processor's struct comes from `provide`, else from `Default`.
+        for record in &registered.processors {
+            if let Some((ty, maker)) = record.instance {
+                if let (false, Some(make)) = (deps.contains_id((ty.id)()), maker()) {
+                    deps.insert_any((ty.id)(), make());
+                }
+            }
+        }
+        let processors: Vec<Processor> = self
+            .processors
+            .iter()
+            .cloned()
+            .chain(
+                registered
+                    .processors
+                    .iter()
+                    .map(|r| processor_from_record(r)),
+            )
+            .collect();
+        let mut problems = Vec::new();
+        let queues = merge_processors(&processors, &deps, &mut problems);
+        problems.extend(check_registrations(&queues, &registered));
+        RegistryError::from_problems(problems)?;
+        Ok(Plan {
+            queues,
+            deps,
+            registered,
+        })
+    }
+
+    /// Checks the registrations, connects and checks that Redis answers. Fails with a
+    /// clear error (the URL, without password, and the cause) instead of hanging.
+    pub async fn build(self) -> Result<QueueApp, Error> {
+        let Plan {
+            queues: plans,
+            deps,
+            registered,
+        } = self.plan()?;
+        let conn = Connection::open(
+            &self.url,
+            self.tls.as_ref(),
+            &self.prefix,
+            self.connect_timeout,
+        )
+        .await?;
+        for plan in &plans {
+            let names = plan.known_names();
+            let catch_all = if plan.fallback.is_some() {
+                " + catch-all"
+            } else {
+                ""
+            };
+            tracing::info!(queue = %plan.queue, jobs = %format!("{names}{catch_all}"), concurrency = plan.concurrency, "processor registered");
+        }
+        tracing::info!(
+            url = conn.display_url(),
+            prefix = conn.prefix(),
+            "queue app connected"
+        );
+        let (worker_events, _) = broadcast::channel(local::CAPACITY);
+        let registered_queues = plans
+            .iter()
+            .map(|p| p.queue.clone())
+            .chain(registered.producers.iter().map(|p| p.queue.to_owned()))
+            .collect();
+        Ok(QueueApp {
+            inner: Arc::new(AppInner {
+                conn,
+                plans,
+                deps: Arc::new(deps),
+                producer: ProducerSettings {
+                    defaults: self.defaults,
+                    max_payload_bytes: self.max_payload_bytes,
+                    backoffs: self.backoffs.clone(),
+                    command_timeout: self.command_timeout,
+                },
+                backoffs: self.backoffs,
+                queues: Mutex::new(HashMap::new()),
+                worker_events,
+                registered_queues,
+                worker_listeners: registered.worker_listeners,
+                queue_listeners: registered.queue_listeners,
+            }),
+        })
+    }
+}

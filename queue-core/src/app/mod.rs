@@ -1,0 +1,235 @@
+//! `QueueApp`: the one object that holds the connection, the defaults, the
+//! dependencies and the registered processors (the `BullModule.forRoot` equivalent).
+
+mod backoff;
+mod builder;
+mod registrations;
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+pub(crate) use backoff::BackoffRegistry;
+pub use builder::QueueAppBuilder;
+pub use registrations::Registrations;
+
+use crate::deps::Deps;
+use crate::engine::{Connection, EngineQueueEvents, WorkerSettings};
+use crate::error::Error;
+use crate::events::{QueueEvents, WorkerEvent, WorkerEvents};
+use crate::queue::{ProducerSettings, Queue, QueueShared};
+use crate::registry::{QueueListenerRecord, QueuePlan, WorkerListenerRecord};
+use crate::worker::{AttemptTracker, Dispatcher, Listeners, Workers};
+
+/// Redis URL used when none is given.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+/// BullMQ's default key prefix.
+pub const DEFAULT_PREFIX: &str = "bull";
+/// How long a queue call waits for Redis unless configured otherwise.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
+/// Largest payload `add` accepts unless configured otherwise (serialized JSON bytes).
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 512 * 1024;
+
+/// The configured queue system: connection, prefix, default job options, dependencies,
+/// processors. Cheap to clone; every clone shares one Redis connection.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use queue_core::prelude::*;
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct WelcomeEmail { to: String }
+///
+/// struct Mailer;
+///
+/// async fn send_welcome(job: Job<WelcomeEmail>, _mailer: Dep<Mailer>) -> Result<(), JobError> {
+///     println!("welcome, {}", job.data.to);
+///     Ok(())
+/// }
+///
+/// # async fn demo() -> queue_core::Result<()> {
+/// let app = QueueApp::builder()
+///     .redis("redis://127.0.0.1:6379")
+///     .provide(Mailer)
+///     .processor(Processor::new("email").concurrency(5).job("welcome", send_welcome))
+///     .build()
+///     .await?;
+///
+/// let email = app.queue::<WelcomeEmail>("email")?;
+/// email.add("welcome", WelcomeEmail { to: "ada@example.com".into() }, JobOptions::new()).await?;
+///
+/// let workers = app.start_workers().await?;
+/// workers.shutdown(Duration::from_secs(30)).await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct QueueApp {
+    inner: Arc<AppInner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct AppInner {
+    conn: Connection,
+    plans: Vec<QueuePlan>,
+    deps: Arc<Deps>,
+    producer: ProducerSettings,
+    backoffs: BackoffRegistry,
+    queues: Mutex<HashMap<String, Arc<QueueShared>>>,
+    worker_events: broadcast::Sender<WorkerEvent>,
+    worker_listeners: Vec<&'static WorkerListenerRecord>,
+    queue_listeners: Vec<&'static QueueListenerRecord>,
+    /// Queues with a processor or an `#[inject_queue]` producer in this app.
+    registered_queues: std::collections::BTreeSet<String>,
+}
+
+impl QueueApp {
+    /// Starts configuring an app.
+    pub fn builder() -> QueueAppBuilder {
+        QueueAppBuilder::default()
+    }
+
+    /// A typed producer for `name`. Cheap: handles are cached and share the connection.
+    pub fn queue<T: Serialize>(&self, name: &str) -> Result<Queue<T>, Error> {
+        if name.is_empty() || name.contains(':') {
+            return Err(Error::invalid(
+                "queue",
+                format!("`{name}` must be non-empty and without ':' (BullMQ's key separator)"),
+            ));
+        }
+        let mut queues = self
+            .inner
+            .queues
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let shared = queues
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                Arc::new(QueueShared::new(
+                    name,
+                    self.inner.conn.clone(),
+                    self.inner.producer.clone(),
+                ))
+            })
+            .clone();
+        Ok(Queue::new(shared, PhantomData))
+    }
+
+    /// Starts a worker for every queue with a registered processor, and every
+    /// `#[on_worker_event]` / `#[on_queue_event]` listener.
+    pub async fn start_workers(&self) -> Result<Workers, Error> {
+        let all: Vec<&str> = self.inner.plans.iter().map(|p| p.queue.as_str()).collect();
+        self.start(&all, |_| true).await
+    }
+
+    /// Starts workers for these queues only (a worker-only process for some queues),
+    /// with the event listeners of these queues. A queue without a processor in this
+    /// app is refused, naming the ones there are.
+    pub async fn start_workers_for(&self, queues: &[&str]) -> Result<Workers, Error> {
+        self.start(queues, |q| queues.contains(&q)).await
+    }
+
+    async fn start(
+        &self,
+        queues: &[&str],
+        listen_to: impl Fn(&str) -> bool,
+    ) -> Result<Workers, Error> {
+        let mut deps = (*self.inner.deps).clone();
+        deps.insert(Arc::new(self.clone()));
+        let deps = Arc::new(deps);
+        let mut dispatchers = Vec::new();
+        for queue in queues {
+            let Some(plan) = self.inner.plans.iter().find(|p| p.queue == *queue) else {
+                return Err(Error::invalid(
+                    "queues",
+                    format!(
+                        "no processor is registered for queue `{queue}`; registered: {}",
+                        self.processor_queues().join(", ")
+                    ),
+                ));
+            };
+            let settings = WorkerSettings {
+                queue: plan.queue.clone(),
+                concurrency: plan.concurrency,
+                lock_duration: plan.lock_duration,
+                limiter: plan.limiter,
+                backoff: self.inner.backoffs.as_engine_fn(),
+            };
+            let dispatcher = Dispatcher {
+                plan: plan.clone(),
+                deps: deps.clone(),
+                tracker: Arc::new(AttemptTracker::new(
+                    plan.queue.clone(),
+                    self.inner.worker_events.clone(),
+                )),
+            };
+            dispatchers.push((settings, dispatcher));
+        }
+        // Subscribe before any worker starts, so no event is missed.
+        let listeners = Listeners::start(
+            &self.inner.conn,
+            self.inner
+                .worker_listeners
+                .iter()
+                .copied()
+                .filter(|r| listen_to(r.queue))
+                .collect(),
+            self.worker_events(),
+            self.inner
+                .queue_listeners
+                .iter()
+                .copied()
+                .filter(|r| listen_to(r.queue))
+                .collect(),
+        )
+        .await?;
+        Workers::start(&self.inner.conn, dispatchers, listeners).await
+    }
+
+    /// Whether this app knows `queue`: it has a processor or an `#[inject_queue]` producer
+    /// for it, or a handle to it was made with [`QueueApp::queue`]. Status routes serve
+    /// only these.
+    pub fn knows_queue(&self, queue: &str) -> bool {
+        self.inner.registered_queues.contains(queue)
+            || self
+                .inner
+                .queues
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(queue)
+    }
+
+    /// The queues that have a processor in this app, sorted.
+    pub fn processor_queues(&self) -> Vec<&str> {
+        self.inner.plans.iter().map(|p| p.queue.as_str()).collect()
+    }
+
+    /// A subscription to this process's worker events.
+    pub fn worker_events(&self) -> WorkerEvents {
+        WorkerEvents::new(self.inner.worker_events.subscribe())
+    }
+
+    /// Reads `queue`'s Redis event stream (events from every process), from now on.
+    pub async fn queue_events(&self, queue: &str) -> Result<QueueEvents, Error> {
+        Ok(QueueEvents::new(
+            EngineQueueEvents::open(&self.inner.conn, queue).await?,
+        ))
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        self.inner.conn.prefix()
+    }
+
+    /// The Redis URL, password redacted.
+    pub fn redis_url(&self) -> &str {
+        self.inner.conn.display_url()
+    }
+
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.inner.conn
+    }
+}

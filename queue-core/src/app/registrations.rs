@@ -1,0 +1,27 @@
+//! Which attribute-macro registrations of the binary an app uses.
+
+use crate::registry::Registered;
+
+/// Which `#[processor]`, `#[inject_queue]` and event-listener registrations linked into
+/// this binary an app uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Registrations {
+    /// All of them (the default).
+    #[default]
+    All,
+    /// None: only what is given to the builder explicitly.
+    None,
+    /// Those of these queues only (several apps in one binary, e.g. tests).
+    Queues(Vec<String>),
+}
+
+impl Registrations {
+    pub(super) fn collect(&self) -> Registered {
+        match self {
+            Registrations::All => Registered::collect(|_| true),
+            Registrations::None => Registered::default(),
+            Registrations::Queues(queues) => Registered::collect(|q| queues.iter().any(|k| k == q)),
+        }
+    }
+}
