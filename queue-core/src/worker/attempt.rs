@@ -6,14 +6,17 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::future::Future;
+
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use tracing::Instrument;
 
 use super::tracker::AttemptTracker;
 use crate::deps::Deps;
-use crate::engine::AttemptFailure;
-use crate::engine::{ProcessFn, RawAttempt};
+use crate::engine::{AttemptFailure, CancelSignal, ProcessFn, RawAttempt};
+use crate::handler::JobError;
+use crate::job::Job;
 use crate::registry::QueuePlan;
 
 /// Everything an attempt of one queue needs, shared by its concurrent attempts.
@@ -40,72 +43,106 @@ impl Dispatcher {
             job.attempt(),
             job.max_attempts(),
         );
-        let trace_id = job.trace_id().unwrap_or_default().to_owned();
-        let trace_id = &trace_id;
-        let span = tracing::info_span!("job", queue = %self.plan.queue, job_id = %id, name = %name, attempt, trace_id = %trace_id);
+        let span = tracing::info_span!(
+            "job",
+            queue = %self.plan.queue,
+            job_id = %id,
+            name = %name,
+            attempt,
+            trace_id = %job.trace_id().unwrap_or_default(),
+        );
         self.tracker.started(&id, &name, attempt, max_attempts);
-
-        let outcome = async {
-            let Some(planned) = self.plan.handler_for(&name) else {
-                return Err(unrecoverable(format!(
-                    "no handler for job name `{name}` on queue `{}`; this worker handles: {}",
-                    self.plan.queue,
-                    self.plan.known_names()
-                )));
-            };
-            let cancel = job.cancel_signal();
-            let job_timeout = job.options().get_timeout();
-            // Jobs the handler adds inherit its trace id, so a fan-out stays one trace.
-            let handler = planned.handler.run(job, &self.deps);
-            let handler = AssertUnwindSafe(crate::trace::scope(trace_id.clone(), handler)).catch_unwind();
-            let limit = job_timeout.or(planned.timeout);
-            let deadline = async move {
-                match limit {
-                    Some(limit) => {
-                        tokio::time::sleep(limit).await;
-                        limit
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            let grace = self.plan.cancel_grace;
-            let cancelled_and_ignored = async {
-                cancel.cancelled().await;
-                tokio::time::sleep(grace).await;
-            };
-            tokio::select! {
-                result = handler => match result {
-                    Ok(Ok(value)) => Ok(value),
-                    Ok(Err(e)) if cancel.is_cancelled() => Err(unrecoverable(format!("cancelled: {}", e.message()))),
-                    Ok(Err(e)) => Err(AttemptFailure { reason: e.message().to_owned(), retryable: e.is_retryable() }),
-                    Err(panic) => Err(AttemptFailure {
-                        reason: format!("handler panicked: {}", panic_message(panic.as_ref())),
-                        retryable: true,
-                    }),
-                },
-                limit = deadline => Err(AttemptFailure { reason: format!("timed out after {}", human(limit)), retryable: true }),
-                () = cancelled_and_ignored => Err(unrecoverable(format!(
-                    "cancelled: the handler did not stop within {} of the request", human(grace)
-                ))),
-            }
-        }
-        .instrument(span.clone())
-        .await;
+        let outcome = self.attempt(job).instrument(span.clone()).await;
 
         let _entered = span.enter();
         match &outcome {
             Ok(_) => tracing::info!("job completed"),
-            Err(f) => {
-                let is_final = !f.retryable || attempt >= max_attempts;
-                self.tracker.failed_finally(&id, is_final);
+            Err(failure) => {
+                let is_final = !failure.retryable || attempt >= max_attempts;
+                self.tracker.failed(&id, is_final);
                 if is_final {
-                    tracing::warn!(reason = %f.reason, "job failed for good");
+                    tracing::warn!(reason = %failure.reason, "job failed for good");
                 } else {
-                    tracing::info!(reason = %f.reason, "attempt failed, will retry");
+                    tracing::info!(reason = %failure.reason, "attempt failed, will retry");
                 }
             }
         }
         outcome
+    }
+
+    /// Finds the job's handler and runs it under supervision.
+    async fn attempt(
+        &self,
+        job: Job<serde_json::Value>,
+    ) -> Result<serde_json::Value, AttemptFailure> {
+        let Some(planned) = self.plan.handler_for(job.name()) else {
+            return Err(unrecoverable(format!(
+                "no handler for job name `{}` on queue `{}`; this worker handles: {}",
+                job.name(),
+                self.plan.queue,
+                self.plan.known_names()
+            )));
+        };
+        let supervision = Supervision {
+            timeout: job.options().get_timeout().or(planned.timeout),
+            cancel: job.cancel_signal(),
+            cancel_grace: self.plan.cancel_grace,
+        };
+        // Jobs the handler adds inherit its trace id, so a fan-out stays one trace.
+        let trace_id = job.trace_id().unwrap_or_default().to_owned();
+        let handler = crate::trace::scope(trace_id, planned.handler.run(job, &self.deps));
+        supervision.run(handler).await
+    }
+}
+
+/// What an attempt is watched for besides its own outcome.
+struct Supervision {
+    timeout: Option<Duration>,
+    cancel: CancelSignal,
+    cancel_grace: Duration,
+}
+
+impl Supervision {
+    /// Runs `handler` until it ends, panics, runs out of time, or ignores a cancellation
+    /// for longer than the grace; the future is dropped in the last two cases.
+    async fn run(
+        self,
+        handler: impl Future<Output = Result<serde_json::Value, JobError>>,
+    ) -> Result<serde_json::Value, AttemptFailure> {
+        let Supervision {
+            timeout,
+            cancel,
+            cancel_grace,
+        } = self;
+        let deadline = async {
+            match timeout {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        let cancelled_and_ignored = async {
+            cancel.cancelled().await;
+            tokio::time::sleep(cancel_grace).await;
+        };
+        tokio::select! {
+            result = AssertUnwindSafe(handler).catch_unwind() => match result {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(e)) if cancel.is_cancelled() => Err(unrecoverable(format!("cancelled: {}", e.message()))),
+                Ok(Err(e)) => Err(AttemptFailure { reason: e.message().to_owned(), retryable: e.is_retryable() }),
+                Err(panic) => Err(AttemptFailure {
+                    reason: format!("handler panicked: {}", panic_message(panic.as_ref())),
+                    retryable: true,
+                }),
+            },
+            () = deadline => Err(AttemptFailure {
+                reason: format!("timed out after {}", human(timeout.unwrap_or_default())),
+                retryable: true,
+            }),
+            () = cancelled_and_ignored => Err(unrecoverable(format!(
+                "cancelled: the handler did not stop within {} of the request",
+                human(cancel_grace)
+            ))),
+        }
     }
 }
 

@@ -54,7 +54,8 @@ impl AttemptTracker {
         });
     }
 
-    pub(crate) fn failed_finally(&self, job_id: &str, is_final: bool) {
+    /// Records whether the failed attempt was the job's last.
+    pub(crate) fn failed(&self, job_id: &str, is_final: bool) {
         if let Some(facts) = self.facts().get_mut(job_id) {
             facts.is_final = is_final;
         }
@@ -121,7 +122,7 @@ mod tests {
         let (tx, mut rx) = broadcast::channel(8);
         let tracker = AttemptTracker::new("email".into(), tx);
         tracker.started("j1", "welcome", 2, 3);
-        tracker.failed_finally("j1", false);
+        tracker.failed("j1", false);
         tracker.on_engine_event(EngineEvent::Failed {
             job_id: "j1".into(),
             reason: "smtp down".into(),
