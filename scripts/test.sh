@@ -39,7 +39,8 @@ command -v redis-server >/dev/null || apt_install redis-server
 command -v openssl >/dev/null || apt_install openssl
 
 if [ -f tests/node/package-lock.json ]; then
-  say "Node test peer (bullmq)"
+  say "Node test peer (bullmq, tests/node)"
+  command -v npm >/dev/null || apt_install nodejs npm
   (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use queue_core::{testing, QueueApp, QueueAppBuilder};
 
 pub mod http;
+pub mod node;
 mod private_redis;
 
 pub use private_redis::{free_port, PrivateRedis};

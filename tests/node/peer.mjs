@@ -1,0 +1,82 @@
+// The Node BullMQ side of the interop tests. One command per run; every result is one
+// JSON object per line on stdout, read by tests/tests/interop.rs.
+//
+//   node peer.mjs produce <queue> '<json array of {name, data, opts}>'
+//   node peer.mjs work <queue> <count>     process <count> jobs, then exit
+//   node peer.mjs events <queue> <count>   print stream events until <count> "completed"
+//   node peer.mjs counts <queue>
+//
+// Environment: REDIS_URL (default redis://127.0.0.1:6379), PREFIX (default bull).
+import { Queue, QueueEvents, Worker } from 'bullmq';
+
+const url = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+const connection = { host: url.hostname, port: Number(url.port || 6379), maxRetriesPerRequest: null };
+const prefix = process.env.PREFIX ?? 'bull';
+const [command, queueName, arg] = process.argv.slice(2);
+const print = (value) => process.stdout.write(JSON.stringify(value) + '\n');
+
+async function produce() {
+  const queue = new Queue(queueName, { connection, prefix });
+  for (const { name, data, opts } of JSON.parse(arg)) {
+    const job = await queue.add(name, data, opts);
+    print({ added: job.id });
+  }
+  await queue.close();
+}
+
+async function work() {
+  const wanted = Number(arg);
+  let finished = 0;
+  let resolveDone;
+  const done = new Promise((resolve) => (resolveDone = resolve));
+  const worker = new Worker(
+    queueName,
+    async (job) => {
+      print({ id: job.id, name: job.name, data: job.data, opts: job.opts, attemptsMade: job.attemptsMade });
+      if (job.data && job.data.failFirst && job.attemptsMade === 0) {
+        throw new Error('node says: first attempt fails');
+      }
+      return { echo: job.data, by: 'node' };
+    },
+    { connection, prefix, concurrency: 4 },
+  );
+  const settle = () => {
+    finished += 1;
+    if (finished >= wanted) resolveDone();
+  };
+  worker.on('completed', settle);
+  worker.on('failed', (job) => {
+    if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) settle();
+  });
+  await done;
+  await worker.close();
+}
+
+async function events() {
+  const wanted = Number(arg);
+  const queueEvents = new QueueEvents(queueName, { connection, prefix, lastEventId: '0-0' });
+  let completed = 0;
+  await new Promise((resolve) => {
+    for (const name of ['added', 'active', 'completed', 'failed']) {
+      queueEvents.on(name, (event) => {
+        print({ event: name, ...event });
+        if (name === 'completed' && ++completed >= wanted) resolve();
+      });
+    }
+  });
+  await queueEvents.close();
+}
+
+async function counts() {
+  const queue = new Queue(queueName, { connection, prefix });
+  print(await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed'));
+  await queue.close();
+}
+
+const commands = { produce, work, events, counts };
+if (!commands[command]) {
+  console.error(`unknown command ${command}; use one of ${Object.keys(commands).join(', ')}`);
+  process.exit(2);
+}
+await commands[command]();
+process.exit(0);
