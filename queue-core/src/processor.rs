@@ -31,6 +31,7 @@ pub struct Processor {
     pub(crate) timeout: Option<Duration>,
     pub(crate) lock_duration: Option<Duration>,
     pub(crate) limiter: Option<(u64, Duration)>,
+    pub(crate) stalled_interval: Option<Duration>,
     pub(crate) cancel_grace: Duration,
     pub(crate) handlers: Vec<RegisteredHandler>,
 }
@@ -52,6 +53,7 @@ impl Processor {
             timeout: None,
             lock_duration: None,
             limiter: None,
+            stalled_interval: None,
             cancel_grace: DEFAULT_CANCEL_GRACE,
             handlers: Vec::new(),
         }
@@ -80,6 +82,14 @@ impl Processor {
     /// Start at most `max` jobs per `per` across this queue's workers.
     pub fn limiter(mut self, max: u64, per: Duration) -> Self {
         self.limiter = Some((max, per));
+        self
+    }
+
+    /// How often this worker looks for stalled jobs: active jobs whose lock expired
+    /// because their worker died (BullMQ default: 30 s). A stalled job goes back to
+    /// waiting and runs again.
+    pub fn stalled_interval(mut self, interval: Duration) -> Self {
+        self.stalled_interval = Some(interval);
         self
     }
 

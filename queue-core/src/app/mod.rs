@@ -156,6 +156,7 @@ impl QueueApp {
                 concurrency: plan.concurrency,
                 lock_duration: plan.lock_duration,
                 limiter: plan.limiter,
+                stalled_interval: plan.stalled_interval,
                 backoff: self.inner.backoffs.as_engine_fn(),
             };
             let dispatcher = Dispatcher {

@@ -203,6 +203,7 @@ pub(crate) fn job_meta(job: &bullmq::Job, queue: &str) -> JobMeta {
         name: job.name().to_owned(),
         queue: queue.to_owned(),
         attempts_made: job.attempts_made(),
+        attempts_started: job.attempts_started(),
         timestamp_ms: job.timestamp(),
         options: options_from_engine(job.opts()),
         trace_id: None,

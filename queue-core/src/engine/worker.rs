@@ -57,6 +57,7 @@ pub(crate) struct WorkerSettings {
     pub(crate) concurrency: usize,
     pub(crate) lock_duration: Option<Duration>,
     pub(crate) limiter: Option<(u64, Duration)>,
+    pub(crate) stalled_interval: Option<Duration>,
     pub(crate) backoff: Option<BackoffFn>,
 }
 
@@ -90,6 +91,9 @@ impl EngineWorker {
         options.run_retry_delay = millis(RUN_RETRY_DELAY);
         if let Some(lock) = settings.lock_duration {
             options.lock_duration = millis(lock);
+        }
+        if let Some(interval) = settings.stalled_interval {
+            options.stalled_interval = millis(interval).max(1);
         }
         if let Some((max, per)) = settings.limiter {
             options.limiter = Some(bullmq::RateLimiterOptions::new(max, per));

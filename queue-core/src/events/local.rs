@@ -59,7 +59,8 @@ pub enum WorkerEvent {
         /// The progress value.
         progress: Value,
     },
-    /// A job of this queue was found stalled (its worker died or blocked) and recovered.
+    /// This worker runs a job again whose earlier run was lost (its worker died or
+    /// blocked past its lock): the stall was recovered.
     Stalled {
         /// The queue.
         queue: String,

@@ -25,6 +25,9 @@ pub(crate) struct JobMeta {
     pub(crate) name: String,
     pub(crate) queue: String,
     pub(crate) attempts_made: u32,
+    /// Starts so far, this one included; more than `attempts_made + 1` means an
+    /// earlier start never finished (its worker died or stalled).
+    pub(crate) attempts_started: u32,
     pub(crate) timestamp_ms: u64,
     pub(crate) options: JobOptions,
     pub(crate) trace_id: Option<String>,
@@ -94,6 +97,7 @@ impl<T> Job<T> {
             name: "test".to_owned(),
             queue: "test".to_owned(),
             attempts_made: 0,
+            attempts_started: 1,
             timestamp_ms: now_ms(),
             options: JobOptions::default(),
             trace_id: None,
@@ -149,6 +153,12 @@ impl<T> Job<T> {
     /// This attempt's number, 1-based.
     pub fn attempt(&self) -> u32 {
         self.meta.attempts_made + 1
+    }
+
+    /// Whether an earlier run of this job was lost (its worker died or stalled) and
+    /// this run is the recovery.
+    pub fn recovered_from_stall(&self) -> bool {
+        self.meta.attempts_started > self.meta.attempts_made + 1
     }
 
     /// Attempts allowed in total.

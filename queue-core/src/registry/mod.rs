@@ -24,6 +24,7 @@ pub(crate) struct QueuePlan {
     pub(crate) concurrency: usize,
     pub(crate) lock_duration: Option<Duration>,
     pub(crate) limiter: Option<(u64, Duration)>,
+    pub(crate) stalled_interval: Option<Duration>,
     pub(crate) cancel_grace: Duration,
     pub(crate) by_name: BTreeMap<String, PlannedHandler>,
     pub(crate) fallback: Option<PlannedHandler>,

@@ -98,6 +98,7 @@ pub(crate) fn merge_processors(
             concurrency: processor.concurrency,
             lock_duration: processor.lock_duration,
             limiter: processor.limiter,
+            stalled_interval: processor.stalled_interval,
             cancel_grace: processor.cancel_grace,
             by_name: BTreeMap::new(),
             fallback: None,
@@ -155,6 +156,10 @@ fn check_queue_name(queue: &str, problems: &mut Vec<String>) {
 /// limiter settings must agree because they are the worker's, not a handler's.
 fn merge_settings(plan: &mut QueuePlan, processor: &Processor, problems: &mut Vec<String>) {
     plan.concurrency = plan.concurrency.max(processor.concurrency);
+    plan.stalled_interval = match (plan.stalled_interval, processor.stalled_interval) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     plan.cancel_grace = plan.cancel_grace.max(processor.cancel_grace);
     let queue = &plan.queue;
     match (plan.lock_duration, processor.lock_duration) {

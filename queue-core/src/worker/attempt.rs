@@ -51,6 +51,14 @@ impl Dispatcher {
             attempt,
             trace_id = %job.trace_id().unwrap_or_default(),
         );
+        if job.recovered_from_stall() {
+            // The engine's stalled checker does not report what it recovers (it misreads
+            // the script's reply), so the worker that runs the job again says so.
+            span.in_scope(|| {
+                tracing::warn!("job recovered after a stall: an earlier run never finished")
+            });
+            self.tracker.stalled(&id);
+        }
         self.tracker.started(&id, &name, attempt, max_attempts);
         let outcome = self.attempt(job).instrument(span.clone()).await;
 

@@ -54,6 +54,14 @@ impl AttemptTracker {
         });
     }
 
+    /// Reports a job that is run again because an earlier run was lost.
+    pub(crate) fn stalled(&self, job_id: &str) {
+        self.publish(WorkerEvent::Stalled {
+            queue: self.queue.clone(),
+            job_id: job_id.to_owned(),
+        });
+    }
+
     /// Records whether the failed attempt was the job's last.
     pub(crate) fn failed(&self, job_id: &str, is_final: bool) {
         if let Some(facts) = self.facts().get_mut(job_id) {
