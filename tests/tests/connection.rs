@@ -161,3 +161,52 @@ async fn a_worker_resumes_within_seconds_when_redis_comes_back() {
     );
     assert!(workers.shutdown(SOON).await.is_clean());
 }
+
+#[tokio::test]
+async fn killed_connections_are_survived_by_the_next_add_and_the_worker() {
+    let redis = PrivateRedis::start();
+    let url = format!("redis://127.0.0.1:{}", redis.port());
+    let app = QueueApp::builder()
+        .redis(&url)
+        .processor(Processor::new("cut").any_job(echo))
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<String>("cut").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    q.add("e", "before".into(), JobOptions::new().job_id("before-1"))
+        .await
+        .unwrap();
+    wait_for_state(&q, "before-1", JobState::Completed, SOON).await;
+
+    // Every client connection of the app (producer, worker, blocking fetch, pub/sub).
+    let mut admin = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut admin)
+        .unwrap();
+    assert!(killed >= 3, "killed {killed} connections");
+
+    // The first command after the cut fails; an add with a job id is retried once, so
+    // the caller sees it succeed at the first call.
+    let added = q
+        .add("e", "after".into(), JobOptions::new().job_id("after-1"))
+        .await
+        .unwrap();
+    assert!(!added.duplicate);
+    let started = std::time::Instant::now();
+    wait_for_state(&q, "after-1", JobState::Completed, SOON).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the worker resumed after {:?}",
+        started.elapsed()
+    );
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
