@@ -3,11 +3,28 @@
 
 use std::time::Duration;
 
-use queue_core::{Job, JobError, JobOptions, JobState, Processor, QueueApp, Tls};
+use queue_core::{Job, JobError, JobOptions, JobState, Processor, Queue, QueueApp, Tls, Workers};
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, SOON};
 
 async fn echo(job: Job<String>) -> Result<String, JobError> {
     Ok(job.data)
+}
+
+/// An app on `redis` with a worker for `queue`, shown to work with one job.
+async fn working_on(redis: &PrivateRedis, queue: &str) -> (QueueApp, Queue<String>, Workers) {
+    let app = QueueApp::builder()
+        .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .processor(Processor::new(queue).any_job(echo))
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<String>(queue).unwrap();
+    let workers = app.start_workers().await.unwrap();
+    q.add("e", "before".into(), JobOptions::new().job_id("before-1"))
+        .await
+        .unwrap();
+    wait_for_state(&q, "before-1", JobState::Completed, SOON).await;
+    (app, q, workers)
 }
 
 #[tokio::test]
@@ -55,19 +72,7 @@ async fn rediss_urls_connect_and_run_jobs_over_tls() {
 #[tokio::test]
 async fn redis_going_away_gives_errors_not_panics_and_nothing_hangs() {
     let mut redis = PrivateRedis::start();
-    let url = format!("redis://127.0.0.1:{}", redis.port());
-    let app = QueueApp::builder()
-        .redis(&url)
-        .processor(Processor::new("gone").any_job(echo))
-        .build()
-        .await
-        .unwrap();
-    let q = app.queue::<String>("gone").unwrap();
-    let workers = app.start_workers().await.unwrap();
-    q.add("e", "before".into(), JobOptions::new().job_id("before-1"))
-        .await
-        .unwrap();
-    wait_for_state(&q, "before-1", JobState::Completed, SOON).await;
+    let (_app, q, workers) = working_on(&redis, "gone").await;
 
     redis.kill();
     let err = wait_until(SOON, "an add to fail", || async {
@@ -129,18 +134,7 @@ async fn password_and_database_come_from_the_url() {
 #[tokio::test]
 async fn a_worker_resumes_within_seconds_when_redis_comes_back() {
     let mut redis = PrivateRedis::start();
-    let app = QueueApp::builder()
-        .redis(format!("redis://127.0.0.1:{}", redis.port()))
-        .processor(Processor::new("back").any_job(echo))
-        .build()
-        .await
-        .unwrap();
-    let q = app.queue::<String>("back").unwrap();
-    let workers = app.start_workers().await.unwrap();
-    q.add("e", "before".into(), JobOptions::new().job_id("before-1"))
-        .await
-        .unwrap();
-    wait_for_state(&q, "before-1", JobState::Completed, SOON).await;
+    let (_app, q, workers) = working_on(&redis, "back").await;
 
     redis.restart(); // all data gone, every connection dropped
                      // The producer's first command after the drop may fail; an add with a job id is
@@ -166,18 +160,7 @@ async fn a_worker_resumes_within_seconds_when_redis_comes_back() {
 async fn killed_connections_are_survived_by_the_next_add_and_the_worker() {
     let redis = PrivateRedis::start();
     let url = format!("redis://127.0.0.1:{}", redis.port());
-    let app = QueueApp::builder()
-        .redis(&url)
-        .processor(Processor::new("cut").any_job(echo))
-        .build()
-        .await
-        .unwrap();
-    let q = app.queue::<String>("cut").unwrap();
-    let workers = app.start_workers().await.unwrap();
-    q.add("e", "before".into(), JobOptions::new().job_id("before-1"))
-        .await
-        .unwrap();
-    wait_for_state(&q, "before-1", JobState::Completed, SOON).await;
+    let (_app, q, workers) = working_on(&redis, "cut").await;
 
     // Every client connection of the app (producer, worker, blocking fetch, pub/sub).
     let mut admin = redis::Client::open(url.as_str())
