@@ -286,3 +286,47 @@ async fn the_limiter_spreads_starts_over_time() {
     assert!(starts[4] - starts[0] >= 1_900, "starts {starts:?}");
     workers.shutdown(SOON).await;
 }
+
+#[tokio::test]
+async fn data_that_is_not_json_fails_its_job_clearly_and_the_worker_goes_on() {
+    let redis = TestRedis::new("not-json");
+    let app = redis
+        .app(|b| b.processor(Processor::new("strict").job("strict", strict)))
+        .await;
+    let q = app.queue::<Greeting>("strict").unwrap();
+    let good = || Greeting { to: "Ada".into() };
+    q.add(
+        "strict",
+        good(),
+        JobOptions::new().job_id("bad-1").attempts(3),
+    )
+    .await
+    .unwrap();
+    q.add("strict", good(), JobOptions::new().job_id("good-1"))
+        .await
+        .unwrap();
+    // Another producer wrote something that is not JSON at all.
+    let mut conn = redis::Client::open(queue_tests::redis_url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let key = format!("{}:strict:bad-1", redis.prefix());
+    let () = redis::cmd("HSET")
+        .arg(key)
+        .arg("data")
+        .arg("{not json")
+        .query(&mut conn)
+        .unwrap();
+
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&q, "bad-1", JobState::Failed, SOON).await;
+    wait_for_state(&q, "good-1", JobState::Completed, SOON).await;
+    let bad = q.get_job("bad-1").await.unwrap().unwrap();
+    let reason = bad.failed_reason.unwrap();
+    assert!(
+        reason.starts_with("payload does not fit worker::Greeting"),
+        "{reason}"
+    );
+    assert_eq!(bad.attempts_made, 1, "not retried: retrying cannot fix it");
+    workers.shutdown(SOON).await;
+}
