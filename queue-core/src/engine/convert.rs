@@ -25,7 +25,8 @@ pub(crate) fn engine_error(e: bullmq::Error) -> Error {
     }
 }
 
-fn millis(d: Duration) -> u64 {
+/// Whole milliseconds, saturating at `u64::MAX` (the unit of every BullMQ duration).
+pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 

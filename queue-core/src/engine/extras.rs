@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::connection::Connection;
+use super::convert::millis;
 use crate::error::Error;
 use crate::options::JobOptions;
 
@@ -32,9 +33,7 @@ impl JobExtras {
     /// The extras `opts` asks for, if any.
     pub(crate) fn of(opts: &JobOptions) -> Option<Self> {
         let extras = JobExtras {
-            timeout_ms: opts
-                .timeout
-                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            timeout_ms: opts.timeout.map(millis),
             trace_id: opts.trace_id.as_deref().and_then(crate::trace::sanitize),
         };
         (extras != JobExtras::default()).then_some(extras)

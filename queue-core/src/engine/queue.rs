@@ -7,7 +7,7 @@ use futures::future::try_join_all;
 
 use super::connection::Connection;
 use super::convert::{
-    counts_from_engine, engine_error, job_info, options_to_engine, state_from_engine,
+    counts_from_engine, engine_error, job_info, millis, options_to_engine, state_from_engine,
     state_range_name,
 };
 use super::extras::{self, JobExtras};
@@ -259,7 +259,7 @@ impl EngineQueue {
         limit: u32,
         state: JobState,
     ) -> Result<Vec<String>, Error> {
-        let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        let grace_ms = millis(grace);
         let set = match state {
             JobState::Waiting => "wait",
             other => other.as_str(),
@@ -311,9 +311,7 @@ impl EngineQueue {
     ) -> Result<(), Error> {
         let repeat = bullmq::job_scheduler::RepeatOptions {
             pattern: schedule.cron.clone(),
-            every: schedule
-                .every
-                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            every: schedule.every.map(millis),
             tz: schedule.tz.clone(),
             ..Default::default()
         };

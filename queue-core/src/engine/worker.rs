@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::cancel::CancelSignal;
 use super::connection::Connection;
-use super::convert::{engine_error, job_meta};
+use super::convert::{engine_error, job_meta, millis};
 use super::extras;
 use super::job::LiveJob;
 use super::queue::cancel_channel;
@@ -162,10 +162,6 @@ impl EngineWorker {
         let _ = tokio::time::timeout(Duration::from_secs(1), self.event_task).await;
         still_active
     }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn engine_processor(
