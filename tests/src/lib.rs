@@ -127,5 +127,13 @@ pub async fn wait_for_state<T>(
     .await;
 }
 
+/// Waits until `queue` holds exactly `count` completed jobs.
+pub async fn wait_for_completed<T>(queue: &queue_core::Queue<T>, count: u64, deadline: Duration) {
+    wait_until(deadline, &format!("{count} completed jobs"), || async {
+        (queue.get_job_counts().await.expect("counts").completed == count).then_some(())
+    })
+    .await;
+}
+
 /// The generous deadline for things that should take well under a second.
 pub const SOON: Duration = Duration::from_secs(10);

@@ -136,9 +136,9 @@ async fn a_worker_resumes_within_seconds_when_redis_comes_back() {
     let mut redis = PrivateRedis::start();
     let (_app, q, workers) = working_on(&redis, "back").await;
 
-    redis.restart(); // all data gone, every connection dropped
-                     // The producer's first command after the drop may fail; an add with a job id is
-                     // retried once by `add` itself, so it goes through.
+    // All data gone, every connection dropped. The producer's first command after the
+    // drop may fail; an add with a job id is retried once by `add` itself.
+    redis.restart();
     let added = wait_until(SOON, "an add to succeed again", || async {
         q.add("e", "after".into(), JobOptions::new().job_id("after-1"))
             .await

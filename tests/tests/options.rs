@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queue_core::{Dep, Job, JobError, JobOptions, JobState, Keep, Processor};
-use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
+use queue_tests::{wait_for_completed, wait_for_state, wait_until, TestRedis, SOON};
 
 #[derive(Default)]
 struct Order(Mutex<Vec<String>>);
@@ -113,10 +113,7 @@ async fn retention_keeps_the_last_n_and_drops_old_jobs() {
         (order.0.lock().unwrap().len() == 5).then_some(())
     })
     .await;
-    wait_until(SOON, "two kept", || async {
-        (q.get_job_counts().await.unwrap().completed == 2).then_some(())
-    })
-    .await;
+    wait_for_completed(&q, 2, SOON).await;
     assert!(
         q.get_job("count-0").await.unwrap().is_none(),
         "the oldest is gone, hash and all"

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use queue_core::{Dep, Job, JobError, JobOptions, JobState, Processor};
-use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
+use queue_tests::{wait_for_completed, wait_for_state, TestRedis, SOON};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -222,10 +222,7 @@ async fn concurrency_bounds_the_jobs_running_at_once() {
             .unwrap();
     }
     let workers = app.start_workers().await.unwrap();
-    wait_until(SOON, "12 completed jobs", || async {
-        (q.get_job_counts().await.unwrap().completed == 12).then_some(())
-    })
-    .await;
+    wait_for_completed(&q, 12, SOON).await;
     assert_eq!(PEAK.load(Ordering::SeqCst), 4, "four at once, never more");
     workers.shutdown(SOON).await;
 }
@@ -266,10 +263,7 @@ async fn the_limiter_spreads_starts_over_time() {
             .unwrap();
     }
     let workers = app.start_workers().await.unwrap();
-    wait_until(SOON, "six completed", || async {
-        (q.get_job_counts().await.unwrap().completed == 6).then_some(())
-    })
-    .await;
+    wait_for_completed(&q, 6, SOON).await;
     let mut starts = Vec::new();
     for i in 0..6 {
         starts.push(
