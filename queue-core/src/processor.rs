@@ -32,6 +32,7 @@ pub struct Processor {
     pub(crate) lock_duration: Option<Duration>,
     pub(crate) limiter: Option<(u64, Duration)>,
     pub(crate) stalled_interval: Option<Duration>,
+    pub(crate) max_stalled_count: Option<u32>,
     pub(crate) cancel_grace: Duration,
     pub(crate) handlers: Vec<RegisteredHandler>,
 }
@@ -54,6 +55,7 @@ impl Processor {
             lock_duration: None,
             limiter: None,
             stalled_interval: None,
+            max_stalled_count: None,
             cancel_grace: DEFAULT_CANCEL_GRACE,
             handlers: Vec::new(),
         }
@@ -90,6 +92,15 @@ impl Processor {
     /// waiting and runs again.
     pub fn stalled_interval(mut self, interval: Duration) -> Self {
         self.stalled_interval = Some(interval);
+        self
+    }
+
+    /// How many times a job may stall (its worker died or lost its lock) and still be
+    /// run again; one more stall fails it with "job stalled more than allowable limit"
+    /// (BullMQ default: 1). Raise it where workers are killed often, such as spot
+    /// instances or frequent deploys without a graceful shutdown.
+    pub fn max_stalled_count(mut self, count: u32) -> Self {
+        self.max_stalled_count = Some(count);
         self
     }
 

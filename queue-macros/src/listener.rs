@@ -31,6 +31,7 @@ impl Source {
                 "failed",
                 "progress",
                 "stalled",
+                "blocked",
                 "drained",
                 "error",
             ],

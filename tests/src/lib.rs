@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use queue_core::{testing, QueueApp, QueueAppBuilder};
 
+pub mod chaos;
 pub mod http;
 pub mod node;
 mod private_redis;

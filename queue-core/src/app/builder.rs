@@ -16,7 +16,7 @@ use crate::deps::Deps;
 use crate::engine::Connection;
 use crate::error::Error;
 use crate::events::local;
-use crate::options::{BackoffContext, JobOptions};
+use crate::options::{BackoffContext, JobOptions, Keep};
 use crate::processor::Processor;
 use crate::queue::ProducerSettings;
 use crate::registry::{
@@ -87,7 +87,10 @@ impl QueueAppBuilder {
         self
     }
 
-    /// Options applied to every job that does not set them itself.
+    /// Options applied to every job that does not set them itself. Retention left
+    /// unset here is [`Keep::DEFAULT_COMPLETED`](crate::Keep::DEFAULT_COMPLETED) and
+    /// [`Keep::DEFAULT_FAILED`](crate::Keep::DEFAULT_FAILED); `Keep::All` keeps
+    /// everything, as BullMQ does.
     pub fn default_job_options(mut self, defaults: JobOptions) -> Self {
         self.defaults = defaults;
         self
@@ -237,7 +240,7 @@ impl QueueAppBuilder {
                 plans,
                 deps: Arc::new(deps),
                 producer: ProducerSettings {
-                    defaults: self.defaults,
+                    defaults: with_bounded_retention(self.defaults),
                     max_payload_bytes: self.max_payload_bytes,
                     backoffs: self.backoffs.clone(),
                     command_timeout: self.command_timeout,
@@ -251,4 +254,13 @@ impl QueueAppBuilder {
             }),
         })
     }
+}
+
+/// The app's defaults, with our bounded retention where they leave it unset.
+fn with_bounded_retention(mut defaults: JobOptions) -> JobOptions {
+    defaults.remove_on_complete = defaults
+        .remove_on_complete
+        .or(Some(Keep::DEFAULT_COMPLETED));
+    defaults.remove_on_fail = defaults.remove_on_fail.or(Some(Keep::DEFAULT_FAILED));
+    defaults
 }

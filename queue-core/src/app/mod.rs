@@ -157,6 +157,7 @@ impl QueueApp {
                 lock_duration: plan.lock_duration,
                 limiter: plan.limiter,
                 stalled_interval: plan.stalled_interval,
+                max_stalled_count: plan.max_stalled_count,
                 backoff: self.inner.backoffs.as_engine_fn(),
             };
             let dispatcher = Dispatcher {

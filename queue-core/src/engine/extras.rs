@@ -74,18 +74,19 @@ pub(super) async fn write(
     .await
 }
 
-/// Reads the extras of a job; none when absent or unreadable (the attempt still runs).
-pub(super) async fn read(conn: &Connection, key: &str) -> JobExtras {
+/// Reads the extras of a job: `None` when it has none; empty when they cannot be
+/// read (the attempt still runs).
+pub(super) async fn read(conn: &Connection, key: &str) -> Option<JobExtras> {
     let read: Result<Option<String>, Error> = conn.query(redis::cmd("GET").arg(key)).await;
     match read {
-        Ok(Some(json)) => serde_json::from_str(&json).unwrap_or_else(|e| {
+        Ok(Some(json)) => Some(serde_json::from_str(&json).unwrap_or_else(|e| {
             tracing::warn!(key, error = %e, "unreadable job extras; running without");
             JobExtras::default()
-        }),
-        Ok(None) => JobExtras::default(),
+        })),
+        Ok(None) => None,
         Err(e) => {
             tracing::warn!(key, error = %e, "cannot read the job's timeout and trace id; running without");
-            JobExtras::default()
+            Some(JobExtras::default())
         }
     }
 }

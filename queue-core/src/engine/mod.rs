@@ -11,6 +11,8 @@ mod events;
 mod extras;
 mod job;
 mod queue;
+mod raw_data;
+mod runtime;
 mod worker;
 
 pub(crate) use cancel::CancelSignal;

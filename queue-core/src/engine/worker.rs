@@ -1,5 +1,9 @@
 //! The engine's worker, running our dispatcher: builds `Job<Value>` from the engine's
 //! job, maps outcomes back, forwards the engine's events and listens for cancellations.
+//!
+//! The engine worker itself (fetching, lock renewal, the stalled check) runs on the
+//! engine runtime ([`super::runtime`]); each attempt is spawned onto the app's runtime,
+//! so a handler that blocks its thread cannot starve the renewal of its own lock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +11,8 @@ use std::time::Duration;
 use bullmq::worker::{CancellationToken, WorkerEvent as EngineWorkerEvent};
 use futures::future::BoxFuture;
 use futures::StreamExt;
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::cancel::CancelSignal;
@@ -15,6 +21,8 @@ use super::convert::{engine_error, job_meta, millis};
 use super::extras;
 use super::job::LiveJob;
 use super::queue::cancel_channel;
+use super::raw_data;
+use super::runtime::{on_engine, spawn_on_engine};
 use crate::error::Error;
 use crate::events::EngineEvent;
 use crate::job::{Job, JobContext};
@@ -32,6 +40,9 @@ pub(crate) type BackoffFn =
 /// already read from the extra fields.
 pub(crate) struct RawAttempt {
     pub(crate) job: Job<serde_json::Value>,
+    /// The job's data was missing or not JSON (the engine made it `null`): the
+    /// attempt fails with this reason, and no handler sees it.
+    pub(crate) unreadable_data: Option<String>,
 }
 
 /// How an attempt failed, as the engine needs to know it.
@@ -58,6 +69,7 @@ pub(crate) struct WorkerSettings {
     pub(crate) lock_duration: Option<Duration>,
     pub(crate) limiter: Option<(u64, Duration)>,
     pub(crate) stalled_interval: Option<Duration>,
+    pub(crate) max_stalled_count: Option<u32>,
     pub(crate) backoff: Option<BackoffFn>,
 }
 
@@ -68,6 +80,8 @@ pub(crate) struct EngineWorker {
     worker: Arc<bullmq::Worker>,
     event_task: JoinHandle<()>,
     cancel_task: JoinHandle<()>,
+    /// Tells the watcher of the app's runtime that this close is deliberate.
+    release: oneshot::Sender<()>,
 }
 
 impl std::fmt::Debug for EngineWorker {
@@ -95,6 +109,9 @@ impl EngineWorker {
         if let Some(interval) = settings.stalled_interval {
             options.stalled_interval = millis(interval).max(1);
         }
+        if let Some(count) = settings.max_stalled_count {
+            options.max_stalled_count = count;
+        }
         if let Some((max, per)) = settings.limiter {
             options.limiter = Some(bullmq::RateLimiterOptions::new(max, per));
         }
@@ -102,14 +119,21 @@ impl EngineWorker {
             options.backoff_strategy = Some(engine_backoff(backoff));
         }
 
-        let processor = engine_processor(conn.clone(), queue.clone(), process);
-        let worker = bullmq::Worker::with_options(&queue, processor, options)
-            .await
-            .map_err(|e| Error::Worker {
-                queue: queue.clone(),
-                reason: engine_error(e).to_string(),
-            })?;
+        let app_runtime = Handle::current();
+        let processor = engine_processor(conn.clone(), queue.clone(), process, app_runtime);
+        // Created on the engine runtime, so that every task it spawns runs there.
+        let engine_queue = queue.clone();
+        let worker = on_engine(async move {
+            bullmq::Worker::with_options(&engine_queue, processor, options).await
+        })
+        .await
+        .and_then(|created| created.map_err(engine_error))
+        .map_err(|e| Error::Worker {
+            queue: queue.clone(),
+            reason: e.to_string(),
+        })?;
         let worker = Arc::new(worker);
+        let release = stop_when_app_runtime_ends(&queue, worker.clone())?;
         let event_task = tokio::spawn(forward_events(worker.clone(), sink));
         let cancel_task = tokio::spawn(listen_for_cancels(
             conn.clone(),
@@ -122,6 +146,7 @@ impl EngineWorker {
             worker,
             event_task,
             cancel_task,
+            release,
         })
     }
 
@@ -133,6 +158,8 @@ impl EngineWorker {
     /// Returns how many jobs were still active when it gave up.
     pub(crate) async fn close(self, deadline: Duration) -> usize {
         self.cancel_task.abort();
+        // A deliberate close: the runtime watcher must not close the worker as well.
+        let _ = self.release.send(());
         // An idle engine worker is parked in BZPOPMIN on the queue's marker for up to
         // its drain delay, and `close` waits for it. Once `close` has raised its flag,
         // a marker (what BullMQ's add scripts write) wakes it at once; other workers
@@ -154,9 +181,13 @@ impl EngineWorker {
                 }
             }
         };
-        let (closed, ()) = tokio::join!(self.worker.close(millis(deadline)), wake);
-        drop(closed);
-        let still_active = self.worker.active_count().await;
+        let worker = self.worker.clone();
+        let close = on_engine(async move {
+            drop(worker.close(millis(deadline)).await);
+            worker.active_count().await
+        });
+        let (closed, ()) = tokio::join!(close, wake);
+        let still_active = closed.unwrap_or_default();
         // The engine sends `Closed` last; the forwarder stops on it. Bound the wait
         // in case the event was lost.
         let _ = tokio::time::timeout(Duration::from_secs(1), self.event_task).await;
@@ -164,10 +195,13 @@ impl EngineWorker {
     }
 }
 
+/// Runs on the engine runtime: each attempt is spawned onto the app's runtime and
+/// awaited from here, where a blocked app thread cannot hold up the engine.
 fn engine_processor(
     conn: Connection,
     queue: String,
     process: ProcessFn,
+    app_runtime: Handle,
 ) -> bullmq::worker::ProcessorFn {
     Arc::new(move |engine_job: bullmq::Job, token: CancellationToken| {
         let mut meta = job_meta(&engine_job, &queue);
@@ -176,17 +210,42 @@ fn engine_processor(
         let key = extras::key(&conn, &queue, &meta.id);
         let conn = conn.clone();
         let process = process.clone();
-        Box::pin(async move {
+        let queue_name = queue.clone();
+        let attempt = app_runtime.spawn(async move {
             // One round trip before the handler starts, so that the timeout holds from
             // the first instant and every log line of the attempt carries the trace id.
-            let extras = extras::read(&conn, &key).await;
+            let stored = extras::read(&conn, &key).await;
+            let had_extras = stored.is_some();
+            let extras = stored.unwrap_or_default();
             meta.options.timeout = extras.timeout();
             meta.trace_id = extras.trace_id;
+            let unreadable_data = if data.is_null() {
+                raw_data::problem(&conn, &queue_name, &meta.id).await
+            } else {
+                None
+            };
             let job = Job::from_parts(data, Arc::new(meta), ctx, CancelSignal::from_engine(token));
-            let outcome = process(RawAttempt { job }).await;
-            if outcome.is_ok() {
-                extras::forget(&conn, &key).await;
+            let outcome = process(RawAttempt {
+                job,
+                unreadable_data,
+            })
+            .await;
+            if outcome.is_ok() && had_extras {
+                // Not awaited: the completion need not wait for housekeeping, and the
+                // key expires by itself should this be lost.
+                tokio::spawn(async move { extras::forget(&conn, &key).await });
             }
+            outcome
+        });
+        Box::pin(async move {
+            let outcome = attempt.await.unwrap_or_else(|e| {
+                // Our dispatcher catches handler panics, so this is the app's runtime
+                // shutting down under a running attempt.
+                Err(AttemptFailure {
+                    reason: format!("the attempt was stopped with its runtime: {e}"),
+                    retryable: true,
+                })
+            });
             outcome.map_err(|failure| {
                 if failure.retryable {
                     bullmq::Error::ProcessingError(failure.reason)
@@ -210,6 +269,36 @@ fn engine_backoff(backoff: BackoffFn) -> bullmq::BackoffStrategyFn {
             backoff(name, &ctx).map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         Box::pin(std::future::ready(wait))
     })
+}
+
+/// Closes the engine worker once the app's runtime is gone (a test's runtime ending
+/// without a shutdown, say); it would otherwise go on fetching jobs nobody can run.
+///
+/// A task on the app's runtime holds a sender: the runtime's shutdown drops it, which
+/// wakes the watcher on the engine. The returned sender releases the task, for a
+/// deliberate close; if it is dropped instead, the task keeps watching.
+fn stop_when_app_runtime_ends(
+    queue: &str,
+    worker: Arc<bullmq::Worker>,
+) -> Result<oneshot::Sender<()>, Error> {
+    let (alive, gone) = oneshot::channel::<()>();
+    let (release, released) = oneshot::channel::<()>();
+    let queue = queue.to_owned();
+    spawn_on_engine(async move {
+        if gone.await.is_err() {
+            tracing::debug!(queue = %queue, "the app's runtime ended without a shutdown; stopping its worker");
+            drop(worker.close(0).await);
+        }
+    })?;
+    tokio::spawn(async move {
+        if released.await.is_ok() {
+            let _ = alive.send(());
+        } else {
+            let _alive = alive;
+            std::future::pending::<()>().await;
+        }
+    });
+    Ok(release)
 }
 
 /// The engine's event channel is unbounded: drain it always, so it cannot grow.

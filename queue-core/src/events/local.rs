@@ -67,6 +67,20 @@ pub enum WorkerEvent {
         /// The job id.
         job_id: String,
     },
+    /// A handler held its thread for `blocked_for` in one go, without yielding
+    /// (CPU work or a blocking call in async code). Its lock is safe, as the engine
+    /// renews locks on its own threads, but the app's other tasks waited meanwhile:
+    /// move the work into `tokio::task::spawn_blocking`.
+    Blocked {
+        /// The queue.
+        queue: String,
+        /// The job id.
+        job_id: String,
+        /// The job name.
+        name: String,
+        /// The longest single stretch the handler held its thread.
+        blocked_for: std::time::Duration,
+    },
     /// The queue has no job ready for this worker.
     Drained {
         /// The queue.
@@ -90,13 +104,14 @@ impl WorkerEvent {
             | WorkerEvent::Failed { queue, .. }
             | WorkerEvent::Progress { queue, .. }
             | WorkerEvent::Stalled { queue, .. }
+            | WorkerEvent::Blocked { queue, .. }
             | WorkerEvent::Drained { queue }
             | WorkerEvent::Error { queue, .. } => queue,
         }
     }
 
     /// The event's kind, as `#[on_worker_event]` names it: `active`, `completed`,
-    /// `failed`, `progress`, `stalled`, `drained` or `error`.
+    /// `failed`, `progress`, `stalled`, `blocked`, `drained` or `error`.
     pub fn kind(&self) -> &'static str {
         match self {
             WorkerEvent::Active { .. } => "active",
@@ -104,6 +119,7 @@ impl WorkerEvent {
             WorkerEvent::Failed { .. } => "failed",
             WorkerEvent::Progress { .. } => "progress",
             WorkerEvent::Stalled { .. } => "stalled",
+            WorkerEvent::Blocked { .. } => "blocked",
             WorkerEvent::Drained { .. } => "drained",
             WorkerEvent::Error { .. } => "error",
         }
@@ -116,7 +132,8 @@ impl WorkerEvent {
             | WorkerEvent::Completed { job_id, .. }
             | WorkerEvent::Failed { job_id, .. }
             | WorkerEvent::Progress { job_id, .. }
-            | WorkerEvent::Stalled { job_id, .. } => Some(job_id),
+            | WorkerEvent::Stalled { job_id, .. }
+            | WorkerEvent::Blocked { job_id, .. } => Some(job_id),
             WorkerEvent::Drained { .. } | WorkerEvent::Error { .. } => None,
         }
     }

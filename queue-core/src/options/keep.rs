@@ -13,6 +13,10 @@ use std::time::Duration;
 ///     .remove_on_fail(Keep::Age(Duration::from_secs(7 * 24 * 3600)));
 /// assert!(opts.validate().is_ok());
 /// ```
+///
+/// When neither the job nor the app's default job options say, completed jobs follow
+/// [`Keep::DEFAULT_COMPLETED`] and failed ones [`Keep::DEFAULT_FAILED`], so Redis
+/// memory stays bounded under any load. (BullMQ itself keeps everything.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keep {
     /// Keep every finished job (Redis grows until something cleans it).
@@ -30,4 +34,18 @@ pub enum Keep {
         /// Maximum age kept.
         age: Duration,
     },
+}
+
+impl Keep {
+    /// Completed jobs kept by default: the last 1,000. Enough to look at recent work on
+    /// a dashboard; results a caller needs for longer belong in a database.
+    ///
+    /// A count, not a count and an age: BullMQ stores an age as an object in the job's
+    /// options, which then no longer fit Redis's compact hash encoding, and every
+    /// waiting job would take 2.4 times the memory (measured in `BENCHMARKS.md`).
+    pub const DEFAULT_COMPLETED: Keep = Keep::Last(1_000);
+
+    /// Failed jobs kept by default: the last 10,000, as a dead-letter set to inspect
+    /// and retry from.
+    pub const DEFAULT_FAILED: Keep = Keep::Last(10_000);
 }

@@ -25,6 +25,7 @@ pub(crate) struct QueuePlan {
     pub(crate) lock_duration: Option<Duration>,
     pub(crate) limiter: Option<(u64, Duration)>,
     pub(crate) stalled_interval: Option<Duration>,
+    pub(crate) max_stalled_count: Option<u32>,
     pub(crate) cancel_grace: Duration,
     pub(crate) by_name: BTreeMap<String, PlannedHandler>,
     pub(crate) fallback: Option<PlannedHandler>,

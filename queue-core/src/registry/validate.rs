@@ -99,6 +99,7 @@ pub(crate) fn merge_processors(
             lock_duration: processor.lock_duration,
             limiter: processor.limiter,
             stalled_interval: processor.stalled_interval,
+            max_stalled_count: processor.max_stalled_count,
             cancel_grace: processor.cancel_grace,
             by_name: BTreeMap::new(),
             fallback: None,
@@ -160,6 +161,7 @@ fn merge_settings(plan: &mut QueuePlan, processor: &Processor, problems: &mut Ve
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
+    plan.max_stalled_count = plan.max_stalled_count.max(processor.max_stalled_count);
     plan.cancel_grace = plan.cancel_grace.max(processor.cancel_grace);
     let queue = &plan.queue;
     match (plan.lock_duration, processor.lock_duration) {

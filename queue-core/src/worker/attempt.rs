@@ -12,6 +12,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tracing::Instrument;
 
+use super::blocking::{PollWatch, BLOCKING_REPORT_AFTER};
 use super::tracker::AttemptTracker;
 use crate::deps::Deps;
 use crate::engine::{AttemptFailure, CancelSignal, ProcessFn, RawAttempt};
@@ -60,9 +61,20 @@ impl Dispatcher {
             self.tracker.stalled(&id);
         }
         self.tracker.started(&id, &name, attempt, max_attempts);
-        let outcome = self.attempt(job).instrument(span.clone()).await;
+        let (outcome, longest_poll) = match raw.unreadable_data {
+            Some(problem) => (Err(unrecoverable(problem)), Duration::ZERO),
+            None => self.attempt(job).instrument(span.clone()).await,
+        };
 
         let _entered = span.enter();
+        if longest_poll >= BLOCKING_REPORT_AFTER {
+            tracing::warn!(
+                blocked_ms = longest_poll.as_millis() as u64,
+                "the handler held its thread without yielding; other tasks on it waited. \
+                 Move blocking or CPU-heavy work into tokio::task::spawn_blocking"
+            );
+            self.tracker.blocked(&id, &name, longest_poll);
+        }
         match &outcome {
             Ok(_) => tracing::info!("job completed"),
             Err(failure) => {
@@ -78,18 +90,20 @@ impl Dispatcher {
         outcome
     }
 
-    /// Finds the job's handler and runs it under supervision.
+    /// Finds the job's handler and runs it under supervision; also returns the longest
+    /// single poll of the handler.
     async fn attempt(
         &self,
         job: Job<serde_json::Value>,
-    ) -> Result<serde_json::Value, AttemptFailure> {
+    ) -> (Result<serde_json::Value, AttemptFailure>, Duration) {
         let Some(planned) = self.plan.handler_for(job.name()) else {
-            return Err(unrecoverable(format!(
+            let failure = unrecoverable(format!(
                 "no handler for job name `{}` on queue `{}`; this worker handles: {}",
                 job.name(),
                 self.plan.queue,
                 self.plan.known_names()
-            )));
+            ));
+            return (Err(failure), Duration::ZERO);
         };
         let supervision = Supervision {
             timeout: job.options().get_timeout().or(planned.timeout),
@@ -99,7 +113,9 @@ impl Dispatcher {
         // Jobs the handler adds inherit its trace id, so a fan-out stays one trace.
         let trace_id = job.trace_id().unwrap_or_default().to_owned();
         let handler = crate::trace::scope(trace_id, planned.handler.run(job, &self.deps));
-        supervision.run(handler).await
+        let (watched, longest_poll) = PollWatch::new(Box::pin(handler));
+        let outcome = supervision.run(watched).await;
+        (outcome, longest_poll.get())
     }
 }
 

@@ -2,6 +2,7 @@
 //! the handle that shuts them down.
 
 mod attempt;
+mod blocking;
 mod listeners;
 mod tracker;
 

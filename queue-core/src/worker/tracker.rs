@@ -62,6 +62,16 @@ impl AttemptTracker {
         });
     }
 
+    /// Reports a handler that held its thread too long in one poll.
+    pub(crate) fn blocked(&self, job_id: &str, name: &str, blocked_for: std::time::Duration) {
+        self.publish(WorkerEvent::Blocked {
+            queue: self.queue.clone(),
+            job_id: job_id.to_owned(),
+            name: name.to_owned(),
+            blocked_for,
+        });
+    }
+
     /// Records whether the failed attempt was the job's last.
     pub(crate) fn failed(&self, job_id: &str, is_final: bool) {
         if let Some(facts) = self.facts().get_mut(job_id) {

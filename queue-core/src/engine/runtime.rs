@@ -1,0 +1,67 @@
+//! The engine's own runtime: the threads that fetch jobs, renew their locks and look
+//! for stalled ones, apart from the runtime that runs handlers.
+//!
+//! A handler that blocks its thread (CPU work, a synchronous client, `std::thread::sleep`)
+//! stops every task queued behind it. Were the engine's lock renewal one of them, a
+//! job would lose its lock while its handler still runs, be recovered as stalled and
+//! run twice: BullMQ's most reported problem. So the engine's tasks live here, on
+//! threads no handler ever runs on; handlers are spawned onto the app's runtime.
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+use tokio::runtime::{Builder, Handle, Runtime};
+
+use crate::error::Error;
+
+/// Threads of the engine runtime: one fetches and finishes jobs while the other
+/// renews locks and parses replies; they only do Redis round trips.
+const ENGINE_THREADS: usize = 2;
+
+static ENGINE: OnceLock<Result<Runtime, String>> = OnceLock::new();
+
+/// The process-wide engine runtime, started on first use and kept for the life of the
+/// process (a runtime cannot be dropped from async code, and every app shares it).
+fn engine() -> Result<&'static Handle, Error> {
+    let runtime = ENGINE.get_or_init(|| {
+        Builder::new_multi_thread()
+            .worker_threads(ENGINE_THREADS)
+            .thread_name("queue-engine")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    match runtime {
+        Ok(runtime) => Ok(runtime.handle()),
+        Err(reason) => Err(Error::Worker {
+            queue: String::new(),
+            reason: format!("cannot start the engine's threads: {reason}"),
+        }),
+    }
+}
+
+/// Runs `future` on the engine runtime and waits for it from wherever we are.
+pub(crate) async fn on_engine<F>(future: F) -> Result<F::Output, Error>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match engine()?.spawn(future).await {
+        Ok(output) => Ok(output),
+        // A panic in the engine is a bug: passed on as it was.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(Error::Worker {
+            queue: String::new(),
+            reason: format!("an engine task was stopped: {e}"),
+        }),
+    }
+}
+
+/// Spawns `future` on the engine runtime without waiting for it.
+pub(crate) fn spawn_on_engine<F>(future: F) -> Result<(), Error>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    drop(engine()?.spawn(future));
+    Ok(())
+}
