@@ -90,12 +90,16 @@ impl Connection {
         &self.display_url
     }
 
+    /// Options for an engine queue with a connection of its own.
+    pub(super) fn queue_options(&self) -> QueueOptions {
+        QueueOptions::new()
+            .connection(self.options.clone())
+            .prefix(self.prefix.clone())
+    }
+
     /// An engine queue handle on the shared connection.
     pub(super) async fn engine_queue(&self, name: &str) -> Result<bullmq::Queue, Error> {
-        let options = QueueOptions::new()
-            .connection(self.options.clone())
-            .prefix(self.prefix.clone());
-        bullmq::Queue::with_connection(name, self.redis.clone(), options)
+        bullmq::Queue::with_connection(name, self.redis.clone(), self.queue_options())
             .await
             .map_err(engine_error)
     }

@@ -10,6 +10,7 @@ mod convert;
 mod events;
 mod extras;
 mod job;
+mod lock_keeper;
 mod queue;
 mod raw_data;
 mod runtime;
@@ -21,5 +22,5 @@ pub(crate) use events::EngineQueueEvents;
 pub(crate) use job::LiveJob;
 pub(crate) use queue::{AddOutcome, EngineQueue};
 pub(crate) use worker::{
-    AttemptFailure, BackoffFn, EngineWorker, ProcessFn, RawAttempt, WorkerSettings,
+    AttemptFailure, BackoffFn, EngineWorker, EventSink, ProcessFn, RawAttempt, WorkerSettings,
 };

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use futures::future::try_join_all;
+use std::future::IntoFuture;
+
+use futures::future::{join, join_all, try_join_all};
 
 use super::connection::Connection;
 use super::convert::{
@@ -38,6 +40,14 @@ impl std::fmt::Debug for EngineQueue {
     }
 }
 
+/// A job about to be added: its options (with an id where it needs one), whether the
+/// id was already taken, and extras still to be written alongside the add.
+struct Prepared {
+    opts: JobOptions,
+    existed: bool,
+    alongside: Option<JobExtras>,
+}
+
 impl EngineQueue {
     pub(crate) async fn open(conn: &Connection, name: &str) -> Result<Self, Error> {
         Ok(EngineQueue {
@@ -61,45 +71,94 @@ impl EngineQueue {
         data: serde_json::Value,
         opts: &JobOptions,
     ) -> Result<AddOutcome, Error> {
-        let (opts, existed) = self.before_add(opts).await?;
-        let timestamp = now_ms();
-        let job = self
+        let Prepared {
+            opts,
+            existed,
+            alongside,
+        } = self.before_add(opts).await?;
+        let timestamp = extras::stamp(now_ms(), &opts);
+        let add = self
             .inner
             .add(name, data)
             .options(options_to_engine(&opts, timestamp))
-            .await
-            .map_err(engine_error)?;
+            .into_future();
+        let added = match &alongside {
+            None => add.await,
+            Some(extras) => {
+                // The write is polled first, so Redis normally has it before the add.
+                let (written, added) = join(self.write_extras(&opts, extras), add).await;
+                if added.is_ok() {
+                    self.settle_extras(written, &opts, extras).await;
+                }
+                added
+            }
+        };
+        let job = added.map_err(engine_error)?;
         self.after_add(job.id().to_owned(), &opts, timestamp, existed)
             .await
     }
 
-    /// Gives a job with extras an id (a random one when the caller gave none: the
-    /// extras must be stored under it before the add), checks whether the id is
-    /// taken, and stores the extras of a job that will be new.
-    async fn before_add(&self, opts: &JobOptions) -> Result<(JobOptions, bool), Error> {
+    /// Gives a job with extras an id and checks whether a given id is taken.
+    ///
+    /// Extras are stored under the job's id, so they need one before the add. A job
+    /// with a custom id gets its extras written here, before the add, unless the id is
+    /// taken. A job without one gets a generated id, which no other job can hold, and
+    /// its extras are written alongside the add (one round trip instead of two); a
+    /// worker that finds them missing waits briefly for them ([`extras::may_trail`]).
+    async fn before_add(&self, opts: &JobOptions) -> Result<Prepared, Error> {
         let Some(extras) = JobExtras::of(opts) else {
             let existed = self.claimed_before(opts).await?;
-            return Ok((opts.clone(), existed));
+            return Ok(Prepared {
+                opts: opts.clone(),
+                existed,
+                alongside: None,
+            });
         };
         let mut opts = opts.clone();
-        let existed = match &opts.job_id {
-            Some(_) => self.claimed_before(&opts).await?,
-            None => {
-                opts.job_id = Some(uuid::Uuid::new_v4().simple().to_string());
-                false
-            }
-        };
-        if !existed {
-            let id = opts.job_id.as_deref().unwrap_or_default();
-            extras::write(
-                &self.conn,
-                &extras::key(&self.conn, self.name(), id),
-                &extras,
-                &opts,
-            )
-            .await?;
+        if opts.job_id.is_none() {
+            opts.job_id = Some(extras::generated_id());
+            return Ok(Prepared {
+                opts,
+                existed: false,
+                alongside: Some(extras),
+            });
         }
-        Ok((opts, existed))
+        let existed = self.claimed_before(&opts).await?;
+        if !existed {
+            self.write_extras(&opts, &extras).await?;
+        }
+        Ok(Prepared {
+            opts,
+            existed,
+            alongside: None,
+        })
+    }
+
+    async fn write_extras(&self, opts: &JobOptions, extras: &JobExtras) -> Result<(), Error> {
+        let id = opts.job_id.as_deref().unwrap_or_default();
+        extras::write(
+            &self.conn,
+            &extras::key(&self.conn, self.name(), id),
+            extras,
+            opts,
+        )
+        .await
+    }
+
+    /// The job is added; its extras must follow. One more try if the write failed,
+    /// then the job runs without them (the worker says so).
+    async fn settle_extras(
+        &self,
+        written: Result<(), Error>,
+        opts: &JobOptions,
+        extras: &JobExtras,
+    ) {
+        if written.is_ok() {
+            return;
+        }
+        if let Err(e) = self.write_extras(opts, extras).await {
+            tracing::error!(queue = %self.name(), job_id = ?opts.job_id, error = %e, "the job was added but its timeout and trace id could not be stored");
+        }
     }
 
     /// Adds several jobs, pipelined over the shared connection.
@@ -108,22 +167,44 @@ impl EngineQueue {
         jobs: Vec<(String, serde_json::Value, JobOptions)>,
     ) -> Result<Vec<AddOutcome>, Error> {
         let prepared = try_join_all(jobs.iter().map(|(_, _, opts)| self.before_add(opts))).await?;
-        let timestamp = now_ms();
+        let now = now_ms();
+        let stamped: Vec<_> = prepared
+            .into_iter()
+            .map(|p| (extras::stamp(now, &p.opts), p.opts, p.existed, p.alongside))
+            .collect();
         let bulk = jobs
             .iter()
-            .zip(&prepared)
-            .map(|((name, data, _), (opts, _))| {
+            .zip(&stamped)
+            .map(|((name, data, _), (timestamp, opts, _, _))| {
                 bullmq::BulkJob::with_options(
                     name.clone(),
                     data,
-                    options_to_engine(opts, timestamp),
+                    options_to_engine(opts, *timestamp),
                 )
             })
             .collect();
-        let added = self.inner.add_bulk(bulk).await.map_err(engine_error)?;
-        try_join_all(added.iter().zip(&prepared).map(|(job, (opts, existed))| {
-            self.after_add(job.id().to_owned(), opts, timestamp, *existed)
-        }))
+        let alongside: Vec<_> = stamped
+            .iter()
+            .filter_map(|(_, opts, _, extras)| extras.as_ref().map(|e| (opts, e)))
+            .collect();
+        let writes = join_all(alongside.iter().map(|(opts, e)| self.write_extras(opts, e)));
+        let (written, added) = join(writes, self.inner.add_bulk(bulk)).await;
+        let added = added.map_err(engine_error)?;
+        join_all(
+            written
+                .into_iter()
+                .zip(&alongside)
+                .map(|(w, (opts, e))| self.settle_extras(w, opts, e)),
+        )
+        .await;
+        try_join_all(
+            added
+                .iter()
+                .zip(&stamped)
+                .map(|(job, (timestamp, opts, existed, _))| {
+                    self.after_add(job.id().to_owned(), opts, *timestamp, *existed)
+                }),
+        )
         .await
     }
 

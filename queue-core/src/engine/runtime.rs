@@ -1,11 +1,6 @@
-//! The engine's own runtime: the threads that fetch jobs, renew their locks and look
-//! for stalled ones, apart from the runtime that runs handlers.
-//!
-//! A handler that blocks its thread (CPU work, a synchronous client, `std::thread::sleep`)
-//! stops every task queued behind it. Were the engine's lock renewal one of them, a
-//! job would lose its lock while its handler still runs, be recovered as stalled and
-//! run twice: BullMQ's most reported problem. So the engine's tasks live here, on
-//! threads no handler ever runs on; handlers are spawned onto the app's runtime.
+//! The engine runtime: threads of our own for the work that must go on while the app's
+//! runtime is blocked, which today is renewing job locks ([`super::lock_keeper`]).
+//! No handler ever runs here.
 
 use std::future::Future;
 use std::sync::OnceLock;
@@ -14,9 +9,8 @@ use tokio::runtime::{Builder, Handle, Runtime};
 
 use crate::error::Error;
 
-/// Threads of the engine runtime: one fetches and finishes jobs while the other
-/// renews locks and parses replies; they only do Redis round trips.
-const ENGINE_THREADS: usize = 2;
+/// One thread: it only sends a lock renewal now and then, and parses the reply.
+const ENGINE_THREADS: usize = 1;
 
 static ENGINE: OnceLock<Result<Runtime, String>> = OnceLock::new();
 

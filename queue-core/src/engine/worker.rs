@@ -1,18 +1,15 @@
 //! The engine's worker, running our dispatcher: builds `Job<Value>` from the engine's
 //! job, maps outcomes back, forwards the engine's events and listens for cancellations.
 //!
-//! The engine worker itself (fetching, lock renewal, the stalled check) runs on the
-//! engine runtime ([`super::runtime`]); each attempt is spawned onto the app's runtime,
-//! so a handler that blocks its thread cannot starve the renewal of its own lock.
+//! The engine's own lock renewal is off: [`LockKeeper`] renews locks from threads no
+//! handler runs on.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bullmq::worker::{CancellationToken, WorkerEvent as EngineWorkerEvent};
 use futures::future::BoxFuture;
-use futures::StreamExt;
-use tokio::runtime::Handle;
-use tokio::sync::oneshot;
+use futures::{FutureExt, StreamExt};
 use tokio::task::JoinHandle;
 
 use super::cancel::CancelSignal;
@@ -20,9 +17,9 @@ use super::connection::Connection;
 use super::convert::{engine_error, job_meta, millis};
 use super::extras;
 use super::job::LiveJob;
+use super::lock_keeper::LockKeeper;
 use super::queue::cancel_channel;
 use super::raw_data;
-use super::runtime::{on_engine, spawn_on_engine};
 use crate::error::Error;
 use crate::events::EngineEvent;
 use crate::job::{Job, JobContext};
@@ -60,7 +57,15 @@ pub(crate) type ProcessFn = Arc<
 >;
 
 /// Receives the engine's events, converted.
-pub(crate) type EventSink = Arc<dyn Fn(EngineEvent) + Send + Sync>;
+pub(crate) trait EventSink: Send + Sync {
+    /// Takes one event.
+    fn deliver(&self, event: EngineEvent);
+    /// Whether anyone listens to the events right now.
+    fn listening(&self) -> bool;
+}
+
+/// How often the engine's events are drained while nobody listens.
+const UNHEARD_DRAIN_EVERY: Duration = Duration::from_millis(50);
 
 /// What a queue's worker is started with.
 pub(crate) struct WorkerSettings {
@@ -80,8 +85,6 @@ pub(crate) struct EngineWorker {
     worker: Arc<bullmq::Worker>,
     event_task: JoinHandle<()>,
     cancel_task: JoinHandle<()>,
-    /// Tells the watcher of the app's runtime that this close is deliberate.
-    release: oneshot::Sender<()>,
 }
 
 impl std::fmt::Debug for EngineWorker {
@@ -97,7 +100,7 @@ impl EngineWorker {
         conn: &Connection,
         settings: WorkerSettings,
         process: ProcessFn,
-        sink: EventSink,
+        sink: Arc<dyn EventSink>,
     ) -> Result<Self, Error> {
         let queue = settings.queue.clone();
         let mut options = conn.worker_options();
@@ -119,21 +122,18 @@ impl EngineWorker {
             options.backoff_strategy = Some(engine_backoff(backoff));
         }
 
-        let app_runtime = Handle::current();
-        let processor = engine_processor(conn.clone(), queue.clone(), process, app_runtime);
-        // Created on the engine runtime, so that every task it spawns runs there.
-        let engine_queue = queue.clone();
-        let worker = on_engine(async move {
-            bullmq::Worker::with_options(&engine_queue, processor, options).await
-        })
-        .await
-        .and_then(|created| created.map_err(engine_error))
-        .map_err(|e| Error::Worker {
-            queue: queue.clone(),
-            reason: e.to_string(),
-        })?;
+        // BullMQ's default lock is 30 s; the keeper needs the value the engine uses.
+        let lock_duration = Duration::from_millis(options.lock_duration);
+        options.skip_lock_renewal = true;
+        let keeper = LockKeeper::start(conn, &queue, lock_duration).await?;
+        let processor = engine_processor(conn.clone(), queue.clone(), process, keeper);
+        let worker = bullmq::Worker::with_options(&queue, processor, options)
+            .await
+            .map_err(|e| Error::Worker {
+                queue: queue.clone(),
+                reason: engine_error(e).to_string(),
+            })?;
         let worker = Arc::new(worker);
-        let release = stop_when_app_runtime_ends(&queue, worker.clone())?;
         let event_task = tokio::spawn(forward_events(worker.clone(), sink));
         let cancel_task = tokio::spawn(listen_for_cancels(
             conn.clone(),
@@ -146,7 +146,6 @@ impl EngineWorker {
             worker,
             event_task,
             cancel_task,
-            release,
         })
     }
 
@@ -158,8 +157,6 @@ impl EngineWorker {
     /// Returns how many jobs were still active when it gave up.
     pub(crate) async fn close(self, deadline: Duration) -> usize {
         self.cancel_task.abort();
-        // A deliberate close: the runtime watcher must not close the worker as well.
-        let _ = self.release.send(());
         // An idle engine worker is parked in BZPOPMIN on the queue's marker for up to
         // its drain delay, and `close` waits for it. Once `close` has raised its flag,
         // a marker (what BullMQ's add scripts write) wakes it at once; other workers
@@ -181,13 +178,9 @@ impl EngineWorker {
                 }
             }
         };
-        let worker = self.worker.clone();
-        let close = on_engine(async move {
-            drop(worker.close(millis(deadline)).await);
-            worker.active_count().await
-        });
-        let (closed, ()) = tokio::join!(close, wake);
-        let still_active = closed.unwrap_or_default();
+        let (closed, ()) = tokio::join!(self.worker.close(millis(deadline)), wake);
+        drop(closed);
+        let still_active = self.worker.active_count().await;
         // The engine sends `Closed` last; the forwarder stops on it. Bound the wait
         // in case the event was lost.
         let _ = tokio::time::timeout(Duration::from_secs(1), self.event_task).await;
@@ -195,57 +188,51 @@ impl EngineWorker {
     }
 }
 
-/// Runs on the engine runtime: each attempt is spawned onto the app's runtime and
-/// awaited from here, where a blocked app thread cannot hold up the engine.
 fn engine_processor(
     conn: Connection,
     queue: String,
     process: ProcessFn,
-    app_runtime: Handle,
+    keeper: LockKeeper,
 ) -> bullmq::worker::ProcessorFn {
     Arc::new(move |engine_job: bullmq::Job, token: CancellationToken| {
+        let hold = engine_job
+            .token()
+            .map(|lock_token| keeper.hold(engine_job.id(), lock_token));
         let mut meta = job_meta(&engine_job, &queue);
         let data = engine_job.data().clone();
         let ctx = JobContext::Live(LiveJob::new(engine_job));
-        let key = extras::key(&conn, &queue, &meta.id);
         let conn = conn.clone();
         let process = process.clone();
-        let queue_name = queue.clone();
-        let attempt = app_runtime.spawn(async move {
+        let queue = queue.clone();
+        Box::pin(async move {
+            let _hold = hold;
             // One round trip before the handler starts, so that the timeout holds from
-            // the first instant and every log line of the attempt carries the trace id.
-            let stored = extras::read(&conn, &key).await;
+            // the first instant and every log line of the attempt carries the trace id;
+            // only for jobs whose timestamp says they have extras.
+            let stored = extras::read_for(&conn, &queue, &meta.id, meta.timestamp_ms).await;
             let had_extras = stored.is_some();
             let extras = stored.unwrap_or_default();
             meta.options.timeout = extras.timeout();
             meta.trace_id = extras.trace_id;
             let unreadable_data = if data.is_null() {
-                raw_data::problem(&conn, &queue_name, &meta.id).await
+                raw_data::problem(&conn, &queue, &meta.id).await
             } else {
                 None
             };
+            // Kept for the clean-up of the extras, which only some jobs have.
+            let extras_id = had_extras.then(|| meta.id.clone());
             let job = Job::from_parts(data, Arc::new(meta), ctx, CancelSignal::from_engine(token));
             let outcome = process(RawAttempt {
                 job,
                 unreadable_data,
             })
             .await;
-            if outcome.is_ok() && had_extras {
+            if let (Ok(_), Some(id)) = (&outcome, extras_id) {
                 // Not awaited: the completion need not wait for housekeeping, and the
                 // key expires by itself should this be lost.
+                let key = extras::key(&conn, &queue, &id);
                 tokio::spawn(async move { extras::forget(&conn, &key).await });
             }
-            outcome
-        });
-        Box::pin(async move {
-            let outcome = attempt.await.unwrap_or_else(|e| {
-                // Our dispatcher catches handler panics, so this is the app's runtime
-                // shutting down under a running attempt.
-                Err(AttemptFailure {
-                    reason: format!("the attempt was stopped with its runtime: {e}"),
-                    retryable: true,
-                })
-            });
             outcome.map_err(|failure| {
                 if failure.retryable {
                     bullmq::Error::ProcessingError(failure.reason)
@@ -271,39 +258,20 @@ fn engine_backoff(backoff: BackoffFn) -> bullmq::BackoffStrategyFn {
     })
 }
 
-/// Closes the engine worker once the app's runtime is gone (a test's runtime ending
-/// without a shutdown, say); it would otherwise go on fetching jobs nobody can run.
-///
-/// A task on the app's runtime holds a sender: the runtime's shutdown drops it, which
-/// wakes the watcher on the engine. The returned sender releases the task, for a
-/// deliberate close; if it is dropped instead, the task keeps watching.
-fn stop_when_app_runtime_ends(
-    queue: &str,
-    worker: Arc<bullmq::Worker>,
-) -> Result<oneshot::Sender<()>, Error> {
-    let (alive, gone) = oneshot::channel::<()>();
-    let (release, released) = oneshot::channel::<()>();
-    let queue = queue.to_owned();
-    spawn_on_engine(async move {
-        if gone.await.is_err() {
-            tracing::debug!(queue = %queue, "the app's runtime ended without a shutdown; stopping its worker");
-            drop(worker.close(0).await);
-        }
-    })?;
-    tokio::spawn(async move {
-        if released.await.is_ok() {
-            let _ = alive.send(());
+/// The engine's event channel is unbounded: drain it always, so it cannot grow. While
+/// nobody listens, drain it in batches instead of waking for every event: that wake-up
+/// per job cost measurable throughput.
+async fn forward_events(worker: Arc<bullmq::Worker>, sink: Arc<dyn EventSink>) {
+    loop {
+        let next = if sink.listening() {
+            worker.next_event().await
+        } else if let Some(ready) = worker.next_event().now_or_never() {
+            ready
         } else {
-            let _alive = alive;
-            std::future::pending::<()>().await;
-        }
-    });
-    Ok(release)
-}
-
-/// The engine's event channel is unbounded: drain it always, so it cannot grow.
-async fn forward_events(worker: Arc<bullmq::Worker>, sink: EventSink) {
-    while let Some(event) = worker.next_event().await {
+            tokio::time::sleep(UNHEARD_DRAIN_EVERY).await;
+            continue;
+        };
+        let Some(event) = next else { break };
         let converted = match event {
             EngineWorkerEvent::Closed => break,
             EngineWorkerEvent::Completed { job_id, result } => {
@@ -326,7 +294,7 @@ async fn forward_events(worker: Arc<bullmq::Worker>, sink: EventSink) {
             | EngineWorkerEvent::Paused
             | EngineWorkerEvent::Resumed => continue,
         };
-        sink(converted);
+        sink.deliver(converted);
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 
-use crate::engine::{EngineWorker, WorkerSettings};
+use crate::engine::{EngineWorker, EventSink, WorkerSettings};
 use crate::error::Error;
 
 pub(crate) use attempt::Dispatcher;
@@ -62,8 +62,7 @@ impl Workers {
     ) -> Result<Self, Error> {
         let mut workers = Vec::with_capacity(dispatchers.len());
         for (settings, dispatcher) in dispatchers {
-            let tracker = dispatcher.tracker.clone();
-            let sink = Arc::new(move |event| tracker.on_engine_event(event));
+            let sink: Arc<dyn EventSink> = dispatcher.tracker.clone();
             match EngineWorker::start(conn, settings, dispatcher.into_process_fn(), sink).await {
                 Ok(worker) => {
                     tracing::info!(queue = worker.queue(), "worker started");

@@ -6,6 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::broadcast;
 
+use crate::engine::EventSink;
 use crate::events::{EngineEvent, WorkerEvent};
 
 #[derive(Debug, Clone)]
@@ -39,6 +40,10 @@ impl AttemptTracker {
     }
 
     pub(crate) fn started(&self, job_id: &str, name: &str, attempt: u32, max_attempts: u32) {
+        if !self.listening() {
+            // The facts only enrich events; with nobody listening, skip the work.
+            return;
+        }
         let facts = AttemptFacts {
             name: name.to_owned(),
             attempt,
@@ -125,9 +130,23 @@ impl AttemptTracker {
         self.publish(event);
     }
 
+    fn listening(&self) -> bool {
+        self.events.receiver_count() > 0
+    }
+
     fn publish(&self, event: WorkerEvent) {
         // An error only means nobody listens right now.
         let _ = self.events.send(event);
+    }
+}
+
+impl EventSink for AttemptTracker {
+    fn deliver(&self, event: EngineEvent) {
+        self.on_engine_event(event);
+    }
+
+    fn listening(&self) -> bool {
+        AttemptTracker::listening(self)
     }
 }
 

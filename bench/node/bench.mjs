@@ -1,0 +1,104 @@
+// The Node BullMQ side of the benchmarks, driven by `queue-bench` (bench/src). One command
+// per run; the result is one JSON object on stdout.
+//
+//   node bench.mjs enqueue <queue> <single|inflight|bulk> <n>   -> {"ms"}
+//   node bench.mjs work <queue> <concurrency> <n>               -> {"ms", "peakRssKb"}
+//   node bench.mjs latency <queue> <n>                          -> {"samplesUs": [..]}
+//
+// Environment: REDIS_URL (default redis://127.0.0.1:6379). Prefix: BullMQ's default, "bull".
+import { readFileSync } from 'node:fs';
+import { Queue, Worker } from 'bullmq';
+
+const url = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+const connection = { host: url.hostname, port: Number(url.port || 6379), maxRetriesPerRequest: null };
+const [command, queueName, ...args] = process.argv.slice(2);
+const email = (n) => ({ to: `user${n}@example.com`, subject: `welcome ${n}` });
+const print = (value) => process.stdout.write(JSON.stringify(value) + '\n');
+const now = () => Number(process.hrtime.bigint() / 1000n);
+
+// The process's peak resident set, as the kernel counts it (same source as the Rust side).
+function peakRssKb() {
+  const line = readFileSync('/proc/self/status', 'utf8').split('\n').find((l) => l.startsWith('VmHWM:'));
+  return line ? Number(line.replace(/\D+/g, '')) : 0;
+}
+
+async function enqueue(mode, n) {
+  const queue = new Queue(queueName, { connection });
+  await queue.waitUntilReady();
+  const started = now();
+  if (mode === 'single') {
+    for (let i = 0; i < n; i++) await queue.add('email', email(i));
+  } else if (mode === 'inflight') {
+    let next = 0;
+    const lane = async () => {
+      while (next < n) {
+        const i = next++;
+        await queue.add('email', email(i));
+      }
+    };
+    await Promise.all(Array.from({ length: 100 }, lane));
+  } else {
+    for (let i = 0; i < n; i += 1000) {
+      const batch = [];
+      for (let j = i; j < Math.min(n, i + 1000); j++) batch.push({ name: 'email', data: email(j) });
+      await queue.addBulk(batch);
+    }
+  }
+  const ms = (now() - started) / 1000;
+  await queue.close();
+  print({ ms });
+}
+
+async function work(concurrency, n) {
+  let first = 0;
+  let completed = 0;
+  let resolveDone;
+  const done = new Promise((resolve) => (resolveDone = resolve));
+  const worker = new Worker(
+    queueName,
+    async () => {
+      if (first === 0) first = now();
+    },
+    { connection, concurrency },
+  );
+  worker.on('completed', () => {
+    completed += 1;
+    if (completed === n) resolveDone(now());
+  });
+  const finished = await done;
+  const rss = peakRssKb();
+  await worker.close();
+  print({ ms: (finished - first) / 1000, peakRssKb: rss });
+}
+
+async function latency(n) {
+  const queue = new Queue(queueName, { connection });
+  let started;
+  const worker = new Worker(
+    queueName,
+    async (job) => {
+      started({ sent: job.data.sentUs, at: now() });
+    },
+    { connection, concurrency: 1 },
+  );
+  await worker.waitUntilReady();
+  await queue.waitUntilReady();
+  const samplesUs = [];
+  for (let i = 0; i < n; i++) {
+    const seen = new Promise((resolve) => (started = resolve));
+    await queue.add('ping', { sentUs: now() });
+    const { sent, at } = await seen;
+    samplesUs.push(at - sent);
+  }
+  await worker.close();
+  await queue.close();
+  print({ samplesUs });
+}
+
+if (command === 'enqueue') await enqueue(args[0], Number(args[1]));
+else if (command === 'work') await work(Number(args[0]), Number(args[1]));
+else if (command === 'latency') await latency(Number(args[0]));
+else {
+  console.error(`unknown command ${command}`);
+  process.exit(2);
+}

@@ -1,0 +1,39 @@
+//! `queue-bench`: our framework against the raw engine and Node BullMQ, in one run of
+//! alternating rounds on one private Redis. Run it with `scripts/bench.sh`.
+//!
+//! With no arguments it runs every suite and prints the table (`BENCHMARKS.md` keeps
+//! one). The other commands are the measured side, run as child processes so that each
+//! system is measured the same way, in its own process:
+//!
+//! ```text
+//! queue-bench enqueue <ours|raw> <queue> <single|inflight|bulk> <n>   -> {"ms"}
+//! queue-bench work    <ours|raw> <queue> <concurrency> <n>            -> {"ms","peakRssKb"}
+//! queue-bench latency <ours|raw> <queue> <n>                          -> {"samplesUs"}
+//! queue-bench serve   <ours|raw> <port>                               (until killed)
+//! ```
+//!
+//! The Node side (`bench/node/bench.mjs`) answers the same commands.
+
+mod probe;
+mod runner;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let outcome = if args.is_empty() {
+        runner::run_all()
+    } else {
+        probe::run(&args)
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("queue-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What can go wrong in a benchmark run: reported as text, the run stops.
+type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;

@@ -1,0 +1,185 @@
+//! The measured side: one command in a child process, one JSON line out.
+
+mod ours;
+mod raw;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::BenchResult;
+
+/// The payload every system sends: a small email, as in the HTTP suite.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Email {
+    pub(crate) to: String,
+    pub(crate) subject: String,
+}
+
+impl Email {
+    pub(crate) fn numbered(n: u64) -> Self {
+        Email {
+            to: format!("user{n}@example.com"),
+            subject: format!("welcome {n}"),
+        }
+    }
+}
+
+/// A latency probe's payload: when it was added, on this process's clock.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Stamp {
+    pub(crate) sent_us: u64,
+}
+
+/// Microseconds on a clock shared by the producer and the handler of one process.
+pub(crate) fn now_us() -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(BASE.get_or_init(Instant::now).elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Handler starts in a `work` run, and when the first one came.
+pub(crate) struct StartCounter {
+    started: AtomicU64,
+    first: OnceLock<Instant>,
+}
+
+impl StartCounter {
+    pub(crate) const fn new() -> Self {
+        StartCounter {
+            started: AtomicU64::new(0),
+            first: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn mark(&self) {
+        self.first.get_or_init(Instant::now);
+        self.started.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn started(&self) -> u64 {
+        self.started.load(Ordering::Relaxed)
+    }
+}
+
+/// The kernel's count of this process's peak resident memory (VmHWM), in KiB.
+pub(crate) fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+pub(crate) fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// Waits until `n` handlers have started and `n` jobs sit in the completed set; returns
+/// the time from the first start to then. Both systems are timed by this one loop.
+pub(crate) async fn time_until_completed(
+    counter: &StartCounter,
+    queue: &str,
+    n: u64,
+) -> BenchResult<Duration> {
+    let client = redis::Client::open(redis_url())?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let completed_key = format!("bull:{queue}:completed");
+    loop {
+        if counter.started() >= n {
+            let done: u64 = redis::cmd("ZCARD")
+                .arg(&completed_key)
+                .query_async(&mut conn)
+                .await?;
+            if done >= n {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let first = counter.first.get().copied().unwrap_or_else(Instant::now);
+    Ok(first.elapsed())
+}
+
+fn print(value: &serde_json::Value) {
+    println!("{value}");
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], index: usize, what: &str) -> BenchResult<T> {
+    args.get(index)
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| format!("argument {index} ({what}) is missing or malformed").into())
+}
+
+/// Runs one child command: `<command> <ours|raw> ...`.
+pub(crate) fn run(args: &[String]) -> BenchResult<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let command: String = arg(args, 0, "command")?;
+        let system: String = arg(args, 1, "system")?;
+        let ours = match system.as_str() {
+            "ours" => true,
+            "raw" => false,
+            other => return Err(format!("unknown system `{other}`: ours or raw").into()),
+        };
+        match command.as_str() {
+            "enqueue" => {
+                let (queue, mode, n): (String, String, u64) = (
+                    arg(args, 2, "queue")?,
+                    arg(args, 3, "mode")?,
+                    arg(args, 4, "n")?,
+                );
+                let took = if ours {
+                    ours::enqueue(&queue, &mode, n).await?
+                } else {
+                    raw::enqueue(&queue, &mode, n).await?
+                };
+                print(&serde_json::json!({ "ms": millis(took) }));
+            }
+            "work" => {
+                let (queue, concurrency, n): (String, usize, u64) = (
+                    arg(args, 2, "queue")?,
+                    arg(args, 3, "concurrency")?,
+                    arg(args, 4, "n")?,
+                );
+                let took = if ours {
+                    ours::work(&queue, n).await?
+                } else {
+                    raw::work(&queue, concurrency, n).await?
+                };
+                print(&serde_json::json!({ "ms": millis(took), "peakRssKb": peak_rss_kb() }));
+            }
+            "latency" => {
+                let (queue, n): (String, u64) = (arg(args, 2, "queue")?, arg(args, 3, "n")?);
+                let samples = if ours {
+                    ours::latency(&queue, n).await?
+                } else {
+                    raw::latency(&queue, n).await?
+                };
+                print(&serde_json::json!({ "samplesUs": samples }));
+            }
+            "serve" => {
+                let port: u16 = arg(args, 2, "port")?;
+                if ours {
+                    ours::serve(port).await?;
+                } else {
+                    raw::serve(port).await?;
+                }
+            }
+            other => return Err(format!("unknown command `{other}`").into()),
+        }
+        Ok(())
+    })
+}
+
+/// How many adds `inflight` keeps going at once.
+pub(crate) const IN_FLIGHT: usize = 100;
+/// The batch size of `bulk`.
+pub(crate) const BULK: usize = 1_000;

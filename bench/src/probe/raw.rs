@@ -1,0 +1,129 @@
+//! The raw engine (`bullmq-official`) used directly, as the baseline our layer must
+//! not fall far behind.
+
+use std::future::IntoFuture;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
+use bullmq::options::RedisConnectionOptions;
+use bullmq::{BulkJob, Queue, QueueOptions, Worker, WorkerOptions};
+use futures::stream::{self, StreamExt, TryStreamExt};
+use tokio::sync::mpsc;
+
+use super::{now_us, redis_url, Email, Stamp, StartCounter, BULK, IN_FLIGHT};
+use crate::BenchResult;
+
+static STARTS: StartCounter = StartCounter::new();
+
+fn connection() -> RedisConnectionOptions {
+    RedisConnectionOptions::new().url(redis_url())
+}
+
+async fn queue(name: &str) -> BenchResult<Queue> {
+    let options = QueueOptions::new().connection(connection());
+    Ok(Queue::with_options(name, options).await?)
+}
+
+pub(super) async fn enqueue(name: &str, mode: &str, n: u64) -> BenchResult<Duration> {
+    let q = queue(name).await?;
+    let started = Instant::now();
+    match mode {
+        "single" => {
+            for i in 0..n {
+                q.add("email", Email::numbered(i)).await?;
+            }
+        }
+        "inflight" => {
+            stream::iter(0..n)
+                .map(|i| q.add("email", Email::numbered(i)).into_future())
+                .buffer_unordered(IN_FLIGHT)
+                .try_collect::<Vec<_>>()
+                .await?;
+        }
+        _ => {
+            let all: Vec<u64> = (0..n).collect();
+            for chunk in all.chunks(BULK) {
+                let jobs = chunk
+                    .iter()
+                    .map(|&i| BulkJob::new("email", Email::numbered(i)))
+                    .collect();
+                q.add_bulk(jobs).await?;
+            }
+        }
+    }
+    Ok(started.elapsed())
+}
+
+pub(super) async fn work(name: &str, concurrency: usize, n: u64) -> BenchResult<Duration> {
+    let options = WorkerOptions {
+        connection: connection(),
+        concurrency,
+        ..Default::default()
+    };
+    let worker = Worker::with_options(
+        name,
+        |_job: bullmq::Job, _token| async {
+            STARTS.mark();
+            Ok(serde_json::Value::Null)
+        },
+        options,
+    )
+    .await?;
+    let took = super::time_until_completed(&STARTS, name, n).await?;
+    worker.close(5_000).await?;
+    Ok(took)
+}
+
+pub(super) async fn latency(name: &str, n: u64) -> BenchResult<Vec<u64>> {
+    let (report, mut reports) = mpsc::unbounded_channel::<(u64, u64)>();
+    let options = WorkerOptions {
+        connection: connection(),
+        ..Default::default()
+    };
+    let worker = Worker::with_options(
+        name,
+        move |job: bullmq::Job, _token| {
+            let started = now_us();
+            let sent = serde_json::from_value::<Stamp>(job.data().clone()).map_or(0, |s| s.sent_us);
+            let _ = report.send((sent, started));
+            async { Ok(serde_json::Value::Null) }
+        },
+        options,
+    )
+    .await?;
+    let q = queue(name).await?;
+    let mut samples = Vec::with_capacity(usize::try_from(n)?);
+    for _ in 0..n {
+        q.add("ping", Stamp { sent_us: now_us() }).await?;
+        let (sent, started) = reports.recv().await.ok_or("the handler stopped")?;
+        samples.push(started.saturating_sub(sent));
+    }
+    worker.close(5_000).await?;
+    Ok(samples)
+}
+
+async fn accept(
+    State(queue): State<Arc<Queue>>,
+    Json(email): Json<Email>,
+) -> Result<(StatusCode, Json<serde_json::Value>), StatusCode> {
+    let job = queue
+        .add("email", email)
+        .await
+        .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({ "jobId": job.id() })),
+    ))
+}
+
+pub(super) async fn serve(port: u16) -> BenchResult<()> {
+    let q = Arc::new(queue("bench-http").await?);
+    let router = Router::new().route("/enqueue", post(accept)).with_state(q);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    axum::serve(listener, router).await?;
+    Ok(())
+}

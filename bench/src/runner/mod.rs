@@ -1,0 +1,123 @@
+//! The orchestrator: one private Redis, every suite in alternating rounds (the order
+//! of the systems rotates each round, so drift on a shared machine hits all of them),
+//! and a Markdown report of medians and ratios on stdout.
+
+mod floor;
+mod redis;
+mod stats;
+mod suites;
+mod systems;
+
+use std::process::Command;
+
+use crate::BenchResult;
+use redis::BenchRedis;
+
+/// Sizes of a run, from the environment.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Settings {
+    /// `BENCH_ROUNDS` (default 3): rounds of every A/B/C comparison.
+    rounds: usize,
+    /// `BENCH_JOBS` (default 20000): pre-filled jobs per throughput run.
+    jobs: u64,
+    /// `BENCH_LATENCY_JOBS` (default 500): probes per latency run.
+    latency_jobs: u64,
+    /// `BENCH_HTTP_SECS` (default 10): length of each HTTP load. (`BENCH_SUITES`, a comma list
+    /// of floor, enqueue, throughput, latency, http, footprint, runs only those.)
+    http_secs: u64,
+}
+
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+impl Settings {
+    fn from_env() -> Self {
+        Settings {
+            rounds: usize::try_from(setting("BENCH_ROUNDS", 3))
+                .unwrap_or(3)
+                .max(1),
+            jobs: setting("BENCH_JOBS", 20_000),
+            latency_jobs: setting("BENCH_LATENCY_JOBS", 500),
+            http_secs: setting("BENCH_HTTP_SECS", 10),
+        }
+    }
+}
+
+/// The systems in the order round `round` runs them.
+fn rotated<T: Copy>(items: &[T], round: usize) -> Vec<T> {
+    let mut order = items.to_vec();
+    if !order.is_empty() {
+        let shift = round % order.len();
+        order.rotate_left(shift);
+    }
+    order
+}
+
+fn command_output(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "?".to_owned())
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+        .unwrap_or_else(|| "?".to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cores} cores, {cpu}")
+}
+
+pub(crate) fn run_all() -> BenchResult<()> {
+    let settings = Settings::from_env();
+    let mut redis = BenchRedis::start()?;
+    eprintln!("bench Redis on port {}; {settings:?}", redis.port());
+
+    let mut report = String::new();
+    report.push_str(&format!(
+        "Run: {}; machine: {}; Redis {}; Node {}; {}; {} rounds, {} jobs per throughput run\n\n",
+        command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        machine(),
+        redis.version(),
+        command_output("node", &["--version"]),
+        command_output("rustc", &["--version"]),
+        settings.rounds,
+        settings.jobs,
+    ));
+    let wanted = |suite: &str| {
+        std::env::var("BENCH_SUITES")
+            .map_or(true, |list| list.split(',').any(|s| s.trim() == suite))
+    };
+    if wanted("floor") {
+        report.push_str(&floor::measure(&mut redis)?);
+    }
+    if wanted("enqueue") {
+        report.push_str(&suites::enqueue(&mut redis, settings)?);
+    }
+    let mut rss = suites::Rss::new();
+    if wanted("throughput") {
+        let (throughput, measured) = suites::throughput(&mut redis, settings)?;
+        report.push_str(&throughput);
+        rss = measured;
+    }
+    if wanted("latency") {
+        report.push_str(&suites::latency(&mut redis, settings)?);
+    }
+    if wanted("http") {
+        report.push_str(&suites::http(&mut redis, settings)?);
+    }
+    if wanted("footprint") {
+        report.push_str(&suites::footprint(&mut redis, &rss)?);
+    }
+    println!("{report}");
+    Ok(())
+}

@@ -1,0 +1,104 @@
+//! The benchmark's own `redis-server` on a free port, so that its figures are not
+//! disturbed by anything else and it may be flushed between rounds.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::BenchResult;
+
+/// A private Redis, killed on drop.
+pub(super) struct BenchRedis {
+    child: Child,
+    port: u16,
+    conn: redis::Connection,
+}
+
+pub(super) fn free_port() -> BenchResult<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl BenchRedis {
+    pub(super) fn start() -> BenchResult<Self> {
+        let port = free_port()?;
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start redis-server (is it installed?): {e}"))?;
+        let url = format!("redis://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let conn = loop {
+            match redis::Client::open(url.as_str()).and_then(|c| c.get_connection()) {
+                Ok(conn) => break conn,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Err(e) => return Err(format!("the bench Redis did not come up: {e}").into()),
+            }
+        };
+        Ok(BenchRedis { child, port, conn })
+    }
+
+    pub(super) fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub(super) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Every round starts from an empty Redis.
+    pub(super) fn flush(&mut self) -> BenchResult<()> {
+        redis::cmd("FLUSHALL").query::<()>(&mut self.conn)?;
+        Ok(())
+    }
+
+    pub(super) fn used_memory(&mut self) -> BenchResult<u64> {
+        let info: String = redis::cmd("INFO").arg("memory").query(&mut self.conn)?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| "INFO memory has no used_memory".into())
+    }
+
+    pub(super) fn waiting(&mut self, queue: &str) -> BenchResult<u64> {
+        Ok(redis::cmd("LLEN")
+            .arg(format!("bull:{queue}:wait"))
+            .query(&mut self.conn)?)
+    }
+
+    pub(super) fn version(&mut self) -> String {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut self.conn)
+            .unwrap_or_default();
+        info.lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .unwrap_or("?")
+            .trim()
+            .to_owned()
+    }
+
+    /// Loads a trivial script and returns its SHA, for the EVALSHA floor.
+    pub(super) fn load_trivial_script(&mut self) -> BenchResult<String> {
+        Ok(redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg("return 1")
+            .query(&mut self.conn)?)
+    }
+}
+
+impl Drop for BenchRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

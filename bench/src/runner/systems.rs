@@ -1,0 +1,74 @@
+//! The three systems under test, each run as a child process that answers one command
+//! with one JSON line.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use crate::BenchResult;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum System {
+    /// This framework.
+    Ours,
+    /// The engine it wraps, used directly.
+    Raw,
+    /// Node BullMQ (the pinned npm package in bench/node).
+    Node,
+}
+
+impl System {
+    pub(super) const ALL: [System; 3] = [System::Ours, System::Raw, System::Node];
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            System::Ours => "ours",
+            System::Raw => "raw engine",
+            System::Node => "Node BullMQ",
+        }
+    }
+
+    fn command(self, redis_url: &str, args: &[&str]) -> BenchResult<Command> {
+        let mut command = match self {
+            System::Node => {
+                let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("node/bench.mjs");
+                let mut node = Command::new("node");
+                node.arg(script).args(args);
+                node
+            }
+            System::Ours | System::Raw => {
+                let mut us = Command::new(std::env::current_exe()?);
+                let (command, rest) = args.split_first().ok_or("an empty command")?;
+                let system = if self == System::Ours { "ours" } else { "raw" };
+                us.arg(command).arg(system).args(rest);
+                us
+            }
+        };
+        command.env("REDIS_URL", redis_url).env("RUST_LOG", "off");
+        Ok(command)
+    }
+
+    /// Runs `args` to the end and parses its one line of JSON.
+    pub(super) fn run(self, redis_url: &str, args: &[&str]) -> BenchResult<serde_json::Value> {
+        let output = self
+            .command(redis_url, args)?
+            .stderr(Stdio::inherit())
+            .output()?;
+        if !output.status.success() {
+            return Err(format!("{} {args:?} failed: {}", self.label(), output.status).into());
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let line = stdout
+            .lines()
+            .last()
+            .ok_or_else(|| format!("{} {args:?} printed nothing", self.label()))?;
+        Ok(serde_json::from_str(line)?)
+    }
+
+    /// Starts a long-running command (a server); the caller kills it.
+    pub(super) fn spawn(self, redis_url: &str, args: &[&str]) -> BenchResult<Child> {
+        Ok(self
+            .command(redis_url, args)?
+            .stdout(Stdio::null())
+            .spawn()?)
+    }
+}

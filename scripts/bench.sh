@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every benchmark in one invocation: our framework against the raw engine and Node
+# BullMQ, in alternating rounds on a private redis-server, and prints a Markdown report
+# (BENCHMARKS.md keeps one). Installs what it needs: redis-server and redis-benchmark,
+# wrk, Node's bullmq (bench/node, pinned by its lock file).
+#
+# Sizes: BENCH_ROUNDS (3), BENCH_JOBS (20000), BENCH_LATENCY_JOBS (500), BENCH_HTTP_SECS (10).
+# BENCH_SUITES=throughput,latency runs only those (of floor, enqueue, throughput, latency,
+# http, footprint).
+# Progress goes to stderr, the report to stdout:  scripts/bench.sh > report.md
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\n==> %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "need root to run: $*" >&2; exit 1
+  fi
+}
+
+apt_updated=""
+apt_install() {
+  if [ -z "$apt_updated" ]; then as_root apt-get update -qq; apt_updated=1; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+say "tools"
+command -v redis-server >/dev/null || apt_install redis-server
+command -v redis-benchmark >/dev/null || apt_install redis-tools
+command -v wrk >/dev/null || apt_install wrk
+command -v npm >/dev/null || apt_install nodejs npm
+
+say "Node BullMQ (bench/node)"
+(cd bench/node && npm ci --no-audit --no-fund --loglevel=error) >&2
+
+say "cargo build --release -p queue-bench"
+cargo build --release -p queue-bench >&2
+
+say "running (several minutes)"
+exec target/release/queue-bench
