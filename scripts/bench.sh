@@ -13,17 +13,8 @@ cd "$(dirname "$0")/.."
 
 say() { printf '\n==> %s\n' "$*" >&2; }
 
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-    echo "need root to run: $*" >&2; exit 1
-  fi
-}
-
-apt_updated=""
-apt_install() {
-  if [ -z "$apt_updated" ]; then as_root apt-get update -qq; apt_updated=1; fi
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 say "tools"
 command -v redis-server >/dev/null || apt_install redis-server

@@ -28,12 +28,25 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 #[derive(Debug, Clone)]
 pub struct QueueLayer {
     app: QueueApp,
+    mint_request_ids: bool,
 }
 
 impl QueueLayer {
     /// A layer for `app`.
     pub fn new(app: &QueueApp) -> Self {
-        QueueLayer { app: app.clone() }
+        QueueLayer {
+            app: app.clone(),
+            mint_request_ids: true,
+        }
+    }
+
+    /// Whether a request that arrives with neither `traceparent` nor `x-request-id` gets
+    /// a new id (the default: `true`). The id is echoed in `x-request-id` and carried
+    /// by the jobs the request adds, which costs one more Redis write per job; with
+    /// `false` such requests run without a trace id, and so do their jobs.
+    pub fn mint_request_ids(mut self, mint: bool) -> Self {
+        self.mint_request_ids = mint;
+        self
     }
 }
 
@@ -44,6 +57,7 @@ impl<S> Layer<S> for QueueLayer {
         QueueService {
             inner,
             app: self.app.clone(),
+            mint_request_ids: self.mint_request_ids,
         }
     }
 }
@@ -53,6 +67,7 @@ impl<S> Layer<S> for QueueLayer {
 pub struct QueueService<S> {
     inner: S,
     app: QueueApp,
+    mint_request_ids: bool,
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for QueueService<S>
@@ -71,12 +86,18 @@ where
 
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         request.extensions_mut().insert(self.app.clone());
-        let trace_id = trace_id_of(&request);
+        let trace_id = trace_id_of(&request).or_else(|| {
+            self.mint_request_ids
+                .then(|| uuid::Uuid::new_v4().simple().to_string())
+        });
         // The clone that was made ready by `poll_ready` handles this request.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let response = inner.call(request);
         Box::pin(async move {
+            let Some(trace_id) = trace_id else {
+                return response.await;
+            };
             let span = tracing::info_span!("request", trace_id = %trace_id);
             let mut response = tracing::Instrument::instrument(
                 queue_core::trace::scope(trace_id.clone(), response),
@@ -94,8 +115,8 @@ where
     }
 }
 
-/// The W3C `traceparent` trace id, else `x-request-id`, else a new id.
-fn trace_id_of<B>(request: &Request<B>) -> String {
+/// The W3C `traceparent` trace id, else `x-request-id`.
+fn trace_id_of<B>(request: &Request<B>) -> Option<String> {
     let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
     let from_traceparent = header("traceparent").and_then(|tp| {
         let mut parts = tp.split('-');
@@ -103,15 +124,11 @@ fn trace_id_of<B>(request: &Request<B>) -> String {
         (trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit()))
             .then(|| trace.to_owned())
     });
-    from_traceparent
-        .or_else(|| {
-            header(REQUEST_ID_HEADER)
-                .filter(|v| {
-                    !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic())
-                })
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string())
+    from_traceparent.or_else(|| {
+        header(REQUEST_ID_HEADER)
+            .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+            .map(str::to_owned)
+    })
 }
 
 #[cfg(test)]
@@ -127,17 +144,17 @@ mod tests {
     }
 
     #[test]
-    fn trace_ids_come_from_traceparent_then_request_id_then_new() {
+    fn trace_ids_come_from_traceparent_then_request_id() {
         let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         assert_eq!(
-            trace_id_of(&request(&[("traceparent", tp), ("x-request-id", "r1")])),
-            "4bf92f3577b34da6a3ce929d0e0e4736"
+            trace_id_of(&request(&[("traceparent", tp), ("x-request-id", "r1")])).as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
         );
-        assert_eq!(trace_id_of(&request(&[("x-request-id", "r1")])), "r1");
         assert_eq!(
-            trace_id_of(&request(&[("x-request-id", "bad id")])).len(),
-            32
+            trace_id_of(&request(&[("x-request-id", "r1")])).as_deref(),
+            Some("r1")
         );
-        assert_eq!(trace_id_of(&request(&[])).len(), 32);
+        assert_eq!(trace_id_of(&request(&[("x-request-id", "bad id")])), None);
+        assert_eq!(trace_id_of(&request(&[])), None);
     }
 }

@@ -325,12 +325,7 @@ async fn the_request_trace_id_reaches_the_processor() {
     for id in ["welcome-77", "welcome-78", "welcome-79"] {
         wait_for_state(&email, id, JobState::Completed, SOON).await;
     }
-    eprintln!(
-        "hash: {:?}",
-        redis.job_field("ax-email", "welcome-77", "x-trace-id")
-    );
     let traces = TRACES.lock().unwrap().clone();
-    eprintln!("traces: {traces:?}");
     let trace_of = |id: &str| {
         traces
             .iter()
@@ -343,10 +338,41 @@ async fn the_request_trace_id_reaches_the_processor() {
         Some("4bf92f3577b34da6a3ce929d0e0e4736")
     );
     assert_eq!(trace_of("welcome-79"), Some(generated_id));
-    assert!(
-        redis.keys().iter().all(|k| !k.ends_with(":x")),
-        "the extras of completed jobs are deleted: {:?}",
-        redis.keys()
-    );
+    wait_until(
+        SOON,
+        "the extras of completed jobs to be deleted",
+        || async {
+            redis
+                .keys()
+                .iter()
+                .all(|k| !k.ends_with(":x"))
+                .then_some(())
+        },
+    )
+    .await;
     workers.shutdown(SOON).await;
+}
+
+#[tokio::test]
+async fn a_layer_that_mints_no_ids_leaves_untraced_requests_and_their_jobs_untraced() {
+    let redis = TestRedis::new("ax-nomint");
+    let app = redis.app(|b| b.registrations(only_email())).await;
+    let (listener, addr) = listener().await;
+    let router = routes().layer(QueueLayer::new(&app).mint_request_ids(false));
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let untraced = post_json(addr, "/signup", &[], &welcome(80)).await;
+    assert_eq!(untraced.status, 202);
+    assert_eq!(untraced.header("x-request-id"), None);
+    let traced = post_json(addr, "/signup", &[("x-request-id", "req-81")], &welcome(81)).await;
+    assert_eq!(traced.header("x-request-id"), Some("req-81"));
+
+    // Only the traced job has an extras key to carry its trace id.
+    let extras: Vec<String> = redis
+        .keys()
+        .into_iter()
+        .filter(|k| k.ends_with(":x"))
+        .collect();
+    assert_eq!(extras.len(), 1, "{extras:?}");
+    assert!(extras[0].ends_with(":ax-email:welcome-81:x"), "{extras:?}");
 }

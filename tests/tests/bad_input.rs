@@ -12,22 +12,8 @@
 use std::time::Duration;
 
 use queue_core::{Backoff, Error, Job, JobError, JobOptions, JobState, Processor};
+use queue_tests::fixtures::{welcome, WelcomeEmail};
 use queue_tests::{wait_for_state, TestRedis, SOON};
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WelcomeEmail {
-    user_id: u64,
-    to: String,
-}
-
-fn welcome(user_id: u64) -> WelcomeEmail {
-    WelcomeEmail {
-        user_id,
-        to: format!("user{user_id}@example.com"),
-    }
-}
 
 async fn send(job: Job<WelcomeEmail>) -> Result<String, JobError> {
     Ok(format!("sent to {}", job.data.to))
@@ -177,15 +163,15 @@ async fn bad_job_data_fails_only_its_own_job_with_a_reason_and_the_worker_goes_o
         ("bad-opts", "sent to user1@example.com"),
         (
             "missing-field",
-            "payload does not fit bad_input::WelcomeEmail: missing field `to`",
+            "payload does not fit queue_tests::fixtures::WelcomeEmail: missing field `to`",
         ),
         (
             "wrong-type",
-            "payload does not fit bad_input::WelcomeEmail: invalid type: string \"one\"",
+            "payload does not fit queue_tests::fixtures::WelcomeEmail: invalid type: string \"one\"",
         ),
         (
             "not-an-object",
-            "payload does not fit bad_input::WelcomeEmail: invalid type: string \"hello\"",
+            "payload does not fit queue_tests::fixtures::WelcomeEmail: invalid type: string \"hello\"",
         ),
         (
             "unknown-name",

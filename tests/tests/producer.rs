@@ -4,22 +4,8 @@
 use std::time::{Duration, Instant};
 
 use queue_core::{Backoff, BulkJob, Deduplication, Error, JobOptions, JobState, Keep, QueueApp};
+use queue_tests::fixtures::{welcome, WelcomeEmail};
 use queue_tests::TestRedis;
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WelcomeEmail {
-    user_id: u64,
-    to: String,
-}
-
-fn welcome(user_id: u64) -> WelcomeEmail {
-    WelcomeEmail {
-        user_id,
-        to: format!("user{user_id}@example.com"),
-    }
-}
 
 #[tokio::test]
 async fn add_stores_data_and_options_where_bullmq_reads_them() {

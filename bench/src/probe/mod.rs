@@ -27,6 +27,15 @@ impl Email {
     }
 }
 
+/// The `n` emails of a `bulk` run, in batches of [`BULK`].
+pub(crate) fn batches(n: u64) -> impl Iterator<Item = Vec<Email>> {
+    (0..n).step_by(BULK).map(move |start| {
+        (start..(start + BULK as u64).min(n))
+            .map(Email::numbered)
+            .collect()
+    })
+}
+
 /// A latency probe's payload: when it was added, on this process's clock.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -167,8 +176,9 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
             }
             "serve" => {
                 let port: u16 = arg(args, 2, "port")?;
+                let mint_request_ids = args.get(3).map(String::as_str) != Some("no-request-ids");
                 if ours {
-                    ours::serve(port).await?;
+                    ours::serve(port, mint_request_ids).await?;
                 } else {
                     raw::serve(port).await?;
                 }

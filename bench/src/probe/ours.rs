@@ -11,7 +11,7 @@ use queue_axum::{Accepted, QueueError, QueueLayer};
 use queue_core::{inject_queue, processor, BulkJob, Job, JobError, JobOptions, Queue, QueueApp};
 use tokio::sync::mpsc;
 
-use super::{now_us, redis_url, Email, Stamp, StartCounter, BULK, IN_FLIGHT};
+use super::{now_us, redis_url, Email, Stamp, StartCounter, IN_FLIGHT};
 use crate::BenchResult;
 
 static STARTS: StartCounter = StartCounter::new();
@@ -70,11 +70,10 @@ pub(super) async fn enqueue(queue: &str, mode: &str, n: u64) -> BenchResult<Dura
                 .await?;
         }
         _ => {
-            let all: Vec<u64> = (0..n).collect();
-            for chunk in all.chunks(BULK) {
-                let jobs = chunk
-                    .iter()
-                    .map(|&i| BulkJob::new("email", Email::numbered(i)))
+            for batch in super::batches(n) {
+                let jobs = batch
+                    .into_iter()
+                    .map(|e| BulkJob::new("email", e))
                     .collect();
                 q.add_bulk(jobs).await?;
             }
@@ -126,11 +125,11 @@ async fn accept(producers: Producers, Json(email): Json<Email>) -> Result<Accept
     Ok(Accepted::from(added))
 }
 
-pub(super) async fn serve(port: u16) -> BenchResult<()> {
+pub(super) async fn serve(port: u16, mint_request_ids: bool) -> BenchResult<()> {
     let app = app().await?;
     let router = Router::new()
         .route("/enqueue", post(accept))
-        .layer(QueueLayer::new(&app));
+        .layer(QueueLayer::new(&app).mint_request_ids(mint_request_ids));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     axum::serve(listener, router).await?;
     Ok(())

@@ -14,7 +14,7 @@ use bullmq::{BulkJob, Queue, QueueOptions, Worker, WorkerOptions};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use tokio::sync::mpsc;
 
-use super::{now_us, redis_url, Email, Stamp, StartCounter, BULK, IN_FLIGHT};
+use super::{now_us, redis_url, Email, Stamp, StartCounter, IN_FLIGHT};
 use crate::BenchResult;
 
 static STARTS: StartCounter = StartCounter::new();
@@ -45,11 +45,10 @@ pub(super) async fn enqueue(name: &str, mode: &str, n: u64) -> BenchResult<Durat
                 .await?;
         }
         _ => {
-            let all: Vec<u64> = (0..n).collect();
-            for chunk in all.chunks(BULK) {
-                let jobs = chunk
-                    .iter()
-                    .map(|&i| BulkJob::new("email", Email::numbered(i)))
+            for batch in super::batches(n) {
+                let jobs = batch
+                    .into_iter()
+                    .map(|e| BulkJob::new("email", e))
                     .collect();
                 q.add_bulk(jobs).await?;
             }

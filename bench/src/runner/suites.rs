@@ -218,6 +218,32 @@ fn wait_for_port(port: u16) -> BenchResult<()> {
 
 const HTTP_QUEUE: &str = "bench-http";
 
+/// One server under HTTP load.
+#[derive(Debug, Clone, Copy)]
+struct HttpServer {
+    system: System,
+    label: &'static str,
+    extra: Option<&'static str>,
+}
+
+const HTTP_SERVERS: [HttpServer; 3] = [
+    HttpServer {
+        system: System::Ours,
+        label: "ours: axum + queue-axum, request ids minted (default)",
+        extra: None,
+    },
+    HttpServer {
+        system: System::Ours,
+        label: "ours: axum + queue-axum, `mint_request_ids(false)`",
+        extra: Some("no-request-ids"),
+    },
+    HttpServer {
+        system: System::Raw,
+        label: "raw engine: axum + engine `add`",
+        extra: None,
+    },
+];
+
 pub(super) fn http(redis: &mut BenchRedis, settings: Settings) -> BenchResult<String> {
     let script = std::env::temp_dir().join(format!("queue-bench-{}.lua", std::process::id()));
     std::fs::write(
@@ -231,12 +257,20 @@ pub(super) fn http(redis: &mut BenchRedis, settings: Settings) -> BenchResult<St
     let mut rates = Figures::new();
     let mut p99s = Figures::new();
     let mut checks: BTreeMap<&'static str, (u64, u64, u64, u64)> = BTreeMap::new();
-    let systems = [System::Ours, System::Raw];
+    let servers = HTTP_SERVERS;
     for round in 0..settings.rounds {
-        for system in rotated(&systems, round) {
+        for HttpServer {
+            system,
+            label,
+            extra,
+        } in rotated(&servers, round)
+        {
             redis.flush()?;
             let port = free_port()?;
-            let mut server = system.spawn(&redis.url(), &["serve", &port.to_string()])?;
+            let port_arg = port.to_string();
+            let mut args = vec!["serve", port_arg.as_str()];
+            args.extend(extra);
+            let mut server = system.spawn(&redis.url(), &args)?;
             wait_for_port(port)?;
             let url = format!("http://127.0.0.1:{port}/enqueue");
             let output = Command::new("wrk")
@@ -259,14 +293,13 @@ pub(super) fn http(redis: &mut BenchRedis, settings: Settings) -> BenchResult<St
             let accepted = load.requests - load.non_2xx;
             if jobs < accepted {
                 return Err(format!(
-                    "{}: {accepted} requests got a 202 but only {jobs} jobs are in Redis",
-                    system.label()
+                    "{label}: {accepted} requests got a 202 but only {jobs} jobs are in Redis"
                 )
                 .into());
             }
-            record(&mut rates, system, load.requests_per_sec);
-            record(&mut p99s, system, load.p99_ms);
-            let entry = checks.entry(system.label()).or_default();
+            rates.entry(label).or_default().push(load.requests_per_sec);
+            p99s.entry(label).or_default().push(load.p99_ms);
+            let entry = checks.entry(label).or_default();
             *entry = (
                 entry.0 + accepted,
                 entry.1 + jobs,
@@ -281,24 +314,21 @@ pub(super) fn http(redis: &mut BenchRedis, settings: Settings) -> BenchResult<St
          | system | requests/s | p99 | non-2xx | timeouts | 202s (all rounds) | jobs in Redis |\n\
          |---|---|---|---|---|---|---|\n"
     );
-    for system in systems {
-        let (accepted, jobs, non_2xx, timeouts) =
-            checks.get(system.label()).copied().unwrap_or_default();
+    let median_of =
+        |figures: &Figures, label: &str| figures.get(label).map_or(f64::NAN, |v| median(v));
+    for HttpServer { label, .. } in servers {
+        let (accepted, jobs, non_2xx, timeouts) = checks.get(label).copied().unwrap_or_default();
         out.push_str(&format!(
-            "| {} (axum{}) | {:.0} | {:.2} ms | {non_2xx} | {timeouts} | {accepted} | {jobs} |\n",
-            system.label(),
-            if system == System::Ours {
-                " + queue-axum"
-            } else {
-                ", engine `add`"
-            },
-            med(&rates, system),
-            med(&p99s, system),
+            "| {label} | {:.0} | {:.2} ms | {non_2xx} | {timeouts} | {accepted} | {jobs} |\n",
+            median_of(&rates, label),
+            median_of(&p99s, label),
         ));
     }
+    let raw = median_of(&rates, HTTP_SERVERS[2].label);
     out.push_str(&format!(
-        "\nrequests/s ours/raw: {}\n\n",
-        ratio(med(&rates, System::Ours), med(&rates, System::Raw))
+        "\nrequests/s ours/raw: {} (request ids minted), {} (not minted)\n\n",
+        ratio(median_of(&rates, HTTP_SERVERS[0].label), raw),
+        ratio(median_of(&rates, HTTP_SERVERS[1].label), raw),
     ));
     Ok(out)
 }
