@@ -69,6 +69,18 @@ impl BenchRedis {
             .ok_or_else(|| "INFO memory has no used_memory".into())
     }
 
+    /// CPU seconds Redis has used so far (user + system).
+    pub(super) fn cpu_seconds(&mut self) -> BenchResult<f64> {
+        let info: String = redis::cmd("INFO").arg("cpu").query(&mut self.conn)?;
+        let read = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        Ok(read("used_cpu_user:") + read("used_cpu_sys:"))
+    }
+
     pub(super) fn waiting(&mut self, queue: &str) -> BenchResult<u64> {
         Ok(redis::cmd("LLEN")
             .arg(format!("bull:{queue}:wait"))

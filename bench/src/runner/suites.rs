@@ -81,8 +81,9 @@ pub(super) type Rss = Figures;
 pub(super) fn throughput(redis: &mut BenchRedis, settings: Settings) -> BenchResult<(String, Rss)> {
     let mut out = String::from(
         "### Processing throughput, no-op handler (jobs/s, median of the rounds)\n\n\
-         | concurrency | ours (`#[processor]`) | raw engine worker | Node BullMQ worker | ours/raw | ours/Node |\n\
-         |---|---|---|---|---|---|\n",
+         Redis busy: the share of the run's wall time Redis spent on CPU (one core at most).\n\n\
+         | concurrency | ours (`#[processor]`) | raw engine worker | Node BullMQ worker | ours/raw | ours/Node | Redis busy (ours / raw / Node) |\n\
+         |---|---|---|---|---|---|---|\n",
     );
     let mut rss = Rss::new();
     let n = settings.jobs.to_string();
@@ -90,16 +91,19 @@ pub(super) fn throughput(redis: &mut BenchRedis, settings: Settings) -> BenchRes
         let queue = format!("bench-c{concurrency}");
         let concurrency_arg = concurrency.to_string();
         let mut figures = Figures::new();
+        let mut busy = Figures::new();
         for round in 0..settings.rounds {
             for system in rotated(&System::ALL, round) {
                 redis.flush()?;
                 System::Raw.run(&redis.url(), &["enqueue", &queue, "bulk", &n])?;
+                let cpu_before = redis.cpu_seconds()?;
                 let result = system.run(&redis.url(), &["work", &queue, &concurrency_arg, &n])?;
-                record(
-                    &mut figures,
-                    system,
-                    settings.jobs as f64 / field(&result, "ms")? * 1000.0,
-                );
+                let redis_cpu = redis.cpu_seconds()? - cpu_before;
+                let ms = field(&result, "ms")?;
+                record(&mut figures, system, settings.jobs as f64 / ms * 1000.0);
+                // The child's start-up is outside `ms` but inside the CPU reading; Redis
+                // is idle then, so this hardly overstates how busy it was.
+                record(&mut busy, system, redis_cpu / (ms / 1000.0));
                 if concurrency == 100 {
                     record(&mut rss, system, field(&result, "peakRssKb")?);
                 }
@@ -110,10 +114,14 @@ pub(super) fn throughput(redis: &mut BenchRedis, settings: Settings) -> BenchRes
             med(&figures, System::Raw),
             med(&figures, System::Node),
         );
+        let percent = |system| format!("{:.0} %", med(&busy, system) * 100.0);
         out.push_str(&format!(
-            "| {concurrency} | {ours:.0} | {raw:.0} | {node:.0} | {} | {} |\n",
+            "| {concurrency} | {ours:.0} | {raw:.0} | {node:.0} | {} | {} | {} / {} / {} |\n",
             ratio(ours, raw),
-            ratio(ours, node)
+            ratio(ours, node),
+            percent(System::Ours),
+            percent(System::Raw),
+            percent(System::Node),
         ));
         eprintln!("throughput c{concurrency}: {figures:?}");
     }
