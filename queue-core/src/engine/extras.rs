@@ -6,14 +6,16 @@
 //! job first and run it without them. (The job's own hash cannot be written first: the
 //! add script would take the job for a duplicate.) A job without an id gets a generated
 //! one, and its key is written in the same instant as the add, saving a round trip; a
-//! worker that does not find it yet waits up to about 85 ms for it. The key expires on its own a month after the job is due, and the worker
-//! deletes it when the job completes. Node workers simply do not see it.
+//! worker that does not find it yet waits up to about 85 ms for it. The key expires on
+//! its own a month after the job is due, and the worker deletes it when the job
+//! completes. Node workers simply do not see it.
 //!
 //! Reading the key costs a worker a round trip per attempt, which at concurrency 1
 //! halves its throughput. So the job says whether it has extras, in the one field we
 //! set that the engine carries to the worker untouched: the creation timestamp, odd
 //! when it has extras and even when not (a shift of at most 1 ms). Jobs of other
-//! producers never have extras; those with odd timestamps cost a lookup that finds
+//! producers never have extras: those with BullMQ's integer ids are never looked up,
+//! and those with an id of their own and an odd timestamp cost a lookup that finds
 //! nothing.
 
 use std::time::Duration;

@@ -37,9 +37,10 @@ pub(crate) type BackoffFn =
 /// already read from the extra fields.
 pub(crate) struct RawAttempt {
     pub(crate) job: Job<serde_json::Value>,
-    /// The job's data was missing or not JSON (the engine made it `null`): the
-    /// attempt fails with this reason, and no handler sees it.
-    pub(crate) unreadable_data: Option<String>,
+    /// Set when the engine handed over `null` data, which may stand for data that is
+    /// missing or not JSON: tells which (a reason), or `None` for a real `null`. Asked
+    /// only by handlers whose payload cannot be `null`, so `()` payloads cost nothing.
+    pub(crate) explain_null: Option<BoxFuture<'static, Option<String>>>,
 }
 
 /// How an attempt failed, as the engine needs to know it.
@@ -214,19 +215,16 @@ fn engine_processor(
             let extras = stored.unwrap_or_default();
             meta.options.timeout = extras.timeout();
             meta.trace_id = extras.trace_id;
-            let unreadable_data = if data.is_null() {
-                raw_data::problem(&conn, &queue, &meta.id).await
-            } else {
-                None
-            };
+            let explain_null = data.is_null().then(|| {
+                let (conn, queue, id) = (conn.clone(), queue.clone(), meta.id.clone());
+                let explain: BoxFuture<'static, Option<String>> =
+                    Box::pin(async move { raw_data::problem(&conn, &queue, &id).await });
+                explain
+            });
             // Kept for the clean-up of the extras, which only some jobs have.
             let extras_id = had_extras.then(|| meta.id.clone());
             let job = Job::from_parts(data, Arc::new(meta), ctx, CancelSignal::from_engine(token));
-            let outcome = process(RawAttempt {
-                job,
-                unreadable_data,
-            })
-            .await;
+            let outcome = process(RawAttempt { job, explain_null }).await;
             if let (Ok(_), Some(id)) = (&outcome, extras_id) {
                 // Not awaited: the completion need not wait for housekeeping, and the
                 // key expires by itself should this be lost.

@@ -102,6 +102,8 @@ pub struct ErasedHandler {
     pub(crate) payload_type: &'static str,
     pub(crate) payload_id: std::any::TypeId,
     pub(crate) dependencies: Vec<DepInfo>,
+    /// The payload type takes JSON `null` (`()`, `Option<_>`, `Value`).
+    pub(crate) accepts_null: bool,
     run: Arc<RunFn>,
 }
 
@@ -139,6 +141,7 @@ impl ErasedHandler {
             payload_type,
             payload_id: std::any::TypeId::of::<H::Payload>(),
             dependencies: H::dependencies(),
+            accepts_null: serde_json::from_value::<H::Payload>(serde_json::Value::Null).is_ok(),
             run: Arc::new(run),
         }
     }

@@ -61,7 +61,7 @@ impl Dispatcher {
             self.tracker.stalled(&id);
         }
         self.tracker.started(&id, &name, attempt, max_attempts);
-        let (outcome, longest_poll) = match raw.unreadable_data {
+        let (outcome, longest_poll) = match self.unreadable_data(&job, raw.explain_null).await {
             Some(problem) => (Err(unrecoverable(problem)), Duration::ZERO),
             None => self.attempt(job).instrument(span.clone()).await,
         };
@@ -88,6 +88,21 @@ impl Dispatcher {
             }
         }
         outcome
+    }
+
+    /// Why the job's `null` data is unusable (missing, or not JSON), asked only when its
+    /// handler's payload cannot be `null`.
+    async fn unreadable_data(
+        &self,
+        job: &Job<serde_json::Value>,
+        explain_null: Option<BoxFuture<'static, Option<String>>>,
+    ) -> Option<String> {
+        let explain = explain_null?;
+        let planned = self.plan.handler_for(job.name())?;
+        if planned.handler.accepts_null {
+            return None;
+        }
+        explain.await
     }
 
     /// Finds the job's handler and runs it under supervision; also returns the longest
