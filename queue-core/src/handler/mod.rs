@@ -202,6 +202,19 @@ mod tests {
         assert_eq!(out, serde_json::json!("to:ada"));
     }
 
+    #[test]
+    fn handlers_say_whether_their_payload_takes_null() {
+        async fn unit(_job: Job<()>) -> Result<(), JobError> {
+            Ok(())
+        }
+        async fn maybe(_job: Job<Option<u32>>) -> Result<(), JobError> {
+            Ok(())
+        }
+        assert!(ErasedHandler::new(unit).accepts_null);
+        assert!(ErasedHandler::new(maybe).accepts_null);
+        assert!(!ErasedHandler::new(echo).accepts_null);
+    }
+
     #[tokio::test]
     async fn wrong_payload_is_unrecoverable_with_the_serde_message() {
         let h = ErasedHandler::new(echo);
