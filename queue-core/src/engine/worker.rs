@@ -204,31 +204,30 @@ fn engine_processor(
         let ctx = JobContext::Live(LiveJob::new(engine_job));
         let conn = conn.clone();
         let process = process.clone();
-        let queue = queue.clone();
         Box::pin(async move {
             let _hold = hold;
             // One round trip before the handler starts, so that the timeout holds from
             // the first instant and every log line of the attempt carries the trace id;
             // only for jobs whose timestamp says they have extras.
-            let stored = extras::read_for(&conn, &queue, &meta.id, meta.timestamp_ms).await;
-            let had_extras = stored.is_some();
+            let stored = extras::read_for(&conn, &meta.queue, &meta.id, meta.timestamp_ms).await;
+            // Kept for the clean-up of the extras, which only some jobs have.
+            let extras_key = stored
+                .is_some()
+                .then(|| extras::key(&conn, &meta.queue, &meta.id));
             let extras = stored.unwrap_or_default();
             meta.options.timeout = extras.timeout();
             meta.trace_id = extras.trace_id;
             let explain_null = data.is_null().then(|| {
-                let (conn, queue, id) = (conn.clone(), queue.clone(), meta.id.clone());
+                let (conn, queue, id) = (conn.clone(), meta.queue.clone(), meta.id.clone());
                 let explain: BoxFuture<'static, Option<String>> =
                     Box::pin(async move { raw_data::problem(&conn, &queue, &id).await });
                 explain
             });
-            // Kept for the clean-up of the extras, which only some jobs have.
-            let extras_id = had_extras.then(|| meta.id.clone());
             let job = Job::from_parts(data, Arc::new(meta), ctx, CancelSignal::from_engine(token));
             let outcome = process(RawAttempt { job, explain_null }).await;
-            if let (Ok(_), Some(id)) = (&outcome, extras_id) {
+            if let (Ok(_), Some(key)) = (&outcome, extras_key) {
                 // Not awaited: the completion need not wait for housekeeping, and the
                 // key expires by itself should this be lost.
-                let key = extras::key(&conn, &queue, &id);
                 tokio::spawn(async move { extras::forget(&conn, &key).await });
             }
             outcome.map_err(|failure| {
