@@ -40,10 +40,8 @@ impl AttemptTracker {
     }
 
     pub(crate) fn started(&self, job_id: &str, name: &str, attempt: u32, max_attempts: u32) {
-        if !self.listening() {
-            // The facts only enrich events; with nobody listening, skip the work.
-            return;
-        }
+        // Kept even while nobody listens: a listener that subscribes during the attempt
+        // must still be told truly whether its failure was the last.
         let facts = AttemptFacts {
             name: name.to_owned(),
             attempt,
@@ -51,6 +49,9 @@ impl AttemptTracker {
             is_final: attempt >= max_attempts,
         };
         self.facts().insert(job_id.to_owned(), facts);
+        if !self.listening() {
+            return;
+        }
         self.publish(WorkerEvent::Active {
             queue: self.queue.clone(),
             job_id: job_id.to_owned(),
