@@ -45,6 +45,8 @@ impl std::fmt::Debug for EngineQueue {
 struct Prepared {
     opts: JobOptions,
     existed: bool,
+    /// The job has extras (its timestamp says so: [`extras::stamp`]).
+    has_extras: bool,
     alongside: Option<JobExtras>,
 }
 
@@ -74,9 +76,10 @@ impl EngineQueue {
         let Prepared {
             opts,
             existed,
+            has_extras,
             alongside,
         } = self.before_add(opts).await?;
-        let timestamp = extras::stamp(now_ms(), &opts);
+        let timestamp = extras::stamp(now_ms(), has_extras);
         let add = self
             .inner
             .add(name, data)
@@ -111,6 +114,7 @@ impl EngineQueue {
             return Ok(Prepared {
                 opts: opts.clone(),
                 existed,
+                has_extras: false,
                 alongside: None,
             });
         };
@@ -120,6 +124,7 @@ impl EngineQueue {
             return Ok(Prepared {
                 opts,
                 existed: false,
+                has_extras: true,
                 alongside: Some(extras),
             });
         }
@@ -130,6 +135,7 @@ impl EngineQueue {
         Ok(Prepared {
             opts,
             existed,
+            has_extras: true,
             alongside: None,
         })
     }
@@ -170,7 +176,14 @@ impl EngineQueue {
         let now = now_ms();
         let stamped: Vec<_> = prepared
             .into_iter()
-            .map(|p| (extras::stamp(now, &p.opts), p.opts, p.existed, p.alongside))
+            .map(|p| {
+                (
+                    extras::stamp(now, p.has_extras),
+                    p.opts,
+                    p.existed,
+                    p.alongside,
+                )
+            })
             .collect();
         let bulk = jobs
             .iter()
