@@ -32,6 +32,10 @@ pub enum Error {
     #[error("redis error: {0}")]
     Redis(#[source] BoxError),
 
+    /// The application's database failed (the outbox, operation or stage records).
+    #[error("database error: {0}")]
+    Database(#[source] BoxError),
+
     /// A payload or return value could not be turned into JSON.
     #[error("cannot serialize {what}: {source}")]
     Serialize {
@@ -116,13 +120,14 @@ impl Error {
         }
     }
 
-    /// Whether the error means Redis could not be reached (as opposed to a refused request).
+    /// Whether the error means Redis (or the application's database) could not be
+    /// reached, as opposed to a refused request.
     ///
     /// Useful to answer 503 instead of 500 in an HTTP handler.
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            Error::Connect { .. } | Error::Redis(_) | Error::Timeout { .. }
+            Error::Connect { .. } | Error::Redis(_) | Error::Timeout { .. } | Error::Database(_)
         )
     }
 }

@@ -11,6 +11,8 @@ mod options;
 mod processor;
 mod queue;
 mod registry;
+#[cfg(feature = "sqlx")]
+mod store;
 mod tls;
 mod worker;
 
@@ -33,9 +35,17 @@ pub use options::{Backoff, BackoffContext, Deduplication, JobOptions, Keep, MAX_
 pub use processor::Processor;
 pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue, Schedule};
 pub use registry::RegistryError;
+#[cfg(feature = "sqlx")]
+pub use store::{
+    Backend, DoneStage, Effect, Operation, OperationError, Operations, Outbox, OutboxCounts,
+    OutboxEntry, Relay, RelayStats, Stages,
+};
 
 #[doc = include_str!("../docs/registration.md")]
 pub mod guide_registration {}
+#[cfg(feature = "sqlx")]
+#[doc = include_str!("../docs/exactly-once.md")]
+pub mod guide_exactly_once {}
 pub use tls::Tls;
 pub use worker::{ShutdownReport, Workers};
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use queue_core::{testing, QueueApp, QueueAppBuilder};
 
 pub mod chaos;
+pub mod db;
 pub mod fixtures;
 pub mod http;
 pub mod node;

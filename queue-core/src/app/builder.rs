@@ -47,6 +47,8 @@ pub struct QueueAppBuilder {
     connect_timeout: Duration,
     command_timeout: Duration,
     max_payload_bytes: usize,
+    #[cfg(feature = "sqlx")]
+    outbox: Option<crate::store::Outbox>,
 }
 
 impl Default for QueueAppBuilder {
@@ -63,6 +65,8 @@ impl Default for QueueAppBuilder {
             connect_timeout: Duration::from_secs(5),
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            #[cfg(feature = "sqlx")]
+            outbox: None,
         }
     }
 }
@@ -151,6 +155,15 @@ impl QueueAppBuilder {
         self
     }
 
+    /// A transactional outbox in the application's database, for
+    /// [`Queue::add_in`](crate::Queue::add_in). `build` creates its table if missing
+    /// and starts a relay (see [`Outbox::start_relay`](crate::Outbox::start_relay)).
+    #[cfg(feature = "sqlx")]
+    pub fn outbox(mut self, outbox: crate::store::Outbox) -> Self {
+        self.outbox = Some(outbox);
+        self
+    }
+
     /// Runs the start-up checks without connecting: every registration problem at once.
     pub fn check(&self) -> Result<(), Error> {
         self.plan().map(drop)
@@ -164,6 +177,10 @@ impl QueueAppBuilder {
             ));
         }
         self.defaults.validate()?;
+        #[cfg(feature = "sqlx")]
+        if let Some(outbox) = &self.outbox {
+            outbox.validate()?;
+        }
         let registered = self.registrations.collect();
         let mut deps = self.deps.clone();
         // `Dep<QueueApp>` is always available: the workers get the app itself when they
@@ -228,13 +245,17 @@ impl QueueAppBuilder {
             prefix = conn.prefix(),
             "queue app connected"
         );
+        #[cfg(feature = "sqlx")]
+        if let Some(outbox) = &self.outbox {
+            outbox.migrate().await?;
+        }
         let (worker_events, _) = broadcast::channel(local::CAPACITY);
         let registered_queues = plans
             .iter()
             .map(|p| p.queue.clone())
             .chain(registered.producers.iter().map(|p| p.queue.to_owned()))
             .collect();
-        Ok(QueueApp {
+        let app = QueueApp {
             inner: Arc::new(AppInner {
                 conn,
                 plans,
@@ -244,6 +265,8 @@ impl QueueAppBuilder {
                     max_payload_bytes: self.max_payload_bytes,
                     backoffs: self.backoffs.clone(),
                     command_timeout: self.command_timeout,
+                    #[cfg(feature = "sqlx")]
+                    outbox: self.outbox.clone(),
                 },
                 backoffs: self.backoffs,
                 queues: Mutex::new(HashMap::new()),
@@ -251,8 +274,15 @@ impl QueueAppBuilder {
                 registered_queues,
                 worker_listeners: registered.worker_listeners,
                 queue_listeners: registered.queue_listeners,
+                #[cfg(feature = "sqlx")]
+                relay: Mutex::new(None),
             }),
-        })
+        };
+        #[cfg(feature = "sqlx")]
+        if let Some(outbox) = self.outbox.filter(|o| o.settings.start_relay) {
+            app.keep_relay(crate::store::Relay::start(&app, outbox));
+        }
+        Ok(app)
     }
 }
 

@@ -68,7 +68,7 @@ pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 512 * 1024;
 /// ```
 #[derive(Clone, Debug)]
 pub struct QueueApp {
-    inner: Arc<AppInner>,
+    pub(crate) inner: Arc<AppInner>,
 }
 
 #[derive(Debug)]
@@ -84,6 +84,9 @@ pub(crate) struct AppInner {
     queue_listeners: Vec<&'static QueueListenerRecord>,
     /// Queues with a processor or an `#[inject_queue]` producer in this app.
     registered_queues: std::collections::BTreeSet<String>,
+    /// The relay `build` started, if the app has an outbox.
+    #[cfg(feature = "sqlx")]
+    relay: Mutex<Option<crate::store::Relay>>,
 }
 
 impl QueueApp {
@@ -233,5 +236,57 @@ impl QueueApp {
 
     pub(crate) fn connection(&self) -> &Connection {
         &self.inner.conn
+    }
+}
+
+#[cfg(feature = "sqlx")]
+impl QueueApp {
+    /// The app's outbox, if it has one ([`QueueAppBuilder::outbox`]).
+    pub fn outbox(&self) -> Option<&crate::store::Outbox> {
+        self.inner.producer.outbox.as_ref()
+    }
+
+    /// Starts another relay of the app's outbox (`build` already started one unless
+    /// told not to). Fails when the app has no outbox.
+    pub fn start_relay(&self) -> Result<crate::store::Relay, Error> {
+        let outbox = self.outbox().ok_or_else(|| {
+            Error::invalid(
+                "outbox",
+                "this app has no outbox; give it one with QueueAppBuilder::outbox",
+            )
+        })?;
+        Ok(crate::store::Relay::start(self, outbox.clone()))
+    }
+
+    /// What the relay `build` started has done, if there is one.
+    pub fn relay_stats(&self) -> Option<crate::store::RelayStats> {
+        self.inner
+            .relay
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(crate::store::Relay::stats)
+    }
+
+    /// Stops the relay `build` started, after its batch in flight. Rows still in the
+    /// outbox stay there for the next relay.
+    pub async fn stop_relay(&self) {
+        let relay = self
+            .inner
+            .relay
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(relay) = relay {
+            relay.shutdown().await;
+        }
+    }
+
+    pub(crate) fn keep_relay(&self, relay: crate::store::Relay) {
+        *self
+            .inner
+            .relay
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(relay);
     }
 }

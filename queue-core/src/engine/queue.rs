@@ -221,14 +221,23 @@ impl EngineQueue {
         .await
     }
 
-    /// Whether the job id (or deduplication id) is already taken, read before adding.
+    /// Whether the job id or the deduplication id is already taken, read before adding:
+    /// BullMQ adds nothing when either is (a `replace` deduplication excepted, which
+    /// replaces the job it finds).
     async fn claimed_before(&self, opts: &JobOptions) -> Result<bool, Error> {
-        let key = match (&opts.job_id, &opts.deduplication) {
-            (Some(id), _) => self.job_key(id),
-            (None, Some(dedup)) => format!("{}:de:{}", self.conn.queue_base(self.name()), dedup.id),
-            (None, None) => return Ok(false),
-        };
-        self.conn.query(redis::cmd("EXISTS").arg(key)).await
+        let base = self.conn.queue_base(self.name());
+        let mut keys = Vec::with_capacity(2);
+        if let Some(id) = &opts.job_id {
+            keys.push(self.job_key(id));
+        }
+        if let Some(dedup) = opts.deduplication.as_ref().filter(|d| !d.replace) {
+            keys.push(format!("{base}:de:{}", dedup.id));
+        }
+        if keys.is_empty() {
+            return Ok(false);
+        }
+        let taken: u64 = self.conn.query(redis::cmd("EXISTS").arg(keys)).await?;
+        Ok(taken > 0)
     }
 
     /// BullMQ answers a duplicate id with the existing job's id and no error. We tell
@@ -279,7 +288,15 @@ impl EngineQueue {
         start: i64,
         end: i64,
     ) -> Result<Vec<JobInfo>, Error> {
-        let names: Vec<&str> = states.iter().map(|s| state_range_name(*s)).collect();
+        // Pending jobs are in the application's outbox, never in Redis.
+        let names: Vec<&str> = states
+            .iter()
+            .filter(|s| **s != JobState::Pending)
+            .map(|s| state_range_name(*s))
+            .collect();
+        if names.is_empty() && !states.is_empty() {
+            return Ok(Vec::new());
+        }
         let jobs = self
             .inner
             .get_jobs(&names, start, end, false)

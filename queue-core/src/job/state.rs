@@ -27,10 +27,14 @@ pub enum JobState {
     Failed,
     /// A parent job waiting for its children (flows).
     WaitingChildren,
+    /// Written into the application's outbox ([`Queue::add_in`](crate::Queue::add_in))
+    /// and not yet added to Redis. Not a BullMQ state: no job in Redis has it.
+    Pending,
 }
 
 impl JobState {
-    /// Every state, in the order a job usually goes through them.
+    /// Every state a job in Redis can have (BullMQ's), in the order a job usually goes
+    /// through them. [`JobState::Pending`] is not among them.
     pub const ALL: [JobState; 7] = [
         JobState::Waiting,
         JobState::Prioritized,
@@ -51,6 +55,7 @@ impl JobState {
             JobState::Completed => "completed",
             JobState::Failed => "failed",
             JobState::WaitingChildren => "waiting-children",
+            JobState::Pending => "pending",
         }
     }
 
@@ -74,6 +79,7 @@ impl std::str::FromStr for JobState {
             .into_iter()
             .find(|state| state.as_str() == s)
             .or((s == "wait").then_some(JobState::Waiting))
+            .or((s == "pending").then_some(JobState::Pending))
             .ok_or_else(|| {
                 crate::Error::invalid(
                     "state",

@@ -159,6 +159,12 @@ impl<T> Queue<T> {
         limit: u32,
         state: JobState,
     ) -> Result<Vec<String>, Error> {
+        if state == JobState::Pending {
+            return Err(Error::invalid(
+                "state",
+                "pending jobs are in the application's outbox, not in Redis; see Outbox::pending",
+            ));
+        }
         self.timed("clean", async {
             self.engine().await?.clean(grace, limit, state).await
         })

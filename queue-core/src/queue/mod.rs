@@ -2,6 +2,8 @@
 
 mod cancel;
 mod manage;
+#[cfg(feature = "sqlx")]
+mod outbox;
 mod schedule;
 
 use std::future::Future;
@@ -40,6 +42,9 @@ pub(crate) struct ProducerSettings {
     pub(crate) max_payload_bytes: usize,
     pub(crate) backoffs: BackoffRegistry,
     pub(crate) command_timeout: Duration,
+    /// Where `add_in` writes jobs.
+    #[cfg(feature = "sqlx")]
+    pub(crate) outbox: Option<crate::store::Outbox>,
 }
 
 impl QueueShared {

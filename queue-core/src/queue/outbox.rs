@@ -1,0 +1,140 @@
+//! `Queue::add_in`: a job written into the application's own transaction, through the
+//! app's [`Outbox`](crate::Outbox).
+
+use serde::Serialize;
+
+use super::{AddedJob, Queue};
+use crate::error::Error;
+use crate::job::{now_ms, JobState};
+use crate::options::JobOptions;
+use crate::store::{database, Backend, NewRow, StoredOptions};
+
+/// Ids `add_in` gives jobs that have none: fixed when the row is written, so that every
+/// relay that adds the row adds the same job.
+fn outbox_job_id() -> String {
+    format!("o-{}", uuid::Uuid::new_v4().simple())
+}
+
+impl<T: Serialize> Queue<T> {
+    /// Writes the job into the app's outbox inside `conn`'s transaction (pass `&mut *tx`):
+    /// it reaches Redis when, and only if, that transaction commits. The relay adds it
+    /// with exactly these options; its trace id and timeout travel with it.
+    ///
+    /// The job id is fixed now (yours, or a new `o-<uuid>`), and is the one returned, so
+    /// a relay that dies after the add and adds the row again adds the same job. Bad
+    /// options and oversized payloads are refused here, as by [`add`](Self::add), and
+    /// nothing is written. While the row waits, a second `add_in` with the same job id
+    /// writes nothing and reports `duplicate`. The job's state is
+    /// [`JobState::Pending`] until the relay has added it.
+    ///
+    /// Fails with [`Error::InvalidOption`] (`"outbox"`) when the app has no outbox or
+    /// it lives in another kind of database than `conn`.
+    ///
+    /// On SQLite, waking this process's relay at commit uses the connection's commit
+    /// hook, replacing any hook the application set on that connection.
+    pub async fn add_in<DB: Backend>(
+        &self,
+        conn: &mut DB::Connection,
+        name: &str,
+        data: T,
+        options: JobOptions,
+    ) -> Result<AddedJob, Error> {
+        let outbox = self.shared.settings.outbox.as_ref().ok_or_else(|| {
+            Error::invalid(
+                "outbox",
+                "this app has no outbox; give it one with QueueAppBuilder::outbox",
+            )
+        })?;
+        if outbox.backend != std::any::TypeId::of::<DB>() {
+            return Err(Error::invalid(
+                "outbox",
+                format!(
+                    "the app's outbox is in {}, but this transaction is {}",
+                    outbox.backend_name,
+                    std::any::type_name::<DB>()
+                ),
+            ));
+        }
+        let mut options = self.prepare(options)?;
+        let data = self.to_json(&data)?;
+        let job_id = options.job_id.take().unwrap_or_else(outbox_job_id);
+        let stored = serde_json::to_string(&StoredOptions::of(&options)).map_err(|source| {
+            Error::Serialize {
+                what: "job options",
+                source,
+            }
+        })?;
+        let row = NewRow {
+            queue: self.name(),
+            job_id: &job_id,
+            job_name: name,
+            data: data.to_string(),
+            options: stored,
+            created_at_ms: i64::try_from(now_ms()).unwrap_or(i64::MAX),
+        };
+        let inserted = DB::outbox_insert(conn, &row, &outbox.wake)
+            .await
+            .map_err(database)?;
+        Ok(AddedJob {
+            queue: self.name().to_owned(),
+            id: job_id,
+            name: name.to_owned(),
+            duplicate: !inserted,
+            state: Some(JobState::Pending),
+        })
+    }
+}
+
+impl Queue<serde_json::Value> {
+    /// The relay's add: each job checked on its own, the good ones added in one
+    /// pipelined call. `Err` only when Redis is unavailable (the relay retries the whole
+    /// batch later); a job Redis or this app refuses gets its own `Err`.
+    pub(crate) async fn add_relayed(
+        &self,
+        jobs: Vec<super::BulkJob<serde_json::Value>>,
+    ) -> Result<Vec<Result<AddedJob, Error>>, Error> {
+        let mut outcomes: Vec<Option<Result<AddedJob, Error>>> = Vec::with_capacity(jobs.len());
+        let mut valid = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            match self
+                .prepare(job.options.clone())
+                .and_then(|_| self.to_json(&job.data).map(drop))
+            {
+                Ok(()) => {
+                    outcomes.push(None);
+                    valid.push(job);
+                }
+                Err(e) => outcomes.push(Some(Err(e))),
+            }
+        }
+        let mut added = match self.add_bulk(valid.clone()).await {
+            Ok(added) => added.into_iter().map(Ok).collect::<Vec<_>>(),
+            Err(e) if e.is_unavailable() => return Err(e),
+            // Redis refused something in the batch: find out which, one by one.
+            Err(_) => {
+                let mut one_by_one = Vec::with_capacity(valid.len());
+                for job in valid {
+                    match self.add(&job.name, job.data, job.options).await {
+                        Err(e) if e.is_unavailable() => return Err(e),
+                        outcome => one_by_one.push(outcome),
+                    }
+                }
+                one_by_one
+            }
+        }
+        .into_iter();
+        Ok(outcomes
+            .into_iter()
+            .map(|outcome| {
+                outcome.unwrap_or_else(|| {
+                    added.next().unwrap_or_else(|| {
+                        Err(Error::invalid(
+                            "outbox",
+                            "the engine answered fewer jobs than it was given",
+                        ))
+                    })
+                })
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,183 @@
+//! Operation records: an effect that must happen once per key, run in one database
+//! transaction with the record of its key and result.
+
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sqlx::Pool;
+
+use super::backend::Backend;
+use crate::error::Error;
+use crate::job::now_ms;
+
+/// What a once-only call did: ran the effect now, or found it done before and returned
+/// the stored result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation<R> {
+    /// The effect ran in this call; its result is stored.
+    Ran(R),
+    /// The effect was done before (by an earlier attempt, or by a racer that won);
+    /// this is the result stored then. Nothing ran.
+    AlreadyDone(R),
+}
+
+impl<R> Operation<R> {
+    /// The result, whichever call produced it.
+    pub fn into_result(self) -> R {
+        match self {
+            Operation::Ran(r) | Operation::AlreadyDone(r) => r,
+        }
+    }
+
+    /// Whether the effect had been done before this call.
+    pub fn was_done_before(&self) -> bool {
+        matches!(self, Operation::AlreadyDone(_))
+    }
+}
+
+/// Why a once-only call failed. Every variant leaves nothing recorded, so the call can
+/// be retried: a later attempt runs the effect (at most once).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OperationError<E> {
+    /// The effect returned an error; its transaction was rolled back.
+    #[error("{0}")]
+    Effect(E),
+    /// The database failed (or a racer's transaction was still open; retry).
+    #[error("database error: {0}")]
+    Database(#[source] sqlx::Error),
+    /// The result could not be stored or read back as JSON.
+    #[error("the stored result does not fit: {0}")]
+    Result(#[source] serde_json::Error),
+    /// A stage was asked for that the stage machine does not have.
+    #[error("unknown stage `{stage}`; the stages are: {known}")]
+    UnknownStage {
+        /// The stage asked for.
+        stage: String,
+        /// The machine's stages, in order.
+        known: String,
+    },
+    /// A stage was asked for before the stages it follows were done.
+    #[error("stage `{stage}` cannot run before `{missing}` is done")]
+    OutOfOrder {
+        /// The stage asked for.
+        stage: String,
+        /// The first earlier stage not done yet.
+        missing: String,
+    },
+}
+
+impl<E> From<sqlx::Error> for OperationError<E> {
+    fn from(e: sqlx::Error) -> Self {
+        OperationError::Database(e)
+    }
+}
+
+impl<E> From<serde_json::Error> for OperationError<E> {
+    fn from(e: serde_json::Error) -> Self {
+        OperationError::Result(e)
+    }
+}
+
+/// The effect an [`Operations::run_once`] call runs, given the open transaction. The
+/// same shape as sqlx's own `Connection::transaction`.
+pub type Effect<'c, R, E> = BoxFuture<'c, Result<R, E>>;
+
+/// Operation records (`operation_key UNIQUE`): each effect runs once per key, in the
+/// same transaction that records the key and its result. A repeat with the key returns
+/// the stored result without running the effect; two workers racing on one key give
+/// one effect, and the loser gets the winner's result.
+///
+/// The effect's own writes must go through the transaction it is given: that is what
+/// makes them commit with the record, or not at all.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::SqlitePool) -> Result<(), Box<dyn std::error::Error>> {
+/// use queue_core::{Operation, Operations};
+///
+/// let ops = Operations::new(pool);
+/// ops.migrate().await?;
+/// let grant = ops
+///     .run_once("grant-7-birthday-2026-03-14", |tx| {
+///         Box::pin(async move {
+///             let id: i64 = sqlx::query_scalar(
+///                 "INSERT INTO coupon_grants (user_id, campaign_id, date) VALUES (7, 'birthday', '2026-03-14') RETURNING id",
+///             )
+///             .fetch_one(&mut *tx)
+///             .await?;
+///             Ok::<_, sqlx::Error>(id)
+///         })
+///     })
+///     .await?;
+/// match grant {
+///     Operation::Ran(id) => println!("granted: {id}"),
+///     Operation::AlreadyDone(id) => println!("granted before: {id}"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Operations<DB: Backend> {
+    pool: Pool<DB>,
+}
+
+impl<DB: Backend> Operations<DB> {
+    /// Operation records in `pool`'s database (table `queue_operations`).
+    pub fn new(pool: Pool<DB>) -> Self {
+        Operations { pool }
+    }
+
+    /// Creates the tables if they are missing (the same SQL as the outbox's).
+    pub async fn migrate(&self) -> Result<(), Error> {
+        DB::migrate(&self.pool).await.map_err(super::database)
+    }
+
+    /// Runs `effect` once for `key`: inserts the key, runs the effect in the same
+    /// transaction, stores its result and commits. When the key exists, returns the
+    /// stored result and runs nothing. A racer that holds the key in an open
+    /// transaction is waited for.
+    pub async fn run_once<R, E, F>(
+        &self,
+        key: &str,
+        effect: F,
+    ) -> Result<Operation<R>, OperationError<E>>
+    where
+        R: Serialize + DeserializeOwned + Send,
+        E: Send,
+        F: for<'c> FnOnce(&'c mut DB::Connection) -> Effect<'c, R, E> + Send,
+    {
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        let mut tx = DB::begin_write(&self.pool).await?;
+        if !DB::operation_claim(&mut tx, key, now).await? {
+            let stored = DB::operation_read(&mut tx, key).await?;
+            tx.rollback().await?;
+            let json = stored.flatten().unwrap_or_else(|| "null".to_owned());
+            return Ok(Operation::AlreadyDone(serde_json::from_str(&json)?));
+        }
+        let result = match effect(&mut tx).await {
+            Ok(result) => result,
+            Err(e) => {
+                tx.rollback().await?;
+                return Err(OperationError::Effect(e));
+            }
+        };
+        let json = serde_json::to_string(&result)?;
+        DB::operation_store(&mut tx, key, &json).await?;
+        tx.commit().await?;
+        Ok(Operation::Ran(result))
+    }
+
+    /// The stored result of `key`, if its effect was done.
+    pub async fn result<R: DeserializeOwned>(&self, key: &str) -> Result<Option<R>, Error> {
+        let mut conn = self.pool.acquire().await.map_err(super::database)?;
+        let stored = DB::operation_read(&mut conn, key)
+            .await
+            .map_err(super::database)?;
+        stored
+            .map(|json| serde_json::from_str(&json.unwrap_or_else(|| "null".to_owned())))
+            .transpose()
+            .map_err(|source| Error::Serialize {
+                what: "operation result",
+                source,
+            })
+    }
+}

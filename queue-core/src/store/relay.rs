@@ -1,0 +1,308 @@
+//! The relay: takes outbox rows in batches, adds their jobs to Redis, and deletes each
+//! row only after Redis acknowledged its add.
+//!
+//! Any number of relays run at once. A relay leases the rows it takes (PostgreSQL:
+//! `SKIP LOCKED`, so relays never wait on each other; SQLite: its single writer), so no
+//! row is taken by two relays while the lease runs. A relay that dies holding rows
+//! leaves them to the next one when the lease runs out; that one adds the same job ids
+//! again, and BullMQ's job-id and deduplication checks make it one job.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::outbox::{database, Outbox};
+use super::record::StoredOptions;
+use crate::app::{AppInner, QueueApp};
+use crate::error::Error;
+use crate::job::now_ms;
+use crate::options::{Deduplication, JobOptions};
+use crate::queue::BulkJob;
+
+/// What a relay has done since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RelayStats {
+    /// Rows whose job Redis acknowledged as new.
+    pub added: u64,
+    /// Rows whose job Redis already had (a row added again after a relay died, or a
+    /// job id another producer used first). Nothing was added for them.
+    pub duplicates: u64,
+    /// Rows set aside because their job can never be added as it is.
+    pub set_aside: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    added: AtomicU64,
+    duplicates: AtomicU64,
+    set_aside: AtomicU64,
+}
+
+/// A running relay. [`QueueAppBuilder::build`](crate::QueueAppBuilder::build) starts
+/// one for an app with an outbox; [`QueueApp::start_relay`] starts more (a process
+/// that only relays). Dropping the handle leaves it running until the app is dropped.
+///
+/// ```no_run
+/// # async fn demo(app: queue_core::QueueApp) -> queue_core::Result<()> {
+/// let relay = app.start_relay()?;
+/// // ...
+/// println!("{} jobs relayed", relay.stats().added);
+/// relay.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Relay {
+    control: Arc<Control>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Debug, Default)]
+struct Control {
+    stopping: AtomicBool,
+    stop: Notify,
+    counters: Counters,
+}
+
+impl Relay {
+    /// Starts a relay for `app`'s outbox. It holds the app weakly: it stops when the
+    /// app is dropped.
+    pub(crate) fn start(app: &QueueApp, outbox: Outbox) -> Relay {
+        let control = Arc::new(Control::default());
+        let owner = format!("relay-{}", uuid::Uuid::new_v4().simple());
+        let task = tokio::spawn(run(
+            Arc::downgrade(&app.inner),
+            outbox,
+            owner,
+            control.clone(),
+        ));
+        Relay { control, task }
+    }
+
+    /// What it has done so far.
+    pub fn stats(&self) -> RelayStats {
+        let c = &self.control.counters;
+        RelayStats {
+            added: c.added.load(Ordering::Relaxed),
+            duplicates: c.duplicates.load(Ordering::Relaxed),
+            set_aside: c.set_aside.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops after the batch in flight (its rows are added and deleted, or left for
+    /// the next relay).
+    pub async fn shutdown(self) {
+        self.control.stopping.store(true, Ordering::SeqCst);
+        self.control.stop.notify_one();
+        if let Err(e) = self.task.await {
+            tracing::error!(error = %e, "outbox relay task failed");
+        }
+    }
+}
+
+/// The waits after a failed batch: from 100 ms, doubling, at most 5 s.
+fn retry_delay(failures: u32) -> Duration {
+    Duration::from_millis(100u64.saturating_mul(1 << failures.min(6))).min(Duration::from_secs(5))
+}
+
+async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Control>) {
+    let listener = tokio::spawn(outbox.store.listen(outbox.wake.clone()));
+    let settings = outbox.settings;
+    let mut failures = 0u32;
+    let mut outage: Option<Instant> = None;
+    tracing::debug!(%owner, "outbox relay started");
+    while !control.stopping.load(Ordering::SeqCst) {
+        let Some(app) = app.upgrade().map(|inner| QueueApp { inner }) else {
+            break;
+        };
+        let pause = match batch(&app, &outbox, &owner, &control.counters).await {
+            Ok(taken) => {
+                if let Some(since) = outage.take() {
+                    tracing::info!(down_for = ?since.elapsed(), "outbox relay is moving jobs again");
+                }
+                failures = 0;
+                if taken == settings.batch_size {
+                    continue; // more rows are waiting
+                }
+                None
+            }
+            Err(e) => {
+                // Said once per outage, not per row or per retry.
+                if outage.is_none() {
+                    tracing::warn!(error = %e, "outbox relay cannot move jobs; retrying with backoff until it can");
+                    outage = Some(Instant::now());
+                }
+                failures = failures.saturating_add(1);
+                Some(retry_delay(failures))
+            }
+        };
+        drop(app);
+        let wait = pause.unwrap_or(settings.poll_interval);
+        tokio::select! {
+            () = control.stop.notified() => {}
+            // A commit wakes the relay, unless it is backing off from a failure.
+            () = outbox.wake.notified(), if pause.is_none() => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+    listener.abort();
+    tracing::debug!(%owner, "outbox relay stopped");
+}
+
+/// A row ready to be added, or why it never can be.
+struct Decoded {
+    row_id: i64,
+    queue: String,
+    job: Result<BulkJob<serde_json::Value>, String>,
+}
+
+fn decode(
+    row: super::backend::ClaimedRow,
+    now: u64,
+    settings: &super::outbox::RelaySettings,
+) -> Decoded {
+    let (row_id, queue, job_id, job_name, data, options, created_at_ms) = row;
+    let job = (|| {
+        let data: serde_json::Value =
+            serde_json::from_str(&data).map_err(|e| format!("the row's data is not JSON ({e})"))?;
+        let stored: StoredOptions = serde_json::from_str(&options)
+            .map_err(|e| format!("the row's options are not readable ({e})"))?;
+        let mut options: JobOptions = stored.into_options(job_id.clone());
+        // A delay counts from the commit, not from when the relay got to the row.
+        let waited =
+            Duration::from_millis(now.saturating_sub(u64::try_from(created_at_ms).unwrap_or(0)));
+        options.delay = options
+            .delay
+            .map(|d| d.saturating_sub(waited))
+            .filter(|d| !d.is_zero());
+        if options.deduplication.is_none() {
+            options.deduplication =
+                Some(Deduplication::new(format!("outbox-{job_id}")).ttl(settings.dedup_window));
+        }
+        Ok(BulkJob::new(job_name, data).options(options))
+    })();
+    Decoded { row_id, queue, job }
+}
+
+/// One batch: claim, add, delete. Returns how many rows it took.
+async fn batch(
+    app: &QueueApp,
+    outbox: &Outbox,
+    owner: &str,
+    counters: &Counters,
+) -> Result<usize, Error> {
+    let store = &outbox.store;
+    let now = now_ms();
+    let now_i = i64::try_from(now).unwrap_or(i64::MAX);
+    let lease_ms = i64::try_from(outbox.settings.lease.as_millis()).unwrap_or(i64::MAX);
+    let limit = i64::try_from(outbox.settings.batch_size).unwrap_or(i64::MAX);
+    let rows = store
+        .claim(owner, now_i, now_i.saturating_add(lease_ms), limit)
+        .await
+        .map_err(database)?;
+    let taken = rows.len();
+    if taken == 0 {
+        return Ok(0);
+    }
+    let mut by_queue: BTreeMap<String, Vec<(i64, BulkJob<serde_json::Value>)>> = BTreeMap::new();
+    for decoded in rows
+        .into_iter()
+        .map(|row| decode(row, now, &outbox.settings))
+    {
+        match decoded.job {
+            Ok(job) => by_queue
+                .entry(decoded.queue)
+                .or_default()
+                .push((decoded.row_id, job)),
+            Err(reason) => set_aside(outbox, counters, decoded.row_id, &reason).await?,
+        }
+    }
+    let mut done = Vec::with_capacity(taken);
+    let mut unavailable = None;
+    for (queue, jobs) in by_queue {
+        let ids: Vec<i64> = jobs.iter().map(|(id, _)| *id).collect();
+        if unavailable.is_some() {
+            store.release(&ids, owner).await.map_err(database)?;
+            continue;
+        }
+        let handle = match app.queue::<serde_json::Value>(&queue) {
+            Ok(handle) => handle,
+            Err(e) => {
+                for id in ids {
+                    set_aside(outbox, counters, id, &e.to_string()).await?;
+                }
+                continue;
+            }
+        };
+        match handle
+            .add_relayed(jobs.into_iter().map(|(_, job)| job).collect())
+            .await
+        {
+            Ok(outcomes) => {
+                for (id, outcome) in ids.into_iter().zip(outcomes) {
+                    match outcome {
+                        Ok(added) => {
+                            let counter = if added.duplicate {
+                                &counters.duplicates
+                            } else {
+                                &counters.added
+                            };
+                            counter.fetch_add(1, Ordering::Relaxed);
+                            done.push(id);
+                        }
+                        Err(e) => set_aside(outbox, counters, id, &e.to_string()).await?,
+                    }
+                }
+            }
+            Err(e) => {
+                store.release(&ids, owner).await.map_err(database)?;
+                unavailable = Some(e);
+            }
+        }
+    }
+    if !done.is_empty() {
+        store.delete(&done).await.map_err(database)?;
+    }
+    match unavailable {
+        Some(e) => Err(e),
+        None => Ok(taken),
+    }
+}
+
+async fn set_aside(
+    outbox: &Outbox,
+    counters: &Counters,
+    row_id: i64,
+    reason: &str,
+) -> Result<(), Error> {
+    tracing::error!(
+        row_id,
+        reason,
+        "outbox row set aside: its job can never be added as it is"
+    );
+    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    outbox
+        .store
+        .set_aside(row_id, reason, now)
+        .await
+        .map_err(database)?;
+    counters.set_aside.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retry_delay;
+    use std::time::Duration;
+
+    #[test]
+    fn retries_back_off_to_five_seconds() {
+        assert_eq!(retry_delay(1), Duration::from_millis(200));
+        assert_eq!(retry_delay(3), Duration::from_millis(800));
+        assert_eq!(retry_delay(40), Duration::from_secs(5));
+    }
+}
