@@ -127,7 +127,18 @@ async fn a_committed_job_arrives_with_everything_a_direct_add_carries(db: AnyDb)
             .collect::<Vec<_>>(),
         ["welcome-7", generated_id.as_str()]
     );
-    assert_eq!(email.get_job("welcome-7").await.unwrap(), None);
+    // The status of a job on its way is "pending", never "not found".
+    assert_eq!(
+        email.get_job_state("welcome-7").await.unwrap(),
+        Some(JobState::Pending)
+    );
+    let waiting = email
+        .get_job("welcome-7")
+        .await
+        .unwrap()
+        .expect("found in the outbox");
+    assert_eq!((waiting.max_attempts, waiting.priority), (4, 3));
+    assert_eq!(waiting.data_as::<WelcomeEmail>().unwrap(), welcome(7));
     // A second add_in of a pending id writes nothing.
     let again = db
         .add_in(
@@ -301,6 +312,12 @@ async fn a_poison_row_is_set_aside_while_the_rows_behind_it_go_through(db: AnyDb
     assert!(reasons[1].1.contains("attempts"), "{reasons:?}");
     assert!(reasons[2].1.contains("queue"), "{reasons:?}");
     assert!(failed.iter().all(|e| e.set_aside_at_ms.is_some()));
+    assert_eq!(
+        email.get_job_state("bad-data").await.unwrap(),
+        Some(JobState::Failed)
+    );
+    let set_aside = email.get_job("bad-options").await.unwrap().unwrap();
+    assert!(set_aside.failed_reason.unwrap().contains("attempts"));
     let counts = outbox.counts().await.unwrap();
     assert_eq!((counts.pending, counts.set_aside), (0, 3));
     assert_eq!(app.relay_stats().unwrap().set_aside, 3);
@@ -403,7 +420,8 @@ async fn a_relay_killed_between_add_and_delete_makes_one_job() {
     // The job runs and retention removes it: job-id dedup alone could not stop a re-add.
     let workers = app.start_workers().await.unwrap();
     wait_until(SOON, "the job to run and be removed", || async {
-        let gone = email.get_job("welcome-1").await.unwrap().is_none();
+        // Read Redis itself: `get_job` would find the row, still in the outbox.
+        let gone = redis.job_field("email", "welcome-1", "name").is_none();
         (runs.load(Ordering::SeqCst) == 1 && gone).then_some(())
     })
     .await;

@@ -28,18 +28,39 @@ fn inclusive(range: &Range<usize>) -> Option<(i64, i64)> {
 }
 
 impl<T> Queue<T> {
-    /// The job as stored, or `None` if it does not exist (any more).
+    /// The job as stored, or `None` if it does not exist (any more). With an outbox, a
+    /// job still waiting there is found too (see [`get_job_state`](Self::get_job_state)).
     pub async fn get_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
-        self.timed("get_job", async { self.engine().await?.get_job(id).await })
-            .await
+        let in_redis = || self.timed("get_job", async { self.engine().await?.get_job(id).await });
+        let found = in_redis().await?;
+        if found.is_some() || !self.has_outbox() {
+            return Ok(found);
+        }
+        if let Some((info, _)) = self.in_outbox(id).await? {
+            return Ok(Some(info));
+        }
+        // The relay may have moved it between the two looks.
+        in_redis().await
     }
 
-    /// The job's state, or `None` if it does not exist (any more).
+    /// The job's state, or `None` if it does not exist (any more). With an outbox, a
+    /// job still waiting there is [`JobState::Pending`] (or [`JobState::Failed`] when
+    /// its row was set aside), so that a 202's `Location` never answers 404 for a job
+    /// that is on its way.
     pub async fn get_job_state(&self, id: &str) -> Result<Option<JobState>, Error> {
-        self.timed("get_job_state", async {
-            self.engine().await?.state(id).await
-        })
-        .await
+        let in_redis = || {
+            self.timed("get_job_state", async {
+                self.engine().await?.state(id).await
+            })
+        };
+        let found = in_redis().await?;
+        if found.is_some() || !self.has_outbox() {
+            return Ok(found);
+        }
+        if let Some((_, state)) = self.in_outbox(id).await? {
+            return Ok(Some(state));
+        }
+        in_redis().await
     }
 
     /// How many jobs are in each state.

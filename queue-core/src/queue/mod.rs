@@ -330,3 +330,17 @@ mod tests {
         );
     }
 }
+
+#[cfg(not(feature = "sqlx"))]
+impl<T> Queue<T> {
+    pub(crate) fn has_outbox(&self) -> bool {
+        false
+    }
+
+    pub(crate) async fn in_outbox(
+        &self,
+        _id: &str,
+    ) -> Result<Option<(crate::job::JobInfo, JobState)>, Error> {
+        Ok(None)
+    }
+}

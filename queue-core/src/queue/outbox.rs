@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{AddedJob, Queue};
 use crate::error::Error;
-use crate::job::{now_ms, JobState};
+use crate::job::{now_ms, JobInfo, JobState};
 use crate::options::JobOptions;
 use crate::store::{database, Backend, NewRow, StoredOptions};
 
@@ -136,5 +136,45 @@ impl Queue<serde_json::Value> {
                 })
             })
             .collect())
+    }
+}
+
+impl<T> Queue<T> {
+    pub(crate) fn has_outbox(&self) -> bool {
+        self.shared.settings.outbox.is_some()
+    }
+
+    /// The job as it waits in the outbox: [`JobState::Pending`], or
+    /// [`JobState::Failed`] for a row set aside (its reason as the failure reason).
+    pub(crate) async fn in_outbox(&self, id: &str) -> Result<Option<(JobInfo, JobState)>, Error> {
+        let Some(outbox) = &self.shared.settings.outbox else {
+            return Ok(None);
+        };
+        let Some(entry) = outbox.find(self.name(), id).await? else {
+            return Ok(None);
+        };
+        let state = if entry.set_aside_at_ms.is_some() {
+            JobState::Failed
+        } else {
+            JobState::Pending
+        };
+        let options = entry.options.unwrap_or_default();
+        let info = JobInfo {
+            id: entry.job_id,
+            name: entry.job_name,
+            data: entry.data,
+            progress: serde_json::Value::from(0),
+            attempts_made: 0,
+            attempts_started: 0,
+            max_attempts: options.attempts.unwrap_or(1),
+            timestamp_ms: entry.created_at_ms,
+            processed_on_ms: None,
+            finished_on_ms: entry.set_aside_at_ms,
+            failed_reason: entry.last_error,
+            return_value: None,
+            delay: options.delay.unwrap_or_default(),
+            priority: options.priority.unwrap_or(0),
+        };
+        Ok(Some((info, state)))
     }
 }

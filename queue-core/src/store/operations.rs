@@ -115,9 +115,18 @@ pub type Effect<'c, R, E> = BoxFuture<'c, Result<R, E>>;
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Operations<DB: Backend> {
     pool: Pool<DB>,
+}
+
+// By hand: a derive would ask for `DB: Clone`, which the database types are not.
+impl<DB: Backend> Clone for Operations<DB> {
+    fn clone(&self) -> Self {
+        Operations {
+            pool: self.pool.clone(),
+        }
+    }
 }
 
 impl<DB: Backend> Operations<DB> {

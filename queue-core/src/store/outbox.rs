@@ -83,7 +83,7 @@ impl Default for RelaySettings {
 }
 
 /// A job waiting in the outbox (or set aside there).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct OutboxEntry {
     /// The row's id (what [`Outbox::requeue`] takes).
@@ -94,6 +94,10 @@ pub struct OutboxEntry {
     pub job_id: String,
     /// The job's name.
     pub job_name: String,
+    /// The payload (`null` if the row's data is not JSON).
+    pub data: serde_json::Value,
+    /// The job's options, as `add_in` stored them (`None` if unreadable).
+    pub(crate) options: Option<crate::options::JobOptions>,
     /// When `add_in` wrote it (ms since the epoch).
     pub created_at_ms: u64,
     /// How many times a relay has taken it.
@@ -116,11 +120,27 @@ pub struct OutboxCounts {
 }
 
 fn entry(row: ListedRow) -> OutboxEntry {
-    let (id, queue, job_id, job_name, created_at_ms, attempts, last_error, failed_at_ms) = row;
+    let (
+        id,
+        queue,
+        job_id,
+        job_name,
+        data,
+        options,
+        created_at_ms,
+        attempts,
+        last_error,
+        failed_at_ms,
+    ) = row;
     let unsigned = |n: i64| u64::try_from(n).unwrap_or(0);
+    let options = serde_json::from_str::<super::record::StoredOptions>(&options)
+        .ok()
+        .map(|stored| stored.into_options(job_id.clone()));
     OutboxEntry {
         id,
         queue,
+        data: serde_json::from_str(&data).unwrap_or(serde_json::Value::Null),
+        options,
         job_id,
         job_name,
         created_at_ms: unsigned(created_at_ms),

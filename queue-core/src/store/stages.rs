@@ -52,10 +52,20 @@ pub struct DoneStage {
 /// assert_eq!(report.current(key).await?.as_deref(), Some("uploaded"));
 /// # let _ = url; Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Stages<DB: Backend> {
     pool: Pool<DB>,
     stages: Arc<[String]>,
+}
+
+// By hand: a derive would ask for `DB: Clone`, which the database types are not.
+impl<DB: Backend> Clone for Stages<DB> {
+    fn clone(&self) -> Self {
+        Stages {
+            pool: self.pool.clone(),
+            stages: self.stages.clone(),
+        }
+    }
 }
 
 impl<DB: Backend> Stages<DB> {

@@ -32,10 +32,12 @@ pub(crate) struct NewRow<'a> {
 /// created_at_ms)`.
 pub(crate) type ClaimedRow = (i64, String, String, String, String, String, i64);
 
-/// An outbox row as listed: `(id, queue, job_id, job_name, created_at_ms, attempts,
-/// last_error, failed_at_ms)`.
+/// An outbox row as listed: `(id, queue, job_id, job_name, data, options,
+/// created_at_ms, attempts, last_error, failed_at_ms)`.
 pub(crate) type ListedRow = (
     i64,
+    String,
+    String,
     String,
     String,
     String,

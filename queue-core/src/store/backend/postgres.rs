@@ -47,7 +47,7 @@ mod sql {
     macro_rules! listed {
         ($tail:literal) => {
             concat!(
-                "SELECT id, queue, job_id, job_name, created_at_ms, attempts, last_error, failed_at_ms \
+                "SELECT id, queue, job_id, job_name, data, options, created_at_ms, attempts, last_error, failed_at_ms \
                  FROM queue_outbox",
                 $tail
             )
