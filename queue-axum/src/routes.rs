@@ -1,5 +1,7 @@
 //! The job-status route: `GET /jobs/{queue}/{id}`.
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -12,39 +14,91 @@ use serde::Serialize;
 use crate::error::QueueError;
 use crate::extract::app_of;
 
-/// The status route with default settings: `GET /jobs/{queue}/{id}`, without payloads.
-/// Needs [`QueueLayer`](crate::QueueLayer) on the router.
+/// The status route with default settings: `GET /jobs/{queue}/{id}` for every queue
+/// the app knows, answering state, progress, attempts and timestamps only. Needs
+/// [`QueueLayer`](crate::QueueLayer) on the router.
 pub fn job_routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     JobRoutes::new().router()
 }
 
 /// Settings of the status route.
 ///
+/// By default it answers what a client polling its own job needs: the state, progress,
+/// attempts and timestamps. The failure reason (internal error text), the return value
+/// and the payload (either may hold personal data) are each an explicit opt-in, for a
+/// route mounted behind your own access check:
+///
 /// ```
+/// use axum::{middleware, Router};
 /// use queue_axum::JobRoutes;
-/// let routes: axum::Router = JobRoutes::new().include_data(true).router();
+///
+/// # async fn operator_only(r: axum::extract::Request, next: middleware::Next) -> axum::response::Response { next.run(r).await }
+/// let public: Router = JobRoutes::new().queues(["email"]).router();
+/// let admin: Router = Router::new().nest(
+///     "/admin",
+///     JobRoutes::new()
+///         .include_failed_reason(true)
+///         .include_return_value(true)
+///         .router()
+///         .layer(middleware::from_fn(operator_only)),
+/// );
 /// ```
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct JobRoutes {
     include_data: bool,
+    include_failed_reason: bool,
+    include_return_value: bool,
+    queues: Option<Arc<[String]>>,
 }
 
 impl JobRoutes {
-    /// Defaults: the payload is never shown (it can hold personal data).
+    /// Defaults: every queue the app knows; no payload, failure reason or return value.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Shows the job's payload as `data` too. Only for routes behind your own auth.
+    /// Shows the job's payload as `data`. Only behind your own access check.
     pub fn include_data(mut self, include: bool) -> Self {
         self.include_data = include;
+        self
+    }
+
+    /// Shows `failedReason`, the failure's text (internal details). Only behind your
+    /// own access check.
+    pub fn include_failed_reason(mut self, include: bool) -> Self {
+        self.include_failed_reason = include;
+        self
+    }
+
+    /// Shows `returnValue`, what the handler returned. Only behind your own access
+    /// check when it may hold personal data.
+    pub fn include_return_value(mut self, include: bool) -> Self {
+        self.include_return_value = include;
+        self
+    }
+
+    /// Serves these queues only (the others answer 404 "unknown queue").
+    pub fn queues<I, Q>(mut self, queues: I) -> Self
+    where
+        I: IntoIterator<Item = Q>,
+        Q: Into<String>,
+    {
+        self.queues = Some(queues.into_iter().map(Into::into).collect());
         self
     }
 
     /// The router, at `/jobs/{queue}/{id}`.
     pub fn router<S: Clone + Send + Sync + 'static>(self) -> Router<S> {
         Router::new().route("/jobs/{queue}/{id}", get(status).with_state(self))
+    }
+
+    fn serves(&self, app: &QueueApp, queue: &str) -> bool {
+        let listed = self
+            .queues
+            .as_ref()
+            .is_none_or(|queues| queues.iter().any(|q| q == queue));
+        listed && app.knows_queue(queue)
     }
 }
 
@@ -62,8 +116,11 @@ struct JobStatus {
     timestamp: u64,
     processed_on: Option<u64>,
     finished_on: Option<u64>,
-    failed_reason: Option<String>,
-    return_value: Option<serde_json::Value>,
+    /// Present (possibly `null`) only when the route opts in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed_reason: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    return_value: Option<Option<serde_json::Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     data: Option<serde_json::Value>,
 }
@@ -85,7 +142,7 @@ async fn status(
         Ok(app) => app,
         Err(rejection) => return rejection.into_response(),
     };
-    match lookup(&app, &queue, &id, settings).await {
+    match lookup(&app, &queue, &id, &settings).await {
         Ok(Some(status)) => Json(status).into_response(),
         Ok(None) => not_found("job not found", format!("no job `{id}` in queue `{queue}`")),
         Err(Lookup::UnknownQueue) => not_found(
@@ -105,9 +162,9 @@ async fn lookup(
     app: &QueueApp,
     queue: &str,
     id: &str,
-    settings: JobRoutes,
+    settings: &JobRoutes,
 ) -> Result<Option<JobStatus>, Lookup> {
-    if !app.knows_queue(queue) {
+    if !settings.serves(app, queue) {
         return Err(Lookup::UnknownQueue);
     }
     let handle = app
@@ -124,10 +181,15 @@ async fn lookup(
         .get_job_state(id)
         .await
         .map_err(|e| Lookup::Queue(e.into()))?;
-    Ok(Some(to_status(queue, info, state, settings.include_data)))
+    Ok(Some(to_status(queue, info, state, settings)))
 }
 
-fn to_status(queue: &str, info: JobInfo, state: Option<JobState>, include_data: bool) -> JobStatus {
+fn to_status(
+    queue: &str,
+    info: JobInfo,
+    state: Option<JobState>,
+    settings: &JobRoutes,
+) -> JobStatus {
     JobStatus {
         queue: queue.to_owned(),
         id: info.id,
@@ -139,8 +201,8 @@ fn to_status(queue: &str, info: JobInfo, state: Option<JobState>, include_data: 
         timestamp: info.timestamp_ms,
         processed_on: info.processed_on_ms,
         finished_on: info.finished_on_ms,
-        failed_reason: info.failed_reason,
-        return_value: info.return_value,
-        data: include_data.then_some(info.data),
+        failed_reason: settings.include_failed_reason.then_some(info.failed_reason),
+        return_value: settings.include_return_value.then_some(info.return_value),
+        data: settings.include_data.then_some(info.data),
     }
 }

@@ -75,7 +75,14 @@ pub async fn post_json(
 
 /// GETs a path.
 pub async fn get(addr: SocketAddr, path: &str) -> HttpResponse {
-    request(addr, "GET", path, &[], b"").await.expect("request")
+    get_with(addr, path, &[]).await
+}
+
+/// GETs a path with extra headers.
+pub async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> HttpResponse {
+    request(addr, "GET", path, headers, b"")
+        .await
+        .expect("request")
 }
 
 fn parse(raw: &[u8]) -> Option<HttpResponse> {

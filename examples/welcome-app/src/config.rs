@@ -32,7 +32,14 @@ pub struct Config {
     pub tz: chrono_tz::Tz,
     /// `WELCOME_BACKOFF_MS`: first retry delay of a welcome email (default 3000).
     pub welcome_backoff: Duration,
+    /// `ADMIN_TOKEN`: the bearer token of operator actions (the manual birthday scan,
+    /// job details, anyone's coupons). Unset, they are disabled. At least 16
+    /// characters.
+    pub admin_token: Option<String>,
 }
+
+/// The shortest `ADMIN_TOKEN` accepted.
+pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
 
 /// A variable that is set but not usable.
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +94,19 @@ impl Config {
                 expected: "a number from 0.0 to 1.0",
             });
         }
+        let admin_token = match lookup("ADMIN_TOKEN") {
+            None => None,
+            Some(token) if token.trim().len() < MIN_ADMIN_TOKEN_LEN => {
+                return Err(ConfigError {
+                    name: "ADMIN_TOKEN",
+                    value: "(hidden)".to_owned(),
+                    expected: "at least 16 characters (try: openssl rand -hex 24)",
+                })
+            }
+            Some(token) => Some(token.trim().to_owned()),
+        };
         Ok(Config {
+            admin_token,
             port: parsed(&lookup, "PORT", 3000, "a port number")?,
             redis_url: lookup("REDIS_URL")
                 .unwrap_or_else(|| queue_core::DEFAULT_REDIS_URL.to_owned()),
@@ -140,5 +159,21 @@ mod tests {
             .to_string()
             .contains("IANA"));
         assert_eq!(config(&[("ROLE", "worker")]).unwrap().role, Role::Worker);
+        assert_eq!(c.admin_token, None);
+        let short = config(&[("ADMIN_TOKEN", "hunter2")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            short.contains("at least 16") && !short.contains("hunter2"),
+            "{short}"
+        );
+        let long = "0123456789abcdef0123";
+        assert_eq!(
+            config(&[("ADMIN_TOKEN", long)])
+                .unwrap()
+                .admin_token
+                .as_deref(),
+            Some(long)
+        );
     }
 }

@@ -1,11 +1,16 @@
 //! The database: SQLite by default, PostgreSQL when `DATABASE_URL` says so. Each query
-//! is written once per dialect; the results are the same types.
+//! is written once, with PostgreSQL's `$N` placeholders (SQLite gets `?N`); the results
+//! are the same types.
 
 use std::str::FromStr;
 use std::time::Duration;
 
+use chrono::{Datelike, NaiveDate};
+use queue_core::{AddedJob, JobOptions, Operation, OperationError, Operations, Queue};
+use serde::Serialize;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::{Postgres, Sqlite, Transaction};
 
 /// What an insert guarded by a unique constraint did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,16 +22,35 @@ pub enum Inserted {
 }
 
 /// A user as stored.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct User {
-    /// The id.
+    /// The internal id (never shown: it counts users).
     pub id: i64,
-    /// The email address.
+    /// The public id: random, unique for ever.
+    pub public_id: String,
+    /// The email address, normalised.
     pub email: String,
     /// The name.
     pub name: String,
     /// `YYYY-MM-DD`.
     pub birthday: String,
+    /// SHA-256 (hex) of the access token the user was given at sign-up.
+    pub token_hash: Option<String>,
+}
+
+/// A user about to be stored.
+#[derive(Debug, Clone)]
+pub struct NewUser<'a> {
+    /// The public id.
+    pub public_id: &'a str,
+    /// The email address, normalised.
+    pub email: &'a str,
+    /// The name.
+    pub name: &'a str,
+    /// `YYYY-MM-DD`.
+    pub birthday: &'a str,
+    /// SHA-256 (hex) of the access token.
+    pub token_hash: &'a str,
 }
 
 /// A coupon grant as stored.
@@ -49,6 +73,16 @@ pub enum Db {
     Postgres(PgPool),
 }
 
+/// An open transaction of either kind: the application's writes and the jobs it adds
+/// through the outbox commit together.
+#[derive(Debug)]
+pub enum Tx {
+    /// SQLite.
+    Sqlite(Transaction<'static, Sqlite>),
+    /// PostgreSQL.
+    Postgres(Transaction<'static, Postgres>),
+}
+
 /// Database errors (connecting, migrating, querying).
 pub type DbError = sqlx::Error;
 
@@ -64,8 +98,8 @@ fn guarded(result: Result<i64, sqlx::Error>) -> Result<Inserted, sqlx::Error> {
     }
 }
 
-/// Runs one statement on whichever pool. The SQL is written once, with PostgreSQL's
-/// `$N` placeholders; SQLite gets them as `?N`, its numbered form.
+/// Runs one statement on whichever pool (or transaction). The SQL is written once,
+/// with PostgreSQL's `$N` placeholders; SQLite gets them as `?N`, its numbered form.
 macro_rules! on_pool {
     ($db:expr, [$($query:tt)+], $sql:expr $(, $bind:expr)* ; $fetch:ident) => {
         match $db {
@@ -78,10 +112,44 @@ macro_rules! on_pool {
     };
 }
 
-const USER_COLUMNS: &str = "id, email, name, birthday";
+macro_rules! on_tx {
+    ($tx:expr, [$($query:tt)+], $sql:expr $(, $bind:expr)* ; $fetch:ident) => {
+        match $tx {
+            Tx::Sqlite(tx) => {
+                let sql = $sql.replace('$', "?");
+                sqlx::$($query)+(&sql) $(.bind($bind))* .$fetch(&mut **tx).await
+            }
+            Tx::Postgres(tx) => sqlx::$($query)+($sql) $(.bind($bind))* .$fetch(&mut **tx).await,
+        }
+    };
+}
+
+const USER_COLUMNS: &str = "id, public_id, email, name, birthday, token_hash";
+
+/// The month-days whose birthdays fall on `date`: 29 February birthdays are kept on
+/// 28 February in years without a 29th.
+fn birthday_month_days(date: NaiveDate) -> [String; 2] {
+    let month_day = date.format("%m-%d").to_string();
+    let leap = NaiveDate::from_ymd_opt(date.year(), 2, 29).is_some();
+    if (date.month(), date.day()) == (2, 28) && !leap {
+        [month_day, "02-29".to_owned()]
+    } else {
+        [month_day.clone(), month_day]
+    }
+}
+
+/// queue-core's own tables (outbox, operation and stage records), beside ours.
+async fn migrate_queue_tables<DB: queue_core::Backend>(ops: Operations<DB>) -> Result<(), DbError> {
+    ops.migrate().await.map_err(|e| match e {
+        queue_core::Error::Database(source) => {
+            sqlx::Error::Migrate(Box::new(sqlx::migrate::MigrateError::Source(source)))
+        }
+        other => sqlx::Error::Protocol(other.to_string()),
+    })
+}
 
 impl Db {
-    /// Connects and runs the migrations.
+    /// Connects and runs the migrations (ours, then queue-core's).
     pub async fn connect(url: &str) -> Result<Self, DbError> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let pool = PgPoolOptions::new()
@@ -89,6 +157,7 @@ impl Db {
                 .connect(url)
                 .await?;
             sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+            migrate_queue_tables(Operations::new(pool.clone())).await?;
             Ok(Db::Postgres(pool))
         } else {
             let options = SqliteConnectOptions::from_str(url)?
@@ -100,62 +169,101 @@ impl Db {
                 .connect_with(options)
                 .await?;
             sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+            migrate_queue_tables(Operations::new(pool.clone())).await?;
             Ok(Db::Sqlite(pool))
         }
     }
 
-    /// Creates a user; `AlreadyThere` when the email is taken.
-    pub async fn insert_user(
-        &self,
-        email: &str,
-        name: &str,
-        birthday: &str,
-    ) -> Result<Inserted, DbError> {
-        let sql = "INSERT INTO users (email, name, birthday) VALUES ($1, $2, $3) RETURNING id";
-        guarded(on_pool!(self, [query_scalar], sql, email, name, birthday; fetch_one))
+    /// The job outbox in this database.
+    pub fn outbox(&self) -> queue_core::Outbox {
+        match self {
+            Db::Sqlite(pool) => queue_core::Outbox::new(pool.clone()),
+            Db::Postgres(pool) => queue_core::Outbox::new(pool.clone()),
+        }
     }
 
-    /// A user by id.
-    pub async fn user(&self, id: i64) -> Result<Option<User>, DbError> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1");
-        on_pool!(self, [query_as::<_, User>], &sql, id; fetch_optional)
+    /// Starts a transaction.
+    pub async fn begin(&self) -> Result<Tx, DbError> {
+        Ok(match self {
+            Db::Sqlite(pool) => Tx::Sqlite(pool.begin().await?),
+            Db::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+        })
     }
 
-    /// Users born on the month and day of `date` (`YYYY-MM-DD`).
-    pub async fn users_born_on(&self, date: &str) -> Result<Vec<User>, DbError> {
-        let month_day = date.get(5..10).unwrap_or_default();
+    /// A user by public id.
+    pub async fn user(&self, public_id: &str) -> Result<Option<User>, DbError> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE public_id = $1");
+        on_pool!(self, [query_as::<_, User>], &sql, public_id; fetch_optional)
+    }
+
+    /// Every user.
+    pub async fn users(&self) -> Result<Vec<User>, DbError> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users ORDER BY id");
+        on_pool!(self, [query_as::<_, User>], &sql; fetch_all)
+    }
+
+    /// Users whose birthday is on `date` (29 February ones on 28 February in years
+    /// without a 29th).
+    pub async fn users_born_on(&self, date: NaiveDate) -> Result<Vec<User>, DbError> {
+        let [first, second] = birthday_month_days(date);
         let sql = format!(
-            "SELECT {USER_COLUMNS} FROM users WHERE substr(birthday, 6, 5) = $1 ORDER BY id"
+            "SELECT {USER_COLUMNS} FROM users WHERE substr(birthday, 6, 5) IN ($1, $2) ORDER BY id"
         );
-        on_pool!(self, [query_as::<_, User>], &sql, month_day; fetch_all)
+        on_pool!(self, [query_as::<_, User>], &sql, &first, &second; fetch_all)
     }
 
     /// Records a sent message; `AlreadyThere` when this idempotency key was sent before.
-    pub async fn insert_outbox(
+    pub async fn insert_sent(
         &self,
         key: &str,
         to: &str,
         subject: &str,
         body: &str,
     ) -> Result<Inserted, DbError> {
-        let sql = "INSERT INTO outbox (idempotency_key, to_email, subject, body) VALUES ($1, $2, $3, $4) RETURNING id";
+        let sql = "INSERT INTO sent_mail (idempotency_key, to_email, subject, body) VALUES ($1, $2, $3, $4) RETURNING id";
         guarded(on_pool!(self, [query_scalar], sql, key, to, subject, body; fetch_one))
     }
 
     /// How many messages went out under this idempotency key (0 or 1).
-    pub async fn outbox_count(&self, key: &str) -> Result<i64, DbError> {
-        on_pool!(self, [query_scalar], "SELECT COUNT(*) FROM outbox WHERE idempotency_key = $1", key; fetch_one)
+    pub async fn sent_count(&self, key: &str) -> Result<i64, DbError> {
+        on_pool!(self, [query_scalar], "SELECT COUNT(*) FROM sent_mail WHERE idempotency_key = $1", key; fetch_one)
     }
 
-    /// Grants a coupon; `AlreadyThere` when this user has this campaign's grant for `date`.
-    pub async fn insert_grant(
+    /// Grants a coupon once per user, campaign and day, through an operation record
+    /// keyed on the three: a repeat returns the first grant's id and grants nothing.
+    /// (The table's unique constraint stays as the last line.)
+    pub async fn grant_once(
         &self,
         user_id: i64,
         campaign_id: &str,
         date: &str,
-    ) -> Result<Inserted, DbError> {
-        let sql = "INSERT INTO coupon_grants (user_id, campaign_id, date) VALUES ($1, $2, $3) RETURNING id";
-        guarded(on_pool!(self, [query_scalar], sql, user_id, campaign_id, date; fetch_one))
+    ) -> Result<Operation<Option<i64>>, OperationError<DbError>> {
+        let key = format!("grant-{user_id}-{campaign_id}-{date}");
+        // ON CONFLICT: a grant recorded without its key (by an older version of the
+        // service) means nothing new, and the key is recorded now.
+        let sql = "INSERT INTO coupon_grants (user_id, campaign_id, date) VALUES ($1, $2, $3) \
+                   ON CONFLICT (user_id, campaign_id, date) DO NOTHING RETURNING id";
+        macro_rules! grant {
+            ($pool:expr, $sql:expr) => {{
+                let (campaign_id, date, sql) = (campaign_id.to_owned(), date.to_owned(), $sql);
+                Operations::new($pool.clone())
+                    .run_once(&key, move |tx| {
+                        Box::pin(async move {
+                            sqlx::query_scalar::<_, i64>(&sql)
+                                .bind(user_id)
+                                .bind(campaign_id)
+                                .bind(date)
+                                .fetch_optional(&mut *tx)
+                                .await
+                        })
+                    })
+                    .await
+            }};
+        }
+        match self {
+            Db::Sqlite(pool) => grant!(pool, sql.replace('$', "?")),
+            Db::Postgres(pool) => grant!(pool, sql.to_owned()),
+        }
     }
 
     /// A user's grants, oldest first.
@@ -163,5 +271,51 @@ impl Db {
         let sql =
             "SELECT campaign_id, date FROM coupon_grants WHERE user_id = $1 ORDER BY date, id";
         on_pool!(self, [query_as::<_, Grant>], sql, user_id; fetch_all)
+    }
+}
+
+impl Tx {
+    /// Creates a user; `AlreadyThere` when the email is taken.
+    pub async fn insert_user(&mut self, user: &NewUser<'_>) -> Result<Inserted, DbError> {
+        let sql = "INSERT INTO users (public_id, email, name, birthday, token_hash) VALUES ($1, $2, $3, $4, $5) \
+                   ON CONFLICT (email) DO NOTHING RETURNING id";
+        let id: Option<i64> = on_tx!(self, [query_scalar], sql, user.public_id, user.email, user.name, user.birthday, user.token_hash; fetch_optional)?;
+        Ok(id.map_or(Inserted::AlreadyThere, Inserted::New))
+    }
+
+    /// Writes a job into the outbox, inside this transaction.
+    pub async fn add_job<T: Serialize>(
+        &mut self,
+        queue: &Queue<T>,
+        name: &str,
+        data: T,
+        options: JobOptions,
+    ) -> Result<AddedJob, queue_core::Error> {
+        match self {
+            Tx::Sqlite(tx) => queue.add_in::<Sqlite>(tx, name, data, options).await,
+            Tx::Postgres(tx) => queue.add_in::<Postgres>(tx, name, data, options).await,
+        }
+    }
+
+    /// Commits.
+    pub async fn commit(self) -> Result<(), DbError> {
+        match self {
+            Tx::Sqlite(tx) => tx.commit().await,
+            Tx::Postgres(tx) => tx.commit().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leap_day_birthdays_are_kept_on_the_28th_in_common_years() {
+        let day = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).unwrap();
+        assert_eq!(birthday_month_days(day(2026, 2, 28)), ["02-28", "02-29"]);
+        assert_eq!(birthday_month_days(day(2028, 2, 28)), ["02-28", "02-28"]);
+        assert_eq!(birthday_month_days(day(2028, 2, 29)), ["02-29", "02-29"]);
+        assert_eq!(birthday_month_days(day(2026, 3, 1)), ["03-01", "03-01"]);
     }
 }

@@ -77,6 +77,9 @@ pub async fn build(
         .provide(db.clone())
         .provide(Mailer::new(db.clone(), failures))
         .provide(ScanZone(config.tz))
+        // Jobs written with the application's data commit with it; the relay moves
+        // them to Redis (in every role, so that no process leaves rows behind).
+        .outbox(db.outbox())
         .build()
         .await?;
     if config.role != Role::Web {
@@ -91,9 +94,14 @@ pub async fn build(
             )
             .await?;
     }
+    if config.admin_token.is_none() {
+        tracing::warn!("ADMIN_TOKEN is not set: operator actions (the manual birthday scan, job details, anyone's coupons) are disabled");
+    }
     let state = http::AppState {
         db: db.clone(),
         welcome_backoff: config.welcome_backoff,
+        admin_token: config.admin_token.clone(),
+        tz: config.tz,
     };
     let router = http::router(&app, state);
     Ok(Service { app, db, router })

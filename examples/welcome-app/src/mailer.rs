@@ -1,4 +1,4 @@
-//! The mailer: "sends" by writing to the `outbox` table, once per idempotency key.
+//! The mailer: "sends" by writing to the `sent_mail` table, once per idempotency key.
 
 use crate::db::{Db, DbError, Inserted};
 
@@ -20,7 +20,7 @@ pub enum MailError {
     #[error("smtp temporarily unavailable (simulated by MAIL_FAIL_RATE)")]
     Unavailable,
     /// The database failed.
-    #[error("outbox: {0}")]
+    #[error("mail log: {0}")]
     Db(#[from] DbError),
 }
 
@@ -34,7 +34,7 @@ pub enum Delivery {
     AlreadySent,
 }
 
-/// Writes messages to the outbox.
+/// Writes messages to the mail log.
 #[derive(Debug, Clone)]
 pub struct Mailer {
     db: Db,
@@ -65,7 +65,7 @@ impl Mailer {
         if fail {
             return Err(MailError::Unavailable);
         }
-        Ok(match self.db.insert_outbox(key, to, subject, body).await? {
+        Ok(match self.db.insert_sent(key, to, subject, body).await? {
             Inserted::New(_) => Delivery::Sent,
             Inserted::AlreadyThere => Delivery::AlreadySent,
         })

@@ -1,19 +1,25 @@
 //! The welcome-app end to end over HTTP, on real Redis and SQLite (and once on
-//! PostgreSQL): sign-up and exactly one welcome mail, dedup of jobs and of effects,
-//! retries with backoff, birthday grants, validation, and restarts.
+//! PostgreSQL): sign-up and exactly one welcome mail (also across a Redis outage),
+//! dedup of jobs and of effects, retries with backoff, birthday grants, credentials,
+//! validation, and restarts.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::Utc;
 use queue_core::{Dep, Job, JobOptions, JobState, QueueApp, Registrations, WorkerEvent, Workers};
-use queue_tests::http::{listener, post_json, request};
-use queue_tests::{wait_for_state, TestRedis, SOON};
+use queue_tests::http::{get, get_with, listener, post_json, request, HttpResponse};
+use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
 use welcome_app::config::Config;
 use welcome_app::db::Db;
 use welcome_app::jobs::coupons::{BirthdayGrant, BirthdayScan, Coupons, ScanZone};
 use welcome_app::jobs::email::{send_welcome, WelcomeEmail};
 use welcome_app::mailer::{Delivery, FailurePolicy, Mailer};
+
+const ADMIN: &str = "test-admin-token-0123456789";
 
 /// A running service with its own Redis prefix and SQLite file.
 struct Running {
@@ -45,13 +51,7 @@ impl Drop for ScratchDir {
     }
 }
 
-fn config(redis: &TestRedis, database_url: &str) -> Config {
-    let vars = [
-        ("REDIS_URL", queue_tests::redis_url()),
-        ("QUEUE_PREFIX", redis.prefix().to_owned()),
-        ("DATABASE_URL", database_url.to_owned()),
-        ("WELCOME_BACKOFF_MS", "50".to_owned()),
-    ];
+fn config_with(vars: &[(&str, String)]) -> Config {
     Config::from_lookup(|name| {
         vars.iter()
             .find(|(k, _)| *k == name)
@@ -60,10 +60,26 @@ fn config(redis: &TestRedis, database_url: &str) -> Config {
     .unwrap()
 }
 
+fn config(redis: &TestRedis, database_url: &str) -> Config {
+    config_with(&[
+        ("REDIS_URL", queue_tests::redis_url()),
+        ("QUEUE_PREFIX", redis.prefix().to_owned()),
+        ("DATABASE_URL", database_url.to_owned()),
+        ("WELCOME_BACKOFF_MS", "50".to_owned()),
+        ("ADMIN_TOKEN", ADMIN.to_owned()),
+    ])
+}
+
 async fn start(label: &str, failures: FailurePolicy) -> Running {
     let redis = TestRedis::new(label);
     let dir = ScratchDir::new(label);
     start_with(redis, dir, failures).await
+}
+
+async fn serve(router: axum::Router) -> SocketAddr {
+    let (listener, addr) = listener().await;
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
 }
 
 async fn start_with(redis: TestRedis, dir: ScratchDir, failures: FailurePolicy) -> Running {
@@ -75,17 +91,40 @@ async fn start_with(redis: TestRedis, dir: ScratchDir, failures: FailurePolicy) 
     .await
     .unwrap();
     let workers = service.app.start_workers().await.unwrap();
-    let (listener, addr) = listener().await;
-    let router = service.router;
-    tokio::spawn(async move { axum::serve(listener, router).await });
     Running {
-        addr,
+        addr: serve(service.router).await,
         app: service.app,
         db: service.db,
         workers: Some(workers),
         redis,
         dir,
     }
+}
+
+/// What a sign-up answered: the public id and token.
+struct SignedUp {
+    user_id: String,
+    token: String,
+    response: HttpResponse,
+}
+
+async fn signup_at(addr: SocketAddr, email: &str, birthday: &str) -> SignedUp {
+    let body = serde_json::json!({"email": email, "name": "Ada", "birthday": birthday});
+    let response = post_json(addr, "/users", &[], &body).await;
+    let json = if response.status == 202 {
+        response.json()
+    } else {
+        serde_json::Value::Null
+    };
+    SignedUp {
+        user_id: json["userId"].as_str().unwrap_or_default().to_owned(),
+        token: json["accessToken"].as_str().unwrap_or_default().to_owned(),
+        response,
+    }
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
 }
 
 impl Running {
@@ -96,41 +135,91 @@ impl Running {
         (self.redis, self.dir)
     }
 
-    async fn signup(&self, email: &str, birthday: &str) -> queue_tests::http::HttpResponse {
-        let body = serde_json::json!({"email": email, "name": "Ada", "birthday": birthday});
-        post_json(self.addr, "/users", &[], &body).await
+    async fn signup(&self, email: &str, birthday: &str) -> SignedUp {
+        signup_at(self.addr, email, birthday).await
     }
+
+    async fn scan(&self, body: &serde_json::Value) -> HttpResponse {
+        post_json(
+            self.addr,
+            "/birthdays/run",
+            &[("authorization", &bearer(ADMIN))],
+            body,
+        )
+        .await
+    }
+
+    async fn coupons(&self, user_id: &str, token: &str) -> HttpResponse {
+        let auth = bearer(token);
+        get_with(
+            self.addr,
+            &format!("/users/{user_id}/coupons"),
+            &[("authorization", &auth)],
+        )
+        .await
+    }
+}
+
+/// Today's month and day, in a year long ago: a birthday that is today.
+fn born_today(year: i32) -> String {
+    format!("{year}-{}", Utc::now().format("%m-%d"))
 }
 
 #[tokio::test]
 async fn signup_answers_202_and_the_welcome_mail_lands_exactly_once() {
     let svc = start("wa-signup", FailurePolicy::Never).await;
-    let response = svc.signup("ada@example.com", "1990-05-17").await;
-    assert_eq!(response.status, 202);
-    let body = response.json();
-    assert_eq!(body["jobId"], "welcome-1");
-    assert_eq!(body["userId"], 1);
-    assert_eq!(response.header("location"), Some("/jobs/email/welcome-1"));
+    let ada = svc.signup("ada@example.com", "1990-05-17").await;
+    assert_eq!(ada.response.status, 202);
+    let body = ada.response.json();
+    let user_id = ada.user_id.clone();
+    assert_eq!(user_id.len(), 32, "a random public id: {body}");
+    assert_eq!(ada.token.len(), 64);
+    let job_id = format!("welcome-{user_id}");
+    assert_eq!(body["jobId"], job_id);
+    assert_eq!(
+        body["state"], "pending",
+        "written to the outbox with the user"
+    );
+    assert_eq!(
+        ada.response.header("location"),
+        Some(format!("/jobs/email/{job_id}").as_str())
+    );
+    assert_eq!(ada.response.header("cache-control"), Some("no-store"));
 
     let email = svc.app.queue::<WelcomeEmail>("email").unwrap();
-    wait_for_state(&email, "welcome-1", JobState::Completed, SOON).await;
-    assert_eq!(svc.db.outbox_count("welcome:1").await.unwrap(), 1);
-    let status = queue_tests::http::get(svc.addr, "/jobs/email/welcome-1")
+    wait_for_state(&email, &job_id, JobState::Completed, SOON).await;
+    assert_eq!(
+        svc.db
+            .sent_count(&format!("welcome:{user_id}"))
+            .await
+            .unwrap(),
+        1
+    );
+    // The public status answers the state, never the result or a failure's text.
+    let status = get(svc.addr, &format!("/jobs/email/{job_id}")).await.json();
+    assert_eq!(status["state"], "completed");
+    assert!(
+        status.get("returnValue").is_none() && status.get("failedReason").is_none(),
+        "{status}"
+    );
+    // The operator's view has them.
+    let admin_path = format!("/admin/jobs/email/{job_id}");
+    assert_eq!(get(svc.addr, &admin_path).await.status, 401);
+    let detailed = get_with(svc.addr, &admin_path, &[("authorization", &bearer(ADMIN))])
         .await
         .json();
-    assert_eq!(status["state"], "completed");
-    assert_eq!(status["returnValue"], "sent");
+    assert_eq!(detailed["returnValue"], "sent");
 
     // The same job id again adds nothing.
     let again = email
         .add(
             "welcome",
             WelcomeEmail {
-                user_id: 1,
+                user_id: user_id.clone(),
                 email: "ada@example.com".into(),
                 name: "Ada".into(),
             },
-            welcome_app::jobs::email::options(1, Duration::from_millis(50)),
+            welcome_app::jobs::email::options(&user_id, Duration::from_millis(50)),
         )
         .await
         .unwrap();
@@ -142,17 +231,21 @@ async fn signup_answers_202_and_the_welcome_mail_lands_exactly_once() {
 #[tokio::test]
 async fn a_welcome_job_that_runs_twice_sends_once() {
     let svc = start("wa-twice", FailurePolicy::Never).await;
-    assert_eq!(
-        svc.signup("bob@example.com", "1991-01-02").await.status,
-        202
-    );
+    let bob = svc.signup("bob@example.com", "1991-01-02").await;
+    assert_eq!(bob.response.status, 202);
     let email = svc.app.queue::<WelcomeEmail>("email").unwrap();
-    wait_for_state(&email, "welcome-1", JobState::Completed, SOON).await;
+    wait_for_state(
+        &email,
+        &format!("welcome-{}", bob.user_id),
+        JobState::Completed,
+        SOON,
+    )
+    .await;
 
     // At-least-once delivery: the same message delivered again under another job id
     // (a redelivery after a crash looks the same to the handler).
     let payload = WelcomeEmail {
-        user_id: 1,
+        user_id: bob.user_id.clone(),
         email: "bob@example.com".into(),
         name: "Bob".into(),
     };
@@ -160,22 +253,15 @@ async fn a_welcome_job_that_runs_twice_sends_once() {
         .add(
             "welcome",
             payload,
-            JobOptions::new().job_id("welcome-1-redelivered"),
+            JobOptions::new().job_id("welcome-redelivered"),
         )
         .await
         .unwrap();
-    wait_for_state(&email, "welcome-1-redelivered", JobState::Completed, SOON).await;
-    let second = email
-        .get_job("welcome-1-redelivered")
-        .await
-        .unwrap()
-        .unwrap();
+    wait_for_state(&email, "welcome-redelivered", JobState::Completed, SOON).await;
+    let second = email.get_job("welcome-redelivered").await.unwrap().unwrap();
     assert_eq!(second.return_value, Some(serde_json::json!("already-sent")));
-    assert_eq!(
-        svc.db.outbox_count("welcome:1").await.unwrap(),
-        1,
-        "sent once"
-    );
+    let key = format!("welcome:{}", bob.user_id);
+    assert_eq!(svc.db.sent_count(&key).await.unwrap(), 1, "sent once");
     svc.stop().await;
 }
 
@@ -183,15 +269,18 @@ async fn a_welcome_job_that_runs_twice_sends_once() {
 async fn a_failing_mailer_is_retried_with_backoff_and_the_mail_lands_once() {
     let svc = start("wa-retry", FailurePolicy::FirstAttempts(3)).await;
     let mut events = svc.app.worker_events();
-    assert_eq!(svc.signup("cy@example.com", "1992-03-04").await.status, 202);
+    let cy = svc.signup("cy@example.com", "1992-03-04").await;
+    assert_eq!(cy.response.status, 202);
     let email = svc.app.queue::<WelcomeEmail>("email").unwrap();
-    wait_for_state(&email, "welcome-1", JobState::Completed, SOON).await;
+    let job_id = format!("welcome-{}", cy.user_id);
+    wait_for_state(&email, &job_id, JobState::Completed, SOON).await;
 
-    let info = email.get_job("welcome-1").await.unwrap().unwrap();
+    let info = email.get_job(&job_id).await.unwrap().unwrap();
     assert_eq!(info.attempts_made, 4);
     // Backoff from 50 ms: 50 + 100 + 200 ms at least between the add and the last run.
     assert!(info.processed_on_ms.unwrap() - info.timestamp_ms >= 350);
-    assert_eq!(svc.db.outbox_count("welcome:1").await.unwrap(), 1);
+    let key = format!("welcome:{}", cy.user_id);
+    assert_eq!(svc.db.sent_count(&key).await.unwrap(), 1);
     let mut failures = Vec::new();
     while failures.len() < 3 {
         if let Some(WorkerEvent::Failed {
@@ -213,19 +302,13 @@ async fn a_failing_mailer_is_retried_with_backoff_and_the_mail_lands_once() {
 async fn a_mail_that_never_goes_out_is_dead_lettered_after_five_attempts() {
     let svc = start("wa-dead", FailurePolicy::Rate(1.0)).await;
     let mut events = svc.app.worker_events();
-    assert_eq!(
-        svc.signup("dee@example.com", "1993-06-07").await.status,
-        202
-    );
+    let dee = svc.signup("dee@example.com", "1993-06-07").await;
+    assert_eq!(dee.response.status, 202);
     let email = svc.app.queue::<WelcomeEmail>("email").unwrap();
-    wait_for_state(&email, "welcome-1", JobState::Failed, SOON).await;
+    let job_id = format!("welcome-{}", dee.user_id);
+    wait_for_state(&email, &job_id, JobState::Failed, SOON).await;
     assert_eq!(
-        email
-            .get_job("welcome-1")
-            .await
-            .unwrap()
-            .unwrap()
-            .attempts_made,
+        email.get_job(&job_id).await.unwrap().unwrap().attempts_made,
         5
     );
     let last = tokio::time::timeout(SOON, async {
@@ -246,33 +329,37 @@ async fn a_mail_that_never_goes_out_is_dead_lettered_after_five_attempts() {
         last,
         "the fifth failure is the final one (the alert fires on it)"
     );
-    assert_eq!(svc.db.outbox_count("welcome:1").await.unwrap(), 0);
+    let key = format!("welcome:{}", dee.user_id);
+    assert_eq!(svc.db.sent_count(&key).await.unwrap(), 0);
     svc.stop().await;
 }
 
 #[tokio::test]
 async fn two_scans_of_one_day_and_two_grant_jobs_give_one_grant() {
     let svc = start("wa-birthday", FailurePolicy::Never).await;
-    svc.signup("eve@example.com", "1990-07-15").await;
-    svc.signup("fay@example.com", "1985-07-15").await;
-    svc.signup("gus@example.com", "1985-07-16").await;
-    let day = serde_json::json!({"date": "2026-07-15"});
+    let today = Utc::now().format("%Y-%m-%d").to_string();
+    let eve = svc.signup("eve@example.com", &born_today(1990)).await;
+    let fay = svc.signup("fay@example.com", &born_today(1985)).await;
+    let gus = svc.signup("gus@example.com", "1985-01-01").await;
+    let gus_is_today = today.ends_with("-01-01");
     for _ in 0..2 {
-        assert_eq!(
-            post_json(svc.addr, "/birthdays/run", &[], &day)
-                .await
-                .status,
-            202
-        );
+        assert_eq!(svc.scan(&serde_json::json!({})).await.status, 202);
     }
     let coupon = svc.app.queue::<BirthdayGrant>("coupon").unwrap();
-    wait_for_state(&coupon, "birthday-1-2026-07-15", JobState::Completed, SOON).await;
-    wait_for_state(&coupon, "birthday-2-2026-07-15", JobState::Completed, SOON).await;
+    let eve_grant = format!("birthday-{}-{today}", eve.user_id);
+    wait_for_state(&coupon, &eve_grant, JobState::Completed, SOON).await;
+    wait_for_state(
+        &coupon,
+        &format!("birthday-{}-{today}", fay.user_id),
+        JobState::Completed,
+        SOON,
+    )
+    .await;
 
     // A second grant job for the same user and day, under another id.
     let grant = BirthdayGrant {
-        user_id: 1,
-        date: "2026-07-15".into(),
+        user_id: eve.user_id.clone(),
+        date: today.clone(),
     };
     coupon
         .add(
@@ -289,31 +376,190 @@ async fn two_scans_of_one_day_and_two_grant_jobs_give_one_grant() {
         Some(serde_json::json!("already granted"))
     );
 
-    let grants = |id: i64| {
-        let addr = svc.addr;
-        async move {
-            queue_tests::http::get(addr, &format!("/users/{id}/coupons"))
-                .await
-                .json()
-        }
-    };
+    let grants = |r: HttpResponse| r.json()["grants"].clone();
     assert_eq!(
-        grants(1).await["grants"],
-        serde_json::json!([{"campaignId": "birthday", "date": "2026-07-15"}])
-    );
-    assert_eq!(grants(2).await["grants"].as_array().unwrap().len(), 1);
-    assert_eq!(
-        grants(3).await["grants"],
-        serde_json::json!([]),
-        "not gus's birthday"
+        grants(svc.coupons(&eve.user_id, &eve.token).await),
+        serde_json::json!([{"campaignId": "birthday", "date": today}])
     );
     assert_eq!(
-        queue_tests::http::get(svc.addr, "/users/99/coupons")
+        grants(svc.coupons(&fay.user_id, &fay.token).await)
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    if !gus_is_today {
+        assert_eq!(
+            grants(svc.coupons(&gus.user_id, &gus.token).await),
+            serde_json::json!([])
+        );
+    }
+    // The operator reads anyone's.
+    assert_eq!(svc.coupons(&fay.user_id, ADMIN).await.status, 200);
+    svc.stop().await;
+}
+
+#[tokio::test]
+async fn leap_day_birthdays_are_granted_on_28_february_in_common_years() {
+    let svc = start("wa-leap", FailurePolicy::Never).await;
+    let leap = svc.signup("leap@example.com", "2000-02-29").await;
+    let coupon = svc.app.queue::<BirthdayScan>("coupon").unwrap();
+    // The scan job itself (the HTTP endpoint only takes days near today).
+    for date in ["2026-02-28", "2028-02-28"] {
+        let scan = BirthdayScan {
+            date: Some(date.into()),
+        };
+        let id = format!("scan-{date}");
+        coupon
+            .add("birthday-scan", scan, JobOptions::new().job_id(&id))
             .await
-            .status,
-        404
+            .unwrap();
+        wait_for_state(&coupon, &id, JobState::Completed, SOON).await;
+    }
+    let grants = svc.coupons(&leap.user_id, &leap.token).await.json()["grants"].clone();
+    assert_eq!(
+        grants,
+        serde_json::json!([{"campaignId": "birthday", "date": "2026-02-28"}]),
+        "2028 has a 29th: no grant on its 28th"
     );
     svc.stop().await;
+}
+
+#[tokio::test]
+async fn coupons_and_operator_actions_need_the_right_credential() {
+    let svc = start("wa-hostile", FailurePolicy::Never).await;
+    let ann = svc.signup("ann@example.com", &born_today(1990)).await;
+    let ben = svc.signup("ben@example.com", "1990-01-02").await;
+    let path = format!("/users/{}/coupons", ann.user_id);
+    // No credential: 401, whether or not the user exists.
+    assert_eq!(get(svc.addr, &path).await.status, 401);
+    assert_eq!(
+        get(svc.addr, "/users/00000000000000000000000000000000/coupons")
+            .await
+            .status,
+        401
+    );
+    // Another user's token, and an unknown user, answer the same 404.
+    let wrong = svc.coupons(&ann.user_id, &ben.token).await;
+    let unknown = svc
+        .coupons("00000000000000000000000000000000", &ben.token)
+        .await;
+    assert_eq!((wrong.status, unknown.status), (404, 404));
+    assert_eq!(wrong.body, unknown.body);
+    assert_eq!(svc.coupons(&ann.user_id, &ann.token).await.status, 200);
+
+    // The scan is the operator's.
+    let day = serde_json::json!({"date": Utc::now().format("%Y-%m-%d").to_string()});
+    assert_eq!(
+        post_json(svc.addr, "/birthdays/run", &[], &day)
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        post_json(
+            svc.addr,
+            "/birthdays/run",
+            &[("authorization", &bearer(&ann.token))],
+            &day
+        )
+        .await
+        .status,
+        401
+    );
+    // Only days near today: no coupons dated 1000 or 9999.
+    for far in [
+        "1000-07-04",
+        "9999-07-04",
+        "+10000-07-04",
+        "-0999-07-04",
+        "2026-13-01",
+    ] {
+        let refused = svc.scan(&serde_json::json!({ "date": far })).await;
+        assert_eq!(
+            (refused.status, refused.json()["field"].clone()),
+            (422, serde_json::json!("date")),
+            "{far}"
+        );
+    }
+    // A form post from another site's page carries no bearer token, and a body that is
+    // not JSON is refused as such even with one.
+    let form = request(
+        svc.addr,
+        "POST",
+        "/birthdays/run",
+        &[
+            ("content-type", "text/plain"),
+            ("authorization", &bearer(ADMIN)),
+        ],
+        br#"{"date":"2026-07-04"}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(form.status, 415);
+    assert_eq!(svc.scan(&day).await.status, 202);
+    svc.stop().await;
+}
+
+#[tokio::test]
+async fn without_admin_token_operator_actions_are_disabled() {
+    let redis = TestRedis::new("wa-noadmin");
+    let dir = ScratchDir::new("wa-noadmin");
+    let config = config_with(&[
+        ("REDIS_URL", queue_tests::redis_url()),
+        ("QUEUE_PREFIX", redis.prefix().to_owned()),
+        ("DATABASE_URL", dir.sqlite_url()),
+    ]);
+    let service = welcome_app::build(&config, FailurePolicy::Never, Registrations::All)
+        .await
+        .unwrap();
+    let addr = serve(service.router).await;
+    let scan = post_json(
+        addr,
+        "/birthdays/run",
+        &[("authorization", "Bearer anything-at-all-long")],
+        &serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(scan.status, 403);
+    assert!(scan.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("ADMIN_TOKEN"));
+    assert_eq!(get(addr, "/admin/jobs/email/welcome-x").await.status, 403);
+}
+
+#[tokio::test]
+async fn a_fresh_database_on_a_used_prefix_still_welcomes_its_first_user() {
+    let first = start("wa-fresh", FailurePolicy::Never).await;
+    let old = first.signup("old@example.com", "1990-01-01").await;
+    let email = first.app.queue::<WelcomeEmail>("email").unwrap();
+    wait_for_state(
+        &email,
+        &format!("welcome-{}", old.user_id),
+        JobState::Completed,
+        SOON,
+    )
+    .await;
+    let (redis, _old_dir) = first.stop().await;
+
+    // A new (or restored) database, the same Redis prefix: ids do not repeat.
+    let second = start_with(redis, ScratchDir::new("wa-fresh-2"), FailurePolicy::Never).await;
+    let new = second.signup("new@example.com", "1990-01-01").await;
+    let body = new.response.json();
+    assert_eq!(body["duplicate"], false, "{body}");
+    assert_ne!(new.user_id, old.user_id);
+    let email = second.app.queue::<WelcomeEmail>("email").unwrap();
+    wait_for_state(
+        &email,
+        &format!("welcome-{}", new.user_id),
+        JobState::Completed,
+        SOON,
+    )
+    .await;
+    let key = format!("welcome:{}", new.user_id);
+    assert_eq!(second.db.sent_count(&key).await.unwrap(), 1);
+    second.stop().await;
 }
 
 #[tokio::test]
@@ -328,7 +574,6 @@ async fn bad_requests_get_clear_errors_that_name_the_field() {
             body,
         )
     };
-
     let malformed = post(b"{\"email\": ").await.unwrap();
     assert_eq!(malformed.status, 400);
     let not_utf8 = post(b"{\"email\": \"\xff\xfe\"}").await.unwrap();
@@ -345,31 +590,29 @@ async fn bad_requests_get_clear_errors_that_name_the_field() {
     .unwrap();
     assert_eq!(too_big.status, 413);
 
+    let user = |email: &str, name: &str, birthday: serde_json::Value| serde_json::json!({"email": email, "name": name, "birthday": birthday});
     let cases = [
         (
             serde_json::json!({"name": "A", "birthday": "1990-01-01"}),
             "email",
         ),
-        (
-            serde_json::json!({"email": "not-an-email", "name": "A", "birthday": "1990-01-01"}),
-            "email",
-        ),
+        (user("not-an-email", "A", "1990-01-01".into()), "email"),
+        (user("a\u{0}b@x.io", "A", "1990-01-01".into()), "email"),
+        (user("a\u{1b}@x.io", "A", "1990-01-01".into()), "email"),
+        (user("a\u{200b}@x.io", "A", "1990-01-01".into()), "email"),
+        (user("a,b@x.io", "A", "1990-01-01".into()), "email"),
+        (user("a>b@x.io", "A", "1990-01-01".into()), "email"),
         (
             serde_json::json!({"email": "a@b.io", "birthday": "1990-01-01"}),
             "name",
         ),
-        (
-            serde_json::json!({"email": "a@b.io", "name": "A", "birthday": "1990-13-01"}),
-            "birthday",
-        ),
-        (
-            serde_json::json!({"email": "a@b.io", "name": "A", "birthday": "2999-01-01"}),
-            "birthday",
-        ),
-        (
-            serde_json::json!({"email": "a@b.io", "name": "A", "birthday": 19900101}),
-            "birthday",
-        ),
+        (user("a@b.io", "A\u{7}", "1990-01-01".into()), "name"),
+        (user("a@b.io", "A", "1990-13-01".into()), "birthday"),
+        (user("a@b.io", "A", "2999-01-01".into()), "birthday"),
+        (user("a@b.io", "A", "0000-07-04".into()), "birthday"),
+        (user("a@b.io", "A", "-0999-07-04".into()), "birthday"),
+        (user("a@b.io", "A", "1899-12-31".into()), "birthday"),
+        (user("a@b.io", "A", 19900101.into()), "birthday"),
     ];
     for (body, field) in cases {
         let response = post_json(svc.addr, "/users", &[], &body).await;
@@ -377,27 +620,120 @@ async fn bad_requests_get_clear_errors_that_name_the_field() {
         assert_eq!(response.json()["field"], field, "{body}");
     }
     assert_eq!(
-        svc.signup("hal@example.com", "1990-01-01").await.status,
+        svc.signup("hal@example.com", "1990-01-01")
+            .await
+            .response
+            .status,
         202
     );
-    let taken = svc.signup("HAL@example.com", "1990-01-01").await;
+    let taken = svc.signup("HAL@Example.com", "1990-01-01").await.response;
     assert_eq!(taken.status, 409);
     assert!(taken.json()["message"]
         .as_str()
         .unwrap()
         .contains("already registered"));
-    let bad_day = post_json(
-        svc.addr,
-        "/birthdays/run",
-        &[],
-        &serde_json::json!({"date": "tomorrow"}),
+    // The NFD form of an NFC address is the same account.
+    assert_eq!(
+        svc.signup("jos\u{e9}@example.com", "1990-01-01")
+            .await
+            .response
+            .status,
+        202
+    );
+    assert_eq!(
+        svc.signup("jose\u{301}@example.com", "1990-01-01")
+            .await
+            .response
+            .status,
+        409
+    );
+    // A name is trimmed before its length is checked.
+    let padded = format!("   {}   ", "n".repeat(200));
+    let body =
+        serde_json::json!({"email": "pad@example.com", "name": padded, "birthday": "1990-01-01"});
+    assert_eq!(post_json(svc.addr, "/users", &[], &body).await.status, 202);
+    svc.stop().await;
+}
+
+/// The scenario of issue 11: Redis stops and starts again while clients sign up and
+/// retry whatever failed. Every stored user gets exactly one welcome mail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_under_signups_loses_no_welcome_mail() {
+    let mut redis = PrivateRedis::start();
+    let dir = ScratchDir::new("wa-outage");
+    let config = config_with(&[
+        ("REDIS_URL", format!("redis://127.0.0.1:{}", redis.port())),
+        ("DATABASE_URL", dir.sqlite_url()),
+        ("WELCOME_BACKOFF_MS", "50".to_owned()),
+    ]);
+    let service = welcome_app::build(&config, FailurePolicy::Never, Registrations::All)
+        .await
+        .unwrap();
+    let workers = service.app.start_workers().await.unwrap();
+    let addr = serve(service.router).await;
+
+    const CLIENTS: usize = 40;
+    let answered = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|n| {
+            let answered = answered.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(40 * n as u64)).await;
+                let email = format!("client{n}@example.com");
+                // A client retries whatever failed; 409 means an earlier try got through.
+                for _ in 0..100 {
+                    let status = signup_at(addr, &email, "1990-01-01").await.response.status;
+                    if status == 202 || status == 409 {
+                        answered.fetch_add(1, Ordering::SeqCst);
+                        return status;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                panic!("{email} never got an answer");
+            })
+        })
+        .collect();
+    wait_until(SOON, "a quarter of the sign-ups", || async {
+        (answered.load(Ordering::SeqCst) >= CLIENTS / 4).then_some(())
+    })
+    .await;
+    redis.kill();
+    wait_until(
+        Duration::from_secs(30),
+        "three quarters of the sign-ups",
+        || async { (answered.load(Ordering::SeqCst) >= 3 * CLIENTS / 4).then_some(()) },
     )
     .await;
-    assert_eq!(
-        (bad_day.status, bad_day.json()["field"].clone()),
-        (422, serde_json::json!("date"))
-    );
-    svc.stop().await;
+    redis.restart();
+    for client in clients {
+        assert_eq!(
+            client.await.unwrap(),
+            202,
+            "no sign-up failed, so none was retried into a 409"
+        );
+    }
+
+    let users = service.db.users().await.unwrap();
+    assert_eq!(users.len(), CLIENTS);
+    let db = service.db.clone();
+    wait_until(Duration::from_secs(30), "one welcome mail per user", || {
+        let (db, users) = (db.clone(), users.clone());
+        async move {
+            for user in &users {
+                if db
+                    .sent_count(&format!("welcome:{}", user.public_id))
+                    .await
+                    .ok()?
+                    != 1
+                {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    })
+    .await;
+    workers.shutdown(SOON).await;
 }
 
 #[tokio::test]
@@ -425,46 +761,39 @@ async fn restarts_keep_one_birthday_scheduler() {
 
 #[tokio::test]
 async fn postgres_works_too() {
-    let admin_url = std::env::var("POSTGRES_ADMIN_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let name = format!("welcome_test_{}", uuid::Uuid::new_v4().simple());
-    let admin = sqlx::PgPool::connect(&admin_url)
-        .await
-        .expect("PostgreSQL answers (POSTGRES_ADMIN_URL)");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&admin)
-        .await
-        .unwrap();
-    let url = admin_url
-        .rsplit_once('/')
-        .map(|(base, _)| format!("{base}/{name}"))
-        .unwrap();
-
+    let pg = queue_tests::db::TestPostgres::new("welcome").await;
     let redis = TestRedis::new("wa-pg");
     let service = welcome_app::build(
-        &config(&redis, &url),
+        &config(&redis, pg.url()),
         FailurePolicy::Never,
         Registrations::All,
     )
     .await
     .unwrap();
     let workers = service.app.start_workers().await.unwrap();
-    let (listener, addr) = listener().await;
-    tokio::spawn(async move { axum::serve(listener, service.router).await });
-    let body =
-        serde_json::json!({"email": "pg@example.com", "name": "Pg", "birthday": "1990-02-03"});
-    assert_eq!(post_json(addr, "/users", &[], &body).await.status, 202);
+    let addr = serve(service.router).await;
+    let pgu = signup_at(addr, "pg@example.com", "1990-02-03").await;
+    assert_eq!(pgu.response.status, 202);
     let email = service.app.queue::<WelcomeEmail>("email").unwrap();
-    wait_for_state(&email, "welcome-1", JobState::Completed, SOON).await;
-    assert_eq!(service.db.outbox_count("welcome:1").await.unwrap(), 1);
-    assert_eq!(post_json(addr, "/users", &[], &body).await.status, 409);
+    wait_for_state(
+        &email,
+        &format!("welcome-{}", pgu.user_id),
+        JobState::Completed,
+        SOON,
+    )
+    .await;
+    let key = format!("welcome:{}", pgu.user_id);
+    assert_eq!(service.db.sent_count(&key).await.unwrap(), 1);
+    assert_eq!(
+        signup_at(addr, "pg@example.com", "1990-02-03")
+            .await
+            .response
+            .status,
+        409
+    );
     workers.shutdown(SOON).await;
-
+    service.app.stop_relay().await;
     drop(service.db);
-    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-        .execute(&admin)
-        .await
-        .unwrap();
 }
 
 #[tokio::test]
@@ -473,7 +802,7 @@ async fn processors_are_plain_functions_for_unit_tests() {
     let db = Db::connect(&dir.sqlite_url()).await.unwrap();
     let mailer = Dep::from(Mailer::new(db.clone(), FailurePolicy::Never));
     let welcome = WelcomeEmail {
-        user_id: 9,
+        user_id: "u9".into(),
         email: "ivy@example.com".into(),
         name: "Ivy".into(),
     };
@@ -488,12 +817,20 @@ async fn processors_are_plain_functions_for_unit_tests() {
         Delivery::AlreadySent
     );
 
-    db.insert_user("ivy@example.com", "Ivy", "1990-01-01")
-        .await
-        .unwrap();
+    let mut tx = db.begin().await.unwrap();
+    tx.insert_user(&welcome_app::db::NewUser {
+        public_id: "ivy1",
+        email: "ivy@example.com",
+        name: "Ivy",
+        birthday: "1990-01-01",
+        token_hash: "x",
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
     let grant = || {
         Job::for_test(BirthdayGrant {
-            user_id: 1,
+            user_id: "ivy1".into(),
             date: "2026-01-01".into(),
         })
     };
@@ -521,9 +858,9 @@ async fn processors_are_plain_functions_for_unit_tests() {
     assert_eq!(found, 1);
     let coupon = app.queue::<BirthdayGrant>("coupon").unwrap();
     let added = coupon
-        .get_job("birthday-1-2026-01-01")
+        .get_job("birthday-ivy1-2026-01-01")
         .await
         .unwrap()
         .expect("a grant job");
-    assert_eq!(added.data_as::<BirthdayGrant>().unwrap().user_id, 1);
+    assert_eq!(added.data_as::<BirthdayGrant>().unwrap().user_id, "ivy1");
 }

@@ -121,6 +121,17 @@ impl Connection {
         self.redis.cmd(cmd).await.map_err(engine_error)
     }
 
+    /// Runs a pipeline of plain commands on the shared connection, in one round trip.
+    pub(crate) async fn pipeline<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, Error> {
+        let mut conn = self.redis.connection();
+        pipe.query_async(&mut conn)
+            .await
+            .map_err(|e| Error::Redis(Box::new(e)))
+    }
+
     /// A client for dedicated connections (pub/sub).
     pub(super) fn client(&self) -> &redis::Client {
         &self.client

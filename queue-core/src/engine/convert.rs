@@ -130,19 +130,6 @@ pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
     }
 }
 
-pub(crate) fn state_from_engine(state: bullmq::JobState) -> Option<JobState> {
-    match state {
-        bullmq::JobState::Waiting => Some(JobState::Waiting),
-        bullmq::JobState::Active => Some(JobState::Active),
-        bullmq::JobState::Delayed => Some(JobState::Delayed),
-        bullmq::JobState::Prioritized => Some(JobState::Prioritized),
-        bullmq::JobState::Completed => Some(JobState::Completed),
-        bullmq::JobState::Failed => Some(JobState::Failed),
-        bullmq::JobState::WaitingChildren => Some(JobState::WaitingChildren),
-        bullmq::JobState::Unknown => None,
-    }
-}
-
 /// BullMQ's range names; `waiting` also covers jobs parked by a paused queue.
 pub(crate) fn state_range_name(state: JobState) -> &'static str {
     state.as_str()

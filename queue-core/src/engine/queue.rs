@@ -9,8 +9,7 @@ use futures::future::{join, join_all, try_join_all};
 
 use super::connection::Connection;
 use super::convert::{
-    counts_from_engine, engine_error, job_info, millis, options_to_engine, state_from_engine,
-    state_range_name,
+    counts_from_engine, engine_error, job_info, millis, options_to_engine, state_range_name,
 };
 use super::extras::{self, JobExtras};
 use crate::error::Error;
@@ -268,13 +267,64 @@ impl EngineQueue {
     }
 
     pub(crate) async fn get_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
-        let job = self.inner.get_job(id).await.map_err(engine_error)?;
-        Ok(job.as_ref().map(job_info))
+        match self.inner.get_job(id).await {
+            Ok(job) => Ok(job.as_ref().map(job_info)),
+            // A key under the queue that is not a job's hash is not a job.
+            Err(bullmq::Error::Redis(e)) if e.code() == Some("WRONGTYPE") => Ok(None),
+            Err(e) => Err(engine_error(e)),
+        }
     }
 
+    /// The job's state from its own keys, in one round trip of O(1) and O(log n)
+    /// commands, whatever the backlog. (The engine's `getState` script copies the
+    /// whole wait and active lists: 125-228 ms of Redis time per call with 500,000
+    /// waiting jobs.) A job in the active list whose lock has expired reads as waiting:
+    /// it is about to be recovered as stalled.
     pub(crate) async fn state(&self, id: &str) -> Result<Option<JobState>, Error> {
-        let state = self.inner.get_job_state(id).await.map_err(engine_error)?;
-        Ok(state_from_engine(state))
+        let base = self.conn.queue_base(self.name());
+        let job = self.job_key(id);
+        const SETS: [(&str, JobState); 5] = [
+            ("completed", JobState::Completed),
+            ("failed", JobState::Failed),
+            ("delayed", JobState::Delayed),
+            ("prioritized", JobState::Prioritized),
+            ("waiting-children", JobState::WaitingChildren),
+        ];
+        let mut pipe = redis::pipe();
+        for (set, _) in SETS {
+            pipe.cmd("ZSCORE").arg(format!("{base}:{set}")).arg(id);
+        }
+        pipe.cmd("EXISTS").arg(format!("{job}:lock"));
+        pipe.cmd("EXISTS").arg(&job);
+        let (scores, locked, exists): (Vec<Option<f64>>, bool, bool) = {
+            let replies: Vec<redis::Value> = self.conn.pipeline(&pipe).await?;
+            let mut replies = replies.into_iter();
+            let scores = replies
+                .by_ref()
+                .take(SETS.len())
+                .map(|v| redis::from_redis_value(v).map_err(|e| Error::Redis(Box::new(e))))
+                .collect::<Result<Vec<Option<f64>>, Error>>()?;
+            let flag = |v: Option<redis::Value>| -> Result<bool, Error> {
+                v.map_or(Ok(false), |v| {
+                    redis::from_redis_value(v).map_err(|e| Error::Redis(Box::new(e)))
+                })
+            };
+            (scores, flag(replies.next())?, flag(replies.next())?)
+        };
+        if let Some((_, state)) = SETS
+            .iter()
+            .zip(&scores)
+            .find_map(|(set, score)| score.map(|_| set))
+        {
+            return Ok(Some(*state));
+        }
+        Ok(if locked {
+            Some(JobState::Active)
+        } else if exists {
+            Some(JobState::Waiting)
+        } else {
+            None
+        })
     }
 
     pub(crate) async fn counts(&self) -> Result<JobCounts, Error> {

@@ -26,6 +26,20 @@ const RESERVED_IDS: &[&str] = &[
     "metrics",
 ];
 
+/// Whether `id` could name a job: an id BullMQ gave (its integers too) or one a
+/// producer chose. Anything else is answered "no such job" without asking Redis: a
+/// reserved name is one of the queue's own keys, and a `:` reaches other keys.
+pub(crate) fn could_be_job_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_LOOKUP_ID_BYTES
+        && !id.contains(':')
+        && !id.chars().any(char::is_control)
+        && !RESERVED_IDS.contains(&id)
+}
+
+/// The longest id a lookup takes.
+const MAX_LOOKUP_ID_BYTES: usize = 512;
+
 /// Checks a custom job id against the rules Node BullMQ enforces, plus the reserved
 /// key suffixes it does not check but that would corrupt the queue.
 pub(crate) fn validate_job_id(id: &str) -> Result<(), Error> {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::Queue;
 use crate::error::Error;
+use crate::job::id::could_be_job_id;
 use crate::job::{JobCounts, JobInfo, JobState};
 
 /// A page of a job's log lines.
@@ -28,9 +29,14 @@ fn inclusive(range: &Range<usize>) -> Option<(i64, i64)> {
 }
 
 impl<T> Queue<T> {
-    /// The job as stored, or `None` if it does not exist (any more). With an outbox, a
+    /// The job as stored, or `None` if it does not exist (any more), or if `id` cannot
+    /// name a job (a reserved key name such as `meta`, or an id with `:`: Redis is not
+    /// asked). With an outbox, a
     /// job still waiting there is found too (see [`get_job_state`](Self::get_job_state)).
     pub async fn get_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
+        if !could_be_job_id(id) {
+            return Ok(None);
+        }
         let in_redis = || self.timed("get_job", async { self.engine().await?.get_job(id).await });
         let found = in_redis().await?;
         if found.is_some() || !self.has_outbox() {
@@ -48,6 +54,9 @@ impl<T> Queue<T> {
     /// its row was set aside), so that a 202's `Location` never answers 404 for a job
     /// that is on its way.
     pub async fn get_job_state(&self, id: &str) -> Result<Option<JobState>, Error> {
+        if !could_be_job_id(id) {
+            return Ok(None);
+        }
         let in_redis = || {
             self.timed("get_job_state", async {
                 self.engine().await?.state(id).await

@@ -1,26 +1,55 @@
-//! `POST /birthdays/run`: a birthday scan now, for today or a given day.
+//! `POST /birthdays/run`: a birthday scan now (an operator action), for today or a day
+//! near it.
 
 use axum::body::Bytes;
-use chrono::Utc;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use chrono::{Duration, NaiveDate};
 use queue_axum::Accepted;
 use queue_core::JobOptions;
 
-use super::{validate, ApiError, Producers};
+use super::auth::require_operator;
+use super::{validate, ApiError, AppState, Producers};
 use crate::jobs::coupons::BirthdayScan;
 
-/// Adds a `birthday-scan` job; the body is empty or `{"date": "YYYY-MM-DD"}`.
-pub(crate) async fn run(producers: Producers, body: Bytes) -> Result<Accepted, ApiError> {
+/// How far back a manual scan may go (to catch up on missed days), and ahead.
+pub const SCAN_DAYS_BACK: i64 = 7;
+/// How far ahead a manual scan may go (time zones around the date line).
+pub const SCAN_DAYS_AHEAD: i64 = 1;
+
+/// Adds a `birthday-scan` job; the body is empty or `{"date": "YYYY-MM-DD"}`, a day
+/// from a week before today to tomorrow, in the scan's time zone. Operator only.
+pub(crate) async fn run(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    producers: Producers,
+    body: Bytes,
+) -> Result<Accepted, ApiError> {
+    require_operator(&state, &headers)?;
+    let today = state.today();
     let date = if body.iter().all(u8::is_ascii_whitespace) {
-        Utc::now().date_naive()
+        today
     } else {
+        let json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if !json {
+            return Err(ApiError::Body {
+                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                message: "send the body as Content-Type: application/json".to_owned(),
+            });
+        }
         let value: serde_json::Value =
             serde_json::from_slice(&body).map_err(|e| ApiError::Body {
-                status: axum::http::StatusCode::BAD_REQUEST,
+                status: StatusCode::BAD_REQUEST,
                 message: format!("the body is not JSON: {e}"),
             })?;
         match value.get("date") {
-            None | Some(serde_json::Value::Null) => Utc::now().date_naive(),
-            Some(serde_json::Value::String(date)) => validate::date(date, "date")?,
+            None | Some(serde_json::Value::Null) => today,
+            Some(serde_json::Value::String(date)) => {
+                in_window(validate::date(date, "date")?, today)?
+            }
             Some(_) => {
                 return Err(ApiError::invalid(
                     "date",
@@ -37,4 +66,18 @@ pub(crate) async fn run(producers: Producers, body: Bytes) -> Result<Accepted, A
         .add("birthday-scan", scan, JobOptions::new().attempts(3))
         .await?;
     Ok(job.into())
+}
+
+fn in_window(date: NaiveDate, today: NaiveDate) -> Result<NaiveDate, ApiError> {
+    let (first, last) = (
+        today - Duration::days(SCAN_DAYS_BACK),
+        today + Duration::days(SCAN_DAYS_AHEAD),
+    );
+    if date < first || date > last {
+        return Err(ApiError::invalid(
+            "date",
+            format!("{date} is outside the scan window, {first} to {last}"),
+        ));
+    }
+    Ok(date)
 }

@@ -31,6 +31,12 @@ pub enum ApiError {
     /// No such thing: 404.
     #[error("{0}")]
     NotFound(String),
+    /// No credential, or the wrong one: 401.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Not allowed at all: 403.
+    #[error("{0}")]
+    Forbidden(String),
     /// The database failed: 500.
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
@@ -82,6 +88,19 @@ impl IntoResponse for ApiError {
             ApiError::NotFound(message) => (
                 StatusCode::NOT_FOUND,
                 serde_json::json!({"error": "not found", "message": message}),
+            ),
+            ApiError::Unauthorized(message) => {
+                let body = serde_json::json!({"error": "unauthorized", "message": message});
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
+                    Json(body),
+                )
+                    .into_response();
+            }
+            ApiError::Forbidden(message) => (
+                StatusCode::FORBIDDEN,
+                serde_json::json!({"error": "forbidden", "message": message}),
             ),
             ApiError::Db(e) => {
                 tracing::error!(error = %e, "database error");

@@ -1,5 +1,6 @@
 //! The HTTP API: sign-up, coupons, the manual birthday scan, and job status.
 
+mod auth;
 mod birthdays;
 mod error;
 mod users;
@@ -9,14 +10,16 @@ use std::time::Duration;
 
 use axum::routing::{get, post};
 use axum::Router;
-use queue_axum::{job_routes, QueueLayer};
+use queue_axum::{JobRoutes, QueueLayer};
 use queue_core::{inject_queue, Queue, QueueApp};
 
+pub use birthdays::{SCAN_DAYS_AHEAD, SCAN_DAYS_BACK};
 pub use error::ApiError;
 
 use crate::db::Db;
 use crate::jobs::coupons::BirthdayScan;
 use crate::jobs::email::WelcomeEmail;
+use crate::jobs::{COUPON_QUEUE, EMAIL_QUEUE};
 
 /// What handlers share.
 #[derive(Debug, Clone)]
@@ -25,6 +28,17 @@ pub struct AppState {
     pub db: Db,
     /// First retry delay of welcome emails.
     pub welcome_backoff: Duration,
+    /// The operator's bearer token; `None` disables operator actions.
+    pub admin_token: Option<String>,
+    /// The time zone "today" is read in (birthdays, the scan window).
+    pub tz: chrono_tz::Tz,
+}
+
+impl AppState {
+    /// Today, in the service's time zone.
+    pub fn today(&self) -> chrono::NaiveDate {
+        chrono::Utc::now().with_timezone(&self.tz).date_naive()
+    }
 }
 
 /// The queues request handlers add to.
@@ -40,12 +54,31 @@ pub struct Producers {
 }
 
 /// The whole API, with the queue layer.
+///
+/// - `GET /jobs/{queue}/{id}`: a job's state, progress, attempts and timestamps, for
+///   the client that was given its `Location` (job ids hold a random user id, so they
+///   cannot be guessed).
+/// - `GET /admin/jobs/{queue}/{id}`: the same with the failure reason and return
+///   value, for the operator (`ADMIN_TOKEN`).
 pub fn router(app: &QueueApp, state: AppState) -> Router {
+    let admin = JobRoutes::new()
+        .include_failed_reason(true)
+        .include_return_value(true)
+        .router()
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::operator_only,
+        ));
     Router::new()
         .route("/users", post(users::create))
         .route("/users/{id}/coupons", get(users::coupons))
         .route("/birthdays/run", post(birthdays::run))
         .with_state(state)
-        .merge(job_routes())
+        .merge(
+            JobRoutes::new()
+                .queues([EMAIL_QUEUE, COUPON_QUEUE])
+                .router(),
+        )
+        .nest("/admin", admin)
         .layer(QueueLayer::new(app))
 }

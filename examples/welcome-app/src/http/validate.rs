@@ -2,57 +2,119 @@
 
 use chrono::NaiveDate;
 use serde_json::Value;
+use unicode_normalization::UnicodeNormalization;
 
 use super::ApiError;
 
-/// A required, non-empty string field of at most `max` characters.
-pub(crate) fn string(body: &Value, field: &'static str, max: usize) -> Result<String, ApiError> {
-    match body.get(field) {
-        None | Some(Value::Null) => Err(ApiError::invalid(field, format!("`{field}` is required"))),
-        Some(Value::String(s)) if s.trim().is_empty() => Err(ApiError::invalid(
-            field,
-            format!("`{field}` cannot be empty"),
-        )),
-        Some(Value::String(s)) if s.chars().count() > max => Err(ApiError::invalid(
-            field,
-            format!("`{field}` is longer than {max} characters"),
-        )),
-        Some(Value::String(s)) => Ok(s.trim().to_owned()),
-        Some(_) => Err(ApiError::invalid(
-            field,
-            format!("`{field}` must be a string"),
-        )),
-    }
+/// The earliest birthday accepted.
+pub(crate) const EARLIEST_BIRTHDAY: NaiveDate = match NaiveDate::from_ymd_opt(1900, 1, 1) {
+    Some(day) => day,
+    None => panic!("1900-01-01 is a date"),
+};
+
+/// Characters that show nothing or reorder text: zero-width spaces and joiners,
+/// direction overrides, the soft hyphen, the byte-order mark, tag characters.
+fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}' | '\u{FEFF}' | '\u{E0000}'..='\u{E007F}')
 }
 
-/// A plausible email address: one `@`, a local part, a dotted domain, no spaces.
-pub(crate) fn email(body: &Value) -> Result<String, ApiError> {
-    let email = string(body, "email", 254)?;
-    let valid = match email.split_once('@') {
-        Some((local, domain)) => {
-            !local.is_empty()
-                && !domain.contains('@')
-                && domain.contains('.')
-                && !domain.starts_with('.')
-                && !domain.ends_with('.')
-                && !email.chars().any(char::is_whitespace)
+/// A required string field: trimmed, NFC-normalised, non-empty, at most `max`
+/// characters, without control or invisible characters.
+pub(crate) fn string(body: &Value, field: &'static str, max: usize) -> Result<String, ApiError> {
+    let raw = match body.get(field) {
+        None | Some(Value::Null) => {
+            return Err(ApiError::invalid(field, format!("`{field}` is required")))
         }
-        None => false,
+        Some(Value::String(s)) => s,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                field,
+                format!("`{field}` must be a string"),
+            ))
+        }
     };
-    if valid {
-        Ok(email.to_lowercase())
-    } else {
-        Err(ApiError::invalid(
-            "email",
-            format!("`{email}` is not an email address"),
-        ))
+    let text: String = raw.trim().nfc().collect();
+    if text.is_empty() {
+        return Err(ApiError::invalid(
+            field,
+            format!("`{field}` cannot be empty"),
+        ));
     }
+    if text.chars().count() > max {
+        return Err(ApiError::invalid(
+            field,
+            format!("`{field}` is longer than {max} characters"),
+        ));
+    }
+    if text.chars().any(|c| c.is_control() || is_invisible(c)) {
+        return Err(ApiError::invalid(
+            field,
+            format!("`{field}` contains control or invisible characters"),
+        ));
+    }
+    Ok(text)
+}
+
+/// An email address, normalised so that one mailbox is one account: NFC, lower case
+/// (the local part too: providers treat it so). One `@`, a local part of at most 64
+/// characters, a dotted domain of letters, digits and hyphens, and none of the
+/// characters that separate or quote addresses (`,;<>()[]"\` and spaces).
+pub(crate) fn email(body: &Value) -> Result<String, ApiError> {
+    let email = string(body, "email", 254)?.to_lowercase();
+    let refuse = |why: &str| ApiError::invalid("email", format!("not an email address: {why}"));
+    if email
+        .chars()
+        .any(|c| c.is_whitespace() || ",;<>()[]\"\\".contains(c))
+    {
+        return Err(refuse(
+            "it contains a space or one of , ; < > ( ) [ ] \" \\",
+        ));
+    }
+    let Some((local, domain)) = email.split_once('@') else {
+        return Err(refuse("it has no @"));
+    };
+    if local.is_empty() || local.chars().count() > 64 || domain.contains('@') {
+        return Err(refuse(
+            "the part before the @ must be 1 to 64 characters, and one @ only",
+        ));
+    }
+    let labels: Vec<&str> = domain.split('.').collect();
+    let label_ok = |label: &&str| {
+        !label.is_empty()
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label.chars().all(|c| c.is_alphanumeric() || c == '-')
+    };
+    if labels.len() < 2 || !labels.iter().all(label_ok) {
+        return Err(refuse(
+            "the domain must be dotted names of letters, digits and hyphens",
+        ));
+    }
+    Ok(email)
 }
 
 /// A `YYYY-MM-DD` date.
 pub(crate) fn date(value: &str, field: &'static str) -> Result<NaiveDate, ApiError> {
-    NaiveDate::parse_from_str(value, "%Y-%m-%d")
-        .map_err(|_| ApiError::invalid(field, format!("`{value}` is not a date; use YYYY-MM-DD")))
+    let refused = || ApiError::invalid(field, format!("`{value}` is not a date; use YYYY-MM-DD"));
+    // chrono's `%Y` also takes signs and more than four digits (`+10000`, `-0999`).
+    if value.len() != 10 || !value.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(refused());
+    }
+    NaiveDate::parse_from_str(value, "%Y-%m-%d").map_err(|_| refused())
+}
+
+/// A birthday: a date from 1900-01-01 to `today`.
+pub(crate) fn birthday(value: &str, today: NaiveDate) -> Result<NaiveDate, ApiError> {
+    let day = date(value, "birthday")?;
+    if day < EARLIEST_BIRTHDAY || day > today {
+        return Err(ApiError::invalid(
+            "birthday",
+            format!("`{value}` is out of range: a birthday is from {EARLIEST_BIRTHDAY} to today ({today})"),
+        ));
+    }
+    Ok(day)
 }
 
 #[cfg(test)]
@@ -66,24 +128,73 @@ mod tests {
         }
     }
 
+    fn email_of(text: &str) -> Result<String, ApiError> {
+        email(&serde_json::json!({ "email": text }))
+    }
+
     #[test]
-    fn emails_and_dates() {
-        let ok = serde_json::json!({"email": "Ada@Example.com"});
-        assert_eq!(email(&ok).unwrap(), "ada@example.com");
+    fn emails_are_normalised_and_hostile_ones_refused() {
+        assert_eq!(email_of(" Ada@Example.COM ").unwrap(), "ada@example.com");
+        // NFD and NFC forms of one address are one account.
+        assert_eq!(
+            email_of("jose\u{301}@example.com").unwrap(),
+            email_of("jos\u{e9}@example.com").unwrap()
+        );
         for bad in [
-            "ada", "ada@", "@x.io", "a b@x.io", "a@x", "a@@x.io", "a@x.io.",
+            "ada",
+            "ada@",
+            "@x.io",
+            "a b@x.io",
+            "a@x",
+            "a@@x.io",
+            "a@x.io.",
+            "a\u{0}b@x.io",
+            "a\u{1b}[31m@x.io",
+            "a\u{200b}@x.io",
+            "a,b@x.io",
+            "a;b@x.io",
+            "a>b@x.io",
+            "\"a\"@x.io",
+            "a@-x.io",
+            "a@x_y.io",
         ] {
-            assert_eq!(
-                field_of(email(&serde_json::json!({ "email": bad })).unwrap_err()),
-                "email",
-                "{bad}"
-            );
+            assert_eq!(field_of(email_of(bad).unwrap_err()), "email", "{bad:?}");
         }
         assert_eq!(
             field_of(email(&serde_json::json!({})).unwrap_err()),
             "email"
         );
-        assert!(date("1990-02-30", "birthday").is_err());
-        assert!(date("1990-02-28", "birthday").is_ok());
+    }
+
+    #[test]
+    fn names_are_trimmed_before_their_length_is_checked() {
+        let padded = format!("  {}  ", "a".repeat(200));
+        assert_eq!(
+            string(&serde_json::json!({ "name": padded }), "name", 200)
+                .unwrap()
+                .len(),
+            200
+        );
+        let bidi = serde_json::json!({ "name": "Ada\u{202e}evil" });
+        assert_eq!(field_of(string(&bidi, "name", 200).unwrap_err()), "name");
+    }
+
+    #[test]
+    fn dates_and_birthdays_are_bounded() {
+        let today = NaiveDate::from_ymd_opt(2026, 12, 1).unwrap();
+        assert!(birthday("1990-02-28", today).is_ok());
+        assert!(birthday("1900-01-01", today).is_ok());
+        assert!(birthday("2026-12-01", today).is_ok());
+        for bad in [
+            "1990-02-30",
+            "0000-07-04",
+            "-0999-07-04",
+            "+10000-07-04",
+            "1899-12-31",
+            "2026-12-02",
+            "9999-07-04",
+        ] {
+            assert!(birthday(bad, today).is_err(), "{bad}");
+        }
     }
 }

@@ -3,10 +3,10 @@
 
 use chrono::{NaiveDate, Utc};
 use queue_core::prelude::*;
-use queue_core::{processor, BulkJob};
+use queue_core::{processor, BulkJob, Operation};
 use serde::{Deserialize, Serialize};
 
-use crate::db::{Db, Inserted};
+use crate::db::Db;
 
 /// The campaign a birthday grant belongs to.
 pub const CAMPAIGN: &str = "birthday";
@@ -27,15 +27,15 @@ pub struct BirthdayScan {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BirthdayGrant {
-    /// Who gets the coupon.
-    pub user_id: i64,
+    /// Who gets the coupon (the public id).
+    pub user_id: String,
     /// The birthday, `YYYY-MM-DD` of this year.
     pub date: String,
 }
 
-/// The job id of a grant: `birthday-<userId>-<YYYY-MM-DD>`, so a second scan of the
+/// The job id of a grant: `birthday-<public id>-<YYYY-MM-DD>`, so a second scan of the
 /// same day adds no second grant job.
-pub fn grant_job_id(user_id: i64, date: &str) -> String {
+pub fn grant_job_id(user_id: &str, date: &str) -> String {
     format!("birthday-{user_id}-{date}")
 }
 
@@ -64,8 +64,8 @@ impl Coupons {
             })?,
             None => Utc::now().with_timezone(&zone.0).date_naive(),
         };
+        let users = db.users_born_on(date).await?;
         let date = date.format("%Y-%m-%d").to_string();
-        let users = db.users_born_on(&date).await?;
         let grants = app.queue::<BirthdayGrant>(super::COUPON_QUEUE)?;
         let jobs = users
             .iter()
@@ -73,13 +73,13 @@ impl Coupons {
                 BulkJob::new(
                     "birthday-grant",
                     BirthdayGrant {
-                        user_id: user.id,
+                        user_id: user.public_id.clone(),
                         date: date.clone(),
                     },
                 )
                 .options(
                     JobOptions::new()
-                        .job_id(grant_job_id(user.id, &date))
+                        .job_id(grant_job_id(&user.public_id, &date))
                         .attempts(5),
                 )
             })
@@ -90,7 +90,8 @@ impl Coupons {
         Ok(users.len())
     }
 
-    /// Records the grant; an existing grant (unique violation) means done already.
+    /// Records the grant once per user, campaign and day (an operation record): a
+    /// repeat, by a retry or a second grant job, grants nothing.
     #[job("birthday-grant")]
     pub async fn grant(
         &self,
@@ -98,9 +99,14 @@ impl Coupons {
         db: Dep<Db>,
     ) -> Result<&'static str, JobError> {
         let BirthdayGrant { user_id, date } = &job.data;
-        Ok(match db.insert_grant(*user_id, CAMPAIGN, date).await? {
-            Inserted::New(_) => "granted",
-            Inserted::AlreadyThere => "already granted",
+        let Some(user) = db.user(user_id).await? else {
+            return Err(JobError::unrecoverable(std::io::Error::other(format!(
+                "no user {user_id}"
+            ))));
+        };
+        Ok(match db.grant_once(user.id, CAMPAIGN, date).await? {
+            Operation::Ran(Some(_)) => "granted",
+            Operation::Ran(None) | Operation::AlreadyDone(_) => "already granted",
         })
     }
 }

@@ -12,27 +12,29 @@ use crate::mailer::{Delivery, Mailer};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WelcomeEmail {
-    /// The new user.
-    pub user_id: i64,
+    /// The new user's public id.
+    pub user_id: String,
     /// Where to send.
     pub email: String,
     /// How to greet.
     pub name: String,
 }
 
-/// The job id of a user's welcome email: `welcome-<userId>` (BullMQ refuses `:`).
-pub fn job_id(user_id: i64) -> String {
+/// The job id of a user's welcome email: `welcome-<public id>` (BullMQ refuses `:`).
+/// The public id is random and unique for ever, so a fresh or restored database never
+/// meets the job of an earlier user with the same row id.
+pub fn job_id(user_id: &str) -> String {
     format!("welcome-{user_id}")
 }
 
-/// The outbox idempotency key of a user's welcome email.
-pub fn idempotency_key(user_id: i64) -> String {
+/// The mail log's idempotency key of a user's welcome email.
+pub fn idempotency_key(user_id: &str) -> String {
     format!("welcome:{user_id}")
 }
 
 /// How welcome jobs are added: dedup by id, 5 attempts, exponential backoff from
 /// `backoff` (3 s in production), keep the last 100 completed and 1000 failed.
-pub fn options(user_id: i64, backoff: Duration) -> JobOptions {
+pub fn options(user_id: &str, backoff: Duration) -> JobOptions {
     JobOptions::new()
         .job_id(job_id(user_id))
         .attempts(5)
@@ -41,7 +43,7 @@ pub fn options(user_id: i64, backoff: Duration) -> JobOptions {
         .remove_on_fail(Keep::Last(1000))
 }
 
-/// Sends the welcome email. Delivery is at-least-once, so the outbox's unique
+/// Sends the welcome email. Delivery is at-least-once, so the mail log's unique
 /// idempotency key makes a second run a successful no-op instead of a second email.
 #[processor("email", concurrency = 5, job = "welcome", timeout = "30s")]
 pub async fn send_welcome(
@@ -56,13 +58,13 @@ pub async fn send_welcome(
     let body = format!("Hello {name}, welcome aboard!");
     let delivery = mailer
         .send(
-            &idempotency_key(*user_id),
+            &idempotency_key(user_id),
             email,
             "Welcome!",
             &body,
             job.attempt(),
         )
         .await?;
-    tracing::info!(user_id, ?delivery, "welcome email handled");
+    tracing::info!(%user_id, ?delivery, "welcome email handled");
     Ok(delivery)
 }
