@@ -8,8 +8,7 @@ use futures::future::BoxFuture;
 use queue_core::QueueApp;
 use tower::{Layer, Service};
 
-/// The request header that carries (or receives) the request id.
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
+use crate::trace_context::{trace_id_of, REQUEST_ID_HEADER};
 
 /// A tower layer that makes the app's queues available to handlers and extractors.
 /// Works with any router state.
@@ -86,7 +85,7 @@ where
 
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         request.extensions_mut().insert(self.app.clone());
-        let trace_id = trace_id_of(&request).or_else(|| {
+        let trace_id = trace_id_of(request.headers()).or_else(|| {
             self.mint_request_ids
                 .then(|| uuid::Uuid::new_v4().simple().to_string())
         });
@@ -112,49 +111,5 @@ where
             }
             Ok(response)
         })
-    }
-}
-
-/// The W3C `traceparent` trace id, else `x-request-id`.
-fn trace_id_of<B>(request: &Request<B>) -> Option<String> {
-    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
-    let from_traceparent = header("traceparent").and_then(|tp| {
-        let mut parts = tp.split('-');
-        let (_version, trace) = (parts.next()?, parts.next()?);
-        (trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| trace.to_owned())
-    });
-    from_traceparent.or_else(|| {
-        header(REQUEST_ID_HEADER)
-            .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
-            .map(str::to_owned)
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(headers: &[(&str, &str)]) -> Request<()> {
-        let mut builder = Request::builder();
-        for (k, v) in headers {
-            builder = builder.header(*k, *v);
-        }
-        builder.body(()).unwrap()
-    }
-
-    #[test]
-    fn trace_ids_come_from_traceparent_then_request_id() {
-        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        assert_eq!(
-            trace_id_of(&request(&[("traceparent", tp), ("x-request-id", "r1")])).as_deref(),
-            Some("4bf92f3577b34da6a3ce929d0e0e4736")
-        );
-        assert_eq!(
-            trace_id_of(&request(&[("x-request-id", "r1")])).as_deref(),
-            Some("r1")
-        );
-        assert_eq!(trace_id_of(&request(&[("x-request-id", "bad id")])), None);
-        assert_eq!(trace_id_of(&request(&[])), None);
     }
 }

@@ -47,20 +47,24 @@
 mod accepted;
 mod error;
 mod extract;
+mod json_errors;
 mod layer;
 mod rejection;
 mod routes;
 mod serve;
+mod trace_context;
 
 pub use accepted::{Accepted, DEFAULT_STATUS_PREFIX};
 pub use error::{QueueError, RETRY_AFTER_SECONDS};
 pub use extract::{
     from_app, IdempotencyKey, Inject, QueueHandle, QueueName, Queues, IDEMPOTENCY_KEY_HEADER,
 };
-pub use layer::{QueueLayer, QueueService, REQUEST_ID_HEADER};
+pub use json_errors::json_errors;
+pub use layer::{QueueLayer, QueueService};
 pub use rejection::{InvalidIdempotencyKey, InvalidQueue, MissingQueueLayer, QueueRejection};
 pub use routes::{job_routes, JobRoutes};
-pub use serve::{serve, serve_until, shutdown_signal};
+pub use serve::{serve, serve_until, serve_with_limits, shutdown_signal, ServeLimits};
+pub use trace_context::{MAX_REQUEST_ID_LEN, REQUEST_ID_HEADER};
 
 pub use queue_core;
 

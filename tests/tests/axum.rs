@@ -4,14 +4,16 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::{Json, Router};
 use queue_axum::{
-    job_routes, queue_name, Accepted, IdempotencyKey, QueueError, QueueHandle, QueueLayer,
+    job_routes, queue_name, Accepted, IdempotencyKey, JobRoutes, QueueError, QueueHandle,
+    QueueLayer,
 };
 use queue_core::prelude::*;
-use queue_core::{inject_queue, processor, Registrations};
-use queue_tests::http::{get, listener, post_json, request};
+use queue_core::{inject_queue, processor, Registrations, Schedule};
+use queue_tests::http::{get, get_with, listener, post_json, request};
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -75,11 +77,39 @@ async fn signup_by_handle(
     Ok(email.add("welcome", w, JobOptions::new()).await?.into())
 }
 
+/// The operator's token of these tests.
+const ADMIN: &str = "test-admin-token";
+
+/// An access check of the application's own: the status route with details is
+/// mounted behind it.
+async fn operator_only(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let authorized = request
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        == Some(&format!("Bearer {ADMIN}"));
+    if authorized {
+        next.run(request).await
+    } else {
+        axum::http::StatusCode::UNAUTHORIZED.into_response()
+    }
+}
+
 fn routes() -> Router {
+    let admin = JobRoutes::new()
+        .include_data(true)
+        .include_failed_reason(true)
+        .include_return_value(true)
+        .router()
+        .layer(axum::middleware::from_fn(operator_only));
     Router::new()
         .route("/signup", post(signup))
         .route("/signup-by-handle", post(signup_by_handle))
         .merge(job_routes())
+        .nest("/admin", admin)
 }
 
 fn only_email() -> Registrations {
@@ -190,12 +220,40 @@ async fn the_status_route_follows_a_job_through_its_states_without_its_payload()
     wait_for_state(&email, "welcome-2", JobState::Failed, SOON).await;
     let done = get(addr, "/jobs/ax-email/welcome-1").await.json();
     assert_eq!(done["state"], "completed");
-    assert_eq!(done["returnValue"], "sent to slow@example.com");
     assert_eq!(done["attemptsMade"], 1);
     assert!(done["finishedOn"].as_u64().unwrap() >= done["processedOn"].as_u64().unwrap());
     let failed = get(addr, "/jobs/ax-email/welcome-2").await.json();
     assert_eq!(failed["state"], "failed");
-    assert_eq!(failed["failedReason"], "mailbox full");
+    // By default neither the result (personal data) nor the failure's text (internals).
+    for body in [&done, &failed] {
+        assert!(
+            body.get("returnValue").is_none() && body.get("failedReason").is_none(),
+            "{body}"
+        );
+    }
+    // Behind an access check, the opt-ins show them.
+    let admin = format!("Bearer {ADMIN}");
+    assert_eq!(
+        get(addr, "/admin/jobs/ax-email/welcome-1").await.status,
+        401
+    );
+    let detailed = get_with(
+        addr,
+        "/admin/jobs/ax-email/welcome-1",
+        &[("authorization", &admin)],
+    )
+    .await
+    .json();
+    assert_eq!(detailed["returnValue"], "sent to slow@example.com");
+    assert_eq!(detailed["data"]["to"], "slow@example.com");
+    let detailed = get_with(
+        addr,
+        "/admin/jobs/ax-email/welcome-2",
+        &[("authorization", &admin)],
+    )
+    .await
+    .json();
+    assert_eq!(detailed["failedReason"], "mailbox full");
 
     let missing_job = get(addr, "/jobs/ax-email/welcome-999").await;
     assert_eq!(missing_job.status, 404);
@@ -204,6 +262,91 @@ async fn the_status_route_follows_a_job_through_its_states_without_its_payload()
     assert_eq!(missing_queue.status, 404);
     assert_eq!(missing_queue.json()["error"], "unknown queue");
     workers.shutdown(SOON).await;
+}
+
+#[tokio::test]
+async fn lookups_of_keys_that_are_not_jobs_answer_404_never_503() {
+    let redis = TestRedis::new("ax-hostile");
+    let app = redis.app(|b| b.registrations(only_email())).await;
+    let addr = serve(&app).await;
+    let email = app.queue::<Welcome>("ax-email").unwrap();
+    email
+        .add(
+            "welcome",
+            serde_json::from_value(welcome(1)).unwrap(),
+            JobOptions::new().job_id("welcome-1"),
+        )
+        .await
+        .unwrap();
+    email
+        .upsert_scheduler(
+            "daily",
+            Schedule::every(Duration::from_secs(3600)),
+            "welcome",
+            serde_json::from_value(welcome(2)).unwrap(),
+            JobOptions::new(),
+        )
+        .await
+        .unwrap();
+    // The queue's own keys (hashes, lists, sets, streams), keys beside a job's, and
+    // ids no job can have: all "no such job", none a made-up job or a 503.
+    let long = "x".repeat(600);
+    for id in [
+        "meta",
+        "events",
+        "id",
+        "wait",
+        "active",
+        "completed",
+        "failed",
+        "delayed",
+        "marker",
+        "stalled-check",
+        "repeat",
+        "de",
+        "metrics",
+        "welcome-1%3Alogs",
+        "welcome-1%3Ax",
+        "repeat%3Adaily",
+        "..%2F..%2Fmeta",
+        long.as_str(),
+    ] {
+        let response = get(addr, &format!("/jobs/ax-email/{id}")).await;
+        assert_eq!(
+            response.status,
+            404,
+            "{id:.40}: {}",
+            String::from_utf8_lossy(&response.body)
+        );
+        assert_eq!(response.json()["error"], "job not found", "{id:.40}");
+    }
+    assert_eq!(get(addr, "/jobs/ax-email/welcome-1").await.status, 200);
+}
+
+#[tokio::test]
+async fn the_status_route_serves_only_the_queues_it_is_given() {
+    let redis = TestRedis::new("ax-listed");
+    let app = redis.app(|b| b.registrations(only_email())).await;
+    app.queue::<Welcome>("ax-email")
+        .unwrap()
+        .add(
+            "welcome",
+            serde_json::from_value(welcome(1)).unwrap(),
+            JobOptions::new().job_id("welcome-1"),
+        )
+        .await
+        .unwrap();
+    let (listener, addr) = listener().await;
+    let router = JobRoutes::new()
+        .queues(["ax-other"])
+        .router()
+        .layer(QueueLayer::new(&app));
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let response = get(addr, "/jobs/ax-email/welcome-1").await;
+    assert_eq!(
+        (response.status, response.json()["error"].clone()),
+        (404, serde_json::json!("unknown queue"))
+    );
 }
 
 #[tokio::test]

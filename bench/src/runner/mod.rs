@@ -3,8 +3,10 @@
 //! and a Markdown report of medians and ratios on stdout.
 
 mod floor;
+mod outbox;
 mod redis;
 mod stats;
+mod status;
 mod suites;
 mod systems;
 
@@ -23,11 +25,11 @@ pub(super) struct Settings {
     /// `BENCH_LATENCY_JOBS` (default 500): probes per latency run.
     latency_jobs: u64,
     /// `BENCH_HTTP_SECS` (default 10): length of each HTTP load. (`BENCH_SUITES`, a comma list
-    /// of floor, enqueue, throughput, latency, http, footprint, runs only those.)
+    /// of floor, enqueue, throughput, latency, http, outbox, status, footprint, runs only those.)
     http_secs: u64,
 }
 
-fn setting(name: &str, default: u64) -> u64 {
+pub(super) fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -114,6 +116,12 @@ pub(crate) fn run_all() -> BenchResult<()> {
     }
     if wanted("http") {
         report.push_str(&suites::http(&mut redis, settings)?);
+    }
+    if wanted("outbox") {
+        report.push_str(&outbox::measure(&mut redis, settings)?);
+    }
+    if wanted("status") {
+        report.push_str(&status::measure(&mut redis)?);
     }
     if wanted("footprint") {
         report.push_str(&suites::footprint(&mut redis, &rss)?);

@@ -69,6 +69,19 @@ impl BenchRedis {
             .ok_or_else(|| "INFO memory has no used_memory".into())
     }
 
+    /// One section of `INFO`.
+    pub(super) fn info(&mut self, section: &str) -> BenchResult<String> {
+        Ok(redis::cmd("INFO").arg(section).query(&mut self.conn)?)
+    }
+
+    /// Zeroes the command statistics.
+    pub(super) fn reset_stats(&mut self) -> BenchResult<()> {
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query::<()>(&mut self.conn)?;
+        Ok(())
+    }
+
     /// CPU seconds Redis has used so far (user + system).
     pub(super) fn cpu_seconds(&mut self) -> BenchResult<f64> {
         let info: String = redis::cmd("INFO").arg("cpu").query(&mut self.conn)?;

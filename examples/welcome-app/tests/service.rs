@@ -502,6 +502,57 @@ async fn coupons_and_operator_actions_need_the_right_credential() {
 }
 
 #[tokio::test]
+async fn hostile_paths_and_headers_get_json_answers_and_no_foothold() {
+    let svc = start("wa-edge", FailurePolicy::Never).await;
+    for (method, path, status) in [
+        ("GET", "/nowhere", 404),
+        ("DELETE", "/users", 405),
+        ("GET", "/jobs/email/meta", 404),
+        ("GET", "/jobs/email/events", 404),
+        ("GET", "/jobs/email/repeat%3Abirthday-daily", 404),
+        ("GET", "/jobs/coupon/id", 404),
+        ("GET", "/jobs/not-a-queue/x", 404),
+    ] {
+        let response = request(svc.addr, method, path, &[], b"").await.unwrap();
+        assert_eq!(response.status, status, "{method} {path}");
+        assert!(
+            response.json()["error"].is_string(),
+            "{method} {path}: JSON"
+        );
+    }
+    // A malformed traceparent or an unsafe x-request-id is not adopted: the request
+    // gets a fresh id.
+    let zeros = format!("00-{}-00f067aa0ba902b7-01", "0".repeat(32));
+    for (name, value) in [
+        ("traceparent", zeros.as_str()),
+        (
+            "traceparent",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ),
+        (
+            "traceparent",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        ),
+        ("x-request-id", "deadbeef}:fake"),
+    ] {
+        let response = get_with(svc.addr, "/nowhere", &[(name, value)]).await;
+        let echoed = response
+            .header("x-request-id")
+            .unwrap_or_default()
+            .to_owned();
+        assert_eq!(echoed.len(), 32, "{name}: {value} -> {echoed}");
+        assert!(!value.contains(&echoed) && echoed.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+    let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let response = get_with(svc.addr, "/nowhere", &[("traceparent", valid)]).await;
+    assert_eq!(
+        response.header("x-request-id"),
+        Some("4bf92f3577b34da6a3ce929d0e0e4736")
+    );
+    svc.stop().await;
+}
+
+#[tokio::test]
 async fn without_admin_token_operator_actions_are_disabled() {
     let redis = TestRedis::new("wa-noadmin");
     let dir = ScratchDir::new("wa-noadmin");

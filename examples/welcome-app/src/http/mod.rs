@@ -80,5 +80,7 @@ pub fn router(app: &QueueApp, state: AppState) -> Router {
                 .router(),
         )
         .nest("/admin", admin)
+        // Every error answer is JSON, axum's own (404, 405, a bad path) too.
+        .layer(axum::middleware::map_response(queue_axum::json_errors))
         .layer(QueueLayer::new(app))
 }
