@@ -138,17 +138,22 @@ pub fn from_app<T: FromApp>(parts: &Parts) -> Result<T, QueueRejection> {
     T::from_app(&app).map_err(|e| InvalidQueue(e).into())
 }
 
-/// The `Idempotency-Key` request header, opt-in: use it as (part of) a job id so that a
-/// client retrying a request gets the same job instead of a second one.
+/// The request's `Idempotency-Key` header, for making a job id from it: a client
+/// retrying a request gets the same job instead of a second one.
+///
+/// A key is the client's word, and two clients may pick the same one: the job id is
+/// always made within a scope the application supplies (the user or tenant the request
+/// is authenticated as, and the route), so that one tenant's key never lands on another
+/// tenant's job.
 ///
 /// ```
 /// use queue_axum::IdempotencyKey;
 /// use queue_core::JobOptions;
 ///
-/// fn options(key: &IdempotencyKey) -> JobOptions {
+/// fn options(key: &IdempotencyKey, tenant: &str) -> JobOptions {
 ///     let mut opts = JobOptions::new().attempts(3);
-///     if let Some(id) = key.job_id("export") {
-///         opts = opts.job_id(id); // "export-<key>"
+///     if let Some(id) = key.job_id(&format!("{tenant}/exports"), "export") {
+///         opts = opts.job_id(id); // "export-<hash of scope and key>"
 ///     }
 ///     opts
 /// }
@@ -159,29 +164,26 @@ pub struct IdempotencyKey(Option<String>);
 /// The header [`IdempotencyKey`] reads.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 
+/// The longest `Idempotency-Key` taken.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
 impl IdempotencyKey {
     /// The header's value, if the request had one.
     pub fn key(&self) -> Option<&str> {
         self.0.as_deref()
     }
 
-    /// A BullMQ-safe job id made from `prefix` and the key: `prefix-<key>` for short keys
-    /// of letters, digits, `-`, `_` and `.`; otherwise `prefix-<uuid v5 of the key>`, so
-    /// that any key maps to one valid id.
-    pub fn job_id(&self, prefix: &str) -> Option<String> {
+    /// A BullMQ-safe job id for this key within `scope`: `prefix-<uuid v5 of scope and
+    /// key>`. The same scope and key always give the same id; another scope (another
+    /// tenant, another route) never does.
+    pub fn job_id(&self, scope: &str, prefix: &str) -> Option<String> {
         let key = self.0.as_deref()?;
-        let plain = key.len() <= 64
-            && key
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-        Some(if plain {
-            format!("{prefix}-{key}")
-        } else {
-            format!(
-                "{prefix}-{}",
-                uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, key.as_bytes()).simple()
-            )
-        })
+        // The scope's length first, so that ("ab", "c") and ("a", "bc") differ.
+        let name = format!("{}:{scope}:{key}", scope.len());
+        Some(format!(
+            "{prefix}-{}",
+            uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()).simple()
+        ))
     }
 }
 
@@ -191,12 +193,13 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         match parts.headers.get(IDEMPOTENCY_KEY_HEADER) {
             None => Ok(IdempotencyKey(None)),
-            Some(value) => match value.to_str() {
+            Some(value) => match value.to_str().map(str::trim) {
                 Ok(key)
-                    if !key.trim().is_empty()
+                    if !key.is_empty()
+                        && key.len() <= MAX_IDEMPOTENCY_KEY_LEN
                         && key.bytes().all(|b| b.is_ascii_graphic() || b == b' ') =>
                 {
-                    Ok(IdempotencyKey(Some(key.trim().to_owned())))
+                    Ok(IdempotencyKey(Some(key.to_owned())))
                 }
                 _ => Err(InvalidIdempotencyKey),
             },
@@ -209,23 +212,22 @@ mod tests {
     use super::IdempotencyKey;
 
     #[test]
-    fn keys_become_valid_stable_job_ids() {
-        let plain = IdempotencyKey(Some("abc-123".into()));
-        assert_eq!(plain.job_id("signup").as_deref(), Some("signup-abc-123"));
-        let odd = IdempotencyKey(Some("a:b/c".into()));
-        let id = odd.job_id("signup").unwrap();
+    fn keys_become_valid_stable_job_ids_within_their_scope() {
+        let key = IdempotencyKey(Some("a:b/c".into()));
+        let id = key.job_id("tenant-1", "signup").unwrap();
         assert!(id.starts_with("signup-") && !id.contains(':') && id.len() == "signup-".len() + 32);
         assert_eq!(
-            odd.job_id("signup"),
+            key.job_id("tenant-1", "signup"),
+            Some(id.clone()),
+            "the same key, the same id"
+        );
+        assert_ne!(
+            key.job_id("tenant-2", "signup"),
             Some(id),
-            "the same key gives the same id"
+            "another tenant, another job"
         );
-        let numeric = IdempotencyKey(Some("42".into()));
-        assert_eq!(
-            numeric.job_id("x").as_deref(),
-            Some("x-42"),
-            "never a bare integer"
-        );
-        assert_eq!(IdempotencyKey(None).job_id("x"), None);
+        let split = |scope: &str, k: &str| IdempotencyKey(Some(k.into())).job_id(scope, "x");
+        assert_ne!(split("ab", "c"), split("a", "bc"));
+        assert_eq!(IdempotencyKey(None).job_id("t", "x"), None);
     }
 }

@@ -20,7 +20,7 @@
 //!
 //! // The whole handler: enqueue, answer 202.
 //! async fn signup(svc: EmailService, key: IdempotencyKey, Json(to): Json<String>) -> Result<Accepted, QueueError> {
-//!     let opts = JobOptions::new().attempts(5).job_id(key.job_id("welcome").unwrap_or_else(|| format!("welcome-{to}")));
+//!     let opts = JobOptions::new().attempts(5).job_id(key.job_id("signup", "welcome").unwrap_or_else(|| format!("welcome-{to}")));
 //!     let job = svc.email.add("welcome", WelcomeEmail { to }, opts).await?;
 //!     Ok(job.into())
 //! }
@@ -58,6 +58,7 @@ pub use accepted::{Accepted, DEFAULT_STATUS_PREFIX};
 pub use error::{QueueError, RETRY_AFTER_SECONDS};
 pub use extract::{
     from_app, IdempotencyKey, Inject, QueueHandle, QueueName, Queues, IDEMPOTENCY_KEY_HEADER,
+    MAX_IDEMPOTENCY_KEY_LEN,
 };
 pub use json_errors::json_errors;
 pub use layer::{QueueLayer, QueueService};

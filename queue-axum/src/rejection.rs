@@ -1,18 +1,46 @@
 //! Why an extractor refused a request: one type per failure, each with a fixed status
-//! and a JSON body, under one `#[non_exhaustive]` enum. Every rejection is logged on
-//! target `queue_axum::rejection`.
+//! and a JSON body, under one `#[non_exhaustive]` enum. Like axum's rejections, each
+//! implements `Display` and `Error` and tells its `status()` and `body_text()`. Every
+//! rejection is logged at `debug` on target `queue_axum::rejection` (a client can send
+//! many: a log line each at `warn` would be a lever on the logs).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-fn respond(status: StatusCode, error: &str, message: String) -> Response {
-    tracing::warn!(target: "queue_axum::rejection", status = status.as_u16(), error, %message, "request rejected");
-    (
-        status,
-        Json(serde_json::json!({ "error": error, "message": message })),
-    )
-        .into_response()
+/// The methods and trait impls every rejection shares, from its status, its `error`
+/// field and its message.
+macro_rules! rejection {
+    ($ty:ty, $status:expr, $error:literal, |$this:ident| $message:expr) => {
+        impl $ty {
+            /// The status it answers with.
+            pub fn status(&self) -> StatusCode {
+                $status
+            }
+
+            /// The `message` of its JSON body.
+            pub fn body_text(&self) -> String {
+                let $this = self;
+                $message
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.body_text())
+            }
+        }
+
+        impl std::error::Error for $ty {}
+
+        impl IntoResponse for $ty {
+            fn into_response(self) -> Response {
+                let (status, message) = (self.status(), self.body_text());
+                tracing::debug!(target: "queue_axum::rejection", status = status.as_u16(), error = $error, %message, "request rejected");
+                (status, Json(serde_json::json!({ "error": $error, "message": message }))).into_response()
+            }
+        }
+    };
 }
 
 /// The router has no [`QueueLayer`](crate::QueueLayer): a set-up mistake, answered 500.
@@ -26,47 +54,43 @@ impl MissingQueueLayer {
         "no QueueApp in request extensions: add `.layer(QueueLayer::new(&app))` to the router";
 }
 
-impl IntoResponse for MissingQueueLayer {
-    fn into_response(self) -> Response {
-        respond(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "missing QueueLayer",
-            Self::MESSAGE.to_owned(),
-        )
-    }
-}
+rejection!(
+    MissingQueueLayer,
+    StatusCode::INTERNAL_SERVER_ERROR,
+    "missing QueueLayer",
+    |_r| { MissingQueueLayer::MESSAGE.to_owned() }
+);
 
 /// A queue handle could not be made (an invalid queue name in the code): 500.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct InvalidQueue(pub queue_core::Error);
 
-impl IntoResponse for InvalidQueue {
-    fn into_response(self) -> Response {
-        respond(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "invalid queue",
-            self.0.to_string(),
-        )
-    }
-}
+rejection!(
+    InvalidQueue,
+    StatusCode::INTERNAL_SERVER_ERROR,
+    "invalid queue",
+    |r| r.0.to_string()
+);
 
-/// The `Idempotency-Key` header is empty or not text: 400.
+/// The `Idempotency-Key` header is present but unusable: 400.
 #[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]
 pub struct InvalidIdempotencyKey;
 
-impl IntoResponse for InvalidIdempotencyKey {
-    fn into_response(self) -> Response {
-        respond(
-            StatusCode::BAD_REQUEST,
-            "invalid Idempotency-Key",
-            "the Idempotency-Key header must be non-empty visible ASCII".to_owned(),
+rejection!(
+    InvalidIdempotencyKey,
+    StatusCode::BAD_REQUEST,
+    "invalid Idempotency-Key",
+    |_r| {
+        format!(
+            "the Idempotency-Key header must be 1 to {} visible ASCII characters",
+            crate::extract::MAX_IDEMPOTENCY_KEY_LEN
         )
     }
-}
+);
 
-/// Every way this crate's extractors refuse a request.
+/// Every way the extractors of this crate refuse a request.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum QueueRejection {
@@ -77,6 +101,34 @@ pub enum QueueRejection {
     /// See [`InvalidIdempotencyKey`].
     InvalidIdempotencyKey(InvalidIdempotencyKey),
 }
+
+impl QueueRejection {
+    /// The status it answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            QueueRejection::MissingQueueLayer(r) => r.status(),
+            QueueRejection::InvalidQueue(r) => r.status(),
+            QueueRejection::InvalidIdempotencyKey(r) => r.status(),
+        }
+    }
+
+    /// The `message` of its JSON body.
+    pub fn body_text(&self) -> String {
+        match self {
+            QueueRejection::MissingQueueLayer(r) => r.body_text(),
+            QueueRejection::InvalidQueue(r) => r.body_text(),
+            QueueRejection::InvalidIdempotencyKey(r) => r.body_text(),
+        }
+    }
+}
+
+impl std::fmt::Display for QueueRejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.body_text())
+    }
+}
+
+impl std::error::Error for QueueRejection {}
 
 impl IntoResponse for QueueRejection {
     fn into_response(self) -> Response {

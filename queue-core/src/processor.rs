@@ -34,6 +34,7 @@ pub struct Processor {
     pub(crate) stalled_interval: Option<Duration>,
     pub(crate) max_stalled_count: Option<u32>,
     pub(crate) cancel_grace: Duration,
+    pub(crate) fail_unknown_names: bool,
     pub(crate) handlers: Vec<RegisteredHandler>,
 }
 
@@ -57,6 +58,7 @@ impl Processor {
             stalled_interval: None,
             max_stalled_count: None,
             cancel_grace: DEFAULT_CANCEL_GRACE,
+            fail_unknown_names: false,
             handlers: Vec::new(),
         }
     }
@@ -92,6 +94,15 @@ impl Processor {
     /// waiting and runs again.
     pub fn stalled_interval(mut self, interval: Duration) -> Self {
         self.stalled_interval = Some(interval);
+        self
+    }
+
+    /// What a job whose name no handler of this queue takes does. By default its attempt
+    /// fails as retryable, with the known names in the reason: in a rolling deploy that
+    /// updates producers first, a worker that knows the name is on its way, and the
+    /// job's retries reach it. `true` fails such a job at once, without retries.
+    pub fn fail_unknown_job_names(mut self, fail: bool) -> Self {
+        self.fail_unknown_names = fail;
         self
     }
 

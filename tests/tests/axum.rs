@@ -57,10 +57,16 @@ queue_name!(EmailQueue = "ax-email");
 async fn signup(
     svc: EmailService,
     key: IdempotencyKey,
+    headers: axum::http::HeaderMap,
     Json(w): Json<Welcome>,
 ) -> Result<Accepted, QueueError> {
+    // The tenant stands for what the application authenticated the request as.
+    let tenant = headers
+        .get("x-tenant")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("none");
     let id = key
-        .job_id("welcome")
+        .job_id(&format!("{tenant}/signup"), "welcome")
         .unwrap_or_else(|| format!("welcome-{}", w.user_id));
     let user_id = w.user_id;
     let job = svc
@@ -168,20 +174,30 @@ async fn a_retried_request_with_the_same_idempotency_key_gets_the_same_job() {
     let addr = serve(&app).await;
     let key = [("idempotency-key", "7c1d-retry")];
 
-    let first = post_json(addr, "/signup", &key, &welcome(1)).await;
-    let again = post_json(addr, "/signup", &key, &welcome(1)).await;
+    let tenant_a = [("idempotency-key", "7c1d-retry"), ("x-tenant", "acme")];
+    let tenant_b = [("idempotency-key", "7c1d-retry"), ("x-tenant", "globex")];
+    let first = post_json(addr, "/signup", &tenant_a, &welcome(1)).await;
+    let again = post_json(addr, "/signup", &tenant_a, &welcome(1)).await;
     assert_eq!((first.status, again.status), (202, 202));
-    assert_eq!(first.json()["jobId"], "welcome-7c1d-retry");
-    assert_eq!(again.json()["jobId"], "welcome-7c1d-retry");
+    let job_id = first.json()["jobId"].as_str().unwrap().to_owned();
+    assert!(job_id.starts_with("welcome-"), "{job_id}");
+    assert_eq!(again.json()["jobId"], job_id.as_str());
     assert_eq!(first.json()["duplicate"], false);
     assert_eq!(again.json()["duplicate"], true);
+    // Another tenant that happens to send the same key gets a job of its own, and
+    // not the first tenant's Location.
+    let other = post_json(addr, "/signup", &tenant_b, &welcome(2)).await;
+    assert_eq!(other.json()["duplicate"], false);
+    assert_ne!(other.json()["jobId"], job_id.as_str());
+    assert_ne!(other.header("location"), first.header("location"));
     let counts = app
         .queue::<Welcome>("ax-email")
         .unwrap()
         .get_job_counts()
         .await
         .unwrap();
-    assert_eq!(counts.waiting, 1);
+    assert_eq!(counts.waiting, 2);
+    let _ = key;
 
     let empty = post_json(addr, "/signup", &[("idempotency-key", "  ")], &welcome(1)).await;
     assert_eq!(empty.status, 400);

@@ -109,7 +109,15 @@ fn corrupt(redis: &TestRedis, queue: &str, id: &str, field: &str, value: Option<
 async fn bad_job_data_fails_only_its_own_job_with_a_reason_and_the_worker_goes_on() {
     let redis = TestRedis::new("bad-data");
     let app = redis
-        .app(|b| b.processor(Processor::new("email").job("welcome", send)))
+        // Strict about unknown job names: here they are bad input, not a deploy in
+        // progress (worker_holes.rs has the default, retryable).
+        .app(|b| {
+            b.processor(
+                Processor::new("email")
+                    .fail_unknown_job_names(true)
+                    .job("welcome", send),
+            )
+        })
         .await;
     let typed = app.queue::<WelcomeEmail>("email").unwrap();
     let raw = app.queue::<serde_json::Value>("email").unwrap();

@@ -146,12 +146,17 @@ impl ErasedHandler {
         }
     }
 
+    /// Runs the handler: deserializes the payload, then awaits the handler. Both
+    /// happen inside the returned future (so inside whatever `catch_unwind` polls it),
+    /// never in this call: a `Deserialize` or a handler that panics before returning
+    /// its future is a panic of the future, not of the caller.
     pub(crate) fn run(
         &self,
         job: Job<serde_json::Value>,
-        deps: &Deps,
+        deps: &Arc<Deps>,
     ) -> BoxFuture<'static, Result<serde_json::Value, JobError>> {
-        (self.run)(job, deps)
+        let (run, deps) = (self.run.clone(), deps.clone());
+        Box::pin(async move { run(job, &deps).await })
     }
 }
 
@@ -186,10 +191,10 @@ mod tests {
         Ok(format!("{}{}", *prefix, job.data.to))
     }
 
-    fn deps_with_prefix() -> Deps {
+    fn deps_with_prefix() -> Arc<Deps> {
         let mut deps = Deps::default();
         deps.insert(Arc::new(String::from("to:")));
-        deps
+        Arc::new(deps)
     }
 
     #[tokio::test]
@@ -233,7 +238,7 @@ mod tests {
     async fn missing_dependency_is_named() {
         let h = ErasedHandler::new(echo);
         let job = Job::for_test(serde_json::json!({"to": "ada"}));
-        let err = h.run(job, &Deps::default()).await.unwrap_err();
+        let err = h.run(job, &Arc::new(Deps::default())).await.unwrap_err();
         assert!(
             err.message().contains("alloc::string::String"),
             "{}",

@@ -27,6 +27,8 @@ pub(crate) struct QueuePlan {
     pub(crate) stalled_interval: Option<Duration>,
     pub(crate) max_stalled_count: Option<u32>,
     pub(crate) cancel_grace: Duration,
+    /// Fail jobs with a name no handler takes at once, instead of as retryable.
+    pub(crate) fail_unknown_names: bool,
     pub(crate) by_name: BTreeMap<String, PlannedHandler>,
     pub(crate) fallback: Option<PlannedHandler>,
 }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use std::any::TypeId;
 use std::collections::BTreeSet;
@@ -72,6 +73,52 @@ pub(crate) fn plan_queues(
 }
 
 /// Merges processors per queue, adding every problem found to `problems`.
+/// The ranges the worker's durations must fall in: zero breaks the engine (a zero lock
+/// duration panics its renewal interval) and a value beyond them is a typo.
+const DURATION_RULES: [(&str, Duration, Duration); 4] = [
+    (
+        "timeout",
+        Duration::from_millis(1),
+        Duration::from_secs(24 * 3600),
+    ),
+    (
+        "lock_duration",
+        Duration::from_millis(100),
+        Duration::from_secs(3600),
+    ),
+    (
+        "stalled_interval",
+        Duration::from_millis(100),
+        Duration::from_secs(24 * 3600),
+    ),
+    ("cancel_grace", Duration::ZERO, Duration::from_secs(3600)),
+];
+
+fn check_durations(processor: &Processor, problems: &mut Vec<String>) {
+    let queue = processor.queue.as_str();
+    let values = [
+        processor.timeout,
+        processor.lock_duration,
+        processor.stalled_interval,
+        Some(processor.cancel_grace),
+    ];
+    for ((name, min, max), value) in DURATION_RULES.iter().zip(values) {
+        if let Some(value) = value.filter(|v| v < min || v > max) {
+            problems.push(format!(
+                "processor for queue `{queue}`: {name} {value:?} is out of range; use {min:?} to {max:?}"
+            ));
+        }
+    }
+    if let Some((max, per)) = processor.limiter {
+        if max == 0 || per.is_zero() || per > Duration::from_secs(24 * 3600) {
+            problems.push(format!(
+                "processor for queue `{queue}`: limiter {max} per {per:?} is out of range; \
+                 use at least 1 job per 1ms to 24h"
+            ));
+        }
+    }
+}
+
 pub(crate) fn merge_processors(
     processors: &[Processor],
     deps: &Deps,
@@ -88,6 +135,7 @@ pub(crate) fn merge_processors(
                 "processor for queue `{queue}`: concurrency must be at least 1"
             ));
         }
+        check_durations(processor, problems);
         if processor.handlers.is_empty() {
             problems.push(format!(
                 "processor for queue `{queue}` has no handler; add `.job(name, handler)` or `.any_job(handler)`"
@@ -101,6 +149,7 @@ pub(crate) fn merge_processors(
             stalled_interval: processor.stalled_interval,
             max_stalled_count: processor.max_stalled_count,
             cancel_grace: processor.cancel_grace,
+            fail_unknown_names: processor.fail_unknown_names,
             by_name: BTreeMap::new(),
             fallback: None,
         });
@@ -163,6 +212,7 @@ fn merge_settings(plan: &mut QueuePlan, processor: &Processor, problems: &mut Ve
     };
     plan.max_stalled_count = plan.max_stalled_count.max(processor.max_stalled_count);
     plan.cancel_grace = plan.cancel_grace.max(processor.cancel_grace);
+    plan.fail_unknown_names |= processor.fail_unknown_names;
     let queue = &plan.queue;
     match (plan.lock_duration, processor.lock_duration) {
         (Some(a), Some(b)) if a != b => problems.push(format!(
@@ -250,7 +300,6 @@ pub(crate) fn check_registrations(plans: &[QueuePlan], registered: &Registered) 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::time::Duration;
 
     use super::*;
     use crate::{Dep, Job, JobError};
@@ -270,6 +319,31 @@ mod tests {
             .unwrap_err()
             .problems()
             .to_vec()
+    }
+
+    #[test]
+    fn zero_and_absurd_worker_durations_are_refused_with_their_range() {
+        let found = problems(
+            &[
+                Processor::new("a")
+                    .lock_duration(Duration::ZERO)
+                    .timeout(Duration::ZERO)
+                    .stalled_interval(Duration::from_secs(100 * 24 * 3600))
+                    .limiter(0, Duration::from_secs(1))
+                    .job("x", plain),
+                Processor::new("b")
+                    .lock_duration(Duration::from_secs(30))
+                    .limiter(10, Duration::from_secs(1))
+                    .job("x", plain),
+            ],
+            &Deps::default(),
+        );
+        let text = found.join("\n");
+        for name in ["lock_duration", "timeout", "stalled_interval", "limiter"] {
+            assert!(text.contains(&format!("`a`: {name}")), "{name}: {text}");
+        }
+        assert!(!text.contains("`b`"), "sane values pass: {text}");
+        assert!(text.contains("use 100ms to 3600s"), "{text}");
     }
 
     #[test]

@@ -112,12 +112,16 @@ impl Dispatcher {
         job: Job<serde_json::Value>,
     ) -> (Result<serde_json::Value, AttemptFailure>, Duration) {
         let Some(planned) = self.plan.handler_for(job.name()) else {
-            let failure = unrecoverable(format!(
-                "no handler for job name `{}` on queue `{}`; this worker handles: {}",
-                job.name(),
-                self.plan.queue,
-                self.plan.known_names()
-            ));
+            let failure = AttemptFailure {
+                reason: format!(
+                    "no handler for job name `{}` on queue `{}`; this worker handles: {}",
+                    job.name(),
+                    self.plan.queue,
+                    self.plan.known_names()
+                ),
+                // A worker that knows the name may be deploying: its retries reach it.
+                retryable: !self.plan.fail_unknown_names,
+            };
             return (Err(failure), Duration::ZERO);
         };
         let supervision = Supervision {
@@ -127,6 +131,8 @@ impl Dispatcher {
         };
         // Jobs the handler adds inherit its trace id, so a fan-out stays one trace.
         let trace_id = job.trace_id().unwrap_or_default().to_owned();
+        // `run` is lazy: the payload's deserialization and the call that builds the
+        // handler's future happen in the first poll, inside `catch_unwind`.
         let handler = crate::trace::scope(trace_id, planned.handler.run(job, &self.deps));
         let (watched, longest_poll) = PollWatch::new(Box::pin(handler));
         let outcome = supervision.run(watched).await;
@@ -164,6 +170,10 @@ impl Supervision {
             tokio::time::sleep(cancel_grace).await;
         };
         tokio::select! {
+            // The handler first: when it finishes in the same wake-up as the deadline,
+            // its own result wins. Its effects have happened; reporting a timeout would
+            // run them again.
+            biased;
             result = AssertUnwindSafe(handler).catch_unwind() => match result {
                 Ok(Ok(value)) => Ok(value),
                 Ok(Err(e)) if cancel.is_cancelled() => Err(unrecoverable(format!("cancelled: {}", e.message()))),

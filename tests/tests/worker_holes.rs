@@ -1,0 +1,202 @@
+//! The worker wrapper's promises at their edges: a panic anywhere in an attempt is a
+//! failed attempt, and a handler that finishes as its deadline passes keeps its result.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use queue_core::prelude::*;
+use queue_tests::{wait_for_state, TestRedis, SOON};
+use serde::de::Deserializer;
+
+/// A payload whose `Deserialize` panics on the value 13.
+#[derive(Debug, Serialize)]
+struct Touchy(u32);
+
+impl<'de> Deserialize<'de> for Touchy {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = u32::deserialize(d)?;
+        if n == 13 {
+            panic!("the payload's Deserialize panicked on 13");
+        }
+        Ok(Touchy(n))
+    }
+}
+
+async fn touchy(_job: Job<Touchy>) -> Result<(), JobError> {
+    Ok(())
+}
+
+/// A handler that panics before it returns its future.
+fn eager(job: Job<u32>) -> impl Future<Output = Result<(), JobError>> {
+    if job.data == 13 {
+        panic!("the handler panicked before returning its future");
+    }
+    async { Ok(()) }
+}
+
+#[tokio::test]
+async fn a_panic_while_deserializing_or_before_the_future_fails_only_that_attempt() {
+    let redis = TestRedis::new("holes-panic");
+    let app = redis
+        .app(|b| {
+            b.processor(
+                Processor::new("work")
+                    .job("touchy", touchy)
+                    .job("eager", eager),
+            )
+        })
+        .await;
+    let workers = app.start_workers().await.unwrap();
+    let raw = app.queue::<serde_json::Value>("work").unwrap();
+    for (name, id, value) in [
+        ("touchy", "touchy-13", 13),
+        ("eager", "eager-13", 13),
+        ("touchy", "touchy-1", 1),
+        ("eager", "eager-1", 1),
+    ] {
+        raw.add(
+            name,
+            serde_json::json!(value),
+            JobOptions::new().job_id(id).attempts(2),
+        )
+        .await
+        .unwrap();
+    }
+    for id in ["touchy-13", "eager-13"] {
+        wait_for_state(&raw, id, JobState::Failed, SOON).await;
+        let info = raw.get_job(id).await.unwrap().unwrap();
+        let reason = info.failed_reason.unwrap_or_default();
+        assert!(
+            reason.starts_with("handler panicked: the "),
+            "{id}: {reason}"
+        );
+        assert_eq!(
+            info.attempts_made, 2,
+            "{id}: a panic is a failed, retryable attempt"
+        );
+    }
+    // The worker went on.
+    for id in ["touchy-1", "eager-1"] {
+        wait_for_state(&raw, id, JobState::Completed, SOON).await;
+    }
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
+
+static RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// Waits exactly as long as its timeout: its timer and the deadline fire in the same
+/// tick, and it finishes (its effect done) in the poll that follows.
+async fn overrun(_job: Job<u32>) -> Result<&'static str, JobError> {
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    RUNS.fetch_add(1, Ordering::SeqCst);
+    Ok("done")
+}
+
+#[tokio::test]
+async fn a_handler_that_finishes_as_the_deadline_passes_keeps_its_result() {
+    let redis = TestRedis::new("holes-race");
+    let app = redis
+        .app(|b| {
+            b.processor(
+                Processor::new("race")
+                    .concurrency(1)
+                    .timeout(Duration::from_millis(50))
+                    .job("overrun", overrun),
+            )
+        })
+        .await;
+    let workers = app.start_workers().await.unwrap();
+    let queue = app.queue::<u32>("race").unwrap();
+    const JOBS: usize = 12;
+    for n in 0..JOBS {
+        queue
+            .add(
+                "overrun",
+                0,
+                JobOptions::new().job_id(format!("race-{n}")).attempts(3),
+            )
+            .await
+            .unwrap();
+    }
+    for n in 0..JOBS {
+        let id = format!("race-{n}");
+        wait_for_state(&queue, &id, JobState::Completed, SOON).await;
+        let info = queue.get_job(&id).await.unwrap().unwrap();
+        assert_eq!(
+            info.attempts_made, 1,
+            "{id} was reported timed out and run again"
+        );
+    }
+    assert_eq!(
+        RUNS.load(Ordering::SeqCst),
+        JOBS,
+        "each effect happened once"
+    );
+    workers.shutdown(SOON).await;
+}
+
+async fn welcome(_job: Job<u32>) -> Result<(), JobError> {
+    Ok(())
+}
+
+async fn farewell(_job: Job<u32>) -> Result<&'static str, JobError> {
+    Ok("farewell sent")
+}
+
+/// A rolling deploy that updated the producers first: a job named `farewell` reaches
+/// an old worker, which knows only `welcome`. Its attempt fails as retryable, naming
+/// what the worker knows, and the new worker runs it.
+#[tokio::test]
+async fn an_unknown_job_name_is_retried_until_a_worker_that_knows_it_runs_it() {
+    let redis = TestRedis::new("holes-unknown");
+    let old = redis
+        .app(|b| b.processor(Processor::new("mail").job("welcome", welcome)))
+        .await;
+    let old_workers = old.start_workers().await.unwrap();
+    let mut events = old.worker_events();
+    let queue = old.queue::<u32>("mail").unwrap();
+    queue
+        .add(
+            "farewell",
+            1,
+            JobOptions::new()
+                .job_id("farewell-1")
+                .attempts(20)
+                .backoff(Backoff::fixed(Duration::from_millis(100))),
+        )
+        .await
+        .unwrap();
+    let (reason, is_final) = loop {
+        if let Some(WorkerEvent::Failed {
+            reason, is_final, ..
+        }) = events.recv().await
+        {
+            break (reason, is_final);
+        }
+    };
+    assert!(
+        reason.contains("no handler for job name `farewell`") && reason.contains("welcome"),
+        "{reason}"
+    );
+    assert!(
+        !is_final,
+        "retryable: a worker that knows it may be deploying"
+    );
+    old_workers.shutdown(SOON).await;
+
+    let new = redis
+        .app(|b| {
+            b.processor(
+                Processor::new("mail")
+                    .job("welcome", welcome)
+                    .job("farewell", farewell),
+            )
+        })
+        .await;
+    let new_workers = new.start_workers().await.unwrap();
+    wait_for_state(&queue, "farewell-1", JobState::Completed, SOON).await;
+    let info = queue.get_job("farewell-1").await.unwrap().unwrap();
+    assert_eq!(info.return_value, Some(serde_json::json!("farewell sent")));
+    new_workers.shutdown(SOON).await;
+}
