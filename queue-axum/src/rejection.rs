@@ -58,7 +58,7 @@ rejection!(
     MissingQueueLayer,
     StatusCode::INTERNAL_SERVER_ERROR,
     "missing QueueLayer",
-    |_r| { MissingQueueLayer::MESSAGE.to_owned() }
+    |_r| MissingQueueLayer::MESSAGE.to_owned()
 );
 
 /// A queue handle could not be made (an invalid queue name in the code): 500.
@@ -82,12 +82,10 @@ rejection!(
     InvalidIdempotencyKey,
     StatusCode::BAD_REQUEST,
     "invalid Idempotency-Key",
-    |_r| {
-        format!(
-            "the Idempotency-Key header must be 1 to {} visible ASCII characters",
-            crate::extract::MAX_IDEMPOTENCY_KEY_LEN
-        )
-    }
+    |_r| format!(
+        "the Idempotency-Key header must be 1 to {} visible ASCII characters",
+        crate::extract::MAX_IDEMPOTENCY_KEY_LEN
+    )
 );
 
 /// Every way the extractors of this crate refuse a request.
