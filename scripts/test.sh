@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole suite on a fresh machine: brings up what the tests need (a Redis on
-# 127.0.0.1:6379, openssl for the TLS test, the Node test peer where present), then
+# 127.0.0.1:6379, a PostgreSQL on 127.0.0.1:5432, openssl for the TLS test, the Node
+# test peer where present), then
 # fmt, clippy, docs and every test of the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,23 @@ else
   redis_answers || { echo "redis-server did not start; see /tmp/queue-tests-redis.log" >&2; exit 1; }
   echo "started"
 fi
+say "PostgreSQL on 127.0.0.1:5432 (trust auth; the tests make and drop their own databases)"
+pg_answers() { timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5432' 2>/dev/null; }
+if pg_answers; then
+  echo "already answering"
+else
+  command -v pg_ctlcluster >/dev/null || apt_install postgresql
+  version=$(ls /etc/postgresql | sort -V | tail -1)
+  hba=/etc/postgresql/$version/main/pg_hba.conf
+  # A throw-away test server: every local connection is trusted.
+  printf 'local all all trust\nhost all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n' |
+    as_root tee "$hba" >/dev/null
+  as_root pg_ctlcluster "$version" main start || as_root pg_ctlcluster "$version" main restart
+  for _ in $(seq 1 50); do pg_answers && break; sleep 0.2; done
+  pg_answers || { echo "PostgreSQL did not start" >&2; exit 1; }
+  echo "started"
+fi
+
 # The fault tests start private redis-servers (plain and TLS) on free ports.
 command -v redis-server >/dev/null || apt_install redis-server
 command -v openssl >/dev/null || apt_install openssl

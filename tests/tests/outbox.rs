@@ -199,6 +199,11 @@ async fn redis_down_between_commit_and_relay_delays_the_job_but_loses_nothing(db
     })
     .await;
     assert_eq!(outbox.counts().await.unwrap().set_aside, 0);
+    // Redis cannot be asked, but the outbox knows where the job is.
+    assert_eq!(
+        email.get_job_state("welcome-1").await.unwrap(),
+        Some(JobState::Pending)
+    );
 
     redis.restart();
     wait_until(Duration::from_secs(20), "every job in Redis", || async {

@@ -38,15 +38,7 @@ impl<T> Queue<T> {
             return Ok(None);
         }
         let in_redis = || self.timed("get_job", async { self.engine().await?.get_job(id).await });
-        let found = in_redis().await?;
-        if found.is_some() || !self.has_outbox() {
-            return Ok(found);
-        }
-        if let Some((info, _)) = self.in_outbox(id).await? {
-            return Ok(Some(info));
-        }
-        // The relay may have moved it between the two looks.
-        in_redis().await
+        self.or_in_outbox(id, in_redis, |info, _| info).await
     }
 
     /// The job's state, or `None` if it does not exist (any more). With an outbox, a
@@ -62,14 +54,38 @@ impl<T> Queue<T> {
                 self.engine().await?.state(id).await
             })
         };
-        let found = in_redis().await?;
-        if found.is_some() || !self.has_outbox() {
-            return Ok(found);
+        self.or_in_outbox(id, in_redis, |_, state| state).await
+    }
+
+    /// What `look` finds in Redis, else the job as it waits in the outbox. With Redis
+    /// down, a job still in the outbox is answered all the same (only the outbox knows
+    /// it anyway); a job in neither place is looked for in Redis once more, since the
+    /// relay may have moved it between the two looks.
+    async fn or_in_outbox<R, Fut>(
+        &self,
+        id: &str,
+        look: impl Fn() -> Fut,
+        from_outbox: impl Fn(JobInfo, JobState) -> R,
+    ) -> Result<Option<R>, Error>
+    where
+        Fut: std::future::Future<Output = Result<Option<R>, Error>>,
+    {
+        let first = look().await;
+        if !self.has_outbox() {
+            return first;
         }
-        if let Some((_, state)) = self.in_outbox(id).await? {
-            return Ok(Some(state));
+        match first {
+            Ok(Some(found)) => Ok(Some(found)),
+            Ok(None) => match self.in_outbox(id).await? {
+                Some((info, state)) => Ok(Some(from_outbox(info, state))),
+                None => look().await,
+            },
+            Err(e) if e.is_unavailable() => match self.in_outbox(id).await {
+                Ok(Some((info, state))) => Ok(Some(from_outbox(info, state))),
+                _ => Err(e),
+            },
+            Err(e) => Err(e),
         }
-        in_redis().await
     }
 
     /// How many jobs are in each state.
