@@ -32,6 +32,7 @@ impl Source {
                 "progress",
                 "stalled",
                 "blocked",
+                "lock_lost",
                 "drained",
                 "error",
             ],

@@ -200,3 +200,76 @@ async fn an_unknown_job_name_is_retried_until_a_worker_that_knows_it_runs_it() {
     assert_eq!(info.return_value, Some(serde_json::json!("farewell sent")));
     new_workers.shutdown(SOON).await;
 }
+
+static SAW_CANCEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Waits to be cancelled (20 s at most) and records that it was.
+async fn waits_for_cancel(job: Job<u32>) -> Result<&'static str, JobError> {
+    tokio::select! {
+        () = job.cancelled() => {
+            SAW_CANCEL.store(true, Ordering::SeqCst);
+            Ok("cancelled")
+        }
+        () = tokio::time::sleep(Duration::from_secs(20)) => Ok("never cancelled"),
+    }
+}
+
+/// Another run takes the job's lock (as a worker that recovered it as stalled would):
+/// the renewal finds it lost, cancels this run, and reports it.
+#[tokio::test]
+async fn a_lost_lock_cancels_the_run_and_is_reported() {
+    let redis = TestRedis::new("holes-lock");
+    let app = redis
+        .app(|b| {
+            b.processor(
+                Processor::new("locks")
+                    .lock_duration(Duration::from_secs(1))
+                    .job("wait", waits_for_cancel),
+            )
+        })
+        .await;
+    let mut events = app.worker_events();
+    let workers = app.start_workers().await.unwrap();
+    let queue = app.queue::<u32>("locks").unwrap();
+    queue
+        .add("wait", 0, JobOptions::new().job_id("locked-1"))
+        .await
+        .unwrap();
+    wait_for_state(&queue, "locked-1", JobState::Active, SOON).await;
+
+    let mut conn = redis::Client::open(queue_tests::redis_url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let lock_key = format!("{}:locks:locked-1:lock", redis.prefix());
+    redis::cmd("SET")
+        .arg(&lock_key)
+        .arg("another-run")
+        .arg("PX")
+        .arg(30_000)
+        .query::<()>(&mut conn)
+        .unwrap();
+
+    let lost = tokio::time::timeout(SOON, async {
+        loop {
+            if let Some(WorkerEvent::LockLost { job_id, .. }) = events.recv().await {
+                return job_id;
+            }
+        }
+    })
+    .await
+    .expect("a LockLost event");
+    assert_eq!(lost, "locked-1");
+    // The run stopped: it was told, and its outcome did not overwrite the other run's
+    // hold on the job.
+    let still: String = redis::cmd("GET").arg(&lock_key).query(&mut conn).unwrap();
+    assert_eq!(still, "another-run");
+    queue_tests::wait_until(SOON, "the handler to see the cancellation", || async {
+        SAW_CANCEL.load(Ordering::SeqCst).then_some(())
+    })
+    .await;
+    assert!(
+        workers.shutdown(SOON).await.is_clean(),
+        "the cancelled run ended"
+    );
+}

@@ -16,13 +16,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use bullmq::worker::CancellationToken;
+
 use super::connection::Connection;
 use super::convert::{engine_error, millis};
 use super::runtime::{on_engine, spawn_on_engine};
+use super::worker::EventSink;
 use crate::error::Error;
+use crate::events::EngineEvent;
 
-/// Job id -> lock token, for the attempts running now.
-type Held = Mutex<HashMap<String, String>>;
+/// (job id, lock token) -> the attempt's cancellation, for the attempts running now.
+/// Keyed by the token too: when a stale run of a job ends, it drops its own hold, never
+/// that of a fresh run of the same job (which holds another token).
+type Held = Mutex<HashMap<(String, String), CancellationToken>>;
 
 /// Renews the locks of one queue's running attempts.
 #[derive(Debug, Clone)]
@@ -34,7 +40,7 @@ pub(super) struct LockKeeper {
 #[derive(Debug)]
 pub(super) struct LockHold {
     held: Arc<Held>,
-    job_id: String,
+    key: (String, String),
 }
 
 impl LockKeeper {
@@ -44,6 +50,7 @@ impl LockKeeper {
         conn: &Connection,
         queue: &str,
         lock_duration: Duration,
+        sink: Arc<dyn EventSink>,
     ) -> Result<Self, Error> {
         let held = Arc::new(Held::default());
         let options = conn.queue_options();
@@ -58,51 +65,100 @@ impl LockKeeper {
             queue.to_owned(),
             Arc::downgrade(&held),
             lock_duration,
+            sink,
         ))?;
         Ok(LockKeeper { held })
     }
 
-    /// Renews `job_id`'s lock (held under `token`) until the hold is dropped.
-    pub(super) fn hold(&self, job_id: &str, token: &str) -> LockHold {
-        lock(&self.held).insert(job_id.to_owned(), token.to_owned());
+    /// Renews `job_id`'s lock (held under `token`) until the hold is dropped; if the
+    /// lock is lost, `cancel` stops the attempt.
+    pub(super) fn hold(&self, job_id: &str, token: &str, cancel: CancellationToken) -> LockHold {
+        let key = (job_id.to_owned(), token.to_owned());
+        lock(&self.held).insert(key.clone(), cancel);
         LockHold {
             held: self.held.clone(),
-            job_id: job_id.to_owned(),
+            key,
         }
     }
 }
 
 impl Drop for LockHold {
     fn drop(&mut self) {
-        lock(&self.held).remove(&self.job_id);
+        lock(&self.held).remove(&self.key);
     }
 }
 
-fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashMap<(String, String), CancellationToken>> {
     held.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-async fn renew(queue: bullmq::Queue, name: String, held: Weak<Held>, lock_duration: Duration) {
+/// What one renewal found.
+enum Renewal {
+    Renewed,
+    /// The job is gone (removed while it ran): nothing to keep.
+    Gone,
+    /// Another run holds the lock now (ours expired, or the job was taken over).
+    Lost,
+    Failed(String),
+}
+
+async fn renew_one(
+    queue: &bullmq::Queue,
+    job_id: &str,
+    token: &str,
+    lock_duration: Duration,
+) -> Renewal {
+    // Under half the lock: a renewal slower than that is too late anyway, and must not
+    // hold up the others. (The job is read whole first: the engine's extend-lock is a
+    // method of a read job; a batched one by id and token needs the engine patch that
+    // issue 13 plans.)
+    let attempt = async {
+        match queue.get_job(job_id).await {
+            Ok(Some(job)) => match job.extend_lock(token, millis(lock_duration)).await {
+                Ok(()) => Renewal::Renewed,
+                Err(bullmq::Error::JobLocked(_)) => Renewal::Lost,
+                Err(e) => Renewal::Failed(e.to_string()),
+            },
+            Ok(None) => Renewal::Gone,
+            Err(e) => Renewal::Failed(e.to_string()),
+        }
+    };
+    tokio::time::timeout(lock_duration / 2, attempt)
+        .await
+        .unwrap_or_else(|_| Renewal::Failed(format!("no answer within {:?}", lock_duration / 2)))
+}
+
+async fn renew(
+    queue: bullmq::Queue,
+    name: String,
+    held: Weak<Held>,
+    lock_duration: Duration,
+    sink: Arc<dyn EventSink>,
+) {
     let mut ticks = tokio::time::interval(lock_duration / 2);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
     loop {
         ticks.tick().await;
         let Some(held) = held.upgrade() else { break };
-        let running: Vec<(String, String)> = lock(&held)
+        let running: Vec<((String, String), CancellationToken)> = lock(&held)
             .iter()
-            .map(|(id, token)| (id.clone(), token.clone()))
+            .map(|(key, cancel)| (key.clone(), cancel.clone()))
             .collect();
         drop(held);
-        for (job_id, token) in running {
-            let renewed = match queue.get_job(&job_id).await {
-                Ok(Some(job)) => job.extend_lock(&token, millis(lock_duration)).await,
-                // Removed while running: nothing to keep.
-                Ok(None) => Ok(()),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = renewed {
-                tracing::warn!(queue = %name, %job_id, error = %e, "could not renew the job's lock; if it expires, another worker may run the job again");
+        for ((job_id, token), cancel) in running {
+            match renew_one(&queue, &job_id, &token, lock_duration).await {
+                Renewal::Renewed | Renewal::Gone => {}
+                Renewal::Lost => {
+                    // Two runs of one job must not go on side by side unknowingly: this
+                    // one stops (its `job.cancelled()` fires) and says so.
+                    tracing::warn!(queue = %name, %job_id, "the job's lock was lost (another run holds it); cancelling this run");
+                    cancel.cancel();
+                    sink.deliver(EngineEvent::LockLost { job_id });
+                }
+                Renewal::Failed(e) => {
+                    tracing::warn!(queue = %name, %job_id, error = %e, "could not renew the job's lock; if it expires, another worker may run the job again");
+                }
             }
         }
     }

@@ -126,7 +126,7 @@ impl EngineWorker {
         // BullMQ's default lock is 30 s; the keeper needs the value the engine uses.
         let lock_duration = Duration::from_millis(options.lock_duration);
         options.skip_lock_renewal = true;
-        let keeper = LockKeeper::start(conn, &queue, lock_duration).await?;
+        let keeper = LockKeeper::start(conn, &queue, lock_duration, sink.clone()).await?;
         let processor = engine_processor(conn.clone(), queue.clone(), process, keeper);
         let worker = bullmq::Worker::with_options(&queue, processor, options)
             .await
@@ -198,7 +198,7 @@ fn engine_processor(
     Arc::new(move |engine_job: bullmq::Job, token: CancellationToken| {
         let hold = engine_job
             .token()
-            .map(|lock_token| keeper.hold(engine_job.id(), lock_token));
+            .map(|lock_token| keeper.hold(engine_job.id(), lock_token, token.clone()));
         let mut meta = job_meta(&engine_job, &queue);
         let data = engine_job.data().clone();
         let ctx = JobContext::Live(LiveJob::new(engine_job));

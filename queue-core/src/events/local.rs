@@ -81,6 +81,15 @@ pub enum WorkerEvent {
         /// The longest single stretch the handler held its thread.
         blocked_for: std::time::Duration,
     },
+    /// The lock of a running job was lost: another run holds it (this one's lock
+    /// expired, and the job was taken over as stalled). This run was cancelled (its
+    /// `job.cancelled()` fired), so that the two do not go on side by side.
+    LockLost {
+        /// The queue.
+        queue: String,
+        /// The job id.
+        job_id: String,
+    },
     /// The queue has no job ready for this worker.
     Drained {
         /// The queue.
@@ -105,13 +114,14 @@ impl WorkerEvent {
             | WorkerEvent::Progress { queue, .. }
             | WorkerEvent::Stalled { queue, .. }
             | WorkerEvent::Blocked { queue, .. }
+            | WorkerEvent::LockLost { queue, .. }
             | WorkerEvent::Drained { queue }
             | WorkerEvent::Error { queue, .. } => queue,
         }
     }
 
     /// The event's kind, as `#[on_worker_event]` names it: `active`, `completed`,
-    /// `failed`, `progress`, `stalled`, `blocked`, `drained` or `error`.
+    /// `failed`, `progress`, `stalled`, `blocked`, `lock_lost`, `drained` or `error`.
     pub fn kind(&self) -> &'static str {
         match self {
             WorkerEvent::Active { .. } => "active",
@@ -120,6 +130,7 @@ impl WorkerEvent {
             WorkerEvent::Progress { .. } => "progress",
             WorkerEvent::Stalled { .. } => "stalled",
             WorkerEvent::Blocked { .. } => "blocked",
+            WorkerEvent::LockLost { .. } => "lock_lost",
             WorkerEvent::Drained { .. } => "drained",
             WorkerEvent::Error { .. } => "error",
         }
@@ -133,7 +144,8 @@ impl WorkerEvent {
             | WorkerEvent::Failed { job_id, .. }
             | WorkerEvent::Progress { job_id, .. }
             | WorkerEvent::Stalled { job_id, .. }
-            | WorkerEvent::Blocked { job_id, .. } => Some(job_id),
+            | WorkerEvent::Blocked { job_id, .. }
+            | WorkerEvent::LockLost { job_id, .. } => Some(job_id),
             WorkerEvent::Drained { .. } | WorkerEvent::Error { .. } => None,
         }
     }
@@ -146,6 +158,7 @@ pub(crate) enum EngineEvent {
     Failed { job_id: String, reason: String },
     Progress { job_id: String, progress: Value },
     Stalled { job_id: String },
+    LockLost { job_id: String },
     Drained,
     Error { message: String },
 }

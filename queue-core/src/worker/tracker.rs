@@ -122,6 +122,7 @@ impl AttemptTracker {
                 progress,
             },
             EngineEvent::Stalled { job_id } => WorkerEvent::Stalled { queue, job_id },
+            EngineEvent::LockLost { job_id } => WorkerEvent::LockLost { queue, job_id },
             EngineEvent::Drained => WorkerEvent::Drained { queue },
             EngineEvent::Error { message } => {
                 tracing::warn!(queue = %queue, error = %message, "worker error; it keeps retrying");
