@@ -28,7 +28,7 @@ pub use app::{
 };
 pub use deps::Dep;
 pub use error::{Error, Result};
-pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents};
+pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
 pub use handler::{Handler, JobError};
 pub use job::{Job, JobCounts, JobInfo, JobState, TestJobHandle};
 pub use options::{Backoff, BackoffContext, Deduplication, JobOptions, Keep, MAX_PRIORITY};
@@ -47,7 +47,7 @@ pub mod guide_registration {}
 #[doc = include_str!("../docs/exactly-once.md")]
 pub mod guide_exactly_once {}
 pub use tls::Tls;
-pub use worker::{ShutdownReport, Workers};
+pub use worker::{ListenerStats, ShutdownReport, Workers, LISTENER_MAILBOX};
 
 #[cfg(feature = "macros")]
 pub use queue_macros::{inject_queue, job, on_queue_event, on_worker_event, processor};

@@ -21,22 +21,7 @@ impl EngineQueueEvents {
     /// Starts reading after the stream's current last entry, so that nothing written
     /// after `open` returns is missed (reading from `$` would race the reader task).
     pub(crate) async fn open(conn: &Connection, queue: &str) -> Result<Self, Error> {
-        let stream = format!("{}:events", conn.queue_base(queue));
-        let last: Vec<(String, Vec<(String, String)>)> = conn
-            .query(
-                redis::cmd("XREVRANGE")
-                    .arg(&stream)
-                    .arg("+")
-                    .arg("-")
-                    .arg("COUNT")
-                    .arg(1),
-            )
-            .await
-            .unwrap_or_default();
-        let last_id = last
-            .into_iter()
-            .next()
-            .map_or_else(|| "0".to_owned(), |(id, _)| id);
+        let last_id = last_entry_id(conn, queue).await?;
         let mut options = QueueEventsOptions {
             prefix: conn.prefix().to_owned(),
             last_event_id: Some(last_id),
@@ -51,11 +36,46 @@ impl EngineQueueEvents {
     }
 
     pub(crate) async fn next(&self) -> Option<QueueEvent> {
+        // `&self`: the engine's reader is shared by whoever awaits it.
         self.0.next_event().await.map(|entry| convert(entry.event))
     }
 
     pub(crate) async fn close(self) {
         self.0.close().await;
+    }
+}
+
+/// The id of the stream's last entry (`0` for an empty stream), so that reading starts
+/// right after it. A transient error is retried; one that persists fails the open:
+/// starting from `0` instead would replay the whole stream to every listener.
+async fn last_entry_id(conn: &Connection, queue: &str) -> Result<String, Error> {
+    let stream = format!("{}:events", conn.queue_base(queue));
+    let mut tries = 0;
+    loop {
+        let mut cmd = redis::cmd("XREVRANGE");
+        cmd.arg(&stream).arg("+").arg("-").arg("COUNT").arg(1);
+        let query = conn.query::<Vec<(String, Vec<(String, String)>)>>(&mut cmd);
+        let after = std::time::Duration::from_secs(3);
+        let read = tokio::time::timeout(after, query)
+            .await
+            .unwrap_or(Err(Error::Timeout {
+                what: "queue_events",
+                after,
+            }));
+        match read {
+            Ok(last) => {
+                return Ok(last
+                    .into_iter()
+                    .next()
+                    .map_or_else(|| "0".to_owned(), |(id, _)| id))
+            }
+            Err(e) if tries < 3 => {
+                tries += 1;
+                tracing::debug!(%queue, error = %e, "cannot read the event stream's last id; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(100 * tries)).await;
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

@@ -3,6 +3,11 @@
 
 pub(crate) mod local;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
 use crate::engine::EngineQueueEvents;
 use crate::error::Error;
 
@@ -164,25 +169,80 @@ impl QueueEvent {
 /// ```
 #[derive(Debug)]
 pub struct QueueEvents {
-    inner: EngineQueueEvents,
+    events: tokio::sync::Mutex<mpsc::Receiver<QueueEvent>>,
+    lagged: Arc<AtomicU64>,
+    stop: Option<oneshot::Sender<()>>,
+    reader: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// Events buffered for a reader that is behind; past this, events are dropped and
+/// counted in [`QueueEvents::lagged`].
+pub const QUEUE_EVENTS_CAPACITY: usize = 4096;
+
 impl QueueEvents {
+    /// Reads `inner` into a bounded buffer: the engine hands its events over an
+    /// unbounded channel, which a slow reader would grow without limit.
     pub(crate) fn new(inner: EngineQueueEvents) -> Self {
-        QueueEvents { inner }
+        let (tx, rx) = mpsc::channel(QUEUE_EVENTS_CAPACITY);
+        let (stop, mut stopped) = oneshot::channel();
+        let lagged = Arc::new(AtomicU64::new(0));
+        let dropped = lagged.clone();
+        let reader = tokio::spawn(async move {
+            let mut behind = false;
+            loop {
+                let event = tokio::select! {
+                    event = inner.next() => event,
+                    _ = &mut stopped => break,
+                };
+                let Some(event) = event else { break };
+                match tx.try_send(event) {
+                    Ok(()) => behind = false,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        dropped.fetch_add(1, Ordering::Relaxed);
+                        if !behind {
+                            tracing::warn!(
+                                capacity = QUEUE_EVENTS_CAPACITY,
+                                "a QueueEvents reader is behind; events are dropped (see QueueEvents::lagged)"
+                            );
+                            behind = true;
+                        }
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => break,
+                }
+            }
+            inner.close().await;
+        });
+        QueueEvents {
+            events: tokio::sync::Mutex::new(rx),
+            lagged,
+            stop: Some(stop),
+            reader: Some(reader),
+        }
     }
 
     /// The next event; `None` once closed.
     pub async fn next(&self) -> Option<QueueEvent> {
-        self.inner.next().await
+        self.events.lock().await.recv().await
+    }
+
+    /// How many events were dropped because this reader fell more than
+    /// [`QUEUE_EVENTS_CAPACITY`] behind.
+    pub fn lagged(&self) -> u64 {
+        self.lagged.load(Ordering::Relaxed)
     }
 
     /// Stops reading and releases the connection.
-    pub async fn close(self) {
-        self.inner.close().await;
+    pub async fn close(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.await;
+        }
     }
 
-    /// Reads until an event for which `matches` is true, or `deadline` passes.
+    /// Reads until an event for which `matches` is true, or `deadline` passes
+    /// ([`Error::Timeout`]).
     pub async fn wait_for(
         &self,
         deadline: std::time::Duration,
@@ -199,9 +259,18 @@ impl QueueEvents {
         match tokio::time::timeout(deadline, search).await {
             Ok(Some(event)) => Ok(event),
             Ok(None) => Err(Error::Redis("the event stream closed".into())),
-            Err(_) => Err(Error::Redis(
-                format!("no matching event within {deadline:?}").into(),
-            )),
+            Err(_) => Err(Error::Timeout {
+                what: "wait_for (no matching event)",
+                after: deadline,
+            }),
+        }
+    }
+}
+
+impl Drop for QueueEvents {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
     }
 }

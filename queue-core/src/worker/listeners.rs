@@ -1,23 +1,119 @@
-//! Runs `#[on_worker_event]` and `#[on_queue_event]` functions: each matching event is
-//! handed to each listener in a task of its own, so a slow or panicking listener holds
-//! up nobody.
+//! Runs `#[on_worker_event]` and `#[on_queue_event]` functions. Each listener has a
+//! bounded mailbox and one task that calls it for one event after the other, so a slow
+//! listener holds up nobody and never grows memory: past the bound its events are
+//! dropped, counted and warned about. A panicking call is logged; the listener goes on.
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::sync::oneshot;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::engine::{Connection, EngineQueueEvents};
 use crate::error::Error;
-use crate::events::{QueueEvents, WorkerEvent, WorkerEvents};
+use crate::events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents};
 use crate::registry::{QueueListenerRecord, WorkerListenerRecord};
 
-/// The running listener tasks of a `Workers` handle.
-#[derive(Debug, Default)]
+/// Events waiting for one listener, at most.
+pub const LISTENER_MAILBOX: usize = 1024;
+
+/// How long a stopping app waits for listeners to finish the events they were sent.
+const DRAIN_LISTENERS: Duration = Duration::from_secs(5);
+
+/// What one listener lost because it was too slow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListenerStats {
+    /// The listener (its function's path).
+    pub listener: &'static str,
+    /// Events dropped because its mailbox was full.
+    pub dropped: u64,
+}
+
+/// One listener's bounded queue, and what it dropped.
+struct Mailbox<E> {
+    label: &'static str,
+    tx: mpsc::Sender<E>,
+    dropped: Arc<AtomicU64>,
+    behind: AtomicBool,
+}
+
+impl<E: Send + 'static> Mailbox<E> {
+    /// The mailbox and the task that calls `call` for each event in it.
+    fn start(label: &'static str, call: fn(E) -> BoxFuture<'static, ()>) -> (Self, JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::channel::<E>(LISTENER_MAILBOX);
+        let task = tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                tracing::debug!(listener = label, "event listener called");
+                if let Err(panic) = AssertUnwindSafe(call(event)).catch_unwind().await {
+                    let message = panic
+                        .downcast_ref::<&str>()
+                        .copied()
+                        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                        .unwrap_or("a non-string panic payload");
+                    tracing::error!(listener = label, panic = message, "event listener panicked");
+                }
+            }
+        });
+        let mailbox = Mailbox {
+            label,
+            tx,
+            dropped: Arc::new(AtomicU64::new(0)),
+            behind: AtomicBool::new(false),
+        };
+        (mailbox, task)
+    }
+
+    fn offer(&self, event: E) {
+        match self.tx.try_send(event) {
+            Ok(()) => self.behind.store(false, Ordering::Relaxed),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                if !self.behind.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        listener = self.label,
+                        dropped,
+                        capacity = LISTENER_MAILBOX,
+                        "an event listener is too slow; its events are dropped"
+                    );
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+
+    fn stats(&self) -> ListenerStats {
+        ListenerStats {
+            listener: self.label,
+            dropped: self.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The running listeners of a `Workers` handle.
+#[derive(Default)]
 pub(crate) struct Listeners {
     worker: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
     queue: Vec<JoinHandle<()>>,
+    stats: Vec<Arc<dyn Fn() -> ListenerStats + Send + Sync>>,
+    calls: Vec<JoinHandle<()>>,
 }
+
+impl std::fmt::Debug for Listeners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listeners")
+            .field("listeners", &self.stats.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The mailboxes of a set of records, keyed by what each listens to.
+type Routed<E> = Vec<(&'static str, &'static str, Arc<Mailbox<E>>)>;
 
 impl Listeners {
     pub(crate) async fn start(
@@ -26,27 +122,53 @@ impl Listeners {
         events: WorkerEvents,
         queue_records: Vec<&'static QueueListenerRecord>,
     ) -> Result<Self, Error> {
-        let worker = (!worker_records.is_empty()).then(|| {
+        let mut listeners = Listeners::default();
+        let worker: Routed<WorkerEvent> = worker_records
+            .iter()
+            .map(|r| (r.queue, r.event, listeners.mailbox(r.label, r.call)))
+            .collect();
+        if !worker.is_empty() {
             let (stop, stopped) = oneshot::channel();
-            (
-                stop,
-                tokio::spawn(dispatch_worker_events(worker_records, events, stopped)),
-            )
-        });
-        let mut by_queue: BTreeMap<&'static str, Vec<&'static QueueListenerRecord>> =
-            BTreeMap::new();
-        for record in queue_records {
-            by_queue.entry(record.queue).or_default().push(record);
+            let task = tokio::spawn(dispatch_worker_events(worker, events, stopped));
+            listeners.worker = Some((stop, task));
         }
-        let mut queue = Vec::new();
-        for (name, records) in by_queue {
+        let mut by_queue: BTreeMap<&'static str, Routed<QueueEvent>> = BTreeMap::new();
+        for r in queue_records {
+            let mailbox = listeners.mailbox(r.label, r.call);
+            by_queue
+                .entry(r.queue)
+                .or_default()
+                .push((r.queue, r.event, mailbox));
+        }
+        for (name, routed) in by_queue {
             let events = QueueEvents::new(EngineQueueEvents::open(conn, name).await?);
-            queue.push(tokio::spawn(dispatch_queue_events(records, events)));
+            listeners
+                .queue
+                .push(tokio::spawn(dispatch_queue_events(routed, events)));
         }
-        Ok(Listeners { worker, queue })
+        Ok(listeners)
     }
 
-    /// Delivers the worker events already sent, then stops.
+    fn mailbox<E: Send + 'static>(
+        &mut self,
+        label: &'static str,
+        call: fn(E) -> BoxFuture<'static, ()>,
+    ) -> Arc<Mailbox<E>> {
+        let (mailbox, task) = Mailbox::start(label, call);
+        let mailbox = Arc::new(mailbox);
+        let watched = mailbox.clone();
+        self.stats.push(Arc::new(move || watched.stats()));
+        self.calls.push(task);
+        mailbox
+    }
+
+    /// What each listener dropped so far.
+    pub(crate) fn stats(&self) -> Vec<ListenerStats> {
+        self.stats.iter().map(|stats| stats()).collect()
+    }
+
+    /// Delivers the worker events already sent, lets the listeners finish what they
+    /// were given (a few seconds at most), then stops.
     pub(crate) async fn stop(self) {
         if let Some((stop, task)) = self.worker {
             let _ = stop.send(());
@@ -54,26 +176,28 @@ impl Listeners {
         }
         for task in self.queue {
             task.abort();
+            let _ = task.await;
+        }
+        // The dispatchers held the last senders: each listener ends after its queue.
+        drop(self.stats);
+        let calls = futures::future::join_all(self.calls);
+        if tokio::time::timeout(DRAIN_LISTENERS, calls).await.is_err() {
+            tracing::warn!("event listeners were still busy at shutdown");
         }
     }
 }
 
 async fn dispatch_worker_events(
-    records: Vec<&'static WorkerListenerRecord>,
+    routed: Routed<WorkerEvent>,
     mut events: WorkerEvents,
     mut stopped: oneshot::Receiver<()>,
 ) {
     let deliver = |event: WorkerEvent| {
-        for record in records
+        for (_, _, mailbox) in routed
             .iter()
-            .filter(|r| r.queue == event.queue() && r.event == event.kind())
+            .filter(|(queue, kind, _)| *queue == event.queue() && *kind == event.kind())
         {
-            tracing::debug!(
-                listener = record.label,
-                kind = record.event,
-                "worker event listener called"
-            );
-            tokio::spawn((record.call)(event.clone()));
+            mailbox.offer(event.clone());
         }
     };
     loop {
@@ -93,15 +217,10 @@ async fn dispatch_worker_events(
     }
 }
 
-async fn dispatch_queue_events(records: Vec<&'static QueueListenerRecord>, events: QueueEvents) {
+async fn dispatch_queue_events(routed: Routed<QueueEvent>, events: QueueEvents) {
     while let Some(event) = events.next().await {
-        for record in records.iter().filter(|r| r.event == event.kind()) {
-            tracing::debug!(
-                listener = record.label,
-                kind = record.event,
-                "queue event listener called"
-            );
-            tokio::spawn((record.call)(event.clone()));
+        for (_, _, mailbox) in routed.iter().filter(|(_, kind, _)| *kind == event.kind()) {
+            mailbox.offer(event.clone());
         }
     }
 }

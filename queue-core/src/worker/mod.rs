@@ -16,6 +16,7 @@ use crate::error::Error;
 
 pub(crate) use attempt::Dispatcher;
 pub(crate) use listeners::Listeners;
+pub use listeners::{ListenerStats, LISTENER_MAILBOX};
 pub(crate) use tracker::AttemptTracker;
 
 /// The running workers of an app (all its queues, or the subset asked for).
@@ -78,6 +79,12 @@ impl Workers {
             }
         }
         Ok(Workers { workers, listeners })
+    }
+
+    /// What each `#[on_worker_event]` / `#[on_queue_event]` listener has dropped
+    /// because it was too slow (each has a mailbox of [`LISTENER_MAILBOX`] events).
+    pub fn listener_stats(&self) -> Vec<ListenerStats> {
+        self.listeners.stats()
     }
 
     /// The queues these workers serve.
