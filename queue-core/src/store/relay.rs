@@ -114,23 +114,34 @@ async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Co
     let settings = outbox.settings;
     let mut failures = 0u32;
     let mut outage: Option<Instant> = None;
+    // The delete of the last batch runs while the next one is claimed and added: its
+    // rows are leased, so no relay takes them meanwhile. One delete at a time.
+    let mut deleting: Option<JoinHandle<()>> = None;
     tracing::debug!(%owner, "outbox relay started");
     while !control.stopping.load(Ordering::SeqCst) {
         let Some(app) = app.upgrade().map(|inner| QueueApp { inner }) else {
             break;
         };
-        let pause = match batch(&app, &outbox, &owner, &control.counters).await {
-            Ok(taken) => {
+        let outcome = batch(&app, &outbox, &owner, &control.counters).await;
+        drop(app);
+        if let Some(previous) = deleting.take() {
+            let _ = previous.await;
+        }
+        if !outcome.done.is_empty() {
+            deleting = Some(tokio::spawn(delete(outbox.clone(), outcome.done)));
+        }
+        let pause = match outcome.error {
+            None => {
                 if let Some(since) = outage.take() {
                     tracing::info!(down_for = ?since.elapsed(), "outbox relay is moving jobs again");
                 }
                 failures = 0;
-                if taken == settings.batch_size {
+                if outcome.taken == settings.batch_size {
                     continue; // more rows are waiting
                 }
                 None
             }
-            Err(e) => {
+            Some(e) => {
                 // Said once per outage, not per row or per retry.
                 if outage.is_none() {
                     tracing::warn!(error = %e, "outbox relay cannot move jobs; retrying with backoff until it can");
@@ -140,7 +151,6 @@ async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Co
                 Some(retry_delay(failures))
             }
         };
-        drop(app);
         let wait = pause.unwrap_or(settings.poll_interval);
         tokio::select! {
             () = control.stop.notified() => {}
@@ -149,8 +159,19 @@ async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Co
             () = tokio::time::sleep(wait) => {}
         }
     }
+    if let Some(previous) = deleting.take() {
+        let _ = previous.await;
+    }
     listener.abort();
     tracing::debug!(%owner, "outbox relay stopped");
+}
+
+/// Deletes the rows whose jobs Redis acknowledged. Should it fail, their leases run out
+/// and a relay adds them again, under the same ids: one job all the same.
+async fn delete(outbox: Outbox, rows: Vec<i64>) {
+    if let Err(e) = outbox.store.delete(&rows).await {
+        tracing::warn!(error = %e, rows = rows.len(), "cannot delete relayed outbox rows; they will be re-added (as the same jobs) when their lease runs out");
+    }
 }
 
 /// A row ready to be added, or why it never can be.
@@ -188,13 +209,33 @@ fn decode(
     Decoded { row_id, queue, job }
 }
 
-/// One batch: claim, add, delete. Returns how many rows it took.
-async fn batch(
+/// What one batch did.
+#[derive(Default)]
+struct Batch {
+    /// Rows it took.
+    taken: usize,
+    /// Rows whose jobs Redis acknowledged, to delete.
+    done: Vec<i64>,
+    /// Why it stopped short (the rows it could not add were given back).
+    error: Option<Error>,
+}
+
+/// One batch: claim, add; the caller deletes what was added.
+async fn batch(app: &QueueApp, outbox: &Outbox, owner: &str, counters: &Counters) -> Batch {
+    let mut outcome = Batch::default();
+    if let Err(e) = add_claimed(app, outbox, owner, counters, &mut outcome).await {
+        outcome.error = Some(e);
+    }
+    outcome
+}
+
+async fn add_claimed(
     app: &QueueApp,
     outbox: &Outbox,
     owner: &str,
     counters: &Counters,
-) -> Result<usize, Error> {
+    outcome: &mut Batch,
+) -> Result<(), Error> {
     let store = &outbox.store;
     let now = now_ms();
     let now_i = i64::try_from(now).unwrap_or(i64::MAX);
@@ -204,10 +245,7 @@ async fn batch(
         .claim(owner, now_i, now_i.saturating_add(lease_ms), limit)
         .await
         .map_err(database)?;
-    let taken = rows.len();
-    if taken == 0 {
-        return Ok(0);
-    }
+    outcome.taken = rows.len();
     let mut by_queue: BTreeMap<String, Vec<(i64, BulkJob<serde_json::Value>)>> = BTreeMap::new();
     for decoded in rows
         .into_iter()
@@ -221,7 +259,6 @@ async fn batch(
             Err(reason) => set_aside(outbox, counters, decoded.row_id, &reason).await?,
         }
     }
-    let mut done = Vec::with_capacity(taken);
     let mut unavailable = None;
     for (queue, jobs) in by_queue {
         let ids: Vec<i64> = jobs.iter().map(|(id, _)| *id).collect();
@@ -242,9 +279,9 @@ async fn batch(
             .add_relayed(jobs.into_iter().map(|(_, job)| job).collect())
             .await
         {
-            Ok(outcomes) => {
-                for (id, outcome) in ids.into_iter().zip(outcomes) {
-                    match outcome {
+            Ok(added) => {
+                for (id, added) in ids.into_iter().zip(added) {
+                    match added {
                         Ok(added) => {
                             let counter = if added.duplicate {
                                 &counters.duplicates
@@ -252,7 +289,7 @@ async fn batch(
                                 &counters.added
                             };
                             counter.fetch_add(1, Ordering::Relaxed);
-                            done.push(id);
+                            outcome.done.push(id);
                         }
                         Err(e) => set_aside(outbox, counters, id, &e.to_string()).await?,
                     }
@@ -264,13 +301,7 @@ async fn batch(
             }
         }
     }
-    if !done.is_empty() {
-        store.delete(&done).await.map_err(database)?;
-    }
-    match unavailable {
-        Some(e) => Err(e),
-        None => Ok(taken),
-    }
+    unavailable.map_or(Ok(()), Err)
 }
 
 async fn set_aside(
