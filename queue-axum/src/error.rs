@@ -58,6 +58,9 @@ impl QueueError {
     pub fn status(&self) -> StatusCode {
         match &self.0 {
             e if e.is_unavailable() => StatusCode::SERVICE_UNAVAILABLE,
+            Error::WorkerClosed { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Error::Locked { .. } => StatusCode::CONFLICT,
             Error::InvalidOption {
                 option: "payload", ..
             } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -76,6 +79,7 @@ impl QueueError {
             StatusCode::UNPROCESSABLE_ENTITY => "invalid job option",
             StatusCode::NOT_FOUND => "job not found",
             StatusCode::CONFLICT => "job in the wrong state",
+            StatusCode::TOO_MANY_REQUESTS => "rate limited",
             _ => "internal error",
         }
     }
@@ -124,11 +128,15 @@ impl IntoResponse for QueueError {
             _ => tracing::debug!(%error, status = status.as_u16(), "request refused by the queue"),
         }
         let body = Json(serde_json::json!({ "error": self.kind(), "message": self.body_text() }));
+        let retry_after = match &self.0 {
+            Error::RateLimited { retry_after, .. } => Some(retry_after.as_secs_f64().ceil() as u64),
+            _ => (status == StatusCode::SERVICE_UNAVAILABLE).then_some(RETRY_AFTER_SECONDS),
+        };
         let mut response = (status, body).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if let Some(seconds) = retry_after {
             response
                 .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
         }
         response
     }

@@ -82,6 +82,34 @@ pub enum Error {
         id: String,
     },
 
+    /// The job is locked by a worker (it is running), and the operation needs it not to
+    /// be; or a worker's lock on it was lost.
+    #[error("job {id} in queue {queue} is locked by a worker ({detail})")]
+    Locked {
+        /// The queue name.
+        queue: String,
+        /// The job id.
+        id: String,
+        /// What the engine said.
+        detail: String,
+    },
+
+    /// The queue's rate limit is reached: try again after the delay.
+    #[error("queue {queue} is rate limited; try again after {retry_after:?}")]
+    RateLimited {
+        /// The queue name.
+        queue: String,
+        /// How long to wait.
+        retry_after: std::time::Duration,
+    },
+
+    /// The worker was closed while the operation ran (the app is shutting down).
+    #[error("the worker of queue {queue} was closed")]
+    WorkerClosed {
+        /// The queue name.
+        queue: String,
+    },
+
     /// The job is not in a state that allows the operation.
     #[error("job {id} in queue {queue} is {state}, cannot {operation}")]
     WrongState {

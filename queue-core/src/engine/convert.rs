@@ -9,7 +9,31 @@ use crate::job::{JobCounts, JobInfo, JobMeta, JobState};
 use crate::options::{Backoff, Deduplication, JobOptions, Keep};
 
 pub(crate) fn engine_error(e: bullmq::Error) -> Error {
+    engine_error_in(e, "")
+}
+
+/// The engine's error as ours, naming `queue` where the error is about one: a missing
+/// job, a locked one, a closed worker and a rate limit each have their own variant (so
+/// that they do not answer 503, and `add` does not retry them).
+pub(crate) fn engine_error_in(e: bullmq::Error, queue: &str) -> Error {
+    let queue = queue.to_owned();
     match e {
+        bullmq::Error::JobNotFound(id) => Error::JobNotFound { queue, id },
+        bullmq::Error::JobLocked(detail) => Error::Locked {
+            queue,
+            id: String::new(),
+            detail,
+        },
+        bullmq::Error::JobLockNotExist(id) => Error::Locked {
+            queue,
+            detail: format!("the lock of job {id} does not exist"),
+            id,
+        },
+        bullmq::Error::WorkerClosed => Error::WorkerClosed { queue },
+        bullmq::Error::RateLimited { delay_ms } => Error::RateLimited {
+            queue,
+            retry_after: Duration::from_millis(delay_ms),
+        },
         bullmq::Error::Redis(e) => Error::Redis(Box::new(e)),
         bullmq::Error::ConnectionClosed => Error::Redis("connection closed".into()),
         bullmq::Error::Serialization(source) => Error::Serialize {
@@ -201,6 +225,29 @@ pub(crate) fn job_meta(job: &bullmq::Job, queue: &str) -> JobMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_engines_job_errors_keep_their_class_and_name_the_queue() {
+        let in_email = |e| engine_error_in(e, "email");
+        assert!(matches!(
+            in_email(bullmq::Error::JobNotFound("j1".into())),
+            Error::JobNotFound { queue, id } if queue == "email" && id == "j1"
+        ));
+        assert!(matches!(
+            in_email(bullmq::Error::JobLocked("j2".into())),
+            Error::Locked { .. }
+        ));
+        assert!(
+            matches!(in_email(bullmq::Error::WorkerClosed), Error::WorkerClosed { queue } if queue == "email")
+        );
+        let limited = in_email(bullmq::Error::RateLimited { delay_ms: 1500 });
+        assert!(
+            matches!(&limited, Error::RateLimited { retry_after, .. } if *retry_after == Duration::from_millis(1500))
+        );
+        for e in [limited, in_email(bullmq::Error::WorkerClosed)] {
+            assert!(!matches!(e, Error::Redis(_)), "{e}");
+        }
+    }
 
     #[test]
     fn options_round_trip_through_the_engine() {

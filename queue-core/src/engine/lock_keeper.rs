@@ -56,17 +56,21 @@ impl LockKeeper {
         let options = conn.queue_options();
         let name = queue.to_owned();
         // Made on the engine runtime, so that its connection is served there.
-        let engine_queue =
-            on_engine(async move { bullmq::Queue::with_options(&name, options).await })
-                .await?
-                .map_err(engine_error)?;
-        spawn_on_engine(renew(
-            engine_queue,
-            queue.to_owned(),
-            Arc::downgrade(&held),
-            lock_duration,
-            sink,
-        ))?;
+        let engine_queue = on_engine(queue, async move {
+            bullmq::Queue::with_options(&name, options).await
+        })
+        .await?
+        .map_err(engine_error)?;
+        spawn_on_engine(
+            queue,
+            renew(
+                engine_queue,
+                queue.to_owned(),
+                Arc::downgrade(&held),
+                lock_duration,
+                sink,
+            ),
+        )?;
         Ok(LockKeeper { held })
     }
 

@@ -9,7 +9,7 @@ use futures::future::{join, join_all, try_join_all};
 
 use super::connection::Connection;
 use super::convert::{
-    counts_from_engine, engine_error, job_info, millis, options_to_engine, state_range_name,
+    counts_from_engine, engine_error_in, job_info, millis, options_to_engine, state_range_name,
 };
 use super::extras::{self, JobExtras};
 use crate::error::Error;
@@ -61,6 +61,11 @@ impl EngineQueue {
         self.inner.name()
     }
 
+    /// The engine's error, naming this queue.
+    fn error(&self, e: bullmq::Error) -> Error {
+        engine_error_in(e, self.name())
+    }
+
     fn job_key(&self, id: &str) -> String {
         format!("{}:{id}", self.conn.queue_base(self.name()))
     }
@@ -95,7 +100,7 @@ impl EngineQueue {
                 added
             }
         };
-        let job = added.map_err(engine_error)?;
+        let job = added.map_err(|e| self.error(e))?;
         self.after_add(job.id().to_owned(), &opts, timestamp, existed)
             .await
     }
@@ -201,7 +206,7 @@ impl EngineQueue {
             .collect();
         let writes = join_all(alongside.iter().map(|(opts, e)| self.write_extras(opts, e)));
         let (written, added) = join(writes, self.inner.add_bulk(bulk)).await;
-        let added = added.map_err(engine_error)?;
+        let added = added.map_err(|e| self.error(e))?;
         join_all(
             written
                 .into_iter()
@@ -271,7 +276,7 @@ impl EngineQueue {
             Ok(job) => Ok(job.as_ref().map(job_info)),
             // A key under the queue that is not a job's hash is not a job.
             Err(bullmq::Error::Redis(e)) if e.code() == Some("WRONGTYPE") => Ok(None),
-            Err(e) => Err(engine_error(e)),
+            Err(e) => Err(self.error(e)),
         }
     }
 
@@ -328,7 +333,11 @@ impl EngineQueue {
     }
 
     pub(crate) async fn counts(&self) -> Result<JobCounts, Error> {
-        let counts = self.inner.get_job_counts().await.map_err(engine_error)?;
+        let counts = self
+            .inner
+            .get_job_counts()
+            .await
+            .map_err(|e| self.error(e))?;
         Ok(counts_from_engine(&counts))
     }
 
@@ -351,25 +360,25 @@ impl EngineQueue {
             .inner
             .get_jobs(&names, start, end, false)
             .await
-            .map_err(engine_error)?;
+            .map_err(|e| self.error(e))?;
         Ok(jobs.iter().map(job_info).collect())
     }
 
     /// `false` when the job is locked by a worker.
     pub(crate) async fn remove(&self, id: &str) -> Result<bool, Error> {
-        self.inner.remove(id).await.map_err(engine_error)
+        self.inner.remove(id).await.map_err(|e| self.error(e))
     }
 
     pub(crate) async fn retry(&self, id: &str) -> Result<(), Error> {
         let mut job = self.engine_job(id).await?;
-        job.retry("failed", None).await.map_err(engine_error)
+        job.retry("failed", None).await.map_err(|e| self.error(e))
     }
 
     pub(crate) async fn retry_all_failed(&self) -> Result<(), Error> {
         self.inner
             .retry_jobs("failed", 1000, None)
             .await
-            .map_err(engine_error)
+            .map_err(|e| self.error(e))
     }
 
     pub(crate) async fn promote(&self, id: &str) -> Result<(), Error> {
@@ -377,18 +386,21 @@ impl EngineQueue {
             .await?
             .promote()
             .await
-            .map_err(engine_error)
+            .map_err(|e| self.error(e))
     }
 
     pub(crate) async fn promote_all(&self) -> Result<(), Error> {
-        self.inner.promote_jobs(1000).await.map_err(engine_error)
+        self.inner
+            .promote_jobs(1000)
+            .await
+            .map_err(|e| self.error(e))
     }
 
     async fn engine_job(&self, id: &str) -> Result<bullmq::Job, Error> {
         self.inner
             .get_job(id)
             .await
-            .map_err(engine_error)?
+            .map_err(|e| self.error(e))?
             .ok_or_else(|| Error::JobNotFound {
                 queue: self.name().to_owned(),
                 id: id.to_owned(),
@@ -396,22 +408,22 @@ impl EngineQueue {
     }
 
     pub(crate) async fn pause(&self) -> Result<(), Error> {
-        self.inner.pause().await.map_err(engine_error)
+        self.inner.pause().await.map_err(|e| self.error(e))
     }
 
     pub(crate) async fn resume(&self) -> Result<(), Error> {
-        self.inner.resume().await.map_err(engine_error)
+        self.inner.resume().await.map_err(|e| self.error(e))
     }
 
     pub(crate) async fn is_paused(&self) -> Result<bool, Error> {
-        self.inner.is_paused().await.map_err(engine_error)
+        self.inner.is_paused().await.map_err(|e| self.error(e))
     }
 
     pub(crate) async fn drain(&self, include_delayed: bool) -> Result<(), Error> {
         self.inner
             .drain(include_delayed)
             .await
-            .map_err(engine_error)
+            .map_err(|e| self.error(e))
     }
 
     pub(crate) async fn clean(
@@ -428,7 +440,7 @@ impl EngineQueue {
         self.inner
             .clean(grace_ms, limit, set)
             .await
-            .map_err(engine_error)
+            .map_err(|e| self.error(e))
     }
 
     /// Like Node's `obliterate`: pauses the queue first (the script refuses a running
@@ -447,7 +459,7 @@ impl EngineQueue {
         self.inner
             .obliterate(force, 1000)
             .await
-            .map_err(engine_error)
+            .map_err(|e| self.error(e))
     }
 
     pub(crate) async fn logs(
@@ -459,7 +471,7 @@ impl EngineQueue {
         self.inner
             .get_job_logs(id, start, end, true)
             .await
-            .map_err(engine_error)
+            .map_err(|e| self.error(e))
     }
 
     pub(crate) async fn upsert_scheduler(
@@ -482,21 +494,21 @@ impl EngineQueue {
             .upsert_job_scheduler(id, repeat, Some(name), Some(data), Some(engine_opts))
             .await
             .map(drop)
-            .map_err(engine_error)
+            .map_err(|e| self.error(e))
     }
 
     pub(crate) async fn scheduler_count(&self) -> Result<u64, Error> {
         self.inner
             .get_job_schedulers_count()
             .await
-            .map_err(engine_error)
+            .map_err(|e| self.error(e))
     }
 
     pub(crate) async fn remove_scheduler(&self, id: &str) -> Result<bool, Error> {
         self.inner
             .remove_job_scheduler(id)
             .await
-            .map_err(engine_error)
+            .map_err(|e| self.error(e))
     }
 
     /// Tells every worker of this queue, in any process, to cancel `id`; returns how
