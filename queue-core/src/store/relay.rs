@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use super::backend::ClaimedRow;
 use super::outbox::{database, Outbox};
 use super::record::StoredOptions;
 use crate::app::{AppInner, QueueApp};
@@ -114,15 +115,28 @@ async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Co
     let settings = outbox.settings;
     let mut failures = 0u32;
     let mut outage: Option<Instant> = None;
-    // The delete of the last batch runs while the next one is claimed and added: its
-    // rows are leased, so no relay takes them meanwhile. One delete at a time.
+    // Two overlaps keep Redis busy while the database works: when a batch was full, the
+    // next batch is claimed while this one is added; and a batch's delete runs while the
+    // next one is added. The rows in between are leased, so no relay takes them.
+    let mut prefetched: Option<JoinHandle<Result<Vec<ClaimedRow>, Error>>> = None;
     let mut deleting: Option<JoinHandle<()>> = None;
     tracing::debug!(%owner, "outbox relay started");
     while !control.stopping.load(Ordering::SeqCst) {
         let Some(app) = app.upgrade().map(|inner| QueueApp { inner }) else {
             break;
         };
-        let outcome = batch(&app, &outbox, &owner, &control.counters).await;
+        let claimed = match prefetched.take() {
+            Some(task) => task.await.unwrap_or_else(|e| {
+                Err(Error::Database(
+                    format!("the claim task failed: {e}").into(),
+                ))
+            }),
+            None => claim(outbox.clone(), owner.clone()).await,
+        };
+        if matches!(&claimed, Ok(rows) if rows.len() == settings.batch_size) {
+            prefetched = Some(tokio::spawn(claim(outbox.clone(), owner.clone())));
+        }
+        let outcome = batch(&app, &outbox, &owner, &control.counters, claimed).await;
         drop(app);
         if let Some(previous) = deleting.take() {
             let _ = previous.await;
@@ -142,6 +156,7 @@ async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Co
                 None
             }
             Some(e) => {
+                give_back(&outbox, &owner, prefetched.take()).await;
                 // Said once per outage, not per row or per retry.
                 if outage.is_none() {
                     tracing::warn!(error = %e, "outbox relay cannot move jobs; retrying with backoff until it can");
@@ -159,11 +174,40 @@ async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Co
             () = tokio::time::sleep(wait) => {}
         }
     }
+    give_back(&outbox, &owner, prefetched.take()).await;
     if let Some(previous) = deleting.take() {
         let _ = previous.await;
     }
     listener.abort();
     tracing::debug!(%owner, "outbox relay stopped");
+}
+
+/// Leases up to a batch of ready rows to `owner`.
+async fn claim(outbox: Outbox, owner: String) -> Result<Vec<ClaimedRow>, Error> {
+    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    let lease_ms = i64::try_from(outbox.settings.lease.as_millis()).unwrap_or(i64::MAX);
+    let limit = i64::try_from(outbox.settings.batch_size).unwrap_or(i64::MAX);
+    outbox
+        .store
+        .claim(&owner, now, now.saturating_add(lease_ms), limit)
+        .await
+        .map_err(database)
+}
+
+/// Gives back the rows of a claim this relay will not add (it stops, or Redis is down),
+/// so that they need not wait for their lease to run out.
+async fn give_back(
+    outbox: &Outbox,
+    owner: &str,
+    claim: Option<JoinHandle<Result<Vec<ClaimedRow>, Error>>>,
+) {
+    let Some(claim) = claim else { return };
+    if let Ok(Ok(rows)) = claim.await {
+        let ids: Vec<i64> = rows.iter().map(|row| row.0).collect();
+        if let Err(e) = outbox.store.release(&ids, owner).await {
+            tracing::debug!(error = %e, "cannot give back claimed outbox rows; their lease will run out");
+        }
+    }
 }
 
 /// Deletes the rows whose jobs Redis acknowledged. Should it fail, their leases run out
@@ -220,10 +264,20 @@ struct Batch {
     error: Option<Error>,
 }
 
-/// One batch: claim, add; the caller deletes what was added.
-async fn batch(app: &QueueApp, outbox: &Outbox, owner: &str, counters: &Counters) -> Batch {
+/// One batch: add the claimed rows; the caller deletes what was added.
+async fn batch(
+    app: &QueueApp,
+    outbox: &Outbox,
+    owner: &str,
+    counters: &Counters,
+    claimed: Result<Vec<ClaimedRow>, Error>,
+) -> Batch {
     let mut outcome = Batch::default();
-    if let Err(e) = add_claimed(app, outbox, owner, counters, &mut outcome).await {
+    let result = match claimed {
+        Ok(rows) => add_claimed(app, outbox, owner, counters, rows, &mut outcome).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = result {
         outcome.error = Some(e);
     }
     outcome
@@ -234,17 +288,11 @@ async fn add_claimed(
     outbox: &Outbox,
     owner: &str,
     counters: &Counters,
+    rows: Vec<ClaimedRow>,
     outcome: &mut Batch,
 ) -> Result<(), Error> {
     let store = &outbox.store;
     let now = now_ms();
-    let now_i = i64::try_from(now).unwrap_or(i64::MAX);
-    let lease_ms = i64::try_from(outbox.settings.lease.as_millis()).unwrap_or(i64::MAX);
-    let limit = i64::try_from(outbox.settings.batch_size).unwrap_or(i64::MAX);
-    let rows = store
-        .claim(owner, now_i, now_i.saturating_add(lease_ms), limit)
-        .await
-        .map_err(database)?;
     outcome.taken = rows.len();
     let mut by_queue: BTreeMap<String, Vec<(i64, BulkJob<serde_json::Value>)>> = BTreeMap::new();
     for decoded in rows
