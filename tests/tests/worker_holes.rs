@@ -273,3 +273,155 @@ async fn a_lost_lock_cancels_the_run_and_is_reported() {
         "the cancelled run ended"
     );
 }
+
+async fn always_fails(_job: Job<u32>) -> Result<(), JobError> {
+    Err(JobError::retry(std::io::Error::other("nope")))
+}
+
+/// A custom backoff that says stop makes the first failure the last: the engine fails
+/// the job then, and the event says so (dead-letter alerts depend on it).
+#[tokio::test]
+async fn a_custom_backoff_that_says_stop_makes_the_failure_final() {
+    let redis = TestRedis::new("holes-final");
+    let app = redis
+        .app(|b| {
+            b.backoff_strategy("give-up", |_ctx| None)
+                .processor(Processor::new("final").any_job(always_fails))
+        })
+        .await;
+    let mut events = app.worker_events();
+    let workers = app.start_workers().await.unwrap();
+    let queue = app.queue::<u32>("final").unwrap();
+    queue
+        .add(
+            "x",
+            1,
+            JobOptions::new()
+                .job_id("give-up-1")
+                .attempts(5)
+                .backoff(Backoff::custom("give-up")),
+        )
+        .await
+        .unwrap();
+    let (attempt, is_final) = loop {
+        if let Some(WorkerEvent::Failed {
+            attempt, is_final, ..
+        }) = events.recv().await
+        {
+            break (attempt, is_final);
+        }
+    };
+    wait_for_state(&queue, "give-up-1", JobState::Failed, SOON).await;
+    assert_eq!(
+        queue
+            .get_job("give-up-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .attempts_made,
+        1
+    );
+    assert_eq!(
+        (attempt, is_final),
+        (1, true),
+        "the engine stopped after the first attempt"
+    );
+    workers.shutdown(SOON).await;
+}
+
+/// Immediate retries on a busy worker: the next attempt starts before the engine's
+/// report of the last one arrives. Each report still carries its own attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_failure_report_carries_its_own_attempt_under_fast_retries() {
+    let redis = TestRedis::new("holes-fast");
+    let app = redis
+        .app(|b| b.processor(Processor::new("fast").concurrency(10).any_job(always_fails)))
+        .await;
+    let mut events = app.worker_events();
+    let workers = app.start_workers().await.unwrap();
+    let queue = app.queue::<u32>("fast").unwrap();
+    const JOBS: usize = 20;
+    for n in 0..JOBS {
+        queue
+            .add(
+                "x",
+                1,
+                JobOptions::new().job_id(format!("fast-{n}")).attempts(3),
+            )
+            .await
+            .unwrap();
+    }
+    let mut seen: std::collections::BTreeMap<String, Vec<(u32, bool)>> = Default::default();
+    tokio::time::timeout(SOON, async {
+        while seen.values().map(Vec::len).sum::<usize>() < JOBS * 3 {
+            if let Some(WorkerEvent::Failed {
+                job_id,
+                attempt,
+                is_final,
+                ..
+            }) = events.recv().await
+            {
+                seen.entry(job_id).or_default().push((attempt, is_final));
+            }
+        }
+    })
+    .await
+    .expect("three failure reports per job");
+    for (job, reports) in &seen {
+        assert_eq!(reports, &[(1, false), (2, false), (3, true)], "{job}");
+    }
+    workers.shutdown(SOON).await;
+}
+
+/// The extras key of a job (its timeout and trace id) goes with the job: on the final
+/// failure, `remove`, `clean` and `obliterate`, not only on success.
+#[tokio::test]
+async fn a_jobs_extras_key_goes_with_the_job_however_it_goes() {
+    let redis = TestRedis::new("holes-extras");
+    let app = redis
+        .app(|b| b.processor(Processor::new("extras-fail").any_job(always_fails)))
+        .await;
+    let extras_keys = |queue: &str| {
+        let suffix = ":x";
+        let prefix = format!("{}:{queue}:", redis.prefix());
+        redis
+            .keys()
+            .into_iter()
+            .filter(|k| k.starts_with(&prefix) && k.ends_with(suffix))
+            .collect::<Vec<_>>()
+    };
+    let with_extras = |id: &str| {
+        JobOptions::new()
+            .job_id(id)
+            .timeout(Duration::from_secs(20))
+    };
+
+    let failing = app.queue::<u32>("extras-fail").unwrap();
+    failing.add("x", 1, with_extras("fail-1")).await.unwrap();
+    assert_eq!(extras_keys("extras-fail").len(), 1);
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&failing, "fail-1", JobState::Failed, SOON).await;
+    queue_tests::wait_until(SOON, "the failed job's extras to go", || async {
+        extras_keys("extras-fail").is_empty().then_some(())
+    })
+    .await;
+    workers.shutdown(SOON).await;
+
+    let idle = app.queue::<u32>("extras-idle").unwrap();
+    for id in ["rm-1", "clean-1", "clean-2", "obl-1"] {
+        idle.add("x", 1, with_extras(id)).await.unwrap();
+    }
+    assert_eq!(extras_keys("extras-idle").len(), 4);
+    assert!(idle.remove("rm-1").await.unwrap());
+    assert_eq!(extras_keys("extras-idle").len(), 3, "remove");
+    idle.clean(Duration::ZERO, 2, JobState::Waiting)
+        .await
+        .unwrap();
+    assert_eq!(extras_keys("extras-idle").len(), 1, "clean");
+    idle.obliterate(false).await.unwrap();
+    assert_eq!(
+        extras_keys("extras-idle"),
+        Vec::<String>::new(),
+        "obliterate"
+    );
+}

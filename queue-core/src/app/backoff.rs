@@ -38,7 +38,7 @@ impl BackoffRegistry {
         }
     }
 
-    pub(super) fn as_engine_fn(&self) -> Option<BackoffFn> {
+    pub(crate) fn as_engine_fn(&self) -> Option<BackoffFn> {
         if self.0.is_empty() {
             return None;
         }

@@ -164,6 +164,7 @@ impl QueueApp {
                 backoff: self.inner.backoffs.as_engine_fn(),
             };
             let dispatcher = Dispatcher {
+                backoff: self.inner.backoffs.as_engine_fn(),
                 plan: plan.clone(),
                 deps: deps.clone(),
                 tracker: Arc::new(AttemptTracker::new(

@@ -167,10 +167,13 @@ async fn read(conn: &Connection, key: &str) -> Option<JobExtras> {
     }
 }
 
-/// Drops the extras of a completed job (kept after a failure, for a manual retry).
-pub(super) async fn forget(conn: &Connection, key: &str) {
-    if let Err(e) = conn.query::<()>(redis::cmd("DEL").arg(key)).await {
-        tracing::debug!(key, error = %e, "cannot delete job extras; they expire on their own");
+/// Drops the extras of finished or removed jobs (they expire on their own otherwise).
+pub(super) async fn forget(conn: &Connection, keys: &[String]) {
+    if keys.is_empty() {
+        return;
+    }
+    if let Err(e) = conn.query::<()>(redis::cmd("DEL").arg(keys)).await {
+        tracing::debug!(keys = keys.len(), error = %e, "cannot delete job extras; they expire on their own");
     }
 }
 

@@ -366,7 +366,11 @@ impl EngineQueue {
 
     /// `false` when the job is locked by a worker.
     pub(crate) async fn remove(&self, id: &str) -> Result<bool, Error> {
-        self.inner.remove(id).await.map_err(|e| self.error(e))
+        let removed = self.inner.remove(id).await.map_err(|e| self.error(e))?;
+        if removed {
+            extras::forget(&self.conn, &[extras::key(&self.conn, self.name(), id)]).await;
+        }
+        Ok(removed)
     }
 
     pub(crate) async fn retry(&self, id: &str) -> Result<(), Error> {
@@ -437,10 +441,17 @@ impl EngineQueue {
             JobState::Waiting => "wait",
             other => other.as_str(),
         };
-        self.inner
+        let cleaned = self
+            .inner
             .clean(grace_ms, limit, set)
             .await
-            .map_err(|e| self.error(e))
+            .map_err(|e| self.error(e))?;
+        let keys: Vec<String> = cleaned
+            .iter()
+            .map(|id| extras::key(&self.conn, self.name(), id))
+            .collect();
+        extras::forget(&self.conn, &keys).await;
+        Ok(cleaned)
     }
 
     /// Like Node's `obliterate`: pauses the queue first (the script refuses a running
@@ -459,7 +470,33 @@ impl EngineQueue {
         self.inner
             .obliterate(force, 1000)
             .await
-            .map_err(|e| self.error(e))
+            .map_err(|e| self.error(e))?;
+        // BullMQ's script knows nothing of the extras keys: they go after it.
+        self.forget_all_extras().await
+    }
+
+    /// Deletes every extras key of the queue (after an obliterate), scanning for them.
+    async fn forget_all_extras(&self) -> Result<(), Error> {
+        let pattern = extras::key(&self.conn, self.name(), "*");
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = self
+                .conn
+                .query(
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(1000),
+                )
+                .await?;
+            extras::forget(&self.conn, &keys).await;
+            if next == 0 {
+                return Ok(());
+            }
+            cursor = next;
+        }
     }
 
     pub(crate) async fn logs(

@@ -48,6 +48,9 @@ pub(crate) struct RawAttempt {
 pub(crate) struct AttemptFailure {
     pub(crate) reason: String,
     pub(crate) retryable: bool,
+    /// The engine will fail the job for good (set by the dispatcher, which decides it
+    /// as the engine does).
+    pub(crate) is_final: bool,
 }
 
 /// Our dispatcher: one attempt in, the return value or a failure out.
@@ -225,10 +228,15 @@ fn engine_processor(
             });
             let job = Job::from_parts(data, Arc::new(meta), ctx, CancelSignal::from_engine(token));
             let outcome = process(RawAttempt { job, explain_null }).await;
-            if let (Ok(_), Some(key)) = (&outcome, extras_key) {
+            let finished = match &outcome {
+                Ok(_) => true,
+                Err(failure) => failure.is_final,
+            };
+            if let (true, Some(key)) = (finished, extras_key) {
                 // Not awaited: the completion need not wait for housekeeping, and the
-                // key expires by itself should this be lost.
-                tokio::spawn(async move { extras::forget(&conn, &key).await });
+                // key expires by itself should this be lost. (A failed job retried by
+                // hand later runs with its processor's timeout.)
+                tokio::spawn(async move { extras::forget(&conn, &[key]).await });
             }
             outcome.map_err(|failure| {
                 if failure.retryable {

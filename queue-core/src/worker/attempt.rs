@@ -15,9 +15,10 @@ use tracing::Instrument;
 use super::blocking::{PollWatch, BLOCKING_REPORT_AFTER};
 use super::tracker::AttemptTracker;
 use crate::deps::Deps;
-use crate::engine::{AttemptFailure, CancelSignal, ProcessFn, RawAttempt};
+use crate::engine::{AttemptFailure, BackoffFn, CancelSignal, ProcessFn, RawAttempt};
 use crate::handler::JobError;
 use crate::job::Job;
+use crate::options::{Backoff, BackoffContext};
 use crate::registry::QueuePlan;
 
 /// Everything an attempt of one queue needs, shared by its concurrent attempts.
@@ -25,6 +26,9 @@ pub(crate) struct Dispatcher {
     pub(crate) plan: QueuePlan,
     pub(crate) deps: Arc<Deps>,
     pub(crate) tracker: Arc<AttemptTracker>,
+    /// The app's custom backoffs: the engine asks them whether a job retries, so the
+    /// worker asks them too, to know whether a failure is the last.
+    pub(crate) backoff: Option<BackoffFn>,
 }
 
 impl Dispatcher {
@@ -61,6 +65,11 @@ impl Dispatcher {
             self.tracker.stalled(&id);
         }
         self.tracker.started(&id, &name, attempt, max_attempts);
+        // Kept for deciding, on failure, whether the engine will retry.
+        let custom_backoff = match job.options().get_backoff() {
+            Some(Backoff::Custom(strategy)) => Some((strategy.clone(), job.data.clone())),
+            _ => None,
+        };
         let (outcome, longest_poll) = match self.unreadable_data(&job, raw.explain_null).await {
             Some(problem) => (Err(unrecoverable(problem)), Duration::ZERO),
             None => self.attempt(job).instrument(span.clone()).await,
@@ -75,10 +84,15 @@ impl Dispatcher {
             );
             self.tracker.blocked(&id, &name, longest_poll);
         }
+        let mut outcome = outcome;
+        if let Err(failure) = &mut outcome {
+            failure.is_final =
+                self.is_final(failure, attempt, max_attempts, custom_backoff.as_ref());
+        }
         match &outcome {
             Ok(_) => tracing::info!("job completed"),
             Err(failure) => {
-                let is_final = !failure.retryable || attempt >= max_attempts;
+                let is_final = failure.is_final;
                 self.tracker.failed(&id, is_final);
                 if is_final {
                     tracing::warn!(reason = %failure.reason, "job failed for good");
@@ -88,6 +102,34 @@ impl Dispatcher {
             }
         }
         outcome
+    }
+
+    /// Whether the engine will fail the job for good after this failure, decided as the
+    /// engine decides: an unrecoverable failure, no attempt left, or a custom backoff
+    /// (the same function the engine calls) that says stop.
+    fn is_final(
+        &self,
+        failure: &AttemptFailure,
+        attempt: u32,
+        max_attempts: u32,
+        custom_backoff: Option<&(String, serde_json::Value)>,
+    ) -> bool {
+        if !failure.retryable || attempt >= max_attempts {
+            return true;
+        }
+        match (custom_backoff, &self.backoff) {
+            (Some((strategy, data)), Some(backoff)) => {
+                let ctx = BackoffContext {
+                    attempt,
+                    reason: &failure.reason,
+                    data,
+                };
+                backoff(strategy, &ctx).is_none()
+            }
+            // A custom backoff the app does not know: the engine does not retry.
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
     }
 
     /// Why the job's `null` data is unusable (missing, or not JSON), asked only when its
@@ -121,6 +163,7 @@ impl Dispatcher {
                 ),
                 // A worker that knows the name may be deploying: its retries reach it.
                 retryable: !self.plan.fail_unknown_names,
+                is_final: false,
             };
             return (Err(failure), Duration::ZERO);
         };
@@ -177,13 +220,15 @@ impl Supervision {
             result = AssertUnwindSafe(handler).catch_unwind() => match result {
                 Ok(Ok(value)) => Ok(value),
                 Ok(Err(e)) if cancel.is_cancelled() => Err(unrecoverable(format!("cancelled: {}", e.message()))),
-                Ok(Err(e)) => Err(AttemptFailure { reason: e.message().to_owned(), retryable: e.is_retryable() }),
+                Ok(Err(e)) => Err(AttemptFailure { reason: e.message().to_owned(), retryable: e.is_retryable(), is_final: false }),
                 Err(panic) => Err(AttemptFailure {
+                    is_final: false,
                     reason: format!("handler panicked: {}", panic_message(panic.as_ref())),
                     retryable: true,
                 }),
             },
             () = deadline => Err(AttemptFailure {
+                is_final: false,
                 reason: format!("timed out after {}", human(timeout.unwrap_or_default())),
                 retryable: true,
             }),
@@ -199,6 +244,7 @@ fn unrecoverable(reason: String) -> AttemptFailure {
     AttemptFailure {
         reason,
         retryable: false,
+        is_final: true,
     }
 }
 

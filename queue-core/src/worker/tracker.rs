@@ -1,7 +1,7 @@
 //! Adds what the engine's events lack (job name, attempt, whether it was the last)
 //! and publishes them as `WorkerEvent`s.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::broadcast;
@@ -17,12 +17,15 @@ struct AttemptFacts {
     is_final: bool,
 }
 
-/// Facts about the attempts running in one queue's worker, keyed by job id, kept from
-/// the attempt's start until the engine reports its end.
+/// Facts about one queue's attempts: those running, keyed by job id, from the start;
+/// and those that failed, in order per job id, until the engine reports each failure.
+/// (A fast retry starts the next attempt before the engine's report of the last one
+/// arrives: keyed by job id alone, the report would get the new attempt's facts.)
 #[derive(Debug)]
 pub(crate) struct AttemptTracker {
     queue: String,
     running: Mutex<HashMap<String, AttemptFacts>>,
+    failed: Mutex<HashMap<String, VecDeque<AttemptFacts>>>,
     events: broadcast::Sender<WorkerEvent>,
 }
 
@@ -31,6 +34,7 @@ impl AttemptTracker {
         AttemptTracker {
             queue,
             running: Mutex::new(HashMap::new()),
+            failed: Mutex::new(HashMap::new()),
             events,
         }
     }
@@ -78,11 +82,30 @@ impl AttemptTracker {
         });
     }
 
-    /// Records whether the failed attempt was the job's last.
+    /// Records that the running attempt of `job_id` failed, and whether it was the
+    /// job's last, until the engine reports the failure.
     pub(crate) fn failed(&self, job_id: &str, is_final: bool) {
-        if let Some(facts) = self.facts().get_mut(job_id) {
-            facts.is_final = is_final;
+        let Some(mut facts) = self.facts().remove(job_id) else {
+            return;
+        };
+        facts.is_final = is_final;
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(job_id.to_owned())
+            .or_default()
+            .push_back(facts);
+    }
+
+    /// The facts of `job_id`'s oldest failure not reported yet.
+    fn take_failed(&self, job_id: &str) -> Option<AttemptFacts> {
+        let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        let queue = failed.get_mut(job_id)?;
+        let facts = queue.pop_front();
+        if queue.is_empty() {
+            failed.remove(job_id);
         }
+        facts
     }
 
     /// Turns an engine event into ours.
@@ -99,7 +122,9 @@ impl AttemptTracker {
                 }
             }
             EngineEvent::Failed { job_id, reason } => {
-                let facts = self.facts().remove(&job_id);
+                let facts = self
+                    .take_failed(&job_id)
+                    .or_else(|| self.facts().remove(&job_id));
                 let facts = facts.unwrap_or(AttemptFacts {
                     name: String::new(),
                     attempt: 0,
@@ -189,5 +214,40 @@ mod tests {
             tracker.facts().is_empty(),
             "facts are dropped once reported"
         );
+    }
+
+    /// The next attempt starts before the engine's report of the last one arrives (a
+    /// fast retry): the report still carries the attempt it is about.
+    #[tokio::test]
+    async fn a_failure_report_overtaken_by_the_retry_keeps_its_own_attempt() {
+        let (events, mut received) = broadcast::channel(16);
+        let tracker = AttemptTracker::new("q".into(), events);
+        tracker.started("j1", "send", 1, 3);
+        tracker.failed("j1", false);
+        tracker.started("j1", "send", 2, 3);
+        tracker.on_engine_event(EngineEvent::Failed {
+            job_id: "j1".into(),
+            reason: "nope".into(),
+        });
+        let mut failures = Vec::new();
+        while let Ok(event) = received.try_recv() {
+            if let WorkerEvent::Failed {
+                attempt, is_final, ..
+            } = event
+            {
+                failures.push((attempt, is_final));
+            }
+        }
+        assert_eq!(failures, [(1, false)]);
+        // The second attempt's facts are still there for its own report.
+        tracker.failed("j1", false);
+        tracker.on_engine_event(EngineEvent::Failed {
+            job_id: "j1".into(),
+            reason: "nope".into(),
+        });
+        match received.try_recv() {
+            Ok(WorkerEvent::Failed { attempt, .. }) => assert_eq!(attempt, 2),
+            other => panic!("{other:?}"),
+        }
     }
 }

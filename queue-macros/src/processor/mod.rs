@@ -22,6 +22,10 @@ pub(crate) fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
             None
         }
     };
+    // On error, the item is re-emitted as the user wrote it, except that an impl
+    // block's #[job] attributes are gone: left on, each would report that it stands
+    // outside a #[processor] impl, burying the real mistake.
+    let mut cleaned: Option<TokenStream> = None;
     let expanded = match parsed {
         Ok(Item::Fn(item_fn)) => {
             let sig = signature::check(&item_fn.sig, false, &mut errors);
@@ -32,6 +36,7 @@ pub(crate) fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
         Ok(Item::Impl(mut item_impl)) => {
             let methods = job_methods(&mut item_impl, &mut errors);
+            cleaned = Some(quote::ToTokens::to_token_stream(&item_impl));
             if let Some(config) = config.as_ref().filter(|c| c.job.is_some()) {
                 errors.spanned(config.job.as_ref(), "`job = ..` is for a processor fn; in an impl block, name each method's job with #[job(\"..\")]");
             }
@@ -63,7 +68,7 @@ pub(crate) fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
     match errors.finish(expanded) {
         Ok(Some(tokens)) => tokens,
         Ok(None) => item,
-        Err(e) => item_with_errors(item, &e),
+        Err(e) => item_with_errors(cleaned.unwrap_or(item), &e),
     }
 }
 
