@@ -158,10 +158,20 @@ pub(crate) fn string(item: &Item, errors: &mut Errors) -> Option<LitStr> {
     }
 }
 
-/// `key = "30s"` as milliseconds.
+/// `key = "30s"` as milliseconds, within the range queue-core sets for `key`.
 pub(crate) fn duration(item: &Item, errors: &mut Errors) -> Option<u64> {
     let lit = string(item, errors)?;
-    match crate::duration::parse_millis(&lit.value()) {
+    let key = item.key.to_string();
+    let checked = queue_vocab::parse_duration_millis(&lit.value()).and_then(|ms| {
+        match queue_vocab::duration_range(&key) {
+            Some((min, max)) if ms < min || ms > max => Err(format!(
+                "`{key}` must be from {min}ms to {max}ms; `{}` is out of range",
+                lit.value()
+            )),
+            _ => Ok(ms),
+        }
+    });
+    match checked {
         Ok(ms) => Some(ms),
         Err(message) => {
             errors.spanned(&lit, message);

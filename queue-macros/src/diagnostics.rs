@@ -3,11 +3,23 @@
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 
-/// Errors found so far; `finish` must be called (it is the only way to get the value out).
+/// Errors found so far. `finish` must be called (it is the only way to get the value
+/// out); dropping the collector unchecked is a bug in this crate, and panics, as serde's
+/// `Ctxt` does, so that no error found is ever silently lost.
 #[derive(Default)]
+#[must_use = "call .finish(value) to emit the errors"]
 pub(crate) struct Errors {
     combined: Option<syn::Error>,
     count: usize,
+    checked: bool,
+}
+
+impl Drop for Errors {
+    fn drop(&mut self) {
+        if !self.checked && !std::thread::panicking() {
+            panic!("queue-macros bug: an error collector was dropped without `finish`");
+        }
+    }
 }
 
 impl Errors {
@@ -33,8 +45,9 @@ impl Errors {
     }
 
     /// `Ok(value)` when nothing was reported.
-    pub(crate) fn finish<T>(self, value: T) -> syn::Result<T> {
-        match self.combined {
+    pub(crate) fn finish<T>(mut self, value: T) -> syn::Result<T> {
+        self.checked = true;
+        match self.combined.take() {
             Some(error) => Err(error),
             None => Ok(value),
         }
@@ -46,4 +59,28 @@ impl Errors {
 pub(crate) fn item_with_errors(item: TokenStream, error: &syn::Error) -> TokenStream {
     let errors = error.to_compile_error();
     quote::quote! { #item #errors }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Errors;
+
+    #[test]
+    fn finished_collectors_give_their_errors() {
+        let mut errors = Errors::default();
+        errors.at(proc_macro2::Span::call_site(), "one");
+        errors.at(proc_macro2::Span::call_site(), "two");
+        assert_eq!(errors.count(), 2);
+        let combined = errors.finish(()).unwrap_err();
+        assert_eq!(combined.into_iter().count(), 2);
+        assert!(Errors::default().finish(7).is_ok());
+    }
+
+    #[test]
+    #[should_panic(expected = "without `finish`")]
+    fn an_unchecked_collector_is_a_bug_that_shows() {
+        let mut errors = Errors::default();
+        errors.at(proc_macro2::Span::call_site(), "lost");
+        drop(errors);
+    }
 }

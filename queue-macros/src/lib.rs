@@ -8,7 +8,6 @@
 mod args;
 mod crate_path;
 mod diagnostics;
-mod duration;
 mod inject_queue;
 mod listener;
 mod processor;

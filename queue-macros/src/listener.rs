@@ -23,37 +23,17 @@ impl Source {
         }
     }
 
-    fn kinds(self) -> &'static [&'static str] {
-        match self {
-            Source::Worker => &[
-                "active",
-                "completed",
-                "failed",
-                "progress",
-                "stalled",
-                "blocked",
-                "lock_lost",
-                "drained",
-                "error",
-            ],
-            Source::Queue => &[
-                "added",
-                "waiting",
-                "delayed",
-                "active",
-                "progress",
-                "completed",
-                "failed",
-                "stalled",
-                "removed",
-                "duplicated",
-                "deduplicated",
-                "retries_exhausted",
-                "drained",
-                "paused",
-                "resumed",
-            ],
-        }
+    /// The kinds as the attribute spells them (`lock_lost`), from queue-core's own
+    /// list (`queue-vocab`), so that a kind queue-core gains or renames is known here.
+    fn kinds(self) -> Vec<String> {
+        let kinds = match self {
+            Source::Worker => queue_vocab::WORKER_EVENT_KINDS,
+            Source::Queue => queue_vocab::QUEUE_EVENT_KINDS,
+        };
+        kinds
+            .iter()
+            .map(|k| queue_vocab::attribute_spelling(k))
+            .collect()
     }
 }
 
@@ -78,7 +58,9 @@ pub(crate) fn listener(source: Source, attr: TokenStream, item: TokenStream) -> 
                             }
                         }
                     }
-                    (Value::Flag, k) if source.kinds().contains(&k) && kind.is_none() => {
+                    (Value::Flag, k)
+                        if source.kinds().iter().any(|known| known == k) && kind.is_none() =>
+                    {
                         kind = Some(k.replace('_', "-"))
                     }
                     (Value::Flag, _) if kind.is_some() => errors.spanned(

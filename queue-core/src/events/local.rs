@@ -121,7 +121,8 @@ impl WorkerEvent {
     }
 
     /// The event's kind, as `#[on_worker_event]` names it: `active`, `completed`,
-    /// `failed`, `progress`, `stalled`, `blocked`, `lock_lost`, `drained` or `error`.
+    /// `failed`, `progress`, `stalled`, `blocked`, `lock-lost`, `drained` or `error`
+    /// (`queue_vocab::WORKER_EVENT_KINDS`; an attribute writes `lock_lost`).
     pub fn kind(&self) -> &'static str {
         match self {
             WorkerEvent::Active { .. } => "active",
@@ -130,7 +131,7 @@ impl WorkerEvent {
             WorkerEvent::Progress { .. } => "progress",
             WorkerEvent::Stalled { .. } => "stalled",
             WorkerEvent::Blocked { .. } => "blocked",
-            WorkerEvent::LockLost { .. } => "lock_lost",
+            WorkerEvent::LockLost { .. } => "lock-lost",
             WorkerEvent::Drained { .. } => "drained",
             WorkerEvent::Error { .. } => "error",
         }
@@ -220,6 +221,65 @@ impl WorkerEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every kind an event can have is one the macros accept, and every kind the
+    /// macros accept is one an event can have: both come from `queue-vocab`.
+    #[test]
+    fn worker_event_kinds_are_the_vocabulary() {
+        let (q, j, n) = (String::new(), String::new(), String::new());
+        let every = [
+            WorkerEvent::Active {
+                queue: q.clone(),
+                job_id: j.clone(),
+                name: n.clone(),
+                attempt: 1,
+            },
+            WorkerEvent::Completed {
+                queue: q.clone(),
+                job_id: j.clone(),
+                name: n.clone(),
+                return_value: Value::Null,
+            },
+            WorkerEvent::Failed {
+                queue: q.clone(),
+                job_id: j.clone(),
+                name: n.clone(),
+                reason: n.clone(),
+                attempt: 1,
+                max_attempts: 1,
+                is_final: true,
+            },
+            WorkerEvent::Progress {
+                queue: q.clone(),
+                job_id: j.clone(),
+                progress: Value::Null,
+            },
+            WorkerEvent::Stalled {
+                queue: q.clone(),
+                job_id: j.clone(),
+            },
+            WorkerEvent::Blocked {
+                queue: q.clone(),
+                job_id: j.clone(),
+                name: n.clone(),
+                blocked_for: std::time::Duration::ZERO,
+            },
+            WorkerEvent::LockLost {
+                queue: q.clone(),
+                job_id: j.clone(),
+            },
+            WorkerEvent::Drained { queue: q.clone() },
+            WorkerEvent::Error {
+                queue: q,
+                message: n,
+            },
+        ];
+        let mut kinds: Vec<&str> = every.iter().map(WorkerEvent::kind).collect();
+        let mut known = queue_vocab::WORKER_EVENT_KINDS.to_vec();
+        kinds.sort_unstable();
+        known.sort_unstable();
+        assert_eq!(kinds, known);
+    }
 
     #[tokio::test]
     async fn a_slow_listener_loses_old_events_instead_of_growing_the_channel() {

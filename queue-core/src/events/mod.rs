@@ -274,3 +274,55 @@ impl Drop for QueueEvents {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::QueueEvent;
+
+    /// Every kind a queue event can have is one the macros accept, and the other way
+    /// round: both come from `queue-vocab`.
+    #[test]
+    fn queue_event_kinds_are_the_vocabulary() {
+        let j = String::new;
+        let every = [
+            QueueEvent::Added {
+                job_id: j(),
+                name: j(),
+            },
+            QueueEvent::Waiting { job_id: j() },
+            QueueEvent::Delayed {
+                job_id: j(),
+                until_ms: 0,
+            },
+            QueueEvent::Active { job_id: j() },
+            QueueEvent::Progress {
+                job_id: j(),
+                data: serde_json::Value::Null,
+            },
+            QueueEvent::Completed {
+                job_id: j(),
+                return_value: serde_json::Value::Null,
+            },
+            QueueEvent::Failed {
+                job_id: j(),
+                reason: j(),
+            },
+            QueueEvent::Stalled { job_id: j() },
+            QueueEvent::Removed { job_id: j() },
+            QueueEvent::Duplicated { job_id: j() },
+            QueueEvent::Deduplicated {
+                job_id: j(),
+                deduplication_id: j(),
+            },
+            QueueEvent::RetriesExhausted { job_id: j() },
+            QueueEvent::Drained,
+            QueueEvent::Paused,
+            QueueEvent::Resumed,
+        ];
+        let mut kinds: Vec<&str> = every.iter().map(QueueEvent::kind).collect();
+        let mut known = queue_vocab::QUEUE_EVENT_KINDS.to_vec();
+        kinds.sort_unstable();
+        known.sort_unstable();
+        assert_eq!(kinds, known);
+    }
+}

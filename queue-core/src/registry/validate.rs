@@ -73,27 +73,6 @@ pub(crate) fn plan_queues(
 }
 
 /// Merges processors per queue, adding every problem found to `problems`.
-/// The ranges the worker's durations must fall in: zero breaks the engine (a zero lock
-/// duration panics its renewal interval) and a value beyond them is a typo.
-const DURATION_RULES: [(&str, Duration, Duration); 4] = [
-    (
-        "timeout",
-        Duration::from_millis(1),
-        Duration::from_secs(24 * 3600),
-    ),
-    (
-        "lock_duration",
-        Duration::from_millis(100),
-        Duration::from_secs(3600),
-    ),
-    (
-        "stalled_interval",
-        Duration::from_millis(100),
-        Duration::from_secs(24 * 3600),
-    ),
-    ("cancel_grace", Duration::ZERO, Duration::from_secs(3600)),
-];
-
 fn check_durations(processor: &Processor, problems: &mut Vec<String>) {
     let queue = processor.queue.as_str();
     let values = [
@@ -102,8 +81,19 @@ fn check_durations(processor: &Processor, problems: &mut Vec<String>) {
         processor.stalled_interval,
         Some(processor.cancel_grace),
     ];
-    for ((name, min, max), value) in DURATION_RULES.iter().zip(values) {
-        if let Some(value) = value.filter(|v| v < min || v > max) {
+    let names = [
+        "timeout",
+        "lock_duration",
+        "stalled_interval",
+        "cancel_grace",
+    ];
+    for (name, value) in names.into_iter().zip(values) {
+        // The ranges are queue-vocab's, which the macros check at compile time too.
+        let Some((min, max)) = queue_vocab::duration_range(name) else {
+            continue;
+        };
+        let (min, max) = (Duration::from_millis(min), Duration::from_millis(max));
+        if let Some(value) = value.filter(|v| *v < min || *v > max) {
             problems.push(format!(
                 "processor for queue `{queue}`: {name} {value:?} is out of range; use {min:?} to {max:?}"
             ));
