@@ -156,6 +156,7 @@ impl QueueApp {
             };
             let settings = WorkerSettings {
                 queue: plan.queue.clone(),
+                command_timeout: self.inner.producer.command_timeout,
                 concurrency: plan.concurrency,
                 lock_duration: plan.lock_duration,
                 limiter: plan.limiter,

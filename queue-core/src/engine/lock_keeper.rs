@@ -25,10 +25,20 @@ use super::worker::EventSink;
 use crate::error::Error;
 use crate::events::EngineEvent;
 
-/// (job id, lock token) -> the attempt's cancellation, for the attempts running now.
-/// Keyed by the token too: when a stale run of a job ends, it drops its own hold, never
-/// that of a fresh run of the same job (which holds another token).
-type Held = Mutex<HashMap<(String, String), CancellationToken>>;
+/// What the keeper holds for one running attempt: its cancellation, and the job as the
+/// keeper's own queue read it (once, at the first renewal: the engine's extend-lock is a
+/// method of a read job, and reading the whole hash, payload included, before every
+/// renewal would cost far more than the renewal).
+#[derive(Clone, Debug)]
+struct Attempt {
+    cancel: CancellationToken,
+    job: Arc<tokio::sync::OnceCell<Option<bullmq::Job>>>,
+}
+
+/// (job id, lock token) -> the attempt, for the attempts running now. Keyed by the
+/// token too: when a stale run of a job ends, it drops its own hold, never that of a
+/// fresh run of the same job (which holds another token).
+type Held = Mutex<HashMap<(String, String), Attempt>>;
 
 /// Renews the locks of one queue's running attempts.
 #[derive(Debug, Clone)]
@@ -50,6 +60,7 @@ impl LockKeeper {
         conn: &Connection,
         queue: &str,
         lock_duration: Duration,
+        renew_within: Duration,
         sink: Arc<dyn EventSink>,
     ) -> Result<Self, Error> {
         let held = Arc::new(Held::default());
@@ -67,7 +78,10 @@ impl LockKeeper {
                 engine_queue,
                 queue.to_owned(),
                 Arc::downgrade(&held),
-                lock_duration,
+                Timing {
+                    lock_duration,
+                    renew_within,
+                },
                 sink,
             ),
         )?;
@@ -78,7 +92,11 @@ impl LockKeeper {
     /// lock is lost, `cancel` stops the attempt.
     pub(super) fn hold(&self, job_id: &str, token: &str, cancel: CancellationToken) -> LockHold {
         let key = (job_id.to_owned(), token.to_owned());
-        lock(&self.held).insert(key.clone(), cancel);
+        let attempt = Attempt {
+            cancel,
+            job: Arc::new(tokio::sync::OnceCell::new()),
+        };
+        lock(&self.held).insert(key.clone(), attempt);
         LockHold {
             held: self.held.clone(),
             key,
@@ -92,7 +110,7 @@ impl Drop for LockHold {
     }
 }
 
-fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashMap<(String, String), CancellationToken>> {
+fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashMap<(String, String), Attempt>> {
     held.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -106,18 +124,29 @@ enum Renewal {
     Failed(String),
 }
 
+/// How long locks last, and how long one renewal may take: the app's command timeout,
+/// and at most half the lock (a renewal slower than that is too late anyway, and must
+/// not hold up the others).
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    lock_duration: Duration,
+    renew_within: Duration,
+}
+
 async fn renew_one(
     queue: &bullmq::Queue,
     job_id: &str,
     token: &str,
-    lock_duration: Duration,
+    attempt: &Attempt,
+    timing: Timing,
 ) -> Renewal {
-    // Under half the lock: a renewal slower than that is too late anyway, and must not
-    // hold up the others. (The job is read whole first: the engine's extend-lock is a
-    // method of a read job; a batched one by id and token needs the engine patch that
-    // issue 13 plans.)
-    let attempt = async {
-        match queue.get_job(job_id).await {
+    let Timing {
+        lock_duration,
+        renew_within,
+    } = timing;
+    let renewal = async {
+        let read = attempt.job.get_or_try_init(|| queue.get_job(job_id)).await;
+        match read {
             Ok(Some(job)) => match job.extend_lock(token, millis(lock_duration)).await {
                 Ok(()) => Renewal::Renewed,
                 Err(bullmq::Error::JobLocked(_)) => Renewal::Lost,
@@ -127,31 +156,39 @@ async fn renew_one(
             Err(e) => Renewal::Failed(e.to_string()),
         }
     };
-    tokio::time::timeout(lock_duration / 2, attempt)
+    tokio::time::timeout(renew_within, renewal)
         .await
-        .unwrap_or_else(|_| Renewal::Failed(format!("no answer within {:?}", lock_duration / 2)))
+        .unwrap_or_else(|_| Renewal::Failed(format!("no answer within {renew_within:?}")))
 }
 
 async fn renew(
     queue: bullmq::Queue,
     name: String,
     held: Weak<Held>,
-    lock_duration: Duration,
+    timing: Timing,
     sink: Arc<dyn EventSink>,
 ) {
-    let mut ticks = tokio::time::interval(lock_duration / 2);
+    let mut ticks = tokio::time::interval(timing.lock_duration / 2);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
     loop {
         ticks.tick().await;
         let Some(held) = held.upgrade() else { break };
-        let running: Vec<((String, String), CancellationToken)> = lock(&held)
+        let running: Vec<((String, String), Attempt)> = lock(&held)
             .iter()
-            .map(|(key, cancel)| (key.clone(), cancel.clone()))
+            .map(|(key, attempt)| (key.clone(), attempt.clone()))
             .collect();
         drop(held);
-        for ((job_id, token), cancel) in running {
-            match renew_one(&queue, &job_id, &token, lock_duration).await {
+        // All at once: on the multiplexed connection they go out together, so a pass
+        // costs one round trip, however many jobs run.
+        let renewals =
+            futures::future::join_all(running.iter().map(|((job_id, token), attempt)| {
+                renew_one(&queue, job_id, token, attempt, timing)
+            }))
+            .await;
+        for (((job_id, _), attempt), renewal) in running.into_iter().zip(renewals) {
+            let cancel = attempt.cancel;
+            match renewal {
                 Renewal::Renewed | Renewal::Gone => {}
                 Renewal::Lost => {
                     // Two runs of one job must not go on side by side unknowingly: this

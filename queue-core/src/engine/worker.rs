@@ -74,6 +74,8 @@ const UNHEARD_DRAIN_EVERY: Duration = Duration::from_millis(50);
 /// What a queue's worker is started with.
 pub(crate) struct WorkerSettings {
     pub(crate) queue: String,
+    /// How long a Redis call may take (the app's command timeout): lock renewals too.
+    pub(crate) command_timeout: Duration,
     pub(crate) concurrency: usize,
     pub(crate) lock_duration: Option<Duration>,
     pub(crate) limiter: Option<(u64, Duration)>,
@@ -129,7 +131,9 @@ impl EngineWorker {
         // BullMQ's default lock is 30 s; the keeper needs the value the engine uses.
         let lock_duration = Duration::from_millis(options.lock_duration);
         options.skip_lock_renewal = true;
-        let keeper = LockKeeper::start(conn, &queue, lock_duration, sink.clone()).await?;
+        let renew_within = settings.command_timeout.min(lock_duration / 2);
+        let keeper =
+            LockKeeper::start(conn, &queue, lock_duration, renew_within, sink.clone()).await?;
         let processor = engine_processor(conn.clone(), queue.clone(), process, keeper);
         let worker = bullmq::Worker::with_options(&queue, processor, options)
             .await
