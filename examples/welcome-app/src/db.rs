@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{Datelike, NaiveDate};
-use queue_core::{AddedJob, JobOptions, Operation, OperationError, Operations, Queue};
+use queue_core::{AddedJob, JobOptions, Operation, OperationError, Operations, Queue, Stages};
 use serde::Serialize;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
@@ -263,6 +263,36 @@ impl Db {
         match self {
             Db::Sqlite(pool) => grant!(pool, sql.replace('$', "?")),
             Db::Postgres(pool) => grant!(pool, sql.to_owned()),
+        }
+    }
+
+    /// Runs `stage` of the stage machine `stages` for `key` unless it is done (stage
+    /// records in the database: a re-run skips what is done and gets its result).
+    pub async fn step<R, E, F, Fut>(
+        &self,
+        stages: &[&str],
+        key: &str,
+        stage: &str,
+        effect: F,
+    ) -> Result<Operation<R>, OperationError<E>>
+    where
+        R: Serialize + serde::de::DeserializeOwned + Send,
+        E: Send,
+        F: FnOnce() -> Fut + Send,
+        Fut: std::future::Future<Output = Result<R, E>> + Send,
+    {
+        let stages = stages.iter().copied();
+        match self {
+            Db::Sqlite(pool) => {
+                Stages::new(pool.clone(), stages)
+                    .step(key, stage, effect)
+                    .await
+            }
+            Db::Postgres(pool) => {
+                Stages::new(pool.clone(), stages)
+                    .step(key, stage, effect)
+                    .await
+            }
         }
     }
 

@@ -25,7 +25,7 @@ pub enum MailError {
 }
 
 /// What happened to a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Delivery {
     /// Sent now.

@@ -886,13 +886,61 @@ async fn processors_are_plain_functions_for_unit_tests() {
         })
     };
     let coupons = Coupons;
+    let mailer = || Dep::from(Mailer::new(db.clone(), FailurePolicy::Never));
     assert_eq!(
-        coupons.grant(grant(), Dep::from(db.clone())).await.unwrap(),
+        coupons
+            .grant(grant(), Dep::from(db.clone()), mailer())
+            .await
+            .unwrap(),
         "granted"
     );
     assert_eq!(
-        coupons.grant(grant(), Dep::from(db.clone())).await.unwrap(),
+        coupons
+            .grant(grant(), Dep::from(db.clone()), mailer())
+            .await
+            .unwrap(),
         "already granted"
+    );
+    // Two stages, each done once: one grant, one coupon mail.
+    let key = "grant-ivy1-birthday-2026-01-01";
+    assert_eq!(db.sent_count(key).await.unwrap(), 1);
+
+    // A run that died after its grant and before its mail: the re-run sends the mail
+    // and does not grant again.
+    let mut tx = db.begin().await.unwrap();
+    tx.insert_user(&welcome_app::db::NewUser {
+        public_id: "ivy2",
+        email: "ivy2@example.com",
+        name: "Ivy",
+        birthday: "1990-06-01",
+        token_hash: "x",
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let stages = welcome_app::jobs::coupons::GRANT_STAGES;
+    let key2 = "grant-ivy2-birthday-2026-01-01";
+    db.step(stages, key2, "granted", || async {
+        Ok::<_, std::io::Error>(true)
+    })
+    .await
+    .unwrap();
+    let second = Job::for_test(BirthdayGrant {
+        user_id: "ivy2".into(),
+        date: "2026-01-01".into(),
+    });
+    let outcome = coupons
+        .grant(second, Dep::from(db.clone()), mailer())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome, "already granted",
+        "the grant stage was done already"
+    );
+    assert_eq!(
+        db.sent_count(key2).await.unwrap(),
+        1,
+        "the mail of the second stage went out"
     );
 
     // The scan adds follow-up jobs, so it needs a real queue app.

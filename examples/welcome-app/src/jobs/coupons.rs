@@ -7,6 +7,10 @@ use queue_core::{processor, BulkJob, Operation};
 use serde::{Deserialize, Serialize};
 
 use crate::db::Db;
+use crate::mailer::Mailer;
+
+/// The stages of a birthday grant.
+pub const GRANT_STAGES: &[&str] = &["granted", "notified"];
 
 /// The campaign a birthday grant belongs to.
 pub const CAMPAIGN: &str = "birthday";
@@ -90,13 +94,16 @@ impl Coupons {
         Ok(users.len())
     }
 
-    /// Records the grant once per user, campaign and day (an operation record): a
-    /// repeat, by a retry or a second grant job, grants nothing.
+    /// A grant in two stages, kept in the database: `granted` records the coupon once
+    /// per user, campaign and day (an operation record), then `notified` mails the user
+    /// about it (once per grant: the mail log's key). A re-run (a retry, a second grant
+    /// job, a worker killed between the two) skips the stages that are done.
     #[job("birthday-grant")]
     pub async fn grant(
         &self,
         job: Job<BirthdayGrant>,
         db: Dep<Db>,
+        mailer: Dep<Mailer>,
     ) -> Result<&'static str, JobError> {
         let BirthdayGrant { user_id, date } = &job.data;
         let Some(user) = db.user(user_id).await? else {
@@ -104,9 +111,35 @@ impl Coupons {
                 "no user {user_id}"
             ))));
         };
-        Ok(match db.grant_once(user.id, CAMPAIGN, date).await? {
-            Operation::Ran(Some(_)) => "granted",
-            Operation::Ran(None) | Operation::AlreadyDone(_) => "already granted",
+        let key = format!("grant-{user_id}-{CAMPAIGN}-{date}");
+        let granted = db
+            .step(GRANT_STAGES, &key, "granted", || async {
+                // `true` when this grant is new (not one recorded before).
+                Ok::<_, JobError>(match db.grant_once(user.id, CAMPAIGN, date).await? {
+                    Operation::Ran(Some(_)) => true,
+                    Operation::Ran(None) | Operation::AlreadyDone(_) => false,
+                })
+            })
+            .await?;
+        // New only if the stage ran now and found no earlier grant.
+        let new = matches!(granted, Operation::Ran(true));
+        db.step(GRANT_STAGES, &key, "notified", || async {
+            let body = format!(
+                "Happy birthday, {}! A coupon is waiting for you.",
+                user.name
+            );
+            mailer
+                .send(
+                    &key,
+                    &user.email,
+                    "Your birthday coupon",
+                    &body,
+                    job.attempt(),
+                )
+                .await
+                .map_err(JobError::from)
         })
+        .await?;
+        Ok(if new { "granted" } else { "already granted" })
     }
 }
