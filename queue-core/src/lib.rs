@@ -37,8 +37,8 @@ pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue, Schedule};
 pub use registry::RegistryError;
 #[cfg(feature = "sqlx")]
 pub use store::{
-    Backend, DoneStage, Effect, Operation, OperationError, Operations, Outbox, OutboxCounts,
-    OutboxEntry, Relay, RelayStats, Stages,
+    Backend, DoneStage, Effect, Operation, OperationError, Operations, Outbox, OutboxConnection,
+    OutboxCounts, OutboxEntry, Relay, RelayStats, Stages,
 };
 
 #[doc = include_str!("../docs/registration.md")]

@@ -246,6 +246,7 @@ async fn in_tx<DB, T>(
 ) -> Vec<queue_core::AddedJob>
 where
     DB: queue_core::Backend,
+    DB::Connection: queue_core::OutboxConnection,
     T: serde::Serialize,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
@@ -263,7 +264,7 @@ where
     for (name, data, options) in jobs {
         added.push(
             queue
-                .add_in::<DB>(&mut tx, name, data, options)
+                .add_in(&mut *tx, name, data, options)
                 .await
                 .expect("add_in"),
         );

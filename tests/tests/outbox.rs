@@ -463,7 +463,7 @@ async fn add_in_without_an_outbox_or_with_the_wrong_database_is_refused() {
     let err = plain
         .queue::<WelcomeEmail>("email")
         .unwrap()
-        .add_in::<sqlx::Sqlite>(&mut conn, "welcome", welcome(1), JobOptions::new())
+        .add_in(&mut *conn, "welcome", welcome(1), JobOptions::new())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("no outbox"), "{err}");
@@ -475,7 +475,7 @@ async fn add_in_without_an_outbox_or_with_the_wrong_database_is_refused() {
     let err = on_pg
         .queue::<WelcomeEmail>("email")
         .unwrap()
-        .add_in::<sqlx::Sqlite>(&mut conn, "welcome", welcome(1), JobOptions::new())
+        .add_in(&mut *conn, "welcome", welcome(1), JobOptions::new())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("Postgres"), "{err}");
@@ -483,8 +483,8 @@ async fn add_in_without_an_outbox_or_with_the_wrong_database_is_refused() {
     let err = on_pg
         .queue::<WelcomeEmail>("email")
         .unwrap()
-        .add_in::<sqlx::Sqlite>(
-            &mut conn,
+        .add_in(
+            &mut *conn,
             "welcome",
             welcome(1),
             JobOptions::new().job_id("a:b"),

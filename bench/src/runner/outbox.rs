@@ -85,12 +85,12 @@ impl Db {
     /// Writes `jobs` in one transaction through the outbox.
     async fn commit(&self, queue: &Queue<u64>, jobs: &[u64]) -> BenchResult<()> {
         macro_rules! write {
-            ($pool:expr, $db:ty) => {{
+            ($pool:expr) => {{
                 let mut tx = $pool.begin().await?;
                 for n in jobs {
                     queue
-                        .add_in::<$db>(
-                            &mut tx,
+                        .add_in(
+                            &mut *tx,
                             "job",
                             *n,
                             JobOptions::new().job_id(format!("job-{n}")),
@@ -101,8 +101,8 @@ impl Db {
             }};
         }
         match self {
-            Db::Sqlite(_, pool) => write!(pool, sqlx::Sqlite),
-            Db::Postgres(_, pool) => write!(pool, sqlx::Postgres),
+            Db::Sqlite(_, pool) => write!(pool),
+            Db::Postgres(_, pool) => write!(pool),
         }
         Ok(())
     }

@@ -322,8 +322,8 @@ impl Tx {
         options: JobOptions,
     ) -> Result<AddedJob, queue_core::Error> {
         match self {
-            Tx::Sqlite(tx) => queue.add_in::<Sqlite>(tx, name, data, options).await,
-            Tx::Postgres(tx) => queue.add_in::<Postgres>(tx, name, data, options).await,
+            Tx::Sqlite(tx) => queue.add_in(&mut **tx, name, data, options).await,
+            Tx::Postgres(tx) => queue.add_in(&mut **tx, name, data, options).await,
         }
     }
 

@@ -7,7 +7,7 @@ use super::{AddedJob, Queue};
 use crate::error::Error;
 use crate::job::{now_ms, JobInfo, JobState};
 use crate::options::JobOptions;
-use crate::store::{database, Backend, NewRow, StoredOptions};
+use crate::store::{database, NewRow, OutboxConnection, StoredOptions};
 
 /// Ids `add_in` gives jobs that have none: fixed when the row is written, so that every
 /// relay that adds the row adds the same job.
@@ -32,9 +32,9 @@ impl<T: Serialize> Queue<T> {
     ///
     /// On SQLite, waking this process's relay at commit uses the connection's commit
     /// hook, replacing any hook the application set on that connection.
-    pub async fn add_in<DB: Backend>(
+    pub async fn add_in<C: OutboxConnection + ?Sized>(
         &self,
-        conn: &mut DB::Connection,
+        conn: &mut C,
         name: &str,
         data: T,
         options: JobOptions,
@@ -45,13 +45,13 @@ impl<T: Serialize> Queue<T> {
                 "this app has no outbox; give it one with QueueAppBuilder::outbox",
             )
         })?;
-        if outbox.backend != std::any::TypeId::of::<DB>() {
+        if outbox.backend != std::any::TypeId::of::<C::Backend>() {
             return Err(Error::invalid(
                 "outbox",
                 format!(
                     "the app's outbox is in {}, but this transaction is {}",
                     outbox.backend_name,
-                    std::any::type_name::<DB>()
+                    std::any::type_name::<C::Backend>()
                 ),
             ));
         }
@@ -72,9 +72,13 @@ impl<T: Serialize> Queue<T> {
             options: stored,
             created_at_ms: i64::try_from(now_ms()).unwrap_or(i64::MAX),
         };
-        let inserted = DB::outbox_insert(conn, &row, &outbox.wake)
-            .await
-            .map_err(database)?;
+        let inserted = <C::Backend as crate::store::Store>::outbox_insert(
+            conn.as_backend(),
+            &row,
+            &outbox.wake,
+        )
+        .await
+        .map_err(database)?;
         Ok(AddedJob {
             queue: self.name().to_owned(),
             id: job_id,

@@ -15,12 +15,13 @@ mod record;
 mod relay;
 mod stages;
 
-pub use backend::Backend;
+pub use backend::{Backend, OutboxConnection};
 pub use operations::{Effect, Operation, OperationError, Operations};
 pub use outbox::{Outbox, OutboxCounts, OutboxEntry};
 pub use relay::{Relay, RelayStats};
 pub use stages::{DoneStage, Stages};
 
+pub(crate) use backend::sealed::Store;
 pub(crate) use backend::NewRow;
 pub(crate) use outbox::database;
 pub(crate) use record::StoredOptions;

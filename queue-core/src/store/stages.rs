@@ -132,12 +132,12 @@ impl<DB: Backend> Stages<DB> {
             return Ok(Operation::Ran(result));
         }
         // Another run recorded the stage meanwhile: its result is the one on record.
-        let done = DB::stage_list(&mut tx, key).await?;
-        tx.rollback().await?;
-        Ok(match self.check_order(stage, position, &done)? {
-            Some(stored) => Operation::AlreadyDone(stored),
-            None => Operation::Ran(result),
-        })
+        Ok(
+            match self.recorded_by_racer(tx, key, stage, position).await? {
+                Some(stored) => Operation::AlreadyDone(stored),
+                None => Operation::Ran(result),
+            },
+        )
     }
 
     /// Runs `stage` of `key` unless it is done, with the effect's writes and the
@@ -163,9 +163,7 @@ impl<DB: Backend> Stages<DB> {
         }
         if !DB::stage_claim(&mut tx, key, stage, position, now).await? {
             // A racer holding the stage committed while we waited for its lock.
-            let done = DB::stage_list(&mut tx, key).await?;
-            tx.rollback().await?;
-            let stored = self.check_order(stage, position, &done)?;
+            let stored = self.recorded_by_racer(tx, key, stage, position).await?;
             return Ok(Operation::AlreadyDone(stored.ok_or_else(|| {
                 OperationError::Database(sqlx::Error::RowNotFound)
             })?));
@@ -181,6 +179,20 @@ impl<DB: Backend> Stages<DB> {
         DB::stage_store(&mut tx, key, stage, &json).await?;
         tx.commit().await?;
         Ok(Operation::Ran(result))
+    }
+
+    /// The result a racer recorded for `stage` (its claim beat ours), read in `tx`,
+    /// which is then given up.
+    async fn recorded_by_racer<R: DeserializeOwned, E>(
+        &self,
+        mut tx: sqlx::Transaction<'static, DB>,
+        key: &str,
+        stage: &str,
+        position: i32,
+    ) -> Result<Option<R>, OperationError<E>> {
+        let done = DB::stage_list(&mut tx, key).await?;
+        tx.rollback().await?;
+        self.check_order(stage, position, &done)
     }
 
     fn position<E>(&self, stage: &str) -> Result<i32, OperationError<E>> {

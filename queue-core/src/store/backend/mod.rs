@@ -17,6 +17,31 @@ pub trait Backend: sqlx::Database + sealed::Store {}
 impl Backend for sqlx::Sqlite {}
 impl Backend for sqlx::Postgres {}
 
+/// A connection `Queue::add_in` writes through: a `SqliteConnection` or a
+/// `PgConnection` (what `&mut *tx` gives for a transaction). It names its database, so
+/// `add_in(&mut *tx, ..)` needs no type annotation. Sealed.
+pub trait OutboxConnection: Send + sealed::Connection {
+    /// The database.
+    type Backend: Backend;
+    /// The connection, as its database's connection type.
+    #[doc(hidden)]
+    fn as_backend(&mut self) -> &mut <Self::Backend as sqlx::Database>::Connection;
+}
+
+impl OutboxConnection for sqlx::SqliteConnection {
+    type Backend = sqlx::Sqlite;
+    fn as_backend(&mut self) -> &mut Self {
+        self
+    }
+}
+
+impl OutboxConnection for sqlx::PgConnection {
+    type Backend = sqlx::Postgres;
+    fn as_backend(&mut self) -> &mut Self {
+        self
+    }
+}
+
 /// An outbox row as written by `add_in`.
 #[derive(Debug)]
 pub(crate) struct NewRow<'a> {
@@ -56,6 +81,11 @@ pub(crate) mod sealed {
     #![allow(unreachable_pub)]
 
     use super::*;
+
+    /// Seals [`OutboxConnection`](super::OutboxConnection).
+    pub trait Connection {}
+    impl Connection for sqlx::SqliteConnection {}
+    impl Connection for sqlx::PgConnection {}
 
     /// Every statement the store runs, for one database.
     pub trait Store: sqlx::Database {
