@@ -195,13 +195,6 @@ pub(crate) mod sealed {
 /// SQL module (`sql::CLAIM`, ...) and how it binds a list of ids.
 macro_rules! glue {
     () => {
-        fn migrate(pool: &Pool<Self>) -> BoxFuture<'_, sqlx::Result<()>> {
-            Box::pin(async move {
-                sqlx::raw_sql(sql::MIGRATION).execute(pool).await?;
-                Ok(())
-            })
-        }
-
         fn outbox_claim<'c>(
             conn: &'c mut Self::Connection,
             owner: &'c str,

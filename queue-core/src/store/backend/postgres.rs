@@ -84,8 +84,41 @@ fn id_list(ids: &[i64]) -> Vec<i64> {
 /// How long the listener waits before connecting again after losing its connection.
 const RELISTEN_AFTER: Duration = Duration::from_secs(1);
 
+/// The advisory lock that serialises the migration of processes starting together:
+/// `CREATE TABLE IF NOT EXISTS` run by two at once can still fail on PostgreSQL.
+const MIGRATION_LOCK: i64 = 0x7175_6575_655f_7462; // "queue_tb"
+
+/// The statements of a migration file: comment lines dropped, split at `;` (the files
+/// have no `;` inside a statement).
+fn statements(file: &str) -> Vec<String> {
+    let code: String = file
+        .lines()
+        .map(|line| line.split("--").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    code.split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 impl Store for Postgres {
     glue!();
+
+    fn migrate(pool: &Pool<Self>) -> BoxFuture<'_, sqlx::Result<()>> {
+        Box::pin(async move {
+            let mut tx = pool.begin().await?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(MIGRATION_LOCK)
+                .execute(&mut *tx)
+                .await?;
+            for statement in statements(sql::MIGRATION) {
+                sqlx::query(&statement).execute(&mut *tx).await?;
+            }
+            tx.commit().await
+        })
+    }
 
     fn begin_write(pool: &Pool<Self>) -> BoxFuture<'_, sqlx::Result<Transaction<'static, Self>>> {
         Box::pin(pool.begin())

@@ -74,6 +74,14 @@ fn id_list(ids: &[i64]) -> String {
 impl Store for Sqlite {
     glue!();
 
+    // Concurrent starts are serialised by SQLite's single writer.
+    fn migrate(pool: &Pool<Self>) -> BoxFuture<'_, sqlx::Result<()>> {
+        Box::pin(async move {
+            sqlx::raw_sql(sql::MIGRATION).execute(pool).await?;
+            Ok(())
+        })
+    }
+
     fn begin_write(pool: &Pool<Self>) -> BoxFuture<'_, sqlx::Result<Transaction<'static, Self>>> {
         Box::pin(pool.begin_with("BEGIN IMMEDIATE"))
     }
