@@ -27,7 +27,7 @@ pub enum JobState {
     Failed,
     /// A parent job waiting for its children (flows).
     WaitingChildren,
-    /// Written into the application's outbox ([`Queue::add_in`](crate::Queue::add_in))
+    /// Written into the application's outbox (`Queue::add_in`, feature `sqlx`)
     /// and not yet added to Redis. Not a BullMQ state: no job in Redis has it.
     Pending,
 }
