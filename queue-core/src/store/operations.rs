@@ -4,7 +4,7 @@
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sqlx::Pool;
+use sqlx::{Pool, Transaction};
 
 use super::backend::Backend;
 use crate::error::Error;
@@ -82,6 +82,29 @@ impl<E> From<serde_json::Error> for OperationError<E> {
 /// The effect an [`Operations::run_once`] call runs, given the open transaction. The
 /// same shape as sqlx's own `Connection::transaction`.
 pub type Effect<'c, R, E> = BoxFuture<'c, Result<R, E>>;
+
+/// Runs `effect` in `tx` and serialises its result for the record. On the effect's
+/// error the transaction is rolled back, so nothing of it (nor the claim) is recorded.
+pub(super) async fn effect_in<DB, R, E, F>(
+    mut tx: Transaction<'static, DB>,
+    effect: F,
+) -> Result<(Transaction<'static, DB>, R, String), OperationError<E>>
+where
+    DB: Backend,
+    R: Serialize,
+    F: for<'c> FnOnce(&'c mut DB::Connection) -> Effect<'c, R, E>,
+{
+    match effect(&mut tx).await {
+        Ok(result) => {
+            let json = serde_json::to_string(&result)?;
+            Ok((tx, result, json))
+        }
+        Err(e) => {
+            tx.rollback().await?;
+            Err(OperationError::Effect(e))
+        }
+    }
+}
 
 /// Operation records (`operation_key UNIQUE`): each effect runs once per key, in the
 /// same transaction that records the key and its result. A repeat with the key returns
@@ -162,14 +185,7 @@ impl<DB: Backend> Operations<DB> {
             let json = stored.flatten().unwrap_or_else(|| "null".to_owned());
             return Ok(Operation::AlreadyDone(serde_json::from_str(&json)?));
         }
-        let result = match effect(&mut tx).await {
-            Ok(result) => result,
-            Err(e) => {
-                tx.rollback().await?;
-                return Err(OperationError::Effect(e));
-            }
-        };
-        let json = serde_json::to_string(&result)?;
+        let (mut tx, result, json) = effect_in(tx, effect).await?;
         DB::operation_store(&mut tx, key, &json).await?;
         tx.commit().await?;
         Ok(Operation::Ran(result))

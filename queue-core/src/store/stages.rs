@@ -9,7 +9,7 @@ use serde::Serialize;
 use sqlx::Pool;
 
 use super::backend::{Backend, StageRow};
-use super::operations::{Effect, Operation, OperationError};
+use super::operations::{effect_in, Effect, Operation, OperationError};
 use crate::error::Error;
 use crate::job::now_ms;
 
@@ -168,14 +168,7 @@ impl<DB: Backend> Stages<DB> {
                 OperationError::Database(sqlx::Error::RowNotFound)
             })?));
         }
-        let result = match effect(&mut tx).await {
-            Ok(result) => result,
-            Err(e) => {
-                tx.rollback().await?;
-                return Err(OperationError::Effect(e));
-            }
-        };
-        let json = serde_json::to_string(&result)?;
+        let (mut tx, result, json) = effect_in(tx, effect).await?;
         DB::stage_store(&mut tx, key, stage, &json).await?;
         tx.commit().await?;
         Ok(Operation::Ran(result))
