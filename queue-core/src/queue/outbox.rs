@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{AddedJob, Queue};
 use crate::error::Error;
-use crate::job::{now_ms, JobInfo, JobState};
+use crate::job::{JobInfo, JobState};
 use crate::options::JobOptions;
 use crate::store::{database, NewRow, OutboxConnection, StoredOptions};
 
@@ -70,7 +70,7 @@ impl<T: Serialize> Queue<T> {
             job_name: name,
             data: data.to_string(),
             options: stored,
-            created_at_ms: i64::try_from(now_ms()).unwrap_or(i64::MAX),
+            created_at_ms: crate::store::db_now_ms(),
         };
         let inserted = <C::Backend as crate::store::Store>::outbox_insert(
             conn.as_backend(),

@@ -25,3 +25,9 @@ pub(crate) use backend::sealed::Store;
 pub(crate) use backend::NewRow;
 pub(crate) use outbox::database;
 pub(crate) use record::StoredOptions;
+
+/// Now, as the store's tables keep time: milliseconds since the epoch, from this
+/// application's clock, as the columns' `BIGINT`.
+pub(crate) fn db_now_ms() -> i64 {
+    i64::try_from(crate::job::now_ms()).unwrap_or(i64::MAX)
+}

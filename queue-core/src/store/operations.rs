@@ -8,7 +8,6 @@ use sqlx::{Pool, Transaction};
 
 use super::backend::Backend;
 use crate::error::Error;
-use crate::job::now_ms;
 
 /// What a once-only call did: ran the effect now, or found it done before and returned
 /// the stored result.
@@ -177,7 +176,7 @@ impl<DB: Backend> Operations<DB> {
         E: Send,
         F: for<'c> FnOnce(&'c mut DB::Connection) -> Effect<'c, R, E> + Send,
     {
-        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        let now = crate::store::db_now_ms();
         let mut tx = DB::begin_write(&self.pool).await?;
         if !DB::operation_claim(&mut tx, key, now).await? {
             let stored = DB::operation_read(&mut tx, key).await?;

@@ -184,7 +184,7 @@ async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Co
 
 /// Leases up to a batch of ready rows to `owner`.
 async fn claim(outbox: Outbox, owner: String) -> Result<Vec<ClaimedRow>, Error> {
-    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    let now = crate::store::db_now_ms();
     let lease_ms = i64::try_from(outbox.settings.lease.as_millis()).unwrap_or(i64::MAX);
     let limit = i64::try_from(outbox.settings.batch_size).unwrap_or(i64::MAX);
     outbox
@@ -363,7 +363,7 @@ async fn set_aside(
         reason,
         "outbox row set aside: its job can never be added as it is"
     );
-    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    let now = crate::store::db_now_ms();
     outbox
         .store
         .set_aside(row_id, reason, now)

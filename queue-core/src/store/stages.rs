@@ -11,7 +11,6 @@ use sqlx::Pool;
 use super::backend::{Backend, StageRow};
 use super::operations::{effect_in, Effect, Operation, OperationError};
 use crate::error::Error;
-use crate::job::now_ms;
 
 /// A stage that is done, as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,7 +124,7 @@ impl<DB: Backend> Stages<DB> {
         let result = effect().await.map_err(OperationError::Effect)?;
         let json = serde_json::to_string(&result)?;
         let mut tx = DB::begin_write(&self.pool).await?;
-        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        let now = crate::store::db_now_ms();
         if DB::stage_claim(&mut tx, key, stage, position, now).await? {
             DB::stage_store(&mut tx, key, stage, &json).await?;
             tx.commit().await?;
@@ -154,7 +153,7 @@ impl<DB: Backend> Stages<DB> {
         F: for<'c> FnOnce(&'c mut DB::Connection) -> Effect<'c, R, E> + Send,
     {
         let position = self.position(stage)?;
-        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        let now = crate::store::db_now_ms();
         let mut tx = DB::begin_write(&self.pool).await?;
         let done = DB::stage_list(&mut tx, key).await?;
         if let Some(stored) = self.check_order(stage, position, &done)? {
