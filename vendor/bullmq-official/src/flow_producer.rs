@@ -787,7 +787,7 @@ impl FlowProducer {
             .clone();
 
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.sha.as_str()).arg(script.num_keys);
+        cmd.arg(&*script.sha).arg(script.num_keys);
         cmd.arg(parent.parent_key.as_str());
         cmd.arg(format!("{}:dependencies", parent.parent_key).as_str());
         cmd.arg(parent.parent_queue_key.as_str());
@@ -835,7 +835,7 @@ impl FlowProducer {
 
         // Add EVALSHA to pipeline
         pipe.cmd("EVALSHA")
-            .arg(script.sha.as_str())
+            .arg(&*script.sha)
             .arg(script_keys.len())
             .arg(script_keys[0].as_str())
             .arg(script_keys[1].as_str())
@@ -884,7 +884,7 @@ impl FlowProducer {
         let argv3 = self.pack_job_opts(job);
 
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.sha.as_str()).arg(script_keys.len());
+        cmd.arg(&*script.sha).arg(script_keys.len());
         for key in &script_keys {
             cmd.arg(key.as_str());
         }

@@ -46,6 +46,7 @@ pub mod keys;
 /// Configuration options for queues, workers, and jobs.
 pub mod options;
 /// Shared pagination parsing helpers for Lua `paginate` replies.
+mod event_channel;
 mod paginate;
 /// Queue management and job submission.
 pub mod queue;

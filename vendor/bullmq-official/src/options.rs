@@ -525,6 +525,10 @@ pub struct WorkerOptions {
     /// `lock_duration` and the job is moved back to wait (if the stalled check
     /// is not also disabled). Mirrors Node.js `skipLockRenewal`.
     pub skip_lock_renewal: bool,
+    /// How many events the worker's event channel holds before new ones are
+    /// dropped (and counted, [`crate::Worker::dropped_events`]). Bounded so that a
+    /// worker whose events nobody reads keeps its memory flat.
+    pub event_capacity: usize,
     /// Time-series metrics collection. When set, the worker records
     /// completed/failed counts per minute, readable via `Queue::get_metrics`.
     pub metrics: Option<MetricsOptions>,
@@ -571,6 +575,7 @@ impl Default for WorkerOptions {
             max_started_attempts: None,
             skip_stalled_check: false,
             skip_lock_renewal: false,
+            event_capacity: DEFAULT_WORKER_EVENT_CAPACITY,
         }
     }
 }
@@ -749,6 +754,9 @@ impl WorkerOptions {
     }
 }
 
+/// The default of [`WorkerOptions::event_capacity`].
+pub const DEFAULT_WORKER_EVENT_CAPACITY: usize = 1024;
+
 /// Options for a job.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -839,6 +847,22 @@ pub struct JobOptions {
     /// `sizeLimit`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size_limit: Option<usize>,
+
+    /// Telemetry propagation metadata: what Node.js stores for `telemetry.metadata`
+    /// (with `bullmq-otel`, a JSON object of W3C trace-context fields such as
+    /// `traceparent`), under Node's short key `tm`.
+    #[serde(rename = "tm", skip_serializing_if = "Option::is_none")]
+    pub telemetry_metadata: Option<String>,
+
+    /// Node.js `telemetry.omitContext`, under Node's short key `omc`: the producer
+    /// asked that its trace context not be continued by the consumer.
+    #[serde(rename = "omc", skip_serializing_if = "Option::is_none")]
+    pub telemetry_omit_context: Option<bool>,
+
+    /// Options this port does not model, by their stored key: kept when a job is
+    /// read, and stored when it is added, as Node.js keeps unknown keys of `opts`.
+    #[serde(flatten)]
+    pub extensions: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl JobOptions {
@@ -950,6 +974,19 @@ impl JobOptions {
     /// Reject the job if its serialized payload exceeds `bytes` UTF-8 bytes.
     pub fn size_limit(mut self, bytes: usize) -> Self {
         self.size_limit = Some(bytes);
+        self
+    }
+
+    /// Carry telemetry propagation metadata (Node.js `telemetry.metadata`).
+    pub fn telemetry_metadata(mut self, metadata: impl Into<String>) -> Self {
+        self.telemetry_metadata = Some(metadata.into());
+        self
+    }
+
+    /// Store an option this port does not model, under `key` (which must not be one
+    /// of the keys above).
+    pub fn extension(mut self, key: impl Into<String>, value: serde_json::Value) -> Self {
+        self.extensions.insert(key.into(), value);
         self
     }
 

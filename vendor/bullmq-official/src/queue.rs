@@ -584,6 +584,22 @@ impl Queue {
             }
         }
 
+        if let Some(ref metadata) = opts.telemetry_metadata {
+            let mut b = Vec::new();
+            write_str(&mut b, metadata).unwrap();
+            entries.push(("tm", b));
+        }
+        if let Some(omit) = opts.telemetry_omit_context {
+            let mut b = Vec::new();
+            write_bool(&mut b, omit).unwrap();
+            entries.push(("omc", b));
+        }
+        for (key, value) in &opts.extensions {
+            // A serde_json::Value always encodes; an empty buffer cannot happen.
+            let b = rmp_serde::to_vec(value).unwrap_or_default();
+            entries.push((key.as_str(), b));
+        }
+
         // Encode as msgpack map
         let mut buf = Vec::with_capacity(64);
         write_map_len(&mut buf, entries.len() as u32).unwrap();
@@ -809,6 +825,62 @@ impl Queue {
             j.set_context(self.make_script_context());
             j
         }))
+    }
+
+    /// Extend the locks of several active jobs at once, each by its id and the
+    /// token it is locked with, to `duration` milliseconds from now (BullMQ's
+    /// `extendLocks` script, one round trip; Node.js `Worker.extendJobLocks`).
+    /// Returns the ids whose lock could not be extended: lost, expired, or held
+    /// under another token.
+    pub async fn extend_locks(
+        &self,
+        locks: &[(&str, &str)],
+        duration: u64,
+    ) -> Result<Vec<String>, Error> {
+        if locks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let script = self
+            .conn
+            .scripts()
+            .get("extendLocks")
+            .ok_or_else(|| Error::InvalidConfig("extendLocks script not found".to_string()))?
+            .clone();
+        let pack = |strings: &mut dyn Iterator<Item = &str>| {
+            use rmp::encode::*;
+            let mut buf = Vec::with_capacity(16 + 40 * locks.len());
+            write_array_len(&mut buf, locks.len() as u32).unwrap();
+            for s in strings {
+                write_str(&mut buf, s).unwrap();
+            }
+            buf
+        };
+        let packed_ids = pack(&mut locks.iter().map(|(id, _)| *id));
+        let packed_tokens = pack(&mut locks.iter().map(|(_, token)| *token));
+        let base_key = self.keys.key_prefix();
+        let duration = duration.to_string();
+        let args: Vec<&[u8]> = vec![
+            base_key.as_bytes(),
+            &packed_tokens,
+            &packed_ids,
+            duration.as_bytes(),
+        ];
+        let mut conn = self.conn.connection();
+        let result = script
+            .execute(&mut conn, &[self.keys.stalled()], &args)
+            .await?;
+        match result {
+            redis::Value::Array(failed) => Ok(failed
+                .into_iter()
+                .filter_map(|id| match id {
+                    redis::Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
+                    _ => None,
+                })
+                .collect()),
+            other => Err(Error::InvalidConfig(format!(
+                "unexpected extendLocks reply: {other:?}"
+            ))),
+        }
     }
 
     /// Get the counts of jobs in each state.

@@ -10,13 +10,15 @@ use crate::error::Error;
 pub struct LuaScript {
     /// The script name (e.g., "addStandardJob").
     #[allow(dead_code)]
-    pub name: String,
+    pub name: Arc<str>,
     /// Number of KEYS arguments the script expects.
     pub num_keys: usize,
-    /// The Lua source code.
-    pub content: String,
+    /// The Lua source code. Shared: callers clone a script for every command they
+    /// send, and copying the source (tens of kilobytes for `moveToFinished`) each
+    /// time cost a worker about a quarter of its instructions.
+    pub content: Arc<str>,
     /// SHA1 hash of the script content.
-    pub sha: String,
+    pub sha: Arc<str>,
 }
 
 impl LuaScript {
@@ -24,10 +26,10 @@ impl LuaScript {
     pub fn new(name: &str, num_keys: usize, content: &str) -> Self {
         let sha = compute_sha1(content);
         Self {
-            name: name.to_string(),
+            name: name.into(),
             num_keys,
-            content: content.to_string(),
-            sha,
+            content: content.into(),
+            sha: sha.into(),
         }
     }
 
@@ -44,7 +46,7 @@ impl LuaScript {
     ) -> Result<redis::Value, Error> {
         // Build EVALSHA command
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.sha).arg(self.num_keys);
+        cmd.arg(&*self.sha).arg(self.num_keys);
         for key in keys {
             cmd.arg(key);
         }
@@ -58,7 +60,7 @@ impl LuaScript {
                 // Check for NOSCRIPT error - fall back to EVAL
                 if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
                     let mut eval_cmd = redis::cmd("EVAL");
-                    eval_cmd.arg(self.content.as_str()).arg(self.num_keys);
+                    eval_cmd.arg(&*self.content).arg(self.num_keys);
                     for key in keys {
                         eval_cmd.arg(key);
                     }
@@ -119,13 +121,13 @@ impl ScriptRegistry {
             let Some(script) = self.scripts.get(*name) else {
                 continue;
             };
-            if !seen.insert(script.sha.as_str()) {
+            if !seen.insert(&*script.sha) {
                 continue;
             }
 
             redis::cmd("SCRIPT")
                 .arg("LOAD")
-                .arg(script.content.as_str())
+                .arg(&*script.content)
                 .query_async::<String>(conn)
                 .await?;
         }
@@ -373,7 +375,7 @@ mod tests {
 
         assert_eq!(result, redis::Value::Int(1));
         assert_eq!(
-            script_exists(&mut conn, &[script.sha.as_str()]).await,
+            script_exists(&mut conn, &[&*script.sha]).await,
             vec![true]
         );
     }
@@ -398,7 +400,7 @@ mod tests {
         let add_parent = registry.get("addParentJob").expect("addParentJob");
         let existing = script_exists(
             &mut conn,
-            &[add_standard.sha.as_str(), add_parent.sha.as_str()],
+            &[&*add_standard.sha, &*add_parent.sha],
         )
         .await;
 

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::event_channel::EventSender;
 use tokio::sync::{broadcast, mpsc, Mutex, Notify, RwLock};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, warn};
@@ -181,8 +182,8 @@ pub struct Worker {
     running: Arc<AtomicBool>,
     paused: Arc<AtomicBool>,
     closing: Arc<AtomicBool>,
-    event_tx: mpsc::UnboundedSender<WorkerEvent>,
-    event_rx: Arc<Mutex<mpsc::UnboundedReceiver<WorkerEvent>>>,
+    event_tx: EventSender<WorkerEvent>,
+    event_rx: Arc<Mutex<mpsc::Receiver<WorkerEvent>>>,
     active_jobs: Arc<RwLock<Vec<ActiveJob>>>,
     main_loop_handle: Mutex<Option<JoinHandle<()>>>,
     stalled_check_handle: Mutex<Option<JoinHandle<()>>>,
@@ -242,7 +243,7 @@ struct LoopContext {
     paused: Arc<AtomicBool>,
     closing: Arc<AtomicBool>,
     active_jobs: Arc<RwLock<Vec<ActiveJob>>>,
-    event_tx: mpsc::UnboundedSender<WorkerEvent>,
+    event_tx: EventSender<WorkerEvent>,
     desired_concurrency: Arc<AtomicUsize>,
     concurrency_gate: Arc<Notify>,
     active_fetchers: Arc<AtomicUsize>,
@@ -292,7 +293,7 @@ impl LoopContext {
         paused: Arc<AtomicBool>,
         closing: Arc<AtomicBool>,
         active_jobs: Arc<RwLock<Vec<ActiveJob>>>,
-        event_tx: mpsc::UnboundedSender<WorkerEvent>,
+        event_tx: EventSender<WorkerEvent>,
         desired_concurrency: Arc<AtomicUsize>,
         concurrency_gate: Arc<Notify>,
         active_fetchers: Arc<AtomicUsize>,
@@ -616,7 +617,7 @@ impl Worker {
             .await;
 
         let id = Uuid::new_v4().to_string();
-        let (event_tx, event_rx) = mpsc::unbounded_channel();
+        let (event_tx, event_rx) = crate::event_channel::channel(opts.event_capacity);
         let (progress_tx, _) = broadcast::channel(128);
 
         let worker = Self {
@@ -686,6 +687,12 @@ impl Worker {
     /// Number of currently active jobs.
     pub async fn active_count(&self) -> usize {
         self.active_jobs.read().await.len()
+    }
+
+    /// How many events were dropped because nobody read them fast enough (the
+    /// channel holds [`WorkerOptions::event_capacity`] events).
+    pub fn dropped_events(&self) -> u64 {
+        self.event_tx.dropped()
     }
 
     /// Receive the next worker event.
@@ -2344,7 +2351,7 @@ impl Worker {
         keys: &QueueKeys,
         max_stalled_count: u32,
         stalled_interval: u64,
-        event_tx: &mpsc::UnboundedSender<WorkerEvent>,
+        event_tx: &EventSender<WorkerEvent>,
     ) -> Result<(), Error> {
         let script = conn
             .scripts()
