@@ -1,5 +1,5 @@
 //! `QueueLayer`: puts the app into every request's extensions and runs the request
-//! inside a trace scope, so the jobs it adds carry its trace id.
+//! inside a trace scope, so the jobs it adds continue its trace.
 
 use std::task::{Context, Poll};
 
@@ -8,7 +8,9 @@ use futures::future::BoxFuture;
 use queue_core::QueueApp;
 use tower::{Layer, Service};
 
-use crate::trace_context::{trace_id_of, REQUEST_ID_HEADER};
+use queue_core::trace::{self, TraceContext};
+
+use crate::trace_context::{request_id_of, trace_context_of, REQUEST_ID_HEADER};
 
 /// A tower layer that makes the app's queues available to handlers and extractors.
 /// Works with any router state.
@@ -27,7 +29,7 @@ use crate::trace_context::{trace_id_of, REQUEST_ID_HEADER};
 #[derive(Debug, Clone)]
 pub struct QueueLayer {
     app: QueueApp,
-    mint_request_ids: bool,
+    start_traces: bool,
 }
 
 impl QueueLayer {
@@ -35,16 +37,19 @@ impl QueueLayer {
     pub fn new(app: &QueueApp) -> Self {
         QueueLayer {
             app: app.clone(),
-            mint_request_ids: true,
+            start_traces: true,
         }
     }
 
-    /// Whether a request that arrives with neither `traceparent` nor `x-request-id` gets
-    /// a new id (the default: `true`). The id is echoed in `x-request-id` and carried
-    /// by the jobs the request adds, which costs one more Redis write per job; with
-    /// `false` such requests run without a trace id, and so do their jobs.
-    pub fn mint_request_ids(mut self, mint: bool) -> Self {
-        self.mint_request_ids = mint;
+    /// Whether a request that arrives without a valid `traceparent` starts a new trace
+    /// (the default: `true`). Its trace id is echoed in `x-request-id` when the request
+    /// brought none, and the jobs it adds carry the trace in BullMQ's telemetry field,
+    /// in the add itself. With `false`, such requests and their jobs run untraced.
+    ///
+    /// A request's own `x-request-id` is echoed and logged with the request's span;
+    /// it is not a trace id, so jobs do not carry it.
+    pub fn start_traces(mut self, mint: bool) -> Self {
+        self.start_traces = mint;
         self
     }
 }
@@ -56,7 +61,7 @@ impl<S> Layer<S> for QueueLayer {
         QueueService {
             inner,
             app: self.app.clone(),
-            mint_request_ids: self.mint_request_ids,
+            start_traces: self.start_traces,
         }
     }
 }
@@ -66,7 +71,7 @@ impl<S> Layer<S> for QueueLayer {
 pub struct QueueService<S> {
     inner: S,
     app: QueueApp,
-    mint_request_ids: bool,
+    start_traces: bool,
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for QueueService<S>
@@ -85,25 +90,30 @@ where
 
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         request.extensions_mut().insert(self.app.clone());
-        let trace_id = trace_id_of(request.headers()).or_else(|| {
-            self.mint_request_ids
-                .then(|| uuid::Uuid::new_v4().simple().to_string())
-        });
+        let headers = request.headers();
+        let context =
+            trace_context_of(headers).or_else(|| self.start_traces.then(TraceContext::new_root));
+        // Echoed as the client sent it, or the trace id for a client that sent none.
+        let echo = request_id_of(headers)
+            .map(str::to_owned)
+            .or_else(|| context.as_ref().map(|c| c.trace_id().to_owned()));
         // The clone that was made ready by `poll_ready` handles this request.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let response = inner.call(request);
         Box::pin(async move {
-            let Some(trace_id) = trace_id else {
-                return response.await;
+            let mut response = match context {
+                None => response.await?,
+                Some(context) => {
+                    let span = tracing::info_span!(
+                        "request",
+                        trace_id = %context.trace_id(),
+                        request_id = echo.as_deref().unwrap_or_default(),
+                    );
+                    tracing::Instrument::instrument(trace::scope(context, response), span).await?
+                }
             };
-            let span = tracing::info_span!("request", trace_id = %trace_id);
-            let mut response = tracing::Instrument::instrument(
-                queue_core::trace::scope(trace_id.clone(), response),
-                span,
-            )
-            .await?;
-            if let Ok(value) = HeaderValue::from_str(&trace_id) {
+            if let Some(value) = echo.and_then(|id| HeaderValue::from_str(&id).ok()) {
                 response
                     .headers_mut()
                     .entry(REQUEST_ID_HEADER)

@@ -31,9 +31,11 @@ pub use error::{Error, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
 pub use handler::{Handler, JobError};
 pub use job::{Job, JobCounts, JobInfo, JobState, TestJobHandle};
-pub use options::{Backoff, BackoffContext, Deduplication, JobOptions, Keep, MAX_PRIORITY};
+pub use options::{
+    Backoff, BackoffContext, Deduplication, JobOptions, Keep, Schedule, MAX_PRIORITY,
+};
 pub use processor::Processor;
-pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue, Schedule};
+pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue};
 pub use registry::RegistryError;
 #[cfg(feature = "sqlx")]
 pub use store::{

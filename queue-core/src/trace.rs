@@ -1,61 +1,313 @@
-//! Tying a job to the request that enqueued it: a trace id carried from the producer's
-//! task to the job's span in whichever worker runs it.
+//! Tying a job to the request that enqueued it: a W3C trace context carried from the
+//! producer's task to the job's span in whichever worker runs it, Rust or Node.
+//!
+//! The context travels in the job's own options, where BullMQ's telemetry puts it:
+//! `tm` holds the JSON `{"traceparent": "...", "tracestate": "..."}` that Node's
+//! `bullmq-otel` writes and reads. So a trace started by a Node producer continues in
+//! our worker, and ours in a Node worker.
 //!
 //! ```no_run
 //! # async fn demo(email: queue_core::Queue<String>) -> queue_core::Result<()> {
-//! use queue_core::{trace, JobOptions};
+//! use queue_core::{trace, trace::TraceContext, JobOptions};
 //!
-//! // queue-axum's layer does this for every request (from `traceparent`,
-//! // `x-request-id`, or a new id):
-//! trace::scope("req-7f3a".to_owned(), async {
+//! // queue-axum's layer does this for every request (from `traceparent`, or a new
+//! // trace):
+//! let request = TraceContext::from_traceparent(
+//!     "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+//!     None,
+//! )
+//! .expect("a valid traceparent");
+//! trace::scope(request, async {
 //!     email.add("welcome", "ada@example.com".into(), JobOptions::new()).await
 //! })
 //! .await?;
-//! // The worker's `job` span then has `trace_id = "req-7f3a"`, and `Job::trace_id()`
-//! // returns it.
+//! // The worker's `job` span then has `trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"`,
+//! // and `Job::trace_id()` returns it.
 //! # Ok(()) }
 //! ```
 
+use std::fmt;
 use std::future::Future;
 
+use serde::{Deserialize, Serialize};
+
 tokio::task_local! {
-    static TRACE_ID: String;
+    static CURRENT: TraceContext;
 }
 
-/// Runs `future` with `trace_id` as the current trace id: jobs it adds carry it.
-pub async fn scope<F: Future>(trace_id: String, future: F) -> F::Output {
-    TRACE_ID.scope(trace_id, future).await
+/// The longest `tracestate` carried (the W3C limit is 32 members of up to 256 bytes;
+/// real ones are far shorter, and this keeps a job's options small).
+pub const MAX_TRACESTATE_LEN: usize = 512;
+
+/// A W3C trace context: the trace a job belongs to and the span it continues.
+///
+/// Made from a `traceparent` header ([`TraceContext::from_traceparent`]) or started
+/// fresh ([`TraceContext::new_root`]). Every field is checked on the way in, so a
+/// context is always safe to log, store and send on.
+///
+/// ```
+/// use queue_core::trace::TraceContext;
+///
+/// let ctx = TraceContext::from_traceparent(
+///     "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+///     Some("vendor=abc"),
+/// )
+/// .unwrap();
+/// assert_eq!(ctx.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+/// assert!(ctx.sampled());
+/// let child = ctx.child();
+/// assert_eq!(child.trace_id(), ctx.trace_id());
+/// assert_ne!(child.span_id(), ctx.span_id());
+/// assert!(TraceContext::from_traceparent("00-0000-00-01", None).is_none());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct TraceContext {
+    trace_id: String,
+    span_id: String,
+    flags: u8,
+    tracestate: Option<String>,
 }
 
-/// The current task's trace id, if it runs inside [`scope`] with a non-empty id. A
-/// handler runs inside its job's scope, so the jobs it adds inherit the id.
-pub fn current() -> Option<String> {
-    TRACE_ID
-        .try_with(Clone::clone)
-        .ok()
-        .filter(|id| !id.is_empty())
+impl fmt::Debug for TraceContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.traceparent())
+    }
 }
 
-/// Keeps a trace id safe to store and log: printable ASCII, at most 128 bytes.
-pub(crate) fn sanitize(id: &str) -> Option<String> {
-    let clean: String = id
-        .chars()
-        .filter(|c| c.is_ascii_graphic())
-        .take(128)
-        .collect();
-    (!clean.is_empty()).then_some(clean)
+impl fmt::Display for TraceContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.traceparent())
+    }
+}
+
+/// Lower-case hex of exactly `len` characters.
+fn lower_hex(s: &str, len: usize) -> bool {
+    s.len() == len
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Lower-case hex of exactly `len` characters, not all zeros.
+fn nonzero_hex(s: &str, len: usize) -> bool {
+    lower_hex(s, len) && s.bytes().any(|b| b != b'0')
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A random span id: 8 bytes of a v4 UUID (its random half).
+fn new_span_id() -> String {
+    hex(&uuid::Uuid::new_v4().as_bytes()[8..])
+}
+
+impl TraceContext {
+    /// A new trace, sampled, with no parent.
+    pub fn new_root() -> Self {
+        TraceContext {
+            trace_id: uuid::Uuid::new_v4().simple().to_string(),
+            span_id: new_span_id(),
+            flags: 1,
+            tracestate: None,
+        }
+    }
+
+    /// Parses a `traceparent` value by the W3C Trace Context rules (lower-case hex
+    /// fields `version-traceid-parentid-flags`; version `ff` is invalid; version `00`
+    /// has exactly these four fields, later versions may append more; neither id may be
+    /// all zeros), with its `tracestate` if any. `None` when it breaks a rule; a
+    /// `tracestate` that is not printable ASCII or is longer than
+    /// [`MAX_TRACESTATE_LEN`] is dropped, as the standard allows.
+    pub fn from_traceparent(traceparent: &str, tracestate: Option<&str>) -> Option<Self> {
+        let mut fields = traceparent.trim().splitn(5, '-');
+        let (version, trace, span, flags) = (
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+        );
+        let rest = fields.next();
+        if !lower_hex(flags, 2) {
+            return None;
+        }
+        let flags = u8::from_str_radix(flags, 16).ok()?;
+        let valid = lower_hex(version, 2)
+            && version != "ff"
+            && nonzero_hex(trace, 32)
+            && nonzero_hex(span, 16)
+            && (rest.is_none() || version != "00");
+        valid.then(|| TraceContext {
+            trace_id: trace.to_owned(),
+            span_id: span.to_owned(),
+            flags,
+            tracestate: tracestate
+                .map(str::trim)
+                .filter(|s| {
+                    !s.is_empty()
+                        && s.len() <= MAX_TRACESTATE_LEN
+                        && s.bytes().all(|b| (b' '..=b'~').contains(&b))
+                })
+                .map(str::to_owned),
+        })
+    }
+
+    /// The same trace, continued by a new span (what a producer writes into the job
+    /// it adds: the job's attempt then hangs below the add, not beside it).
+    pub fn child(&self) -> Self {
+        TraceContext {
+            span_id: new_span_id(),
+            ..self.clone()
+        }
+    }
+
+    /// The trace id: 32 lower-case hex digits.
+    pub fn trace_id(&self) -> &str {
+        &self.trace_id
+    }
+
+    /// The span this context continues: 16 lower-case hex digits.
+    pub fn span_id(&self) -> &str {
+        &self.span_id
+    }
+
+    /// Whether the trace is sampled (flag `01`).
+    pub fn sampled(&self) -> bool {
+        self.flags & 1 == 1
+    }
+
+    /// The vendor-specific `tracestate`, if any.
+    pub fn tracestate(&self) -> Option<&str> {
+        self.tracestate.as_deref()
+    }
+
+    /// The `traceparent` value (version `00`).
+    pub fn traceparent(&self) -> String {
+        format!("00-{}-{}-{:02x}", self.trace_id, self.span_id, self.flags)
+    }
+
+    /// The propagation metadata BullMQ stores in a job's `tm` option: the JSON object
+    /// `bullmq-otel` makes with OpenTelemetry's W3C propagator.
+    pub(crate) fn to_metadata(&self) -> String {
+        let carrier = Carrier {
+            traceparent: Some(self.traceparent()),
+            tracestate: self.tracestate.clone(),
+        };
+        // Two strings: serializing cannot fail.
+        serde_json::to_string(&carrier).unwrap_or_default()
+    }
+
+    /// Reads the `tm` option of a job, as any BullMQ producer wrote it; `None` when it
+    /// holds no valid W3C context.
+    pub(crate) fn from_metadata(metadata: &str) -> Option<Self> {
+        let carrier: Carrier = serde_json::from_str(metadata).ok()?;
+        Self::from_traceparent(
+            carrier.traceparent.as_deref()?,
+            carrier.tracestate.as_deref(),
+        )
+    }
+}
+
+/// The carrier OpenTelemetry's propagator fills: header names to values.
+#[derive(Serialize, Deserialize)]
+struct Carrier {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    traceparent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tracestate: Option<String>,
+}
+
+/// Runs `future` with `context` as the current trace context: jobs it adds carry a
+/// child of it.
+pub async fn scope<F: Future>(context: TraceContext, future: F) -> F::Output {
+    CURRENT.scope(context, future).await
+}
+
+/// The current task's trace context, if it runs inside [`scope`]. A handler runs
+/// inside its job's context, so the jobs it adds continue the trace.
+pub fn current() -> Option<TraceContext> {
+    CURRENT.try_with(Clone::clone).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const SPAN: &str = "00f067aa0ba902b7";
+
     #[tokio::test]
-    async fn the_scope_sets_the_current_id() {
+    async fn the_scope_sets_the_current_context() {
         assert_eq!(current(), None);
-        let inside = scope("abc".into(), async { current() }).await;
-        assert_eq!(inside.as_deref(), Some("abc"));
-        assert_eq!(sanitize(" a\nb "), Some("ab".into()));
-        assert_eq!(sanitize("\n"), None);
+        let root = TraceContext::new_root();
+        let inside = scope(root.clone(), async { current() }).await;
+        assert_eq!(inside, Some(root));
+    }
+
+    #[test]
+    fn traceparent_follows_the_w3c_rules() {
+        let valid = format!("00-{TRACE}-{SPAN}-01");
+        let ctx = TraceContext::from_traceparent(&valid, None).unwrap();
+        assert_eq!((ctx.trace_id(), ctx.span_id()), (TRACE, SPAN));
+        assert_eq!(ctx.traceparent(), valid);
+        assert!(
+            TraceContext::from_traceparent(&format!("01-{TRACE}-{SPAN}-01-xyz"), None).is_some(),
+            "later versions may append fields"
+        );
+        for bad in [
+            format!("00-{TRACE}-{SPAN}-01-xyz"),
+            format!("ff-{TRACE}-{SPAN}-01"),
+            format!("00-{}-{SPAN}-01", TRACE.to_uppercase()),
+            format!("00-{}-{SPAN}-01", "0".repeat(32)),
+            format!("00-{TRACE}-{}-01", "0".repeat(16)),
+            format!("00-{TRACE}-{SPAN}-0"),
+            format!("00-{TRACE}-{SPAN}"),
+            format!("00-{TRACE}-{SPAN}-zz"),
+            format!("00-{TRACE}-{SPAN}-+1"),
+            format!("+0-{TRACE}-{SPAN}-01"),
+            "x".repeat(10_000),
+            String::new(),
+        ] {
+            assert_eq!(
+                TraceContext::from_traceparent(&bad, None),
+                None,
+                "{bad:.80}"
+            );
+        }
+    }
+
+    #[test]
+    fn tracestate_is_kept_only_when_safe() {
+        let tp = format!("00-{TRACE}-{SPAN}-00");
+        let with = |state: &str| TraceContext::from_traceparent(&tp, Some(state)).unwrap();
+        assert_eq!(with("a=1,b=2").tracestate(), Some("a=1,b=2"));
+        assert!(!with("a=1").sampled());
+        assert_eq!(with("a=\n1").tracestate(), None);
+        assert_eq!(with(&"a".repeat(MAX_TRACESTATE_LEN + 1)).tracestate(), None);
+    }
+
+    #[test]
+    fn metadata_is_what_bullmq_otel_writes() {
+        let ctx =
+            TraceContext::from_traceparent(&format!("00-{TRACE}-{SPAN}-01"), Some("k=v")).unwrap();
+        let metadata = ctx.to_metadata();
+        assert_eq!(
+            metadata,
+            format!(r#"{{"traceparent":"00-{TRACE}-{SPAN}-01","tracestate":"k=v"}}"#)
+        );
+        assert_eq!(TraceContext::from_metadata(&metadata), Some(ctx));
+        // What bullmq-otel stores when the producer had no active span.
+        assert_eq!(TraceContext::from_metadata("{}"), None);
+        assert_eq!(TraceContext::from_metadata("not json"), None);
+    }
+
+    #[test]
+    fn new_traces_and_children_are_valid_and_distinct() {
+        let root = TraceContext::new_root();
+        let parsed = TraceContext::from_traceparent(&root.traceparent(), None).unwrap();
+        assert_eq!(parsed, root);
+        let child = root.child();
+        assert_eq!(child.trace_id(), root.trace_id());
+        assert_ne!(child.span_id(), root.span_id());
+        assert_ne!(TraceContext::new_root().trace_id(), root.trace_id());
     }
 }

@@ -5,9 +5,23 @@
 //   node peer.mjs work <queue> <count>     process <count> jobs, then exit
 //   node peer.mjs events <queue> <count>   print stream events until <count> "completed"
 //   node peer.mjs counts <queue>
+//   node peer.mjs produce-traced <queue> '<json array>'   add inside a span, with bullmq-otel
+//   node peer.mjs work-traced <queue> <count>             process with bullmq-otel
+//
+// The traced commands print every span they ended as {span: {name, kind, traceId,
+// spanId, parentSpanId}}.
 //
 // Environment: REDIS_URL (default redis://127.0.0.1:6379), PREFIX (default bull).
 import { Queue, QueueEvents, Worker } from 'bullmq';
+import { BullMQOtel } from 'bullmq-otel';
+import { context, propagation, trace } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 
 const url = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
 const connection = { host: url.hostname, port: Number(url.port || 6379), maxRetriesPerRequest: null };
@@ -73,7 +87,73 @@ async function counts() {
   await queue.close();
 }
 
-const commands = { produce, work, events, counts };
+// OpenTelemetry as an application sets it up: a tracer provider, the async context, and
+// the W3C propagator that bullmq-otel uses to write and read a job's `tm` option.
+function otel() {
+  const exporter = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  trace.setGlobalTracerProvider(provider);
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  const printSpans = () => {
+    for (const span of exporter.getFinishedSpans()) {
+      const { traceId, spanId } = span.spanContext();
+      const parentSpanId = span.parentSpanContext?.spanId ?? null;
+      print({ span: { name: span.name, kind: span.kind, traceId, spanId, parentSpanId } });
+    }
+  };
+  return { telemetry: new BullMQOtel('queue-tests-peer'), printSpans };
+}
+
+async function produceTraced() {
+  const { telemetry, printSpans } = otel();
+  const queue = new Queue(queueName, { connection, prefix, telemetry });
+  const tracer = trace.getTracer('queue-tests-peer');
+  await tracer.startActiveSpan('request', async (span) => {
+    for (const { name, data, opts } of JSON.parse(arg)) {
+      const job = await queue.add(name, data, opts);
+      print({ added: job.id });
+    }
+    span.end();
+  });
+  printSpans();
+  await queue.close();
+}
+
+async function workTraced() {
+  const { telemetry, printSpans } = otel();
+  const wanted = Number(arg);
+  let finished = 0;
+  let resolveDone;
+  const done = new Promise((resolve) => (resolveDone = resolve));
+  const worker = new Worker(
+    queueName,
+    async (job) => {
+      const active = trace.getActiveSpan()?.spanContext();
+      print({ id: job.id, opts: job.opts, attemptsMade: job.attemptsMade, traceId: active?.traceId ?? null });
+      if (job.data && job.data.failFirst && job.attemptsMade === 0) {
+        throw new Error('node says: first attempt fails');
+      }
+      return { by: 'node' };
+    },
+    { connection, prefix, telemetry },
+  );
+  worker.on('completed', () => {
+    if (++finished >= wanted) resolveDone();
+  });
+  await done;
+  await worker.close();
+  printSpans();
+}
+
+const commands = {
+  produce,
+  work,
+  events,
+  counts,
+  'produce-traced': produceTraced,
+  'work-traced': workTraced,
+};
 if (!commands[command]) {
   console.error(`unknown command ${command}; use one of ${Object.keys(commands).join(', ')}`);
   process.exit(2);

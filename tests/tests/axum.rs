@@ -455,7 +455,7 @@ async fn shutdown_finishes_the_active_job_and_refuses_new_requests() {
 }
 
 #[tokio::test]
-async fn the_request_trace_id_reaches_the_processor() {
+async fn the_request_trace_reaches_the_processor_in_bullmq_telemetry() {
     let redis = TestRedis::new("ax-trace");
     let app = redis.app(|b| b.registrations(only_email())).await;
     let addr = serve(&app).await;
@@ -490,34 +490,40 @@ async fn the_request_trace_id_reaches_the_processor() {
             .iter()
             .find(|(j, _)| j == id)
             .and_then(|(_, t)| t.clone())
+            .unwrap_or_else(|| panic!("{id} ran untraced: {traces:?}"))
     };
-    assert_eq!(trace_of("welcome-77").as_deref(), Some("req-abc123"));
-    assert_eq!(
-        trace_of("welcome-78").as_deref(),
-        Some("4bf92f3577b34da6a3ce929d0e0e4736")
+    // A request id is echoed and logged, not a trace id: the request starts a trace.
+    let with_request_id = trace_of("welcome-77");
+    assert_eq!(with_request_id.len(), 32, "{with_request_id}");
+    assert_ne!(with_request_id, "req-abc123");
+    // A traceparent is continued: same trace, and the job hangs below the request.
+    assert_eq!(trace_of("welcome-78"), "4bf92f3577b34da6a3ce929d0e0e4736");
+    let opts: serde_json::Value =
+        serde_json::from_str(&redis.job_field("ax-email", "welcome-78", "opts").unwrap()).unwrap();
+    let carried: serde_json::Value =
+        serde_json::from_str(opts["tm"].as_str().expect("tm is BullMQ's telemetry field")).unwrap();
+    let stored = carried["traceparent"].as_str().unwrap();
+    assert!(
+        stored.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-") && stored != traceparent,
+        "{stored}"
     );
-    assert_eq!(trace_of("welcome-79"), Some(generated_id));
-    wait_until(
-        SOON,
-        "the extras of completed jobs to be deleted",
-        || async {
-            redis
-                .keys()
-                .iter()
-                .all(|k| !k.ends_with(":x"))
-                .then_some(())
-        },
-    )
-    .await;
+    // A request without either gets a trace, whose id it is told.
+    assert_eq!(trace_of("welcome-79"), generated_id);
+    // Nothing is stored besides BullMQ's own keys.
+    assert!(
+        redis.keys().iter().all(|k| !k.ends_with(":x")),
+        "{:?}",
+        redis.keys()
+    );
     workers.shutdown(SOON).await;
 }
 
 #[tokio::test]
-async fn a_layer_that_mints_no_ids_leaves_untraced_requests_and_their_jobs_untraced() {
+async fn a_layer_that_starts_no_traces_leaves_untraced_requests_and_their_jobs_untraced() {
     let redis = TestRedis::new("ax-nomint");
     let app = redis.app(|b| b.registrations(only_email())).await;
     let (listener, addr) = listener().await;
-    let router = routes().layer(QueueLayer::new(&app).mint_request_ids(false));
+    let router = routes().layer(QueueLayer::new(&app).start_traces(false));
     tokio::spawn(async move { axum::serve(listener, router).await });
 
     let untraced = post_json(addr, "/signup", &[], &welcome(80)).await;
@@ -526,12 +532,26 @@ async fn a_layer_that_mints_no_ids_leaves_untraced_requests_and_their_jobs_untra
     let traced = post_json(addr, "/signup", &[("x-request-id", "req-81")], &welcome(81)).await;
     assert_eq!(traced.header("x-request-id"), Some("req-81"));
 
-    // Only the traced job has an extras key to carry its trace id.
-    let extras: Vec<String> = redis
-        .keys()
-        .into_iter()
-        .filter(|k| k.ends_with(":x"))
-        .collect();
-    assert_eq!(extras.len(), 1, "{extras:?}");
-    assert!(extras[0].ends_with(":ax-email:welcome-81:x"), "{extras:?}");
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let continued = post_json(
+        addr,
+        "/signup",
+        &[("traceparent", traceparent)],
+        &welcome(82),
+    )
+    .await;
+    assert_eq!(continued.status, 202);
+
+    // A request id alone starts no trace: only the job whose request brought a
+    // traceparent carries one, in BullMQ's telemetry field.
+    let opts = |id: &str| -> serde_json::Value {
+        serde_json::from_str(&redis.job_field("ax-email", id, "opts").unwrap()).unwrap()
+    };
+    for untraced in ["welcome-80", "welcome-81"] {
+        assert_eq!(opts(untraced).get("tm"), None, "{untraced}");
+    }
+    assert!(opts("welcome-82")["tm"]
+        .as_str()
+        .unwrap()
+        .contains("4bf92f3577b34da6a3ce929d0e0e4736"));
 }

@@ -354,21 +354,27 @@ async fn a_scheduler_adds_its_job_on_schedule_and_upserting_again_keeps_one() {
     assert!(q.remove_scheduler("tick").await.unwrap());
     assert_eq!(q.scheduler_count().await.unwrap(), 0);
 
-    let err = q
-        .upsert_scheduler(
-            "bad",
-            every,
-            "tick",
-            1,
-            JobOptions::new().timeout(Duration::from_secs(1)),
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(
-        err,
-        Error::InvalidOption {
-            option: "timeout",
-            ..
-        }
-    ));
+    // The per-job timeout travels with the scheduler's template into every job it
+    // makes: each run of 10 s is cut at 50 ms.
+    q.upsert_scheduler(
+        "bounded",
+        queue_core::Schedule::every(Duration::from_millis(100)),
+        "tick",
+        10_000,
+        JobOptions::new().timeout(Duration::from_millis(50)),
+    )
+    .await
+    .unwrap();
+    let workers = app.start_workers().await.unwrap();
+    let failed = wait_until(SOON, "two scheduled runs cut by their timeout", || async {
+        let failed = q.get_jobs(&[JobState::Failed], 0..100).await.unwrap();
+        (failed.len() >= 2).then_some(failed)
+    })
+    .await;
+    for job in failed {
+        let reason = job.failed_reason.unwrap_or_default();
+        assert!(reason.contains("timed out after 50ms"), "{reason}");
+    }
+    workers.shutdown(SOON).await;
+    assert!(q.remove_scheduler("bounded").await.unwrap());
 }

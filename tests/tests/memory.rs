@@ -57,7 +57,7 @@ async fn run_round(q: &Queue<serde_json::Value>, done: &Done, round: u64) {
         let jobs = (0..500)
             .map(|i| {
                 let n = round * ROUND + batch * 500 + i;
-                // A per-job timeout also exercises the extra-fields key of each job.
+                // A per-job timeout also exercises the options each job carries.
                 BulkJob::new(
                     "work",
                     serde_json::json!({ "n": n, "pad": "x".repeat(200) }),

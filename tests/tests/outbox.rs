@@ -110,7 +110,8 @@ async fn a_committed_job_arrives_with_everything_a_direct_add_carries(db: AnyDb)
         .priority(3)
         .timeout(Duration::from_secs(20))
         .remove_on_complete(Keep::All);
-    let added = trace::scope("trace-from-the-request".into(), async {
+    let request = trace::TraceContext::new_root();
+    let added = trace::scope(request.clone(), async {
         db.add_in(&email, vec![("welcome", welcome(7), options)], true)
             .await
     })
@@ -171,7 +172,7 @@ async fn a_committed_job_arrives_with_everything_a_direct_add_carries(db: AnyDb)
     wait_for_state(&email, &generated_id, JobState::Completed, SOON).await;
     let seen = seen.lock().unwrap().clone();
     assert!(
-        seen.contains(&("welcome-7".into(), Some("trace-from-the-request".into()), 7)),
+        seen.contains(&("welcome-7".into(), Some(request.trace_id().to_owned()), 7)),
         "{seen:?}"
     );
     assert_eq!(seen.len(), 2, "{seen:?}");

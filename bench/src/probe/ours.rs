@@ -129,7 +129,7 @@ pub(super) async fn serve(port: u16, mint_request_ids: bool) -> BenchResult<()> 
     let app = app().await?;
     let router = Router::new()
         .route("/enqueue", post(accept))
-        .layer(QueueLayer::new(&app).mint_request_ids(mint_request_ids));
+        .layer(QueueLayer::new(&app).start_traces(mint_request_ids));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     axum::serve(listener, router).await?;
     Ok(())

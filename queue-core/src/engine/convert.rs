@@ -7,6 +7,7 @@ use bullmq::types::{BackoffStrategy, KeepJobs, RemoveOnFinish};
 use crate::error::Error;
 use crate::job::{JobCounts, JobInfo, JobMeta, JobState};
 use crate::options::{Backoff, Deduplication, JobOptions, Keep};
+use crate::trace::TraceContext;
 
 pub(crate) fn engine_error(e: bullmq::Error) -> Error {
     engine_error_in(e, "")
@@ -106,8 +107,20 @@ fn backoff_from_engine(b: &BackoffStrategy) -> Backoff {
     }
 }
 
-/// Our validated options as the engine's, with the job's creation timestamp.
+/// The key under a job's stored options that holds its per-job timeout, in
+/// milliseconds: Bull's own name and meaning for it. Node BullMQ has no such option;
+/// it keeps the key, as it keeps every key of `opts` it does not know, when it reads
+/// and rewrites the job (a retry included).
+pub(crate) const TIMEOUT_KEY: &str = "timeout";
+
+/// Our validated options as the engine's, with the job's creation timestamp: BullMQ's
+/// own fields, the trace context in BullMQ's telemetry field (`tm`), and the timeout
+/// under [`TIMEOUT_KEY`]. Nothing else is stored for a job.
 pub(crate) fn options_to_engine(opts: &JobOptions, timestamp_ms: u64) -> bullmq::JobOptions {
+    let mut extensions = std::collections::BTreeMap::new();
+    if let Some(timeout) = opts.timeout {
+        extensions.insert(TIMEOUT_KEY.to_owned(), millis(timeout).into());
+    }
     bullmq::JobOptions {
         attempts: opts.attempts,
         backoff: opts.backoff.as_ref().map(backoff_to_engine),
@@ -128,11 +141,14 @@ pub(crate) fn options_to_engine(opts: &JobOptions, timestamp_ms: u64) -> bullmq:
                 keep_last_if_active: None,
             }),
         timestamp: Some(timestamp_ms),
+        telemetry_metadata: opts.trace.as_ref().map(TraceContext::to_metadata),
+        extensions,
         ..Default::default()
     }
 }
 
-/// The engine's stored options as ours (the per-job timeout is stored apart, see `queue.rs`).
+/// The engine's stored options as ours, whichever producer wrote them. A trace context
+/// the producer asked to be omitted (`omc`) is not continued.
 pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
     JobOptions {
         attempts: opts.attempts,
@@ -149,8 +165,17 @@ pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
             extend: d.extend.unwrap_or(false),
             replace: d.replace.unwrap_or(false),
         }),
-        timeout: None,
-        trace_id: None,
+        timeout: opts
+            .extensions
+            .get(TIMEOUT_KEY)
+            .and_then(serde_json::Value::as_u64)
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis),
+        trace: opts
+            .telemetry_metadata
+            .as_deref()
+            .filter(|_| opts.telemetry_omit_context != Some(true))
+            .and_then(TraceContext::from_metadata),
     }
 }
 
@@ -218,7 +243,6 @@ pub(crate) fn job_meta(job: &bullmq::Job, queue: &str) -> JobMeta {
         attempts_started: job.attempts_started(),
         timestamp_ms: job.timestamp(),
         options: options_from_engine(job.opts()),
-        trace_id: None,
     }
 }
 
@@ -260,8 +284,11 @@ mod tests {
             .job_id("welcome-42")
             .remove_on_complete(Keep::Last(100))
             .remove_on_fail(Keep::Age(Duration::from_secs(3600)))
-            .deduplication(Deduplication::new("d").ttl(Duration::from_secs(2)).extend());
+            .deduplication(Deduplication::new("d").ttl(Duration::from_secs(2)).extend())
+            .timeout(Duration::from_millis(2500))
+            .trace(TraceContext::new_root());
         let engine = options_to_engine(&ours, 1234);
+        assert_eq!(engine.extensions.get(TIMEOUT_KEY), Some(&2500.into()));
         assert_eq!(engine.timestamp, Some(1234));
         assert_eq!(engine.delay, Some(1500));
         assert!(matches!(
@@ -269,6 +296,24 @@ mod tests {
             Some(BackoffStrategy::Exponential(3000))
         ));
         assert_eq!(options_from_engine(&engine), ours);
+        // What the add script stores (msgpack in, JSON out) reads back the same way.
+        let stored: bullmq::JobOptions =
+            serde_json::from_str(&serde_json::to_string(&engine).unwrap()).unwrap();
+        assert_eq!(options_from_engine(&stored), ours);
+    }
+
+    #[test]
+    fn a_job_without_extras_stores_none() {
+        let engine = options_to_engine(&JobOptions::new().attempts(2), 1);
+        let json = serde_json::to_value(&engine).unwrap();
+        assert_eq!(json, serde_json::json!({"attempts": 2, "timestamp": 1}));
+    }
+
+    #[test]
+    fn a_context_the_producer_omitted_is_not_continued() {
+        let mut engine = options_to_engine(&JobOptions::new().trace(TraceContext::new_root()), 1);
+        engine.telemetry_omit_context = Some(true);
+        assert_eq!(options_from_engine(&engine).trace, None);
     }
 
     #[test]

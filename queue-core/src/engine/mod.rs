@@ -8,7 +8,6 @@ mod cancel;
 mod connection;
 mod convert;
 mod events;
-mod extras;
 mod job;
 mod lock_keeper;
 mod queue;

@@ -15,7 +15,6 @@ use tokio::task::JoinHandle;
 use super::cancel::CancelSignal;
 use super::connection::Connection;
 use super::convert::{engine_error, job_meta, millis};
-use super::extras;
 use super::job::LiveJob;
 use super::lock_keeper::LockKeeper;
 use super::queue::cancel_channel;
@@ -33,8 +32,8 @@ const RUN_RETRY_DELAY: Duration = Duration::from_secs(1);
 pub(crate) type BackoffFn =
     Arc<dyn Fn(&str, &BackoffContext<'_>) -> Option<Duration> + Send + Sync>;
 
-/// One attempt handed to our dispatcher: the job, its per-job timeout and trace id
-/// already read from the extra fields.
+/// One attempt handed to our dispatcher: the job, with its per-job timeout and trace
+/// context read from its stored options.
 pub(crate) struct RawAttempt {
     pub(crate) job: Job<serde_json::Value>,
     /// Set when the engine handed over `null` data, which may stand for data that is
@@ -206,24 +205,15 @@ fn engine_processor(
         let hold = engine_job
             .token()
             .map(|lock_token| keeper.hold(engine_job.id(), lock_token, token.clone()));
-        let mut meta = job_meta(&engine_job, &queue);
+        // Everything the attempt needs came with the job: its timeout and trace
+        // context are in its stored options.
+        let meta = job_meta(&engine_job, &queue);
         let data = engine_job.data().clone();
         let ctx = JobContext::Live(LiveJob::new(engine_job));
         let conn = conn.clone();
         let process = process.clone();
         Box::pin(async move {
             let _hold = hold;
-            // One round trip before the handler starts, so that the timeout holds from
-            // the first instant and every log line of the attempt carries the trace id;
-            // only for jobs whose timestamp says they have extras.
-            let stored = extras::read_for(&conn, &meta.queue, &meta.id, meta.timestamp_ms).await;
-            // Kept for the clean-up of the extras, which only some jobs have.
-            let extras_key = stored
-                .is_some()
-                .then(|| extras::key(&conn, &meta.queue, &meta.id));
-            let extras = stored.unwrap_or_default();
-            meta.options.timeout = extras.timeout();
-            meta.trace_id = extras.trace_id;
             let explain_null = data.is_null().then(|| {
                 let (conn, queue, id) = (conn.clone(), meta.queue.clone(), meta.id.clone());
                 let explain: BoxFuture<'static, Option<String>> =
@@ -232,16 +222,6 @@ fn engine_processor(
             });
             let job = Job::from_parts(data, Arc::new(meta), ctx, CancelSignal::from_engine(token));
             let outcome = process(RawAttempt { job, explain_null }).await;
-            let finished = match &outcome {
-                Ok(_) => true,
-                Err(failure) => failure.is_final,
-            };
-            if let (true, Some(key)) = (finished, extras_key) {
-                // Not awaited: the completion need not wait for housekeeping, and the
-                // key expires by itself should this be lost. (A failed job retried by
-                // hand later runs with its processor's timeout.)
-                tokio::spawn(async move { extras::forget(&conn, &[key]).await });
-            }
             outcome.map_err(|failure| {
                 if failure.retryable {
                     bullmq::Error::ProcessingError(failure.reason)

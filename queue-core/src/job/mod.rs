@@ -30,7 +30,6 @@ pub(crate) struct JobMeta {
     pub(crate) attempts_started: u32,
     pub(crate) timestamp_ms: u64,
     pub(crate) options: JobOptions,
-    pub(crate) trace_id: Option<String>,
 }
 
 /// Where progress and log lines go: Redis for a real job, memory for a test job.
@@ -100,7 +99,6 @@ impl<T> Job<T> {
             attempts_started: 1,
             timestamp_ms: now_ms(),
             options: JobOptions::default(),
-            trace_id: None,
         };
         let recorder = Arc::new(testing::Recorder::default());
         Job::from_parts(
@@ -171,9 +169,15 @@ impl<T> Job<T> {
         UNIX_EPOCH + Duration::from_millis(self.meta.timestamp_ms)
     }
 
-    /// The trace id of the request that added the job, if any (see [`crate::trace`]).
+    /// The W3C trace id of the request that added the job, if any (see [`crate::trace`]).
     pub fn trace_id(&self) -> Option<&str> {
-        self.meta.trace_id.as_deref()
+        self.trace_context().map(|ctx| ctx.trace_id())
+    }
+
+    /// The trace context the job carries, from whichever producer added it (ours, or
+    /// Node's with `bullmq-otel`); its attempts continue it.
+    pub fn trace_context(&self) -> Option<&crate::trace::TraceContext> {
+        self.meta.options.trace.as_ref()
     }
 
     /// The options the job was added with.

@@ -3,12 +3,14 @@
 mod backoff;
 mod dedup;
 mod keep;
+mod schedule;
 
 use std::time::Duration;
 
 pub use backoff::{Backoff, BackoffContext};
 pub use dedup::Deduplication;
 pub use keep::Keep;
+pub use schedule::Schedule;
 
 use crate::error::Error;
 use crate::job::id::validate_job_id;
@@ -47,7 +49,7 @@ pub struct JobOptions {
     pub(crate) remove_on_fail: Option<Keep>,
     pub(crate) deduplication: Option<Deduplication>,
     pub(crate) timeout: Option<Duration>,
-    pub(crate) trace_id: Option<String>,
+    pub(crate) trace: Option<crate::trace::TraceContext>,
 }
 
 impl JobOptions {
@@ -118,16 +120,17 @@ impl JobOptions {
         self
     }
 
-    /// Ties the job to a request or trace. Unset, `add` takes the current
-    /// [`trace::scope`](crate::trace::scope)'s id, if any.
-    pub fn trace_id(mut self, trace_id: impl Into<String>) -> Self {
-        self.trace_id = Some(trace_id.into());
+    /// Ties the job to a trace: the job's attempts continue `context`. Unset, `add`
+    /// continues the current [`trace::scope`](crate::trace::scope), if any. Stored
+    /// where BullMQ's telemetry keeps it (`tm`), so Node workers continue it too.
+    pub fn trace(mut self, context: crate::trace::TraceContext) -> Self {
+        self.trace = Some(context);
         self
     }
 
-    /// The trace id, if set.
-    pub fn get_trace_id(&self) -> Option<&str> {
-        self.trace_id.as_deref()
+    /// The trace context, if set.
+    pub fn get_trace(&self) -> Option<&crate::trace::TraceContext> {
+        self.trace.as_ref()
     }
 
     /// The configured attempts, if set.
@@ -218,7 +221,10 @@ impl JobOptions {
             remove_on_fail: self.remove_on_fail.or(defaults.remove_on_fail),
             deduplication: self.deduplication,
             timeout: self.timeout.or(defaults.timeout),
-            trace_id: self.trace_id.or_else(crate::trace::current),
+            // The job hangs below the current span, as the add's own child.
+            trace: self
+                .trace
+                .or_else(|| crate::trace::current().map(|ctx| ctx.child())),
         }
     }
 

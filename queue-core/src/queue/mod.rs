@@ -17,7 +17,6 @@ use tokio::sync::OnceCell;
 
 pub use cancel::CancelOutcome;
 pub use manage::JobLogs;
-pub use schedule::Schedule;
 
 use crate::app::BackoffRegistry;
 use crate::engine::{AddOutcome, Connection, EngineQueue};

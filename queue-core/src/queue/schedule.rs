@@ -1,53 +1,11 @@
 //! Job schedulers: a job added on a cron pattern or at a fixed interval, by Redis, for
 //! every process at once (BullMQ's `upsertJobScheduler`).
 
-use std::time::Duration;
-
 use serde::Serialize;
 
 use super::Queue;
 use crate::error::Error;
-use crate::options::JobOptions;
-
-/// When a scheduler adds its job.
-///
-/// ```
-/// use queue_core::Schedule;
-/// let daily = Schedule::cron("5 0 * * *").tz("Europe/Paris"); // 00:05 Paris time
-/// # let _ = daily;
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Schedule {
-    pub(crate) cron: Option<String>,
-    pub(crate) every: Option<Duration>,
-    pub(crate) tz: Option<String>,
-}
-
-impl Schedule {
-    /// A cron pattern, five fields (minute first) or six (seconds first).
-    pub fn cron(pattern: impl Into<String>) -> Self {
-        Schedule {
-            cron: Some(pattern.into()),
-            every: None,
-            tz: None,
-        }
-    }
-
-    /// Every `interval`.
-    pub fn every(interval: Duration) -> Self {
-        Schedule {
-            cron: None,
-            every: Some(interval),
-            tz: None,
-        }
-    }
-
-    /// The IANA time zone the cron pattern is read in (default UTC).
-    pub fn tz(mut self, tz: impl Into<String>) -> Self {
-        self.tz = Some(tz.into());
-        self
-    }
-}
+use crate::options::{JobOptions, Schedule};
 
 impl<T: Serialize> Queue<T> {
     /// Creates or updates the scheduler `id`: it adds a job named `name` with `data`
@@ -74,14 +32,9 @@ impl<T: Serialize> Queue<T> {
             ));
         }
         let mut options = self.prepare(options)?;
-        // Scheduled jobs are added by Redis, not by `add`: there is nowhere to keep extras.
-        options.trace_id = None;
-        if options.timeout.is_some() {
-            return Err(Error::invalid(
-                "timeout",
-                "a per-job timeout cannot travel with scheduled jobs; set it on the processor instead",
-            ));
-        }
+        // Scheduled runs are not part of the trace that created the scheduler (or the
+        // scheduler would tie every run for ever to one old request).
+        options.trace = None;
         if options.job_id.is_some() {
             return Err(Error::invalid(
                 "job_id",

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::options::{Backoff, Deduplication, JobOptions, Keep};
+use crate::trace::TraceContext;
 
 /// [`JobOptions`] as stored: durations in milliseconds, enums tagged by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,8 +31,11 @@ pub(crate) struct StoredOptions {
     deduplication: Option<StoredDedup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     timeout_ms: Option<u64>,
+    /// The trace context, as `traceparent` and `tracestate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    trace_id: Option<String>,
+    traceparent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tracestate: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,7 +94,11 @@ impl StoredOptions {
                 replace: d.replace,
             }),
             timeout_ms: opts.timeout.map(ms),
-            trace_id: opts.trace_id.clone(),
+            traceparent: opts.trace.as_ref().map(TraceContext::traceparent),
+            tracestate: opts
+                .trace
+                .as_ref()
+                .and_then(|t| t.tracestate().map(str::to_owned)),
         }
     }
 
@@ -120,7 +128,10 @@ impl StoredOptions {
                 replace: d.replace,
             }),
             timeout: self.timeout_ms.map(Duration::from_millis),
-            trace_id: self.trace_id,
+            trace: self
+                .traceparent
+                .as_deref()
+                .and_then(|tp| TraceContext::from_traceparent(tp, self.tracestate.as_deref())),
         }
     }
 }
@@ -173,7 +184,13 @@ mod tests {
             })
             .deduplication(Deduplication::new("d").ttl(Duration::from_secs(9)).extend())
             .timeout(Duration::from_secs(30))
-            .trace_id("4bf92f3577b34da6a3ce929d0e0e4736");
+            .trace(
+                TraceContext::from_traceparent(
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                    Some("k=v"),
+                )
+                .unwrap(),
+            );
         let json = serde_json::to_string(&StoredOptions::of(&opts)).unwrap();
         let back: StoredOptions = serde_json::from_str(&json).unwrap();
         assert_eq!(back.into_options("welcome-1".into()), opts);

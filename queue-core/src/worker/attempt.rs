@@ -172,12 +172,16 @@ impl Dispatcher {
             cancel: job.cancel_signal(),
             cancel_grace: self.plan.cancel_grace,
         };
-        // Jobs the handler adds inherit its trace id, so a fan-out stays one trace.
-        let trace_id = job.trace_id().unwrap_or_default().to_owned();
+        // Jobs the handler adds continue its trace, so a fan-out stays one trace.
+        let trace = job.trace_context().cloned();
         // `run` is lazy: the payload's deserialization and the call that builds the
         // handler's future happen in the first poll, inside `catch_unwind`.
-        let handler = crate::trace::scope(trace_id, planned.handler.run(job, &self.deps));
-        let (watched, longest_poll) = PollWatch::new(Box::pin(handler));
+        let handler = planned.handler.run(job, &self.deps);
+        let handler: BoxFuture<'_, _> = match trace {
+            Some(trace) => Box::pin(crate::trace::scope(trace, handler)),
+            None => Box::pin(handler),
+        };
+        let (watched, longest_poll) = PollWatch::new(handler);
         let outcome = supervision.run(watched).await;
         (outcome, longest_poll.get())
     }

@@ -2949,6 +2949,11 @@ impl Queue {
             }
         }
 
+        for (key, value) in &opts.extensions {
+            let b = rmp_serde::to_vec(value).unwrap_or_default();
+            entries.push((key.as_str(), b));
+        }
+
         let mut buf = Vec::with_capacity(64);
         write_map_len(&mut buf, entries.len() as u32).unwrap();
         for (key, val) in &entries {

@@ -1,0 +1,123 @@
+//! Adding jobs, and telling a new job from a duplicate.
+//!
+//! Everything a job carries travels in the one add: BullMQ's options, the trace context
+//! in BullMQ's telemetry field and the timeout in the stored options
+//! ([`super::super::convert::options_to_engine`]). A job without a custom id or a
+//! deduplication id cannot be a duplicate and costs the add's round trip alone.
+
+use std::future::IntoFuture;
+
+use futures::future::try_join_all;
+
+use super::EngineQueue;
+use crate::engine::convert::options_to_engine;
+use crate::error::Error;
+use crate::job::now_ms;
+use crate::options::JobOptions;
+
+/// What an `add` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AddOutcome {
+    pub(crate) id: String,
+    /// A job with this id (or deduplication id) existed: nothing was added.
+    pub(crate) duplicate: bool,
+}
+
+impl EngineQueue {
+    /// Adds one job. `opts` must be validated already.
+    pub(crate) async fn add(
+        &self,
+        name: &str,
+        data: serde_json::Value,
+        opts: &JobOptions,
+    ) -> Result<AddOutcome, Error> {
+        let existed = self.claimed_before(opts).await?;
+        let timestamp = now_ms();
+        let job = self
+            .inner
+            .add(name, data)
+            .options(options_to_engine(opts, timestamp))
+            .into_future()
+            .await
+            .map_err(|e| self.error(e))?;
+        self.after_add(job.id().to_owned(), opts, timestamp, existed)
+            .await
+    }
+
+    /// Adds several jobs, pipelined over the shared connection.
+    pub(crate) async fn add_bulk(
+        &self,
+        jobs: Vec<(String, serde_json::Value, JobOptions)>,
+    ) -> Result<Vec<AddOutcome>, Error> {
+        let existed =
+            try_join_all(jobs.iter().map(|(_, _, opts)| self.claimed_before(opts))).await?;
+        let timestamp = now_ms();
+        let bulk = jobs
+            .iter()
+            .map(|(name, data, opts)| {
+                bullmq::BulkJob::with_options(
+                    name.clone(),
+                    data,
+                    options_to_engine(opts, timestamp),
+                )
+            })
+            .collect();
+        let added = self.inner.add_bulk(bulk).await.map_err(|e| self.error(e))?;
+        try_join_all(
+            added
+                .iter()
+                .zip(&jobs)
+                .zip(existed)
+                .map(|((job, (_, _, opts)), existed)| {
+                    self.after_add(job.id().to_owned(), opts, timestamp, existed)
+                }),
+        )
+        .await
+    }
+
+    /// Whether the job id or the deduplication id is already taken, read before adding:
+    /// BullMQ adds nothing when either is (a `replace` deduplication excepted, which
+    /// replaces the job it finds). No read at all for a job that has neither.
+    async fn claimed_before(&self, opts: &JobOptions) -> Result<bool, Error> {
+        let base = self.conn.queue_base(self.name());
+        let mut keys = Vec::with_capacity(2);
+        if let Some(id) = &opts.job_id {
+            keys.push(self.job_key(id));
+        }
+        if let Some(dedup) = opts.deduplication.as_ref().filter(|d| !d.replace) {
+            keys.push(format!("{base}:de:{}", dedup.id));
+        }
+        if keys.is_empty() {
+            return Ok(false);
+        }
+        let taken: u64 = self.conn.query(redis::cmd("EXISTS").arg(keys)).await?;
+        Ok(taken > 0)
+    }
+
+    /// BullMQ answers a duplicate id with the existing job's id and no error. We tell
+    /// the two apart by whether the id was taken just before the add and, for a race
+    /// with another producer, by the creation timestamp we sent: a different one stored
+    /// under the id means the job is someone else's. (Two adds of one id racing within
+    /// the same millisecond may both be reported as new; only one job exists either way.)
+    async fn after_add(
+        &self,
+        id: String,
+        opts: &JobOptions,
+        timestamp: u64,
+        existed: bool,
+    ) -> Result<AddOutcome, Error> {
+        let may_be_duplicate = opts.job_id.is_some() || opts.deduplication.is_some();
+        let duplicate = if existed {
+            true
+        } else if may_be_duplicate {
+            let stored: Option<u64> = self
+                .conn
+                .query(redis::cmd("HGET").arg(self.job_key(&id)).arg("timestamp"))
+                .await?;
+            stored.is_some_and(|stored| stored != timestamp)
+        } else {
+            false
+        };
+        Ok(AddOutcome { id, duplicate })
+    }
+}
