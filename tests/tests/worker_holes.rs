@@ -373,57 +373,71 @@ async fn each_failure_report_carries_its_own_attempt_under_fast_retries() {
     workers.shutdown(SOON).await;
 }
 
-/// The extras key of a job (its timeout and trace id) goes with the job: on the final
-/// failure, `remove`, `clean` and `obliterate`, not only on success.
+/// A job's timeout and trace context cost no key of their own: a job that carries them
+/// leaves exactly the keys a bare job leaves, however it goes (so nothing outlives a
+/// failed, removed or cleaned job), and the job's hash differs only by the options.
 #[tokio::test]
-async fn a_jobs_extras_key_goes_with_the_job_however_it_goes() {
+async fn a_jobs_extras_live_in_its_own_hash_and_nowhere_else() {
     let redis = TestRedis::new("holes-extras");
     let app = redis
-        .app(|b| b.processor(Processor::new("extras-fail").any_job(always_fails)))
+        .app(|b| {
+            b.processor(Processor::new("extras-carried").any_job(always_fails))
+                .processor(Processor::new("extras-bare").any_job(always_fails))
+        })
         .await;
-    let extras_keys = |queue: &str| {
-        let suffix = ":x";
+    let keys_of = |queue: &str| {
         let prefix = format!("{}:{queue}:", redis.prefix());
-        redis
+        let mut keys: Vec<String> = redis
             .keys()
             .into_iter()
-            .filter(|k| k.starts_with(&prefix) && k.ends_with(suffix))
-            .collect::<Vec<_>>()
+            .filter_map(|k| k.strip_prefix(&prefix).map(str::to_owned))
+            .collect();
+        keys.sort();
+        keys
     };
-    let with_extras = |id: &str| {
-        JobOptions::new()
-            .job_id(id)
-            .timeout(Duration::from_secs(20))
-    };
-
-    let failing = app.queue::<u32>("extras-fail").unwrap();
-    failing.add("x", 1, with_extras("fail-1")).await.unwrap();
-    assert_eq!(extras_keys("extras-fail").len(), 1);
-    let workers = app.start_workers().await.unwrap();
-    wait_for_state(&failing, "fail-1", JobState::Failed, SOON).await;
-    queue_tests::wait_until(SOON, "the failed job's extras to go", || async {
-        extras_keys("extras-fail").is_empty().then_some(())
+    let carried = app.queue::<u32>("extras-carried").unwrap();
+    let bare = app.queue::<u32>("extras-bare").unwrap();
+    queue_core::trace::scope(queue_core::trace::TraceContext::new_root(), async {
+        for id in ["fail-1", "rm-1", "clean-1"] {
+            let opts = JobOptions::new()
+                .job_id(id)
+                .timeout(Duration::from_secs(20));
+            carried.add("x", 1, opts).await.unwrap();
+        }
     })
     .await;
-    workers.shutdown(SOON).await;
-
-    let idle = app.queue::<u32>("extras-idle").unwrap();
-    for id in ["rm-1", "clean-1", "clean-2", "obl-1"] {
-        idle.add("x", 1, with_extras(id)).await.unwrap();
+    for id in ["fail-1", "rm-1", "clean-1"] {
+        bare.add("x", 1, JobOptions::new().job_id(id))
+            .await
+            .unwrap();
     }
-    assert_eq!(extras_keys("extras-idle").len(), 4);
-    assert!(idle.remove("rm-1").await.unwrap());
-    assert_eq!(extras_keys("extras-idle").len(), 3, "remove");
-    idle.clean(Duration::ZERO, 2, JobState::Waiting)
-        .await
-        .unwrap();
-    assert_eq!(extras_keys("extras-idle").len(), 1, "clean");
-    idle.obliterate(false).await.unwrap();
-    assert_eq!(
-        extras_keys("extras-idle"),
-        Vec::<String>::new(),
-        "obliterate"
-    );
+    assert_eq!(keys_of("extras-carried"), keys_of("extras-bare"));
+    let opts_len = |queue: &str| {
+        redis
+            .job_field(queue, "fail-1", "opts")
+            .unwrap_or_default()
+            .len()
+    };
+    assert!(opts_len("extras-carried") > opts_len("extras-bare"));
+
+    assert!(carried.remove("rm-1").await.unwrap());
+    assert!(bare.remove("rm-1").await.unwrap());
+    for q in [&carried, &bare] {
+        q.clean(Duration::ZERO, 1, JobState::Waiting).await.unwrap();
+    }
+    // One of the two left was cleaned; the other now fails for good.
+    let mut left = None;
+    for id in ["fail-1", "clean-1"] {
+        if carried.get_job_state(id).await.unwrap().is_some() {
+            left = Some(id);
+        }
+    }
+    let left = left.expect("clean took one job of two");
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&carried, left, JobState::Failed, SOON).await;
+    wait_for_state(&bare, left, JobState::Failed, SOON).await;
+    workers.shutdown(SOON).await;
+    assert_eq!(keys_of("extras-carried"), keys_of("extras-bare"));
 }
 
 async fn runs_long(_job: Job<u32>) -> Result<(), JobError> {

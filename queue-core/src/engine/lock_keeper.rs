@@ -25,14 +25,10 @@ use super::worker::EventSink;
 use crate::error::Error;
 use crate::events::EngineEvent;
 
-/// What the keeper holds for one running attempt: its cancellation, and the job as the
-/// keeper's own queue read it (once, at the first renewal: the engine's extend-lock is a
-/// method of a read job, and reading the whole hash, payload included, before every
-/// renewal would cost far more than the renewal).
+/// What the keeper holds for one running attempt: how to stop it if its lock is lost.
 #[derive(Clone, Debug)]
 struct Attempt {
     cancel: CancellationToken,
-    job: Arc<tokio::sync::OnceCell<Option<bullmq::Job>>>,
 }
 
 /// (job id, lock token) -> the attempt, for the attempts running now. Keyed by the
@@ -92,10 +88,7 @@ impl LockKeeper {
     /// lock is lost, `cancel` stops the attempt.
     pub(super) fn hold(&self, job_id: &str, token: &str, cancel: CancellationToken) -> LockHold {
         let key = (job_id.to_owned(), token.to_owned());
-        let attempt = Attempt {
-            cancel,
-            job: Arc::new(tokio::sync::OnceCell::new()),
-        };
+        let attempt = Attempt { cancel };
         lock(&self.held).insert(key.clone(), attempt);
         LockHold {
             held: self.held.clone(),
@@ -114,16 +107,6 @@ fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashMap<(String, String), Atte
     held.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// What one renewal found.
-enum Renewal {
-    Renewed,
-    /// The job is gone (removed while it ran): nothing to keep.
-    Gone,
-    /// Another run holds the lock now (ours expired, or the job was taken over).
-    Lost,
-    Failed(String),
-}
-
 /// How long locks last, and how long one renewal may take: the app's command timeout,
 /// and at most half the lock (a renewal slower than that is too late anyway, and must
 /// not hold up the others).
@@ -133,32 +116,37 @@ struct Timing {
     renew_within: Duration,
 }
 
-async fn renew_one(
+/// Renews the locks of `batch` (each job id at most once) in one script call, under the
+/// time limit. Returns the jobs whose lock is no longer ours (expired, taken over by
+/// another run, or the job removed), or why the renewal failed.
+async fn renew_batch(
     queue: &bullmq::Queue,
-    job_id: &str,
-    token: &str,
-    attempt: &Attempt,
+    batch: &[(&str, &str)],
     timing: Timing,
-) -> Renewal {
-    let Timing {
-        lock_duration,
-        renew_within,
-    } = timing;
-    let renewal = async {
-        let read = attempt.job.get_or_try_init(|| queue.get_job(job_id)).await;
-        match read {
-            Ok(Some(job)) => match job.extend_lock(token, millis(lock_duration)).await {
-                Ok(()) => Renewal::Renewed,
-                Err(bullmq::Error::JobLocked(_)) => Renewal::Lost,
-                Err(e) => Renewal::Failed(e.to_string()),
-            },
-            Ok(None) => Renewal::Gone,
-            Err(e) => Renewal::Failed(e.to_string()),
+) -> Result<Vec<String>, String> {
+    let renewal = queue.extend_locks(batch, millis(timing.lock_duration));
+    match tokio::time::timeout(timing.renew_within, renewal).await {
+        Ok(Ok(lost)) => Ok(lost),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {:?}", timing.renew_within)),
+    }
+}
+
+/// Splits the running attempts into batches in which each job id appears once: BullMQ's
+/// script answers with job ids, so a stale run and a fresh run of one job (two tokens)
+/// must not share a batch. Nearly always there is one batch.
+fn batches(running: &[(String, String)]) -> Vec<Vec<(&str, &str)>> {
+    let mut batches: Vec<Vec<(&str, &str)>> = Vec::new();
+    for (job_id, token) in running {
+        let free = batches
+            .iter_mut()
+            .find(|batch| batch.iter().all(|(id, _)| id != job_id));
+        match free {
+            Some(batch) => batch.push((job_id, token)),
+            None => batches.push(vec![(job_id, token)]),
         }
-    };
-    tokio::time::timeout(renew_within, renewal)
-        .await
-        .unwrap_or_else(|_| Renewal::Failed(format!("no answer within {renew_within:?}")))
+    }
+    batches
 }
 
 async fn renew(
@@ -173,32 +161,47 @@ async fn renew(
     ticks.tick().await;
     loop {
         ticks.tick().await;
-        let Some(held) = held.upgrade() else { break };
-        let running: Vec<((String, String), Attempt)> = lock(&held)
-            .iter()
-            .map(|(key, attempt)| (key.clone(), attempt.clone()))
-            .collect();
-        drop(held);
-        // All at once: on the multiplexed connection they go out together, so a pass
-        // costs one round trip, however many jobs run.
-        let renewals =
-            futures::future::join_all(running.iter().map(|((job_id, token), attempt)| {
-                renew_one(&queue, job_id, token, attempt, timing)
-            }))
-            .await;
-        for (((job_id, _), attempt), renewal) in running.into_iter().zip(renewals) {
-            let cancel = attempt.cancel;
-            match renewal {
-                Renewal::Renewed | Renewal::Gone => {}
-                Renewal::Lost => {
-                    // Two runs of one job must not go on side by side unknowingly: this
-                    // one stops (its `job.cancelled()` fires) and says so.
-                    tracing::warn!(queue = %name, %job_id, "the job's lock was lost (another run holds it); cancelling this run");
-                    cancel.cancel();
-                    sink.deliver(EngineEvent::LockLost { job_id });
+        let Some(now_held) = held.upgrade() else {
+            break;
+        };
+        let running: HashMap<(String, String), Attempt> = lock(&now_held).clone();
+        drop(now_held);
+        let keys: Vec<(String, String)> = running.keys().cloned().collect();
+        let batches = batches(&keys);
+        // All batches at once, on the multiplexed connection: a pass costs one round
+        // trip and one script call, however many jobs run.
+        let results = futures::future::join_all(
+            batches
+                .iter()
+                .map(|batch| renew_batch(&queue, batch, timing)),
+        )
+        .await;
+        // An attempt that ended during the pass released its lock: it is not lost.
+        let still_held = |key: &(String, String)| {
+            held.upgrade()
+                .is_some_and(|held| lock(&held).contains_key(key))
+        };
+        for (batch, result) in batches.iter().zip(results) {
+            match result {
+                Ok(lost) => {
+                    for (job_id, token) in
+                        batch.iter().filter(|(id, _)| lost.iter().any(|l| l == id))
+                    {
+                        let key = ((*job_id).to_owned(), (*token).to_owned());
+                        let Some(attempt) = running.get(&key).filter(|_| still_held(&key)) else {
+                            continue;
+                        };
+                        // Two runs of one job must not go on side by side unknowingly:
+                        // this one stops (its `job.cancelled()` fires) and says so.
+                        tracing::warn!(queue = %name, %job_id, "the job's lock was lost (another run holds it, or the job is gone); cancelling this run");
+                        attempt.cancel.cancel();
+                        sink.deliver(EngineEvent::LockLost {
+                            job_id: (*job_id).to_owned(),
+                        });
+                    }
                 }
-                Renewal::Failed(e) => {
-                    tracing::warn!(queue = %name, %job_id, error = %e, "could not renew the job's lock; if it expires, another worker may run the job again");
+                Err(e) => {
+                    tracing::warn!(queue = %name, jobs = batch.len(), error = %e, "could not renew the locks of running jobs; if they expire, another worker may run the jobs again");
                 }
             }
         }

@@ -1,0 +1,161 @@
+//! The changes we carry in `vendor/bullmq-official` (listed in `vendor/PATCHES.md`),
+//! tested on the engine's own API, against a real Redis.
+
+use std::sync::Arc;
+
+use futures::FutureExt;
+
+use bullmq::options::RedisConnectionOptions;
+use bullmq::{JobOptions, Queue, QueueOptions, Worker, WorkerOptions};
+use queue_tests::{redis_url, wait_until, TestRedis, SOON};
+
+async fn queue(redis: &TestRedis, name: &str) -> Queue {
+    let options = QueueOptions::new()
+        .connection(RedisConnectionOptions::new().url(redis_url()))
+        .prefix(redis.prefix().to_owned());
+    Queue::with_options(name, options).await.unwrap()
+}
+
+fn worker_options(redis: &TestRedis) -> WorkerOptions {
+    WorkerOptions {
+        connection: RedisConnectionOptions::new().url(redis_url()),
+        prefix: redis.prefix().to_owned(),
+        // Seconds an idle worker blocks for new jobs; `close` waits for it.
+        drain_delay: 1,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn telemetry_and_unmodelled_options_are_stored_and_read_back() {
+    let redis = TestRedis::new("patch-opts");
+    let q = queue(&redis, "opts").await;
+    let metadata = r#"{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}"#;
+    let opts = JobOptions::new()
+        .job_id("o-1")
+        .attempts(2)
+        .telemetry_metadata(metadata)
+        .extension("timeout", 2500.into())
+        .extension("owner", serde_json::json!({"team": "mail"}));
+    q.add("x", serde_json::json!({}))
+        .options(opts)
+        .await
+        .unwrap();
+
+    // Stored under Node's keys, as Node stores them.
+    let stored: serde_json::Value =
+        serde_json::from_str(&redis.job_field("opts", "o-1", "opts").unwrap()).unwrap();
+    assert_eq!(stored["tm"], metadata);
+    assert_eq!(stored["timeout"], 2500);
+    assert_eq!(stored["owner"], serde_json::json!({"team": "mail"}));
+    assert_eq!(stored["attempts"], 2);
+
+    let job = q.get_job("o-1").await.unwrap().unwrap();
+    assert_eq!(job.opts().telemetry_metadata.as_deref(), Some(metadata));
+    assert_eq!(job.opts().extensions.get("timeout"), Some(&2500.into()));
+    assert_eq!(job.opts().attempts, Some(2));
+    assert!(
+        !job.opts().extensions.contains_key("attempts"),
+        "modelled keys are not extensions"
+    );
+}
+
+#[tokio::test]
+async fn extend_locks_renews_by_id_and_token_and_names_the_lost() {
+    let redis = TestRedis::new("patch-locks");
+    let q = queue(&redis, "locks").await;
+    for id in ["l-1", "l-2"] {
+        q.add("x", serde_json::json!({}))
+            .options(JobOptions::new().job_id(id))
+            .await
+            .unwrap();
+    }
+    let release = Arc::new(tokio::sync::Notify::new());
+    let held = release.clone();
+    let processor: bullmq::worker::ProcessorFn = Arc::new(move |_job, _cancel| {
+        let held = held.clone();
+        Box::pin(async move {
+            held.notified().await;
+            Ok(serde_json::Value::Null)
+        })
+    });
+    let mut options = worker_options(&redis);
+    options.concurrency = 2;
+    options.skip_lock_renewal = true;
+    let worker = Worker::with_options("locks", processor, options)
+        .await
+        .unwrap();
+    let lock_key = |id: &str| format!("{}:locks:{id}:lock", redis.prefix());
+    let mut conn = redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let token_of = |id: &'static str| {
+        let key = lock_key(id);
+        let mut conn = conn.clone();
+        async move {
+            redis::cmd("GET")
+                .arg(key)
+                .query_async::<Option<String>>(&mut conn)
+                .await
+                .unwrap()
+        }
+    };
+    let tokens = wait_until(SOON, "both jobs to be locked", || async {
+        match (token_of("l-1").await, token_of("l-2").await) {
+            (Some(a), Some(b)) => Some((a, b)),
+            _ => None,
+        }
+    })
+    .await;
+
+    let lost = q
+        .extend_locks(&[("l-1", &tokens.0), ("l-2", "not-its-token")], 60_000)
+        .await
+        .unwrap();
+    assert_eq!(lost, ["l-2"]);
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(lock_key("l-1"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(ttl > 30_000, "renewed to a minute: {ttl} ms");
+    assert_eq!(
+        q.extend_locks(&[], 1000).await.unwrap(),
+        Vec::<String>::new()
+    );
+
+    release.notify_waiters();
+    release.notify_waiters();
+    worker.close(5000).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_worker_whose_events_nobody_reads_keeps_a_bounded_channel() {
+    let redis = TestRedis::new("patch-events");
+    let q = queue(&redis, "events").await;
+    let jobs = (0..40)
+        .map(|_| bullmq::BulkJob::new("x", serde_json::json!({})))
+        .collect();
+    q.add_bulk(jobs).await.unwrap();
+    let processor: bullmq::worker::ProcessorFn =
+        Arc::new(|_job, _cancel| Box::pin(async { Ok(serde_json::Value::Null) }));
+    let mut options = worker_options(&redis);
+    options.event_capacity = 4;
+    let worker = Worker::with_options("events", processor, options)
+        .await
+        .unwrap();
+    wait_until(SOON, "40 jobs done", || async {
+        (q.get_job_counts().await.unwrap().completed == 40).then_some(())
+    })
+    .await;
+    // At least an `active` and a `completed` per job, and four fit.
+    assert!(worker.dropped_events() >= 76, "{}", worker.dropped_events());
+    let mut kept = 0;
+    while let Some(Some(_)) = worker.next_event().now_or_never() {
+        kept += 1;
+    }
+    assert!(kept <= 4, "{kept}");
+    worker.close(5000).await.unwrap();
+}
