@@ -7,6 +7,8 @@ use std::ops::Deref;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use queue_core::{FromApp, Queue, QueueApp};
+
+use crate::limits::MAX_IDEMPOTENCY_KEY_LEN;
 use serde::Serialize;
 
 use crate::rejection::{InvalidIdempotencyKey, InvalidQueue, MissingQueueLayer, QueueRejection};
@@ -163,9 +165,6 @@ pub struct IdempotencyKey(Option<String>);
 
 /// The header [`IdempotencyKey`] reads.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
-
-/// The longest `Idempotency-Key` taken.
-pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
 impl IdempotencyKey {
     /// The header's value, if the request had one.

@@ -49,6 +49,7 @@ mod error;
 mod extract;
 mod json_errors;
 mod layer;
+mod limits;
 mod rejection;
 mod routes;
 mod serve;
@@ -58,10 +59,10 @@ pub use accepted::{Accepted, DEFAULT_STATUS_PREFIX};
 pub use error::{QueueError, RETRY_AFTER_SECONDS};
 pub use extract::{
     from_app, IdempotencyKey, Inject, QueueHandle, QueueName, Queues, IDEMPOTENCY_KEY_HEADER,
-    MAX_IDEMPOTENCY_KEY_LEN,
 };
 pub use json_errors::json_errors;
 pub use layer::{QueueLayer, QueueService};
+pub use limits::MAX_IDEMPOTENCY_KEY_LEN;
 pub use rejection::{InvalidIdempotencyKey, InvalidQueue, MissingQueueLayer, QueueRejection};
 pub use routes::{job_routes, JobRoutes};
 pub use serve::{serve, serve_until, serve_with_limits, shutdown_signal, ServeLimits};

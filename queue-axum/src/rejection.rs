@@ -84,7 +84,7 @@ rejection!(
     "invalid Idempotency-Key",
     |_r| format!(
         "the Idempotency-Key header must be 1 to {} visible ASCII characters",
-        crate::extract::MAX_IDEMPOTENCY_KEY_LEN
+        crate::limits::MAX_IDEMPOTENCY_KEY_LEN
     )
 );
 

@@ -23,11 +23,11 @@ pub mod testing;
 pub mod trace;
 
 pub use app::{
-    QueueApp, QueueAppBuilder, Registrations, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_PAYLOAD_BYTES,
-    DEFAULT_PREFIX, DEFAULT_REDIS_URL,
+    FromApp, QueueApp, QueueAppBuilder, Registrations, DEFAULT_COMMAND_TIMEOUT,
+    DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
 pub use deps::Dep;
-pub use error::{Error, Result};
+pub use error::{Error, RegistryError, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
 pub use handler::{Handler, JobError};
 pub use job::{Job, JobCounts, JobInfo, JobState, TestJobHandle};
@@ -36,26 +36,18 @@ pub use options::{
 };
 pub use processor::Processor;
 pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue};
-pub use registry::RegistryError;
 #[cfg(feature = "sqlx")]
 pub use store::{
     Backend, DoneStage, Effect, Operation, OperationError, Operations, Outbox, OutboxConnection,
     OutboxCounts, OutboxEntry, Relay, RelayStats, Stages,
 };
+pub use tls::Tls;
+pub use worker::{ListenerStats, ShutdownReport, Workers, LISTENER_MAILBOX};
 
 #[doc = include_str!("../docs/registration.md")]
 pub mod guide_registration {}
 #[cfg(feature = "sqlx")]
 #[doc = include_str!("../docs/exactly-once.md")]
 pub mod guide_exactly_once {}
-pub use tls::Tls;
-pub use worker::{ListenerStats, ShutdownReport, Workers, LISTENER_MAILBOX};
-
 #[cfg(feature = "macros")]
 pub use queue_macros::{inject_queue, job, on_queue_event, on_worker_event, processor};
-
-/// Builds an `#[inject_queue]` struct (or anything else that knows its queues) from an app.
-pub trait FromApp: Sized {
-    /// Builds it, or fails when a queue name is invalid.
-    fn from_app(app: &QueueApp) -> Result<Self>;
-}

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
-use super::backoff::BackoffRegistry;
 use super::{
     AppInner, QueueApp, Registrations, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_PREFIX, DEFAULT_REDIS_URL,
@@ -15,13 +14,14 @@ use super::{
 use crate::deps::Deps;
 use crate::engine::Connection;
 use crate::error::Error;
+use crate::error::RegistryError;
 use crate::events::local;
+use crate::options::BackoffRegistry;
 use crate::options::{BackoffContext, JobOptions, Keep};
 use crate::processor::Processor;
 use crate::queue::ProducerSettings;
 use crate::registry::{
     check_registrations, merge_processors, processor_from_record, QueuePlan, Registered,
-    RegistryError,
 };
 use crate::tls::Tls;
 
@@ -131,7 +131,7 @@ impl QueueAppBuilder {
     where
         F: Fn(&BackoffContext<'_>) -> Option<Duration> + Send + Sync + 'static,
     {
-        self.backoffs.0.insert(name.into(), Arc::new(strategy));
+        self.backoffs.register(name.into(), Arc::new(strategy));
         self
     }
 

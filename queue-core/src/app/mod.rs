@@ -1,8 +1,8 @@
 //! `QueueApp`: the one object that holds the connection, the defaults, the
 //! dependencies and the registered processors (the `BullModule.forRoot` equivalent).
 
-mod backoff;
 mod builder;
+mod from_app;
 mod registrations;
 
 use std::collections::HashMap;
@@ -13,14 +13,15 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-pub(crate) use backoff::BackoffRegistry;
 pub use builder::QueueAppBuilder;
+pub use from_app::FromApp;
 pub use registrations::Registrations;
 
 use crate::deps::Deps;
 use crate::engine::{Connection, EngineQueueEvents, WorkerSettings};
 use crate::error::Error;
 use crate::events::{QueueEvents, WorkerEvent, WorkerEvents};
+use crate::options::BackoffRegistry;
 use crate::queue::{ProducerSettings, Queue, QueueShared};
 use crate::registry::{QueueListenerRecord, QueuePlan, WorkerListenerRecord};
 use crate::worker::{AttemptTracker, Dispatcher, Listeners, Workers};
@@ -162,10 +163,10 @@ impl QueueApp {
                 limiter: plan.limiter,
                 stalled_interval: plan.stalled_interval,
                 max_stalled_count: plan.max_stalled_count,
-                backoff: self.inner.backoffs.as_engine_fn(),
+                backoff: self.inner.backoffs.as_lookup(),
             };
             let dispatcher = Dispatcher {
-                backoff: self.inner.backoffs.as_engine_fn(),
+                backoff: self.inner.backoffs.as_lookup(),
                 plan: plan.clone(),
                 deps: deps.clone(),
                 tracker: Arc::new(AttemptTracker::new(
@@ -221,9 +222,9 @@ impl QueueApp {
 
     /// Reads `queue`'s Redis event stream (events from every process), from now on.
     pub async fn queue_events(&self, queue: &str) -> Result<QueueEvents, Error> {
-        Ok(QueueEvents::new(
+        Ok(QueueEvents::new(Box::new(
             EngineQueueEvents::open(&self.inner.conn, queue).await?,
-        ))
+        )))
     }
 
     /// The key prefix.

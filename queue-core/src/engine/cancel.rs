@@ -1,30 +1,20 @@
-//! The cancellation signal of one running job.
+//! The engine's cancellation token, as the source of a job's cancel signal.
 
 use bullmq::worker::CancellationToken;
+use futures::future::BoxFuture;
 
-/// Raised by `Queue::cancel` (through the worker) or by a test handle; a handler
-/// observes it through `Job::cancelled`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct CancelSignal(CancellationToken);
+use crate::job::CancelSource;
 
-impl CancelSignal {
-    pub(crate) fn new() -> Self {
-        CancelSignal(CancellationToken::new())
+impl CancelSource for CancellationToken {
+    fn cancel(&self) {
+        CancellationToken::cancel(self);
     }
 
-    pub(super) fn from_engine(token: CancellationToken) -> Self {
-        CancelSignal(token)
+    fn is_cancelled(&self) -> bool {
+        CancellationToken::is_cancelled(self)
     }
 
-    pub(crate) fn cancel(&self) {
-        self.0.cancel();
-    }
-
-    pub(crate) fn is_cancelled(&self) -> bool {
-        self.0.is_cancelled()
-    }
-
-    pub(crate) async fn cancelled(&self) {
-        self.0.cancelled().await;
+    fn cancelled(&self) -> BoxFuture<'_, ()> {
+        Box::pin(CancellationToken::cancelled(self))
     }
 }

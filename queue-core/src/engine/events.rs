@@ -1,11 +1,12 @@
 //! The engine's `QueueEvents` (a reader of the Redis event stream), typed as ours.
 
 use bullmq::{QueueEvent as E, QueueEventsOptions};
+use futures::future::BoxFuture;
 
 use super::connection::Connection;
 use super::convert::engine_error;
 use crate::error::Error;
-use crate::events::QueueEvent;
+use crate::events::{EventFeed, QueueEvent};
 
 pub(crate) struct EngineQueueEvents(bullmq::QueueEvents);
 
@@ -34,14 +35,16 @@ impl EngineQueueEvents {
             .map_err(engine_error)?;
         Ok(EngineQueueEvents(inner))
     }
+}
 
-    pub(crate) async fn next(&self) -> Option<QueueEvent> {
+impl EventFeed for EngineQueueEvents {
+    fn next(&self) -> BoxFuture<'_, Option<QueueEvent>> {
         // `&self`: the engine's reader is shared by whoever awaits it.
-        self.0.next_event().await.map(|entry| convert(entry.event))
+        Box::pin(async move { self.0.next_event().await.map(|entry| convert(entry.event)) })
     }
 
-    pub(crate) async fn close(self) {
-        self.0.close().await;
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move { self.0.close().await })
     }
 }
 

@@ -21,9 +21,8 @@ use bullmq::worker::CancellationToken;
 use super::connection::Connection;
 use super::convert::{engine_error, millis};
 use super::runtime::{on_engine, spawn_on_engine};
-use super::worker::EventSink;
+use super::sink::{EngineEvent, EventSink};
 use crate::error::Error;
-use crate::events::EngineEvent;
 
 /// What the keeper holds for one running attempt: how to stop it if its lock is lost.
 #[derive(Clone, Debug)]

@@ -13,13 +13,11 @@ mod lock_keeper;
 mod queue;
 mod raw_data;
 mod runtime;
+mod sink;
 mod worker;
 
-pub(crate) use cancel::CancelSignal;
 pub(crate) use connection::Connection;
 pub(crate) use events::EngineQueueEvents;
-pub(crate) use job::LiveJob;
 pub(crate) use queue::{AddOutcome, EngineQueue};
-pub(crate) use worker::{
-    AttemptFailure, BackoffFn, EngineWorker, EventSink, ProcessFn, RawAttempt, WorkerSettings,
-};
+pub(crate) use sink::{EngineEvent, EventSink};
+pub(crate) use worker::{AttemptFailure, EngineWorker, ProcessFn, RawAttempt, WorkerSettings};

@@ -12,25 +12,20 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use tokio::task::JoinHandle;
 
-use super::cancel::CancelSignal;
 use super::connection::Connection;
 use super::convert::{engine_error, job_meta, millis};
 use super::job::LiveJob;
 use super::lock_keeper::LockKeeper;
 use super::queue::cancel_channel;
 use super::raw_data;
+use super::sink::{EngineEvent, EventSink};
 use crate::error::Error;
-use crate::events::EngineEvent;
-use crate::job::{Job, JobContext};
-use crate::options::BackoffContext;
+use crate::job::{CancelSignal, Job, JobContext};
+use crate::options::{BackoffContext, BackoffFn};
 
 /// Retry delay after a Redis error in the fetch loop; the engine's default is 15 s,
 /// which leaves a worker idle long after Redis is back.
 const RUN_RETRY_DELAY: Duration = Duration::from_secs(1);
-
-/// A custom backoff lookup: strategy name and failure -> wait, or `None` for no retry.
-pub(crate) type BackoffFn =
-    Arc<dyn Fn(&str, &BackoffContext<'_>) -> Option<Duration> + Send + Sync>;
 
 /// One attempt handed to our dispatcher: the job, with its per-job timeout and trace
 /// context read from its stored options.
@@ -58,14 +53,6 @@ pub(crate) type ProcessFn = Arc<
         + Send
         + Sync,
 >;
-
-/// Receives the engine's events, converted.
-pub(crate) trait EventSink: Send + Sync {
-    /// Takes one event.
-    fn deliver(&self, event: EngineEvent);
-    /// Whether anyone listens to the events right now.
-    fn listening(&self) -> bool;
-}
 
 /// How often the engine's events are drained while nobody listens.
 const UNHEARD_DRAIN_EVERY: Duration = Duration::from_millis(50);
@@ -209,7 +196,7 @@ fn engine_processor(
         // context are in its stored options.
         let meta = job_meta(&engine_job, &queue);
         let data = engine_job.data().clone();
-        let ctx = JobContext::Live(LiveJob::new(engine_job));
+        let ctx = JobContext::Live(Arc::new(LiveJob::new(engine_job)));
         let conn = conn.clone();
         let process = process.clone();
         Box::pin(async move {
@@ -220,7 +207,12 @@ fn engine_processor(
                     Box::pin(async move { raw_data::problem(&conn, &queue, &id).await });
                 explain
             });
-            let job = Job::from_parts(data, Arc::new(meta), ctx, CancelSignal::from_engine(token));
+            let job = Job::from_parts(
+                data,
+                Arc::new(meta),
+                ctx,
+                CancelSignal::from_source(Arc::new(token)),
+            );
             let outcome = process(RawAttempt { job, explain_null }).await;
             outcome.map_err(|failure| {
                 if failure.retryable {
@@ -247,9 +239,10 @@ fn engine_backoff(backoff: BackoffFn) -> bullmq::BackoffStrategyFn {
     })
 }
 
-/// The engine's event channel is unbounded: drain it always, so it cannot grow. While
-/// nobody listens, drain it in batches instead of waking for every event: that wake-up
-/// per job cost measurable throughput.
+/// The engine's event channel is bounded (`vendor/PATCHES.md`), but events left in it
+/// would be stale by the time someone listens: drain it always. While nobody listens,
+/// drain it in batches instead of waking for every event: that wake-up per job cost
+/// measurable throughput.
 async fn forward_events(worker: Arc<bullmq::Worker>, sink: Arc<dyn EventSink>) {
     loop {
         let next = if sink.listening() {

@@ -152,18 +152,6 @@ impl WorkerEvent {
     }
 }
 
-/// The engine's worker events before we add the queue, name and attempt facts.
-#[derive(Debug, Clone)]
-pub(crate) enum EngineEvent {
-    Completed { job_id: String, result: Value },
-    Failed { job_id: String, reason: String },
-    Progress { job_id: String, progress: Value },
-    Stalled { job_id: String },
-    LockLost { job_id: String },
-    Drained,
-    Error { message: String },
-}
-
 /// A subscription to this process's worker events.
 ///
 /// ```no_run

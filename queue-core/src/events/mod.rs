@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::engine::EngineQueueEvents;
+use futures::future::BoxFuture;
+
 use crate::error::Error;
 
-pub(crate) use local::EngineEvent;
 pub use local::{WorkerEvent, WorkerEvents};
 
 /// One entry of a queue's Redis event stream (`<prefix>:<queue>:events`), written by
@@ -175,6 +175,15 @@ pub struct QueueEvents {
     reader: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// Where a [`QueueEvents`] reads from: the queue's Redis stream, as the engine reads it
+/// (`crate::engine`).
+pub(crate) trait EventFeed: Send + Sync + 'static {
+    /// The next event; `None` once the feed ends.
+    fn next(&self) -> BoxFuture<'_, Option<QueueEvent>>;
+    /// Releases the feed's connection.
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()>;
+}
+
 /// Events buffered for a reader that is behind; past this, events are dropped and
 /// counted in [`QueueEvents::lagged`].
 pub const QUEUE_EVENTS_CAPACITY: usize = 4096;
@@ -182,7 +191,7 @@ pub const QUEUE_EVENTS_CAPACITY: usize = 4096;
 impl QueueEvents {
     /// Reads `inner` into a bounded buffer: the engine hands its events over an
     /// unbounded channel, which a slow reader would grow without limit.
-    pub(crate) fn new(inner: EngineQueueEvents) -> Self {
+    pub(crate) fn new(inner: Box<dyn EventFeed>) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_EVENTS_CAPACITY);
         let (stop, mut stopped) = oneshot::channel();
         let lagged = Arc::new(AtomicU64::new(0));

@@ -1,7 +1,7 @@
 //! `Job<T>`: what a handler receives.
 
-pub(crate) mod id;
 mod info;
+mod link;
 mod state;
 mod testing;
 
@@ -14,7 +14,8 @@ pub use info::JobInfo;
 pub use state::{JobCounts, JobState};
 pub use testing::TestJobHandle;
 
-use crate::engine::{CancelSignal, LiveJob};
+pub(crate) use link::{CancelSignal, CancelSource, JobWriter};
+
 use crate::error::Error;
 use crate::options::JobOptions;
 
@@ -35,7 +36,7 @@ pub(crate) struct JobMeta {
 /// Where progress and log lines go: Redis for a real job, memory for a test job.
 #[derive(Debug, Clone)]
 pub(crate) enum JobContext {
-    Live(LiveJob),
+    Live(Arc<dyn JobWriter>),
     Test(Arc<testing::Recorder>),
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::engine::CancelSignal;
+use super::CancelSignal;
 
 /// What a test job's handler reported.
 #[derive(Debug, Default)]

@@ -2,8 +2,10 @@
 
 mod backoff;
 mod dedup;
+pub(crate) mod job_id;
 mod keep;
 mod schedule;
+mod strategies;
 
 use std::time::Duration;
 
@@ -11,9 +13,10 @@ pub use backoff::{Backoff, BackoffContext};
 pub use dedup::Deduplication;
 pub use keep::Keep;
 pub use schedule::Schedule;
+pub(crate) use strategies::{BackoffFn, BackoffRegistry};
 
 use crate::error::Error;
-use crate::job::id::validate_job_id;
+use job_id::validate_job_id;
 
 /// The highest priority number BullMQ accepts (2^21 - 1). `1` is the most urgent.
 pub const MAX_PRIORITY: u32 = 2_097_151;

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::Queue;
 use crate::error::Error;
-use crate::job::id::could_be_job_id;
 use crate::job::{JobCounts, JobInfo, JobState};
+use crate::options::job_id::could_be_job_id;
 
 /// A page of a job's log lines.
 #[derive(Debug, Clone, PartialEq, Eq)]

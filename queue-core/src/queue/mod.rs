@@ -18,11 +18,10 @@ use tokio::sync::OnceCell;
 pub use cancel::CancelOutcome;
 pub use manage::JobLogs;
 
-use crate::app::BackoffRegistry;
 use crate::engine::{AddOutcome, Connection, EngineQueue};
 use crate::error::Error;
 use crate::job::JobState;
-use crate::options::JobOptions;
+use crate::options::{BackoffRegistry, JobOptions};
 
 /// What one queue's handles share: the engine handle (opened on first use) and the
 /// app settings `add` applies.

@@ -12,7 +12,6 @@ pub use records::{
     Instance, MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord, TypeInfo,
     WorkerListenerRecord,
 };
-pub use validate::RegistryError;
 pub(crate) use validate::{check_registrations, merge_processors};
 
 use crate::handler::ErasedHandler;

@@ -1,7 +1,6 @@
 //! Start-up checks: every problem with the registered processors, reported at once.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
 use std::any::TypeId;
@@ -9,56 +8,9 @@ use std::collections::BTreeSet;
 
 use super::{PlannedHandler, QueuePlan, Registered};
 use crate::deps::Deps;
+#[cfg(test)]
+use crate::error::RegistryError;
 use crate::processor::Processor;
-
-/// The app refused to start: every problem found in the registrations, one per line.
-///
-/// ```
-/// use queue_core::{Job, JobError, Processor, QueueApp};
-///
-/// async fn a(_job: Job<String>) -> Result<(), JobError> { Ok(()) }
-/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// let err = QueueApp::builder()
-///     .processor(Processor::new("email").job("welcome", a))
-///     .processor(Processor::new("email").job("welcome", a))
-///     .check()
-///     .unwrap_err();
-/// assert!(err.to_string().contains("claimed twice"));
-/// # });
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct RegistryError {
-    problems: Vec<String>,
-}
-
-impl RegistryError {
-    pub(crate) fn from_problems(problems: Vec<String>) -> Result<(), Self> {
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(RegistryError { problems })
-        }
-    }
-
-    /// Each problem, in queue order.
-    pub fn problems(&self) -> &[String] {
-        &self.problems
-    }
-}
-
-impl fmt::Display for RegistryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the queue app cannot start ({} problem(s)):",
-            self.problems.len()
-        )?;
-        for problem in &self.problems {
-            write!(f, "\n  - {problem}")?;
-        }
-        Ok(())
-    }
-}
 
 /// Merges processors per queue (sorted by queue name) and checks them against what
 /// the app provides.
@@ -72,7 +24,7 @@ pub(crate) fn plan_queues(
     RegistryError::from_problems(problems).map(|()| plans)
 }
 
-/// Merges processors per queue, adding every problem found to `problems`.
+/// Checks a processor's durations, adding every problem found to `problems`.
 fn check_durations(processor: &Processor, problems: &mut Vec<String>) {
     let queue = processor.queue.as_str();
     let values = [

@@ -15,10 +15,10 @@ use tracing::Instrument;
 use super::blocking::{PollWatch, BLOCKING_REPORT_AFTER};
 use super::tracker::AttemptTracker;
 use crate::deps::Deps;
-use crate::engine::{AttemptFailure, BackoffFn, CancelSignal, ProcessFn, RawAttempt};
+use crate::engine::{AttemptFailure, ProcessFn, RawAttempt};
 use crate::handler::JobError;
-use crate::job::Job;
-use crate::options::{Backoff, BackoffContext};
+use crate::job::{CancelSignal, Job};
+use crate::options::{Backoff, BackoffContext, BackoffFn};
 use crate::registry::QueuePlan;
 
 /// Everything an attempt of one queue needs, shared by its concurrent attempts.

@@ -141,7 +141,7 @@ impl Listeners {
                 .push((r.queue, r.event, mailbox));
         }
         for (name, routed) in by_queue {
-            let events = QueueEvents::new(EngineQueueEvents::open(conn, name).await?);
+            let events = QueueEvents::new(Box::new(EngineQueueEvents::open(conn, name).await?));
             listeners
                 .queue
                 .push(tokio::spawn(dispatch_queue_events(routed, events)));

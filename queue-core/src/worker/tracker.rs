@@ -6,8 +6,8 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::broadcast;
 
-use crate::engine::EventSink;
-use crate::events::{EngineEvent, WorkerEvent};
+use crate::engine::{EngineEvent, EventSink};
+use crate::events::WorkerEvent;
 
 #[derive(Debug, Clone)]
 struct AttemptFacts {

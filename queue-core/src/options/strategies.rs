@@ -1,20 +1,30 @@
-//! Custom backoff strategies, registered on the app by name.
+//! Custom backoff strategies, registered on the app by name and checked at `add`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::BackoffFn;
 use crate::error::Error;
 use crate::options::{BackoffContext, JobOptions};
 
-pub(super) type StrategyFn = Arc<dyn Fn(&BackoffContext<'_>) -> Option<Duration> + Send + Sync>;
+/// A custom backoff lookup: strategy name and failure -> wait, or `None` for no retry
+/// (what the engine's worker asks when a job with a custom backoff fails).
+pub(crate) type BackoffFn =
+    Arc<dyn Fn(&str, &BackoffContext<'_>) -> Option<Duration> + Send + Sync>;
+
+/// One registered strategy: the failure -> the wait, or `None` for no retry.
+pub(crate) type StrategyFn = Arc<dyn Fn(&BackoffContext<'_>) -> Option<Duration> + Send + Sync>;
 
 /// Custom backoff strategies by name.
 #[derive(Clone, Default)]
-pub(crate) struct BackoffRegistry(pub(super) BTreeMap<String, StrategyFn>);
+pub(crate) struct BackoffRegistry(BTreeMap<String, StrategyFn>);
 
 impl BackoffRegistry {
+    /// Registers `strategy` under `name` (replacing one of the same name).
+    pub(crate) fn register(&mut self, name: String, strategy: StrategyFn) {
+        self.0.insert(name, strategy);
+    }
+
     /// Refuses a custom backoff name this app does not know: the job could never retry.
     pub(crate) fn check(&self, opts: &JobOptions) -> Result<(), Error> {
         match &opts.backoff {
@@ -38,7 +48,8 @@ impl BackoffRegistry {
         }
     }
 
-    pub(crate) fn as_engine_fn(&self) -> Option<BackoffFn> {
+    /// The lookup the engine's worker asks, if any strategy is registered.
+    pub(crate) fn as_lookup(&self) -> Option<BackoffFn> {
         if self.0.is_empty() {
             return None;
         }

@@ -1,6 +1,8 @@
 //! The crate's one error enum, and the `Result` alias that uses it.
 
-use crate::registry::RegistryError;
+mod registry;
+
+pub use registry::RegistryError;
 
 /// A boxed error source, so that no engine type appears in our signatures.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
