@@ -173,3 +173,35 @@ fn now_ms() -> u64 {
         .unwrap()
         .as_millis() as u64
 }
+
+/// Our bounded default retention lives on our workers (BullMQ's worker-level
+/// `removeOnComplete`), not in every job: a job that sets nothing stores nothing for it,
+/// while retention the app or the job asks for is stored with the job, as BullMQ does.
+#[tokio::test]
+async fn default_retention_costs_a_job_no_bytes_and_explicit_retention_travels_with_it() {
+    let redis = TestRedis::new("retention-bytes");
+    let plain = redis.builder().build().await.unwrap();
+    let explicit = redis
+        .builder()
+        .default_job_options(JobOptions::new().remove_on_complete(Keep::Last(5)))
+        .build()
+        .await
+        .unwrap();
+    plain
+        .queue::<()>("q")
+        .unwrap()
+        .add("x", (), JobOptions::new().job_id("plain-1"))
+        .await
+        .unwrap();
+    explicit
+        .queue::<()>("q")
+        .unwrap()
+        .add("x", (), JobOptions::new().job_id("explicit-1"))
+        .await
+        .unwrap();
+    let opts = |id: &str| -> serde_json::Value {
+        serde_json::from_str(&redis.job_field("q", id, "opts").unwrap()).unwrap()
+    };
+    assert_eq!(opts("plain-1"), serde_json::json!({"jobId": "plain-1"}));
+    assert_eq!(opts("explicit-1")["removeOnComplete"], 5);
+}

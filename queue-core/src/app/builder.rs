@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::error::RegistryError;
 use crate::events::local;
 use crate::options::BackoffRegistry;
-use crate::options::{BackoffContext, JobOptions, Keep};
+use crate::options::{BackoffContext, JobOptions};
 use crate::processor::Processor;
 use crate::queue::ProducerSettings;
 use crate::registry::{
@@ -91,10 +91,12 @@ impl QueueAppBuilder {
         self
     }
 
-    /// Options applied to every job that does not set them itself. Retention left
-    /// unset here is [`Keep::DEFAULT_COMPLETED`](crate::Keep::DEFAULT_COMPLETED) and
-    /// [`Keep::DEFAULT_FAILED`](crate::Keep::DEFAULT_FAILED); `Keep::All` keeps
-    /// everything, as BullMQ does.
+    /// Options applied to every job that does not set them itself (stored with each
+    /// job, as BullMQ's `defaultJobOptions`). Retention left unset by the job and by
+    /// these defaults is this app's workers' own: [`Keep::DEFAULT_COMPLETED`](crate::Keep::DEFAULT_COMPLETED)
+    /// and [`Keep::DEFAULT_FAILED`](crate::Keep::DEFAULT_FAILED), set on the worker as
+    /// BullMQ's worker-level `removeOnComplete` / `removeOnFail`, so a job that carries
+    /// no retention costs no bytes for it. `Keep::All` keeps everything, as BullMQ does.
     pub fn default_job_options(mut self, defaults: JobOptions) -> Self {
         self.defaults = defaults;
         self
@@ -261,7 +263,7 @@ impl QueueAppBuilder {
                 plans,
                 deps: Arc::new(deps),
                 producer: ProducerSettings {
-                    defaults: with_bounded_retention(self.defaults),
+                    defaults: self.defaults,
                     max_payload_bytes: self.max_payload_bytes,
                     backoffs: self.backoffs.clone(),
                     command_timeout: self.command_timeout,
@@ -284,13 +286,4 @@ impl QueueAppBuilder {
         }
         Ok(app)
     }
-}
-
-/// The app's defaults, with our bounded retention where they leave it unset.
-fn with_bounded_retention(mut defaults: JobOptions) -> JobOptions {
-    defaults.remove_on_complete = defaults
-        .remove_on_complete
-        .or(Some(Keep::DEFAULT_COMPLETED));
-    defaults.remove_on_fail = defaults.remove_on_fail.or(Some(Keep::DEFAULT_FAILED));
-    defaults
 }

@@ -21,7 +21,7 @@ use crate::deps::Deps;
 use crate::engine::{Connection, EngineQueueEvents, WorkerSettings};
 use crate::error::Error;
 use crate::events::{QueueEvents, WorkerEvent, WorkerEvents};
-use crate::options::BackoffRegistry;
+use crate::options::{BackoffRegistry, Keep};
 use crate::queue::{ProducerSettings, Queue, QueueShared};
 use crate::registry::{QueueListenerRecord, QueuePlan, WorkerListenerRecord};
 use crate::worker::{AttemptTracker, Dispatcher, Listeners, Workers};
@@ -164,6 +164,8 @@ impl QueueApp {
                 stalled_interval: plan.stalled_interval,
                 max_stalled_count: plan.max_stalled_count,
                 backoff: self.inner.backoffs.as_lookup(),
+                keep_completed: Keep::DEFAULT_COMPLETED,
+                keep_failed: Keep::DEFAULT_FAILED,
             };
             let dispatcher = Dispatcher {
                 backoff: self.inner.backoffs.as_lookup(),

@@ -55,7 +55,7 @@ pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn keep_to_engine(keep: Keep) -> RemoveOnFinish {
+pub(super) fn keep_to_engine(keep: Keep) -> RemoveOnFinish {
     match keep {
         Keep::All => RemoveOnFinish::Bool(false),
         Keep::None => RemoveOnFinish::Bool(true),

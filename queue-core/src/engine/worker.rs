@@ -13,7 +13,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::task::JoinHandle;
 
 use super::connection::Connection;
-use super::convert::{engine_error, job_meta, millis};
+use super::convert::{engine_error, job_meta, keep_to_engine, millis};
 use super::job::LiveJob;
 use super::lock_keeper::LockKeeper;
 use super::queue::cancel_channel;
@@ -21,7 +21,7 @@ use super::raw_data;
 use super::sink::{EngineEvent, EventSink};
 use crate::error::Error;
 use crate::job::{CancelSignal, Job, JobContext};
-use crate::options::{BackoffContext, BackoffFn};
+use crate::options::{BackoffContext, BackoffFn, Keep};
 
 /// Retry delay after a Redis error in the fetch loop; the engine's default is 15 s,
 /// which leaves a worker idle long after Redis is back.
@@ -68,6 +68,10 @@ pub(crate) struct WorkerSettings {
     pub(crate) stalled_interval: Option<Duration>,
     pub(crate) max_stalled_count: Option<u32>,
     pub(crate) backoff: Option<BackoffFn>,
+    /// Retention for the finished jobs that set none themselves (BullMQ's worker-level
+    /// `removeOnComplete` / `removeOnFail`).
+    pub(crate) keep_completed: Keep,
+    pub(crate) keep_failed: Keep,
 }
 
 /// A running engine worker and its helper tasks.
@@ -110,6 +114,8 @@ impl EngineWorker {
         if let Some((max, per)) = settings.limiter {
             options.limiter = Some(bullmq::RateLimiterOptions::new(max, per));
         }
+        options.remove_on_complete = Some(keep_to_engine(settings.keep_completed));
+        options.remove_on_fail = Some(keep_to_engine(settings.keep_failed));
         if let Some(backoff) = settings.backoff {
             options.backoff_strategy = Some(engine_backoff(backoff));
         }

@@ -14,9 +14,10 @@ use std::time::Duration;
 /// assert!(opts.validate().is_ok());
 /// ```
 ///
-/// When neither the job nor the app's default job options say, completed jobs follow
-/// [`Keep::DEFAULT_COMPLETED`] and failed ones [`Keep::DEFAULT_FAILED`], so Redis
-/// memory stays bounded under any load. (BullMQ itself keeps everything.)
+/// When neither the job nor the app's default job options say, the app's workers keep
+/// completed jobs by [`Keep::DEFAULT_COMPLETED`] and failed ones by [`Keep::DEFAULT_FAILED`]
+/// (as BullMQ's worker-level retention, so the job itself stores nothing for it), and
+/// Redis memory stays bounded under any load. (BullMQ itself keeps everything.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keep {
     /// Keep every finished job (Redis grows until something cleans it).

@@ -363,6 +363,8 @@ pub(crate) fn pack_delayed_job_opts(
         }
     }
 
+    crate::queue::push_extensions(&mut entries, job_opts);
+
     // Encode as msgpack map
     let mut buf = Vec::with_capacity(128);
     write_map_len(&mut buf, entries.len() as u32).unwrap();

@@ -594,11 +594,7 @@ impl Queue {
             write_bool(&mut b, omit).unwrap();
             entries.push(("omc", b));
         }
-        for (key, value) in &opts.extensions {
-            // A serde_json::Value always encodes; an empty buffer cannot happen.
-            let b = rmp_serde::to_vec(value).unwrap_or_default();
-            entries.push((key.as_str(), b));
-        }
+        push_extensions(&mut entries, opts);
 
         // Encode as msgpack map
         let mut buf = Vec::with_capacity(64);
@@ -2949,10 +2945,7 @@ impl Queue {
             }
         }
 
-        for (key, value) in &opts.extensions {
-            let b = rmp_serde::to_vec(value).unwrap_or_default();
-            entries.push((key.as_str(), b));
-        }
+        push_extensions(&mut entries, opts);
 
         let mut buf = Vec::with_capacity(64);
         write_map_len(&mut buf, entries.len() as u32).unwrap();
@@ -2966,6 +2959,16 @@ impl Queue {
     /// Close the queue connection.
     pub async fn close(&self) {
         self.conn.close().await;
+    }
+}
+
+/// Adds a job's unmodelled options (`JobOptions::extensions`) to the entries of an
+/// options map about to be packed for a script.
+pub(crate) fn push_extensions<'a>(entries: &mut Vec<(&'a str, Vec<u8>)>, opts: &'a JobOptions) {
+    for (key, value) in &opts.extensions {
+        // A serde_json::Value always encodes.
+        let b = rmp_serde::to_vec(value).unwrap_or_default();
+        entries.push((key.as_str(), b));
     }
 }
 
