@@ -9,7 +9,7 @@
 //! queue-bench enqueue <ours|raw> <queue> <single|inflight|bulk> <n>   -> {"ms"}
 //! queue-bench work    <ours|raw> <queue> <concurrency> <n>            -> {"ms","peakRssKb"}
 //! queue-bench latency <ours|raw> <queue> <n>                          -> {"samplesUs"}
-//! queue-bench serve   <ours|raw> <port> [no-request-ids]              (until killed)
+//! queue-bench serve   <ours|raw> <port> [no-traces]              (until killed)
 //! ```
 //!
 //! The Node side (`bench/node/bench.mjs`) answers the same commands.

@@ -40,9 +40,10 @@
 //! }
 //! ```
 //!
-//! Each request runs in a trace scope: its trace id (from `traceparent`,
-//! `x-request-id`, or new) is stored on the jobs it adds, put on the worker's `job` span
-//! and returned in the `x-request-id` response header.
+//! Each request runs in a trace scope: the W3C trace context of its `traceparent`, or a
+//! new trace. The jobs it adds carry the context in BullMQ's telemetry field, where Node's
+//! `bullmq-otel` reads it too; the worker's `job` span carries the trace id. The
+//! `x-request-id` response header echoes the client's own id, or gives the trace id.
 
 mod accepted;
 mod error;

@@ -38,7 +38,9 @@ async function produce() {
   await queue.close();
 }
 
-async function work() {
+// Processes <count> jobs (counting final failures); with telemetry, each line also says
+// which trace the handler ran in.
+async function runWorker(telemetry) {
   const wanted = Number(arg);
   let finished = 0;
   let resolveDone;
@@ -46,13 +48,15 @@ async function work() {
   const worker = new Worker(
     queueName,
     async (job) => {
-      print({ id: job.id, name: job.name, data: job.data, opts: job.opts, attemptsMade: job.attemptsMade });
+      const line = { id: job.id, name: job.name, data: job.data, opts: job.opts, attemptsMade: job.attemptsMade };
+      if (telemetry) line.traceId = trace.getActiveSpan()?.spanContext().traceId ?? null;
+      print(line);
       if (job.data && job.data.failFirst && job.attemptsMade === 0) {
         throw new Error('node says: first attempt fails');
       }
       return { echo: job.data, by: 'node' };
     },
-    { connection, prefix, concurrency: 4 },
+    { connection, prefix, concurrency: 4, telemetry },
   );
   const settle = () => {
     finished += 1;
@@ -64,6 +68,10 @@ async function work() {
   });
   await done;
   await worker.close();
+}
+
+async function work() {
+  await runWorker(undefined);
 }
 
 async function events() {
@@ -122,27 +130,7 @@ async function produceTraced() {
 
 async function workTraced() {
   const { telemetry, printSpans } = otel();
-  const wanted = Number(arg);
-  let finished = 0;
-  let resolveDone;
-  const done = new Promise((resolve) => (resolveDone = resolve));
-  const worker = new Worker(
-    queueName,
-    async (job) => {
-      const active = trace.getActiveSpan()?.spanContext();
-      print({ id: job.id, opts: job.opts, attemptsMade: job.attemptsMade, traceId: active?.traceId ?? null });
-      if (job.data && job.data.failFirst && job.attemptsMade === 0) {
-        throw new Error('node says: first attempt fails');
-      }
-      return { by: 'node' };
-    },
-    { connection, prefix, telemetry },
-  );
-  worker.on('completed', () => {
-    if (++finished >= wanted) resolveDone();
-  });
-  await done;
-  await worker.close();
+  await runWorker(telemetry);
   printSpans();
 }
 

@@ -187,21 +187,46 @@ async fn default_retention_costs_a_job_no_bytes_and_explicit_retention_travels_w
         .build()
         .await
         .unwrap();
-    plain
-        .queue::<()>("q")
-        .unwrap()
-        .add("x", (), JobOptions::new().job_id("plain-1"))
-        .await
-        .unwrap();
-    explicit
-        .queue::<()>("q")
-        .unwrap()
-        .add("x", (), JobOptions::new().job_id("explicit-1"))
-        .await
-        .unwrap();
+    for (app, id) in [(&plain, "plain-1"), (&explicit, "explicit-1")] {
+        let q = app.queue::<()>("q").unwrap();
+        q.add("x", (), JobOptions::new().job_id(id)).await.unwrap();
+    }
     let opts = |id: &str| -> serde_json::Value {
         serde_json::from_str(&redis.job_field("q", id, "opts").unwrap()).unwrap()
     };
     assert_eq!(opts("plain-1"), serde_json::json!({"jobId": "plain-1"}));
     assert_eq!(opts("explicit-1")["removeOnComplete"], 5);
+}
+
+async fn nothing(_job: Job<()>) -> Result<(), JobError> {
+    Ok(())
+}
+
+/// The app's default retention is also its workers' retention for jobs that set none,
+/// whoever added them (here another app, standing for a Node producer).
+#[tokio::test]
+async fn the_apps_default_retention_holds_for_jobs_other_producers_added() {
+    let redis = TestRedis::new("retention-worker");
+    let producer = redis.builder().build().await.unwrap();
+    let q = producer.queue::<()>("q").unwrap();
+    for i in 0..5 {
+        q.add("x", (), JobOptions::new().job_id(format!("other-{i}")))
+            .await
+            .unwrap();
+    }
+    let consumer = redis
+        .builder()
+        .default_job_options(JobOptions::new().remove_on_complete(Keep::Last(2)))
+        .processor(Processor::new("q").any_job(nothing))
+        .build()
+        .await
+        .unwrap();
+    let workers = consumer.start_workers().await.unwrap();
+    wait_until(SOON, "all five processed", || async {
+        let counts = q.get_job_counts().await.unwrap();
+        (counts.waiting + counts.active == 0).then_some(())
+    })
+    .await;
+    workers.shutdown(SOON).await;
+    assert_eq!(q.get_job_counts().await.unwrap().completed, 2);
 }

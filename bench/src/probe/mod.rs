@@ -176,9 +176,9 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
             }
             "serve" => {
                 let port: u16 = arg(args, 2, "port")?;
-                let mint_request_ids = args.get(3).map(String::as_str) != Some("no-request-ids");
+                let start_traces = args.get(3).map(String::as_str) != Some("no-traces");
                 if ours {
-                    ours::serve(port, mint_request_ids).await?;
+                    ours::serve(port, start_traces).await?;
                 } else {
                     raw::serve(port).await?;
                 }

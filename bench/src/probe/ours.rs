@@ -8,7 +8,9 @@ use axum::routing::post;
 use axum::{Json, Router};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use queue_axum::{Accepted, QueueError, QueueLayer};
-use queue_core::{inject_queue, processor, BulkJob, Job, JobError, JobOptions, Queue, QueueApp};
+use queue_core::{
+    inject_queue, processor, BulkJob, Job, JobError, JobOptions, Keep, Queue, QueueApp,
+};
 use tokio::sync::mpsc;
 
 use super::{now_us, redis_url, Email, Stamp, StartCounter, IN_FLIGHT};
@@ -83,7 +85,13 @@ pub(super) async fn enqueue(queue: &str, mode: &str, n: u64) -> BenchResult<Dura
 }
 
 pub(super) async fn work(queue: &str, n: u64) -> BenchResult<Duration> {
-    let app = app().await?;
+    // The run ends when all `n` jobs are in the completed set, so keep them all, as the
+    // raw engine's and Node's workers do by default.
+    let app = QueueApp::builder()
+        .redis(redis_url())
+        .default_job_options(JobOptions::new().remove_on_complete(Keep::All))
+        .build()
+        .await?;
     let workers = app.start_workers_for(&[queue]).await?;
     let took = super::time_until_completed(&STARTS, queue, n).await?;
     workers.shutdown(Duration::from_secs(5)).await;
@@ -125,11 +133,11 @@ async fn accept(producers: Producers, Json(email): Json<Email>) -> Result<Accept
     Ok(Accepted::from(added))
 }
 
-pub(super) async fn serve(port: u16, mint_request_ids: bool) -> BenchResult<()> {
+pub(super) async fn serve(port: u16, start_traces: bool) -> BenchResult<()> {
     let app = app().await?;
     let router = Router::new()
         .route("/enqueue", post(accept))
-        .layer(QueueLayer::new(&app).start_traces(mint_request_ids));
+        .layer(QueueLayer::new(&app).start_traces(start_traces));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     axum::serve(listener, router).await?;
     Ok(())

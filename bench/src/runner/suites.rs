@@ -237,13 +237,13 @@ struct HttpServer {
 const HTTP_SERVERS: [HttpServer; 3] = [
     HttpServer {
         system: System::Ours,
-        label: "ours: axum + queue-axum, request ids minted (default)",
+        label: "ours: axum + queue-axum, traces started (default)",
         extra: None,
     },
     HttpServer {
         system: System::Ours,
-        label: "ours: axum + queue-axum, `mint_request_ids(false)`",
-        extra: Some("no-request-ids"),
+        label: "ours: axum + queue-axum, `start_traces(false)`",
+        extra: Some("no-traces"),
     },
     HttpServer {
         system: System::Raw,
@@ -334,7 +334,7 @@ pub(super) fn http(redis: &mut BenchRedis, settings: Settings) -> BenchResult<St
     }
     let raw = median_of(&rates, HTTP_SERVERS[2].label);
     out.push_str(&format!(
-        "\nrequests/s ours/raw: {} (request ids minted), {} (not minted)\n\n",
+        "\nrequests/s ours/raw: {} (traces started), {} (not started)\n\n",
         ratio(median_of(&rates, HTTP_SERVERS[0].label), raw),
         ratio(median_of(&rates, HTTP_SERVERS[1].label), raw),
     ));

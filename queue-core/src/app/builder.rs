@@ -92,11 +92,13 @@ impl QueueAppBuilder {
     }
 
     /// Options applied to every job that does not set them itself (stored with each
-    /// job, as BullMQ's `defaultJobOptions`). Retention left unset by the job and by
-    /// these defaults is this app's workers' own: [`Keep::DEFAULT_COMPLETED`](crate::Keep::DEFAULT_COMPLETED)
-    /// and [`Keep::DEFAULT_FAILED`](crate::Keep::DEFAULT_FAILED), set on the worker as
-    /// BullMQ's worker-level `removeOnComplete` / `removeOnFail`, so a job that carries
-    /// no retention costs no bytes for it. `Keep::All` keeps everything, as BullMQ does.
+    /// job, as BullMQ's `defaultJobOptions`).
+    ///
+    /// Their retention is also this app's workers' retention for the jobs that set
+    /// none (BullMQ's worker-level `removeOnComplete` / `removeOnFail`), whoever added
+    /// them. Left unset, the workers keep [`Keep::DEFAULT_COMPLETED`](crate::Keep::DEFAULT_COMPLETED)
+    /// and [`Keep::DEFAULT_FAILED`](crate::Keep::DEFAULT_FAILED), and a job that sets
+    /// no retention stores nothing for it. `Keep::All` keeps everything, as BullMQ does.
     pub fn default_job_options(mut self, defaults: JobOptions) -> Self {
         self.defaults = defaults;
         self

@@ -144,6 +144,7 @@ impl QueueApp {
         let mut deps = (*self.inner.deps).clone();
         deps.insert(Arc::new(self.clone()));
         let deps = Arc::new(deps);
+        let defaults = &self.inner.producer.defaults;
         let mut dispatchers = Vec::new();
         for queue in queues {
             let Some(plan) = self.inner.plans.iter().find(|p| p.queue == *queue) else {
@@ -164,8 +165,12 @@ impl QueueApp {
                 stalled_interval: plan.stalled_interval,
                 max_stalled_count: plan.max_stalled_count,
                 backoff: self.inner.backoffs.as_lookup(),
-                keep_completed: Keep::DEFAULT_COMPLETED,
-                keep_failed: Keep::DEFAULT_FAILED,
+                // The app's default retention, else our bounded one, for the jobs that
+                // set none (ours, or other producers').
+                keep_completed: defaults
+                    .remove_on_complete
+                    .unwrap_or(Keep::DEFAULT_COMPLETED),
+                keep_failed: defaults.remove_on_fail.unwrap_or(Keep::DEFAULT_FAILED),
             };
             let dispatcher = Dispatcher {
                 backoff: self.inner.backoffs.as_lookup(),
