@@ -92,20 +92,55 @@ fn nonzero_hex(s: &str, len: usize) -> bool {
     lower_hex(s, len) && s.bytes().any(|b| b != b'0')
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// `value` as `digits` lower-case hex digits (the low ones).
+fn hex(value: u128, digits: usize) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    (0..digits)
+        .rev()
+        .map(|i| char::from(DIGITS[((value >> (4 * i)) & 0xf) as usize]))
+        .collect()
 }
 
-/// A random span id: 8 bytes of a v4 UUID (its random half).
+/// A random non-zero id of `bits` bits, from a per-thread generator seeded once from the
+/// system's randomness: ids must not collide, not be secret, and a request must not pay
+/// a system call for each (OpenTelemetry's SDKs make them the same way).
+fn random_id(bits: u32) -> u128 {
+    thread_local! {
+        static STATE: std::cell::Cell<u64> =
+            std::cell::Cell::new(uuid::Uuid::new_v4().as_u64_pair().0);
+    }
+    // SplitMix64: a full-period generator whose outputs pass statistical tests.
+    let next = || {
+        STATE.with(|state| {
+            let mut z = state.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+            state.set(z);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        })
+    };
+    loop {
+        let id = if bits > 64 {
+            (u128::from(next()) << 64) | u128::from(next())
+        } else {
+            u128::from(next())
+        };
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
+/// A random span id: 16 hex digits, not all zeros.
 fn new_span_id() -> String {
-    hex(&uuid::Uuid::new_v4().as_bytes()[8..])
+    hex(random_id(64), 16)
 }
 
 impl TraceContext {
     /// A new trace, sampled, with no parent.
     pub fn new_root() -> Self {
         TraceContext {
-            trace_id: uuid::Uuid::new_v4().simple().to_string(),
+            trace_id: hex(random_id(128), 32),
             span_id: new_span_id(),
             flags: 1,
             tracestate: None,
@@ -182,18 +217,43 @@ impl TraceContext {
 
     /// The `traceparent` value (version `00`).
     pub fn traceparent(&self) -> String {
-        format!("00-{}-{}-{:02x}", self.trace_id, self.span_id, self.flags)
+        let mut out = String::with_capacity(55);
+        self.write_traceparent(&mut out);
+        out
+    }
+
+    /// Appends the `traceparent` value to `out` (no formatting machinery: this runs for
+    /// every job a traced request adds).
+    fn write_traceparent(&self, out: &mut String) {
+        out.push_str("00-");
+        out.push_str(&self.trace_id);
+        out.push('-');
+        out.push_str(&self.span_id);
+        out.push('-');
+        out.push_str(&hex(u128::from(self.flags), 2));
     }
 
     /// The propagation metadata BullMQ stores in a job's `tm` option: the JSON object
     /// `bullmq-otel` makes with OpenTelemetry's W3C propagator.
     pub(crate) fn to_metadata(&self) -> String {
-        let carrier = Carrier {
-            traceparent: Some(self.traceparent()),
-            tracestate: self.tracestate.clone(),
-        };
-        // Two strings: serializing cannot fail.
-        serde_json::to_string(&carrier).unwrap_or_default()
+        match &self.tracestate {
+            // Hex digits and dashes need no JSON escaping.
+            None => {
+                let mut out = String::with_capacity(74);
+                out.push_str(r#"{"traceparent":""#);
+                self.write_traceparent(&mut out);
+                out.push_str(r#""}"#);
+                out
+            }
+            Some(tracestate) => {
+                let carrier = Carrier {
+                    traceparent: Some(self.traceparent()),
+                    tracestate: Some(tracestate.clone()),
+                };
+                // Two strings: serializing cannot fail.
+                serde_json::to_string(&carrier).unwrap_or_default()
+            }
+        }
     }
 
     /// Reads the `tm` option of a job, as any BullMQ producer wrote it; `None` when it
@@ -309,5 +369,20 @@ mod tests {
         assert_eq!(child.trace_id(), root.trace_id());
         assert_ne!(child.span_id(), root.span_id());
         assert_ne!(TraceContext::new_root().trace_id(), root.trace_id());
+        let spans: std::collections::HashSet<String> = (0..10_000)
+            .map(|_| root.child().span_id().to_owned())
+            .collect();
+        assert_eq!(spans.len(), 10_000, "span ids do not repeat");
+        assert_eq!(
+            TraceContext::from_metadata(&root.to_metadata()),
+            Some(root.clone()),
+            "the fast path writes what bullmq-otel writes"
+        );
+    }
+
+    #[test]
+    fn hex_is_fixed_width_lower_case() {
+        assert_eq!(hex(0xab, 4), "00ab");
+        assert_eq!(hex(u128::MAX, 32), "f".repeat(32));
     }
 }

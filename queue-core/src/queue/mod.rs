@@ -161,9 +161,14 @@ impl<T> Queue<T> {
     }
 
     pub(crate) async fn engine(&self) -> Result<&EngineQueue, Error> {
+        if let Some(engine) = self.shared.engine.get() {
+            return Ok(engine);
+        }
+        // Boxed: opening runs once per queue, and its large future would otherwise be
+        // part of every call's.
         self.shared
             .engine
-            .get_or_try_init(|| EngineQueue::open(&self.shared.conn, &self.shared.name))
+            .get_or_try_init(|| Box::pin(EngineQueue::open(&self.shared.conn, &self.shared.name)))
             .await
     }
 
@@ -213,14 +218,16 @@ impl<T: Serialize> Queue<T> {
             let engine = self.engine().await?;
             engine.add(name, data, &options).await
         };
-        let outcome = match self.timed("add", add(data.clone())).await {
+        // Only an add with a job id is retried, so only then is the payload kept.
+        let retry_data = options.job_id.is_some().then(|| data.clone());
+        let outcome = match (self.timed("add", add(data)).await, retry_data) {
             // A dropped connection fails the first command after it; one with a job
             // id is safe to send again. A timeout is not retried: Redis is down.
-            Err(e @ Error::Redis(_)) if options.job_id.is_some() => {
+            (Err(e @ Error::Redis(_)), Some(data)) => {
                 tracing::warn!(queue = %self.name(), error = %e, "add failed; retrying once (idempotent: it has a job id)");
                 self.timed("add", add(data)).await?
             }
-            other => other?,
+            (other, _) => other?,
         };
         self.timed("add", self.added(name, &options, outcome)).await
     }

@@ -79,16 +79,17 @@ impl EngineQueue {
     /// BullMQ adds nothing when either is (a `replace` deduplication excepted, which
     /// replaces the job it finds). No read at all for a job that has neither.
     async fn claimed_before(&self, opts: &JobOptions) -> Result<bool, Error> {
-        let base = self.conn.queue_base(self.name());
+        let dedup = opts.deduplication.as_ref().filter(|d| !d.replace);
+        if opts.job_id.is_none() && dedup.is_none() {
+            return Ok(false);
+        }
         let mut keys = Vec::with_capacity(2);
         if let Some(id) = &opts.job_id {
             keys.push(self.job_key(id));
         }
-        if let Some(dedup) = opts.deduplication.as_ref().filter(|d| !d.replace) {
+        if let Some(dedup) = dedup {
+            let base = self.conn.queue_base(self.name());
             keys.push(format!("{base}:de:{}", dedup.id));
-        }
-        if keys.is_empty() {
-            return Ok(false);
         }
         let taken: u64 = self.conn.query(redis::cmd("EXISTS").arg(keys)).await?;
         Ok(taken > 0)
