@@ -2,8 +2,9 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use queue_core::AddedJob;
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 /// The default path prefix of the status route ([`job_routes`](crate::job_routes)).
@@ -22,97 +23,163 @@ pub const DEFAULT_STATUS_PREFIX: &str = "/jobs";
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct Accepted {
-    body: serde_json::Map<String, serde_json::Value>,
     queue: String,
     id: String,
-    status_prefix: String,
+    state: Option<&'static str>,
+    duplicate: bool,
+    /// Fields added with [`Accepted::with`]; they replace a base field of the same name.
+    extra: serde_json::Map<String, serde_json::Value>,
+    status_prefix: Cow<'static, str>,
 }
 
 impl From<AddedJob> for Accepted {
     fn from(job: AddedJob) -> Self {
-        Accepted::new(&job)
+        Accepted {
+            state: job.state.map(|s| s.as_str()),
+            duplicate: job.duplicate,
+            queue: job.queue,
+            id: job.id,
+            extra: serde_json::Map::new(),
+            status_prefix: Cow::Borrowed(DEFAULT_STATUS_PREFIX),
+        }
     }
 }
 
 impl Accepted {
     /// The answer for `job`.
     pub fn new(job: &AddedJob) -> Self {
-        let mut body = serde_json::Map::new();
-        body.insert("queue".into(), job.queue.clone().into());
-        body.insert("jobId".into(), job.id.clone().into());
-        body.insert(
-            "state".into(),
-            job.state
-                .map_or(serde_json::Value::Null, |s| s.as_str().into()),
-        );
-        body.insert("duplicate".into(), job.duplicate.into());
-        Accepted {
-            body,
-            queue: job.queue.clone(),
-            id: job.id.clone(),
-            status_prefix: DEFAULT_STATUS_PREFIX.to_owned(),
-        }
+        Accepted::from(job.clone())
     }
 
     /// Adds a field to the JSON body (e.g. the id of what the request created).
     pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
         let value = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
-        self.body.insert(key.to_owned(), value);
+        self.extra.insert(key.to_owned(), value);
         self
     }
 
     /// Where the status routes are mounted, when not at `/jobs`.
     pub fn status_prefix(mut self, prefix: &str) -> Self {
-        self.status_prefix = prefix.trim_end_matches('/').to_owned();
+        self.status_prefix = Cow::Owned(prefix.trim_end_matches('/').to_owned());
         self
     }
 
     /// The `Location` this answer points at.
     pub fn location(&self) -> String {
-        format!(
-            "{}/{}/{}",
-            self.status_prefix,
-            encode_segment(&self.queue),
-            encode_segment(&self.id)
-        )
+        let mut out =
+            String::with_capacity(self.status_prefix.len() + self.queue.len() + self.id.len() + 2);
+        out.push_str(&self.status_prefix);
+        out.push('/');
+        encode_segment(&mut out, &self.queue);
+        out.push('/');
+        encode_segment(&mut out, &self.id);
+        out
     }
+
+    /// The JSON body: `duplicate`, `jobId`, `queue`, `state` (in key order), with the
+    /// fields added by [`Accepted::with`] merged in.
+    fn body(&self) -> Vec<u8> {
+        let base = BaseBody {
+            duplicate: self.duplicate,
+            job_id: &self.id,
+            queue: &self.queue,
+            state: self.state,
+        };
+        let json = if self.extra.is_empty() {
+            // The common answer, written without building a map.
+            serde_json::to_vec(&base)
+        } else {
+            serde_json::to_value(&base).and_then(|base| {
+                let mut map = match base {
+                    serde_json::Value::Object(map) => map,
+                    _ => serde_json::Map::new(),
+                };
+                map.extend(self.extra.clone());
+                serde_json::to_vec(&map)
+            })
+        };
+        // Strings, booleans and JSON values: serializing cannot fail.
+        json.unwrap_or_default()
+    }
+}
+
+/// The fields every 202 carries.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BaseBody<'a> {
+    duplicate: bool,
+    job_id: &'a str,
+    queue: &'a str,
+    state: Option<&'a str>,
 }
 
 impl IntoResponse for Accepted {
     fn into_response(self) -> Response {
-        let location = self.location();
         let mut response = (
             StatusCode::ACCEPTED,
-            Json(serde_json::Value::Object(self.body)),
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            self.body(),
         )
             .into_response();
-        if let Ok(value) = HeaderValue::from_str(&location) {
+        if let Ok(value) = HeaderValue::from_str(&self.location()) {
             response.headers_mut().insert(header::LOCATION, value);
         }
         response
     }
 }
 
-/// Percent-encodes everything but unreserved characters, so any id fits in a path.
-fn encode_segment(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
+/// Appends `segment` to `out`, percent-encoding everything but unreserved characters, so
+/// any id fits in a path.
+fn encode_segment(out: &mut String, segment: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for byte in segment.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
             out.push(char::from(byte));
         } else {
-            out.push_str(&format!("%{byte:02X}"));
+            out.push('%');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
         }
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::encode_segment;
+    use super::*;
+
+    #[test]
+    fn the_body_has_the_base_fields_and_the_added_ones() {
+        let job = Accepted {
+            queue: "email".into(),
+            id: "welcome-1".into(),
+            state: Some("waiting"),
+            duplicate: false,
+            extra: serde_json::Map::new(),
+            status_prefix: Cow::Borrowed(DEFAULT_STATUS_PREFIX),
+        };
+        let plain: serde_json::Value = serde_json::from_slice(&job.body()).unwrap();
+        assert_eq!(
+            plain,
+            serde_json::json!({"duplicate": false, "jobId": "welcome-1", "queue": "email", "state": "waiting"})
+        );
+        let with: serde_json::Value =
+            serde_json::from_slice(&job.with("userId", 7).with("state", "x").body()).unwrap();
+        assert_eq!(with["userId"], 7);
+        assert_eq!(with["state"], "x", "an added field replaces a base one");
+        assert_eq!(with["jobId"], "welcome-1");
+    }
 
     #[test]
     fn path_segments_are_encoded() {
-        assert_eq!(encode_segment("welcome-42"), "welcome-42");
-        assert_eq!(encode_segment("a b/ü"), "a%20b%2F%C3%BC");
+        let encoded = |segment: &str| {
+            let mut out = String::new();
+            encode_segment(&mut out, segment);
+            out
+        };
+        assert_eq!(encoded("welcome-42"), "welcome-42");
+        assert_eq!(encoded("a b/ü"), "a%20b%2F%C3%BC");
     }
 }

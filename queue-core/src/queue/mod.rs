@@ -229,7 +229,7 @@ impl<T: Serialize> Queue<T> {
             }
             (other, _) => other?,
         };
-        self.timed("add", self.added(name, &options, outcome)).await
+        self.added(name, &options, outcome).await
     }
 
     /// Adds several jobs in one pipelined round trip. Every job is checked first; one
@@ -291,7 +291,9 @@ impl<T: Serialize> Queue<T> {
         outcome: AddOutcome,
     ) -> Result<AddedJob, Error> {
         let state = if outcome.duplicate {
-            self.engine().await?.state(&outcome.id).await?
+            // Only a duplicate's state must be read (under the command timeout).
+            let engine = self.engine().await?;
+            self.timed("add", engine.state(&outcome.id)).await?
         } else {
             Some(options.initial_state())
         };
