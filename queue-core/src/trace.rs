@@ -288,6 +288,11 @@ pub fn current() -> Option<TraceContext> {
     CURRENT.try_with(Clone::clone).ok()
 }
 
+/// A child of the current trace context, if any: what a job added now carries.
+pub(crate) fn current_child() -> Option<TraceContext> {
+    CURRENT.try_with(TraceContext::child).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

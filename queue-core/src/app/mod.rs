@@ -109,16 +109,21 @@ impl QueueApp {
             .queues
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let shared = queues
-            .entry(name.to_owned())
-            .or_insert_with(|| {
-                Arc::new(QueueShared::new(
-                    name,
-                    self.inner.conn.clone(),
-                    self.inner.producer.clone(),
-                ))
-            })
-            .clone();
+        // Looked up before inserting: handles are made per request (`#[inject_queue]`
+        // extractors), and the queue is nearly always known already.
+        let shared = match queues.get(name) {
+            Some(shared) => shared.clone(),
+            None => queues
+                .entry(name.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(QueueShared::new(
+                        name,
+                        self.inner.conn.clone(),
+                        self.inner.producer.clone(),
+                    ))
+                })
+                .clone(),
+        };
         Ok(Queue::new(shared, PhantomData))
     }
 

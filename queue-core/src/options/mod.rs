@@ -225,9 +225,7 @@ impl JobOptions {
             deduplication: self.deduplication,
             timeout: self.timeout.or(defaults.timeout),
             // The job hangs below the current span, as the add's own child.
-            trace: self
-                .trace
-                .or_else(|| crate::trace::current().map(|ctx| ctx.child())),
+            trace: self.trace.or_else(crate::trace::current_child),
         }
     }
 
