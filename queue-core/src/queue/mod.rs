@@ -324,20 +324,6 @@ fn serialized_len<T: Serialize>(data: &T) -> Result<usize, serde_json::Error> {
     Ok(counter.0)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::serialized_len;
-
-    #[test]
-    fn serialized_len_matches_the_json() {
-        let value = serde_json::json!({"to": "ada@example.com", "n": [1, 2, 3]});
-        assert_eq!(
-            serialized_len(&value).unwrap(),
-            serde_json::to_vec(&value).unwrap().len()
-        );
-    }
-}
-
 #[cfg(not(feature = "sqlx"))]
 impl<T> Queue<T> {
     pub(crate) fn has_outbox(&self) -> bool {
@@ -349,5 +335,19 @@ impl<T> Queue<T> {
         _id: &str,
     ) -> Result<Option<(crate::job::JobInfo, JobState)>, Error> {
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::serialized_len;
+
+    #[test]
+    fn serialized_len_matches_the_json() {
+        let value = serde_json::json!({"to": "ada@example.com", "n": [1, 2, 3]});
+        assert_eq!(
+            serialized_len(&value).unwrap(),
+            serde_json::to_vec(&value).unwrap().len()
+        );
     }
 }
