@@ -6,7 +6,8 @@
 //! handler still runs, be recovered as stalled and run twice: BullMQ's most reported
 //! problem. So the engine's renewal is off, and this keeper renews the locks of the
 //! running attempts from the engine runtime ([`super::runtime`]), over a connection
-//! of its own.
+//! of its own: every half lock, all of them in one `extendLocks` call, by job id and
+//! lock token, without reading the jobs.
 //!
 //! Handlers themselves stay on the app's runtime with the engine's fetch loop: moving
 //! each attempt to another runtime costs two thread wake-ups, which halved throughput
