@@ -123,6 +123,21 @@ async fn signup_at(addr: SocketAddr, email: &str, birthday: &str) -> SignedUp {
     }
 }
 
+/// Stores a user named Ivy straight in the database, as a committed sign-up would.
+async fn add_user(db: &Db, public_id: &str, email: &str, birthday: &str) {
+    let mut tx = db.begin().await.unwrap();
+    tx.insert_user(&welcome_app::db::NewUser {
+        public_id,
+        email,
+        name: "Ivy",
+        birthday,
+        token_hash: "x",
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+}
+
 fn bearer(token: &str) -> String {
     format!("Bearer {token}")
 }
@@ -868,17 +883,7 @@ async fn processors_are_plain_functions_for_unit_tests() {
         Delivery::AlreadySent
     );
 
-    let mut tx = db.begin().await.unwrap();
-    tx.insert_user(&welcome_app::db::NewUser {
-        public_id: "ivy1",
-        email: "ivy@example.com",
-        name: "Ivy",
-        birthday: "1990-01-01",
-        token_hash: "x",
-    })
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
+    add_user(&db, "ivy1", "ivy@example.com", "1990-01-01").await;
     let grant = || {
         Job::for_test(BirthdayGrant {
             user_id: "ivy1".into(),
@@ -907,17 +912,7 @@ async fn processors_are_plain_functions_for_unit_tests() {
 
     // A run that died after its grant and before its mail: the re-run sends the mail
     // and does not grant again.
-    let mut tx = db.begin().await.unwrap();
-    tx.insert_user(&welcome_app::db::NewUser {
-        public_id: "ivy2",
-        email: "ivy2@example.com",
-        name: "Ivy",
-        birthday: "1990-06-01",
-        token_hash: "x",
-    })
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
+    add_user(&db, "ivy2", "ivy2@example.com", "1990-06-01").await;
     let stages = welcome_app::jobs::coupons::GRANT_STAGES;
     let key2 = "grant-ivy2-birthday-2026-01-01";
     db.step(stages, key2, "granted", || async {
