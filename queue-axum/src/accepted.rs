@@ -89,13 +89,11 @@ impl Accepted {
             // The common answer, written without building a map.
             serde_json::to_vec(&base)
         } else {
-            serde_json::to_value(&base).and_then(|base| {
-                let mut map = match base {
-                    serde_json::Value::Object(map) => map,
-                    _ => serde_json::Map::new(),
-                };
-                map.extend(self.extra.clone());
-                serde_json::to_vec(&map)
+            serde_json::to_value(&base).and_then(|mut body| {
+                if let serde_json::Value::Object(fields) = &mut body {
+                    fields.extend(self.extra.clone());
+                }
+                serde_json::to_vec(&body)
             })
         };
         // Strings, booleans and JSON values: serializing cannot fail.

@@ -161,11 +161,8 @@ impl<T> Queue<T> {
     }
 
     pub(crate) async fn engine(&self) -> Result<&EngineQueue, Error> {
-        if let Some(engine) = self.shared.engine.get() {
-            return Ok(engine);
-        }
         // Boxed: opening runs once per queue, and its large future would otherwise be
-        // part of every call's.
+        // part of every call's (an opened cell returns at once, calling nothing).
         self.shared
             .engine
             .get_or_try_init(|| Box::pin(EngineQueue::open(&self.shared.conn, &self.shared.name)))
