@@ -62,10 +62,42 @@ pub const MAX_TRACESTATE_LEN: usize = 512;
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct TraceContext {
-    trace_id: String,
-    span_id: String,
+    trace_id: HexId<32>,
+    span_id: HexId<16>,
     flags: u8,
     tracestate: Option<String>,
+}
+
+/// An id as its `N` lower-case hex digits, inline: a context is made for every traced
+/// request and every job it adds, so its ids cost no allocation and copy as bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct HexId<const N: usize>([u8; N]);
+
+impl<const N: usize> HexId<N> {
+    /// The low `N` hex digits of `value`.
+    fn of(value: u128) -> Self {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut digits = [b'0'; N];
+        for (i, digit) in digits.iter_mut().rev().enumerate() {
+            *digit = DIGITS[((value >> (4 * i)) & 0xf) as usize];
+        }
+        HexId(digits)
+    }
+
+    /// `s` when it is exactly `N` lower-case hex digits, not all zeros.
+    fn parse_nonzero(s: &str) -> Option<Self> {
+        if !nonzero_hex(s, N) {
+            return None;
+        }
+        let mut digits = [0; N];
+        digits.copy_from_slice(s.as_bytes());
+        Some(HexId(digits))
+    }
+
+    fn as_str(&self) -> &str {
+        // Only ASCII hex digits are ever stored.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
 }
 
 impl fmt::Debug for TraceContext {
@@ -90,15 +122,6 @@ fn lower_hex(s: &str, len: usize) -> bool {
 /// Lower-case hex of exactly `len` characters, not all zeros.
 fn nonzero_hex(s: &str, len: usize) -> bool {
     lower_hex(s, len) && s.bytes().any(|b| b != b'0')
-}
-
-/// `value` as `digits` lower-case hex digits (the low ones).
-fn hex(value: u128, digits: usize) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    (0..digits)
-        .rev()
-        .map(|i| char::from(DIGITS[((value >> (4 * i)) & 0xf) as usize]))
-        .collect()
 }
 
 /// A random non-zero id of `bits` bits, from a per-thread generator seeded once from the
@@ -132,15 +155,15 @@ fn random_id(bits: u32) -> u128 {
 }
 
 /// A random span id: 16 hex digits, not all zeros.
-fn new_span_id() -> String {
-    hex(random_id(64), 16)
+fn new_span_id() -> HexId<16> {
+    HexId::of(random_id(64))
 }
 
 impl TraceContext {
     /// A new trace, sampled, with no parent.
     pub fn new_root() -> Self {
         TraceContext {
-            trace_id: hex(random_id(128), 32),
+            trace_id: HexId::of(random_id(128)),
             span_id: new_span_id(),
             flags: 1,
             tracestate: None,
@@ -166,14 +189,13 @@ impl TraceContext {
             return None;
         }
         let flags = u8::from_str_radix(flags, 16).ok()?;
-        let valid = lower_hex(version, 2)
-            && version != "ff"
-            && nonzero_hex(trace, 32)
-            && nonzero_hex(span, 16)
-            && (rest.is_none() || version != "00");
-        valid.then(|| TraceContext {
-            trace_id: trace.to_owned(),
-            span_id: span.to_owned(),
+        let valid = lower_hex(version, 2) && version != "ff" && (rest.is_none() || version != "00");
+        if !valid {
+            return None;
+        }
+        Some(TraceContext {
+            trace_id: HexId::parse_nonzero(trace)?,
+            span_id: HexId::parse_nonzero(span)?,
             flags,
             tracestate: tracestate
                 .map(str::trim)
@@ -197,12 +219,12 @@ impl TraceContext {
 
     /// The trace id: 32 lower-case hex digits.
     pub fn trace_id(&self) -> &str {
-        &self.trace_id
+        self.trace_id.as_str()
     }
 
     /// The span this context continues: 16 lower-case hex digits.
     pub fn span_id(&self) -> &str {
-        &self.span_id
+        self.span_id.as_str()
     }
 
     /// Whether the trace is sampled (flag `01`).
@@ -226,11 +248,11 @@ impl TraceContext {
     /// every job a traced request adds).
     fn write_traceparent(&self, out: &mut String) {
         out.push_str("00-");
-        out.push_str(&self.trace_id);
+        out.push_str(self.trace_id.as_str());
         out.push('-');
-        out.push_str(&self.span_id);
+        out.push_str(self.span_id.as_str());
         out.push('-');
-        out.push_str(&hex(u128::from(self.flags), 2));
+        out.push_str(HexId::<2>::of(u128::from(self.flags)).as_str());
     }
 
     /// The propagation metadata BullMQ stores in a job's `tm` option: the JSON object
@@ -387,7 +409,13 @@ mod tests {
 
     #[test]
     fn hex_is_fixed_width_lower_case() {
-        assert_eq!(hex(0xab, 4), "00ab");
-        assert_eq!(hex(u128::MAX, 32), "f".repeat(32));
+        assert_eq!(HexId::<4>::of(0xab).as_str(), "00ab");
+        assert_eq!(HexId::<32>::of(u128::MAX).as_str(), "f".repeat(32));
+        assert!(HexId::<4>::parse_nonzero("0000").is_none());
+        assert!(HexId::<4>::parse_nonzero("00Ab").is_none());
+        assert_eq!(
+            HexId::<4>::parse_nonzero("00ab").map(|h| h.0),
+            Some(*b"00ab")
+        );
     }
 }

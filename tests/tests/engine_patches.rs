@@ -159,3 +159,62 @@ async fn a_worker_whose_events_nobody_reads_keeps_a_bounded_channel() {
     assert!(kept <= 4, "{kept}");
     worker.close(5000).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_json_value_is_added_as_it_is_and_keys_are_the_ones_node_uses() {
+    let redis = TestRedis::new("patch-value");
+    let q = queue(&redis, "values").await;
+    let data = serde_json::json!({"to": "ada@example.com", "n": [1, 2.5, null], "s": "é\"\n"});
+    q.add_value("one", data.clone())
+        .options(JobOptions::new().job_id("v-1").size_limit(4096))
+        .await
+        .unwrap();
+    q.add_bulk(vec![bullmq::BulkJob::from_value(
+        "two",
+        data.clone(),
+        JobOptions::new().job_id("v-2"),
+    )])
+    .await
+    .unwrap();
+    for id in ["v-1", "v-2"] {
+        let stored: serde_json::Value =
+            serde_json::from_str(&redis.job_field("values", id, "data").unwrap()).unwrap();
+        assert_eq!(stored, data, "job {id} holds the value as given");
+    }
+
+    // Keys are joined without `format!` now; they are still BullMQ's names.
+    let keys = q.keys();
+    let base = format!("{}:values", redis.prefix());
+    assert_eq!(keys.base(), base);
+    assert_eq!(keys.wait(), format!("{base}:wait"));
+    assert_eq!(keys.key_prefix(), format!("{base}:"));
+    assert_eq!(keys.job_key("v-1"), format!("{base}:v-1"));
+    let waiting: Vec<String> = redis::cmd("LRANGE")
+        .arg(keys.wait())
+        .arg(0)
+        .arg(-1)
+        .query(
+            &mut redis::Client::open(redis_url())
+                .unwrap()
+                .get_connection()
+                .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(waiting.len(), 2, "both jobs wait under the wait key");
+
+    // The size check the framework relies on for `add` (not stored with the job).
+    let refused = q
+        .add_value("big", serde_json::json!({"s": "x".repeat(64)}))
+        .options(JobOptions::new().size_limit(16))
+        .await;
+    assert!(
+        matches!(&refused, Err(bullmq::Error::InvalidConfig(m)) if m.contains("exceeds the limit")),
+        "{refused:?}"
+    );
+    let opts: serde_json::Value =
+        serde_json::from_str(&redis.job_field("values", "v-1", "opts").unwrap()).unwrap();
+    assert!(
+        opts.get("sizeLimit").is_none() && opts.get("size_limit").is_none(),
+        "the limit is checked, not stored: {opts}"
+    );
+}

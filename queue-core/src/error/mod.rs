@@ -150,6 +150,15 @@ impl Error {
         }
     }
 
+    /// A payload over the app's limit (`max_payload_bytes`), with its size when known.
+    pub(crate) fn oversized_payload(size: Option<usize>, limit: usize) -> Self {
+        let size = size.map_or_else(String::new, |size| format!("{size} bytes serialized, "));
+        Error::invalid(
+            "payload",
+            format!("{size}over the {limit}-byte limit; store large data elsewhere and enqueue a reference"),
+        )
+    }
+
     /// Whether the error means Redis (or the application's database) could not be
     /// reached, as opposed to a refused request.
     ///

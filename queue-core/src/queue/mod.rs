@@ -210,10 +210,14 @@ impl<T: Serialize> Queue<T> {
     /// could add the job twice), so the caller sees the error.
     pub async fn add(&self, name: &str, data: T, options: JobOptions) -> Result<AddedJob, Error> {
         let options = self.prepare(options)?;
-        let data = self.to_json(&data)?;
+        // The size limit is checked by the engine, on the JSON it writes anyway.
+        let data = self.to_value(&data)?;
+        let limit = self.shared.settings.max_payload_bytes;
+        // Boxed: the engine's future is large, and a caller that keeps many adds in
+        // flight moves each of ours (into `FuturesUnordered`, `join_all`...).
         let add = |data| async {
             let engine = self.engine().await?;
-            engine.add(name, data, &options).await
+            Box::pin(engine.add(name, data, &options, limit)).await
         };
         // Only an add with a job id is retried, so only then is the payload kept.
         let retry_data = options.job_id.is_some().then(|| data.clone());
@@ -242,6 +246,7 @@ impl<T: Serialize> Queue<T> {
                 other => other,
             };
             let options = self.prepare(job.options.clone()).map_err(in_batch)?;
+            // Checked here, not by the engine, so that the error names the job.
             let data = self.to_json(&job.data).map_err(in_batch)?;
             prepared.push((job.name, data, options));
         }
@@ -263,6 +268,8 @@ impl<T: Serialize> Queue<T> {
         self.timed_for("add_bulk", after, work).await
     }
 
+    /// `data` as JSON, refused when over the app's size limit (`add` leaves the check
+    /// to the engine, on the JSON it writes anyway).
     fn to_json(&self, data: &T) -> Result<serde_json::Value, Error> {
         let limit = self.shared.settings.max_payload_bytes;
         let size = serialized_len(data).map_err(|source| Error::Serialize {
@@ -270,11 +277,13 @@ impl<T: Serialize> Queue<T> {
             source,
         })?;
         if size > limit {
-            return Err(Error::invalid(
-                "payload",
-                format!("{size} bytes serialized, over the {limit}-byte limit; store large data elsewhere and enqueue a reference"),
-            ));
+            return Err(Error::oversized_payload(Some(size), limit));
         }
+        self.to_value(data)
+    }
+
+    /// `data` as JSON, unchecked: the engine checks the size on the JSON it writes.
+    fn to_value(&self, data: &T) -> Result<serde_json::Value, Error> {
         serde_json::to_value(data).map_err(|source| Error::Serialize {
             what: "job data",
             source,
@@ -290,7 +299,7 @@ impl<T: Serialize> Queue<T> {
         let state = if outcome.duplicate {
             // Only a duplicate's state must be read (under the command timeout).
             let engine = self.engine().await?;
-            self.timed("add", engine.state(&outcome.id)).await?
+            Box::pin(self.timed("add", engine.state(&outcome.id))).await?
         } else {
             Some(options.initial_state())
         };

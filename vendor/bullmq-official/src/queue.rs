@@ -198,6 +198,17 @@ impl Queue {
         AddJob::new(self, name, data)
     }
 
+    /// Like [`Queue::add`], for data that is already a [`serde_json::Value`]: the
+    /// value is moved in as it is. (`add` would serialize it into a second copy.)
+    pub fn add_value(&self, name: &str, data: serde_json::Value) -> AddJob<'_> {
+        AddJob {
+            queue: self,
+            name: name.to_string(),
+            data: Ok(data),
+            opts: JobOptions::default(),
+        }
+    }
+
     /// Internal single-job add used by [`AddJob`].
     #[instrument(skip(self, data, opts), fields(queue = %self.name))]
     async fn add_internal(
@@ -585,7 +596,8 @@ impl Queue {
         }
 
         if let Some(ref metadata) = opts.telemetry_metadata {
-            let mut b = Vec::new();
+            // A msgpack str header is at most 5 bytes: sized once, not grown per write.
+            let mut b = Vec::with_capacity(metadata.len() + 5);
             write_str(&mut b, metadata).unwrap();
             entries.push(("tm", b));
         }
@@ -3129,6 +3141,16 @@ impl BulkJob {
             name: name.into(),
             data: serde_json::to_value(data).map_err(Error::from),
             opts: JobOptions::default(),
+        }
+    }
+
+    /// Like [`BulkJob::with_options`], for data that is already a
+    /// [`serde_json::Value`]: the value is moved in, not serialized into a copy.
+    pub fn from_value(name: impl Into<String>, data: serde_json::Value, opts: JobOptions) -> Self {
+        Self {
+            name: name.into(),
+            data: Ok(data),
+            opts,
         }
     }
 

@@ -15,6 +15,14 @@ use crate::error::Error;
 use crate::job::now_ms;
 use crate::options::JobOptions;
 
+/// `opts` with the engine's size check on the job's JSON (not stored with the job).
+fn limited(opts: bullmq::JobOptions, max_payload_bytes: usize) -> bullmq::JobOptions {
+    bullmq::JobOptions {
+        size_limit: Some(max_payload_bytes),
+        ..opts
+    }
+}
+
 /// What an `add` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AddOutcome {
@@ -24,22 +32,27 @@ pub(crate) struct AddOutcome {
 }
 
 impl EngineQueue {
-    /// Adds one job. `opts` must be validated already.
+    /// Adds one job. `opts` must be validated already; a payload whose JSON is over
+    /// `max_payload_bytes` is refused.
     pub(crate) async fn add(
         &self,
         name: &str,
         data: serde_json::Value,
         opts: &JobOptions,
+        max_payload_bytes: usize,
     ) -> Result<AddOutcome, Error> {
         let existed = self.claimed_before(opts).await?;
         let timestamp = now_ms();
         let job = self
             .inner
-            .add(name, data)
-            .options(options_to_engine(opts, timestamp))
+            .add_value(name, data)
+            .options(limited(
+                options_to_engine(opts, timestamp),
+                max_payload_bytes,
+            ))
             .into_future()
             .await
-            .map_err(|e| self.error(e))?;
+            .map_err(|e| self.add_error(e, max_payload_bytes))?;
         self.after_add(job.id().to_owned(), opts, timestamp, existed)
             .await
     }
@@ -52,27 +65,37 @@ impl EngineQueue {
         let existed =
             try_join_all(jobs.iter().map(|(_, _, opts)| self.claimed_before(opts))).await?;
         let timestamp = now_ms();
+        let mut options = Vec::with_capacity(jobs.len());
         let bulk = jobs
-            .iter()
+            .into_iter()
             .map(|(name, data, opts)| {
-                bullmq::BulkJob::with_options(
-                    name.clone(),
-                    data,
-                    options_to_engine(opts, timestamp),
-                )
+                let engine_opts = options_to_engine(&opts, timestamp);
+                options.push(opts);
+                bullmq::BulkJob::from_value(name, data, engine_opts)
             })
             .collect();
         let added = self.inner.add_bulk(bulk).await.map_err(|e| self.error(e))?;
         try_join_all(
             added
                 .iter()
-                .zip(&jobs)
+                .zip(&options)
                 .zip(existed)
-                .map(|((job, (_, _, opts)), existed)| {
+                .map(|((job, opts), existed)| {
                     self.after_add(job.id().to_owned(), opts, timestamp, existed)
                 }),
         )
         .await
+    }
+
+    /// The engine's refusal of an add: its size check (the only one it makes on
+    /// options we validated) as our payload error.
+    fn add_error(&self, e: bullmq::Error, max_payload_bytes: usize) -> Error {
+        match e {
+            bullmq::Error::InvalidConfig(reason) if reason.contains("exceeds the limit") => {
+                Error::oversized_payload(None, max_payload_bytes)
+            }
+            other => self.error(other),
+        }
     }
 
     /// Whether the job id or the deduplication id is already taken, read before adding:
