@@ -51,6 +51,8 @@ mod extract;
 mod json_errors;
 mod layer;
 mod limits;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod rejection;
 mod routes;
 mod serve;
@@ -64,6 +66,8 @@ pub use extract::{
 pub use json_errors::json_errors;
 pub use layer::{QueueLayer, QueueService};
 pub use limits::MAX_IDEMPOTENCY_KEY_LEN;
+#[cfg(feature = "metrics")]
+pub use metrics::metrics_route;
 pub use rejection::{InvalidIdempotencyKey, InvalidQueue, MissingQueueLayer, QueueRejection};
 pub use routes::{job_routes, JobRoutes};
 pub use serve::{serve, serve_until, serve_with_limits, shutdown_signal, ServeLimits};

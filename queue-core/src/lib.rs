@@ -16,8 +16,10 @@ mod store;
 mod tls;
 mod worker;
 
-#[doc(hidden)]
 pub mod __private;
+#[doc(hidden)]
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod prelude;
 pub mod testing;
 pub mod trace;

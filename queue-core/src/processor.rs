@@ -35,6 +35,7 @@ pub struct Processor {
     pub(crate) max_stalled_count: Option<u32>,
     pub(crate) cancel_grace: Duration,
     pub(crate) fail_unknown_names: bool,
+    pub(crate) metrics_data_points: Option<usize>,
     pub(crate) handlers: Vec<RegisteredHandler>,
 }
 
@@ -59,6 +60,7 @@ impl Processor {
             max_stalled_count: None,
             cancel_grace: DEFAULT_CANCEL_GRACE,
             fail_unknown_names: false,
+            metrics_data_points: None,
             handlers: Vec::new(),
         }
     }
@@ -112,6 +114,16 @@ impl Processor {
     /// instances or frequent deploys without a graceful shutdown.
     pub fn max_stalled_count(mut self, count: u32) -> Self {
         self.max_stalled_count = Some(count);
+        self
+    }
+
+    /// Records BullMQ's per-minute metrics in Redis (completed and failed jobs per
+    /// minute, `metrics.maxDataPoints` in Node BullMQ), keeping the last `max_data_points`
+    /// minutes (BullMQ's suggestion: two weeks, 20,160). Bull Board's and Taskforce's
+    /// metrics pages read them. Off by default, as in BullMQ: each finished job then
+    /// costs a few more Redis writes inside the same script.
+    pub fn per_minute_metrics(mut self, max_data_points: usize) -> Self {
+        self.metrics_data_points = Some(max_data_points);
         self
     }
 

@@ -9,6 +9,7 @@ pub mod mailer;
 
 use std::time::Duration;
 
+use queue_core::metrics::Metrics;
 use queue_core::{JobOptions, QueueApp, Registrations, Schedule, Workers};
 
 use crate::config::{Config, Role};
@@ -80,6 +81,8 @@ pub async fn build(
         // Jobs written with the application's data commit with it; the relay moves
         // them to Redis (in every role, so that no process leaves rows behind).
         .outbox(db.outbox())
+        // Counted and timed per queue and job name; scraped at `/admin/metrics`.
+        .metrics(Metrics::new())
         .build()
         .await?;
     if config.role != Role::Web {
@@ -103,7 +106,7 @@ pub async fn build(
         admin_token: config.admin_token.clone(),
         tz: config.tz,
     };
-    let router = http::router(&app, state);
+    let router = http::router(&app, state)?;
     Ok(Service { app, db, router })
 }
 

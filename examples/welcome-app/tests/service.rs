@@ -224,6 +224,21 @@ async fn signup_answers_202_and_the_welcome_mail_lands_exactly_once() {
         .await
         .json();
     assert_eq!(detailed["returnValue"], "sent");
+    // So are the metrics: the welcome mail counted, the queues' depth read on scrape.
+    assert_eq!(get(svc.addr, "/admin/metrics").await.status, 401);
+    let metrics = get_with(
+        svc.addr,
+        "/admin/metrics",
+        &[("authorization", &bearer(ADMIN))],
+    )
+    .await;
+    assert_eq!(metrics.status, 200);
+    let text = String::from_utf8(metrics.body).unwrap();
+    assert!(
+        text.contains("queue_jobs_completed_total{queue=\"email\",name=\"welcome\"} 1")
+            && text.contains("bullmq_job_count{queue=\"email\",state=\"completed\"} 1"),
+        "{text}"
+    );
 
     // The same job id again adds nothing.
     let again = email
@@ -593,6 +608,7 @@ async fn without_admin_token_operator_actions_are_disabled() {
         .unwrap()
         .contains("ADMIN_TOKEN"));
     assert_eq!(get(addr, "/admin/jobs/email/welcome-x").await.status, 403);
+    assert_eq!(get(addr, "/admin/metrics").await.status, 403);
 }
 
 #[tokio::test]

@@ -49,6 +49,8 @@ pub struct QueueAppBuilder {
     max_payload_bytes: usize,
     #[cfg(feature = "sqlx")]
     outbox: Option<crate::store::Outbox>,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 impl Default for QueueAppBuilder {
@@ -67,6 +69,8 @@ impl Default for QueueAppBuilder {
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             #[cfg(feature = "sqlx")]
             outbox: None,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
     }
 }
@@ -165,6 +169,14 @@ impl QueueAppBuilder {
     #[cfg(feature = "sqlx")]
     pub fn outbox(mut self, outbox: crate::store::Outbox) -> Self {
         self.outbox = Some(outbox);
+        self
+    }
+
+    /// Records Prometheus metrics into `metrics` (see [`Metrics`](crate::metrics::Metrics)):
+    /// the workers count and time every attempt, and a scrape reads queue depth.
+    #[cfg(feature = "metrics")]
+    pub fn metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -280,6 +292,8 @@ impl QueueAppBuilder {
                 queue_listeners: registered.queue_listeners,
                 #[cfg(feature = "sqlx")]
                 relay: Mutex::new(None),
+                #[cfg(feature = "metrics")]
+                metrics: self.metrics,
             }),
         };
         #[cfg(feature = "sqlx")]

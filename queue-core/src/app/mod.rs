@@ -88,6 +88,8 @@ pub(crate) struct AppInner {
     /// The relay `build` started, if the app has an outbox.
     #[cfg(feature = "sqlx")]
     relay: Mutex<Option<crate::store::Relay>>,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 impl QueueApp {
@@ -176,8 +178,15 @@ impl QueueApp {
                     .remove_on_complete
                     .unwrap_or(Keep::DEFAULT_COMPLETED),
                 keep_failed: defaults.remove_on_fail.unwrap_or(Keep::DEFAULT_FAILED),
+                metrics_data_points: plan.metrics_data_points,
             };
             let dispatcher = Dispatcher {
+                #[cfg(feature = "metrics")]
+                metrics: self
+                    .inner
+                    .metrics
+                    .as_ref()
+                    .map(|m| m.for_queue(&plan.queue, plan.concurrency)),
                 backoff: self.inner.backoffs.as_lookup(),
                 plan: plan.clone(),
                 deps: deps.clone(),
@@ -220,6 +229,26 @@ impl QueueApp {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .contains_key(queue)
+    }
+
+    /// Every queue this app knows (see [`QueueApp::knows_queue`]), sorted.
+    pub fn known_queues(&self) -> Vec<String> {
+        let mut known = self.inner.registered_queues.clone();
+        known.extend(
+            self.inner
+                .queues
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .keys()
+                .cloned(),
+        );
+        known.into_iter().collect()
+    }
+
+    /// The app's metrics, if it records them ([`QueueAppBuilder::metrics`]).
+    #[cfg(feature = "metrics")]
+    pub fn metrics(&self) -> Option<&crate::metrics::Metrics> {
+        self.inner.metrics.as_ref()
     }
 
     /// The queues that have a processor in this app, sorted.

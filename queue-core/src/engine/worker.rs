@@ -45,6 +45,8 @@ pub(crate) struct AttemptFailure {
     /// The engine will fail the job for good (set by the dispatcher, which decides it
     /// as the engine does).
     pub(crate) is_final: bool,
+    /// The attempt was cut off by its timeout.
+    pub(crate) timed_out: bool,
 }
 
 /// Our dispatcher: one attempt in, the return value or a failure out.
@@ -72,6 +74,8 @@ pub(crate) struct WorkerSettings {
     /// `removeOnComplete` / `removeOnFail`).
     pub(crate) keep_completed: Keep,
     pub(crate) keep_failed: Keep,
+    /// BullMQ's per-minute metrics, minutes kept.
+    pub(crate) metrics_data_points: Option<usize>,
 }
 
 /// A running engine worker and its helper tasks.
@@ -116,6 +120,9 @@ impl EngineWorker {
         }
         options.remove_on_complete = Some(keep_to_engine(settings.keep_completed));
         options.remove_on_fail = Some(keep_to_engine(settings.keep_failed));
+        if let Some(max_data_points) = settings.metrics_data_points {
+            options.metrics = Some(bullmq::MetricsOptions { max_data_points });
+        }
         if let Some(backoff) = settings.backoff {
             options.backoff_strategy = Some(engine_backoff(backoff));
         }

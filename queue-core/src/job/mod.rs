@@ -165,6 +165,18 @@ impl<T> Job<T> {
         self.meta.options.attempts.unwrap_or(1)
     }
 
+    /// For a first attempt, how long the job waited since it was due (added, or its
+    /// delay over); `None` for a retry, whose due time (after its backoff) is not kept.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn waited(&self) -> Option<Duration> {
+        if self.attempt() > 1 {
+            return None;
+        }
+        let delay = self.meta.options.get_delay().unwrap_or_default();
+        let due = self.timestamp() + delay;
+        Some(SystemTime::now().duration_since(due).unwrap_or_default())
+    }
+
     /// When the job was added.
     pub fn timestamp(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.meta.timestamp_ms)

@@ -28,6 +28,8 @@ pub(crate) struct QueuePlan {
     pub(crate) cancel_grace: Duration,
     /// Fail jobs with a name no handler takes at once, instead of as retryable.
     pub(crate) fail_unknown_names: bool,
+    /// BullMQ's per-minute metrics: how many minutes to keep, when recorded.
+    pub(crate) metrics_data_points: Option<usize>,
     pub(crate) by_name: BTreeMap<String, PlannedHandler>,
     pub(crate) fallback: Option<PlannedHandler>,
 }
@@ -43,6 +45,15 @@ impl QueuePlan {
     /// The handler for a job name: the one that claims it, else the catch-all.
     pub(crate) fn handler_for(&self, job_name: &str) -> Option<&PlannedHandler> {
         self.by_name.get(job_name).or(self.fallback.as_ref())
+    }
+
+    /// The `name` label of a job's metrics: its name when a handler is registered for
+    /// it by name, else `*` (names from other producers are unbounded).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn metric_name<'a>(&'a self, job_name: &str) -> &'a str {
+        self.by_name
+            .get_key_value(job_name)
+            .map_or(crate::metrics::ANY_JOB_NAME, |(name, _)| name.as_str())
     }
 
     /// The job names this queue handles, for an "unknown job name" message.

@@ -92,6 +92,7 @@ pub(crate) fn merge_processors(
             max_stalled_count: processor.max_stalled_count,
             cancel_grace: processor.cancel_grace,
             fail_unknown_names: processor.fail_unknown_names,
+            metrics_data_points: processor.metrics_data_points,
             by_name: BTreeMap::new(),
             fallback: None,
         });
@@ -155,6 +156,7 @@ fn merge_settings(plan: &mut QueuePlan, processor: &Processor, problems: &mut Ve
     plan.max_stalled_count = plan.max_stalled_count.max(processor.max_stalled_count);
     plan.cancel_grace = plan.cancel_grace.max(processor.cancel_grace);
     plan.fail_unknown_names |= processor.fail_unknown_names;
+    plan.metrics_data_points = plan.metrics_data_points.max(processor.metrics_data_points);
     let queue = &plan.queue;
     match (plan.lock_duration, processor.lock_duration) {
         (Some(a), Some(b)) if a != b => problems.push(format!(

@@ -29,6 +29,8 @@ pub(crate) struct Dispatcher {
     /// The app's custom backoffs: the engine asks them whether a job retries, so the
     /// worker asks them too, to know whether a failure is the last.
     pub(crate) backoff: Option<BackoffFn>,
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: Option<crate::metrics::QueueMetrics>,
 }
 
 impl Dispatcher {
@@ -65,6 +67,12 @@ impl Dispatcher {
             self.tracker.stalled(&id);
         }
         self.tracker.started(&id, &name, attempt, max_attempts);
+        #[cfg(feature = "metrics")]
+        let measured = self.metrics.as_ref().map(|metrics| {
+            let label = self.plan.metric_name(&name);
+            metrics.started(label, job.waited(), job.recovered_from_stall());
+            (metrics, label, std::time::Instant::now())
+        });
         // Kept for deciding, on failure, whether the engine will retry.
         let custom_backoff = match job.options().get_backoff() {
             Some(Backoff::Custom(strategy)) => Some((strategy.clone(), job.data.clone())),
@@ -89,15 +97,30 @@ impl Dispatcher {
             failure.is_final =
                 self.is_final(failure, attempt, max_attempts, custom_backoff.as_ref());
         }
+        #[cfg(feature = "metrics")]
+        if let Some((metrics, label, started)) = measured {
+            use crate::metrics::AttemptEnd;
+            let end = match &outcome {
+                Ok(_) => AttemptEnd::Completed,
+                Err(f) if f.is_final => AttemptEnd::Failed {
+                    timed_out: f.timed_out,
+                },
+                Err(f) => AttemptEnd::Retried {
+                    timed_out: f.timed_out,
+                },
+            };
+            metrics.ended(label, started.elapsed(), end);
+        }
         match &outcome {
             Ok(_) => tracing::info!("job completed"),
             Err(failure) => {
                 let is_final = failure.is_final;
                 self.tracker.failed(&id, is_final);
+                let timed_out = failure.timed_out;
                 if is_final {
-                    tracing::warn!(reason = %failure.reason, "job failed for good");
+                    tracing::warn!(reason = %failure.reason, timed_out, "job failed for good");
                 } else {
-                    tracing::info!(reason = %failure.reason, "attempt failed, will retry");
+                    tracing::info!(reason = %failure.reason, timed_out, "attempt failed, will retry");
                 }
             }
         }
@@ -164,6 +187,7 @@ impl Dispatcher {
                 // A worker that knows the name may be deploying: its retries reach it.
                 retryable: !self.plan.fail_unknown_names,
                 is_final: false,
+                timed_out: false,
             };
             return (Err(failure), Duration::ZERO);
         };
@@ -224,15 +248,17 @@ impl Supervision {
             result = AssertUnwindSafe(handler).catch_unwind() => match result {
                 Ok(Ok(value)) => Ok(value),
                 Ok(Err(e)) if cancel.is_cancelled() => Err(unrecoverable(format!("cancelled: {}", e.message()))),
-                Ok(Err(e)) => Err(AttemptFailure { reason: e.message().to_owned(), retryable: e.is_retryable(), is_final: false }),
+                Ok(Err(e)) => Err(AttemptFailure { reason: e.message().to_owned(), retryable: e.is_retryable(), is_final: false, timed_out: false }),
                 Err(panic) => Err(AttemptFailure {
                     is_final: false,
+                    timed_out: false,
                     reason: format!("handler panicked: {}", panic_message(panic.as_ref())),
                     retryable: true,
                 }),
             },
             () = deadline => Err(AttemptFailure {
                 is_final: false,
+                timed_out: true,
                 reason: format!("timed out after {}", human(timeout.unwrap_or_default())),
                 retryable: true,
             }),
@@ -249,6 +275,7 @@ fn unrecoverable(reason: String) -> AttemptFailure {
         reason,
         retryable: false,
         is_final: true,
+        timed_out: false,
     }
 }
 

@@ -59,17 +59,20 @@ pub struct Producers {
 ///   the client that was given its `Location` (job ids hold a random user id, so they
 ///   cannot be guessed).
 /// - `GET /admin/jobs/{queue}/{id}`: the same with the failure reason and return
-///   value, for the operator (`ADMIN_TOKEN`).
-pub fn router(app: &QueueApp, state: AppState) -> Router {
+///   value, for the operator (`Authorization: Bearer $ADMIN_TOKEN`).
+/// - `GET /admin/metrics`: the Prometheus metrics, for a scraper sending the same
+///   header.
+pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Error> {
     let admin = JobRoutes::new()
         .include_failed_reason(true)
         .include_return_value(true)
         .router()
+        .merge(queue_axum::metrics_route(app)?)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::operator_only,
         ));
-    Router::new()
+    Ok(Router::new()
         .route("/users", post(users::create))
         .route("/users/{id}/coupons", get(users::coupons))
         .route("/birthdays/run", post(birthdays::run))
@@ -82,5 +85,5 @@ pub fn router(app: &QueueApp, state: AppState) -> Router {
         .nest("/admin", admin)
         // Every error answer is JSON, axum's own (404, 405, a bad path) too.
         .layer(axum::middleware::map_response(queue_axum::json_errors))
-        .layer(QueueLayer::new(app))
+        .layer(QueueLayer::new(app)))
 }
