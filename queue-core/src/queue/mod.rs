@@ -210,8 +210,14 @@ impl<T: Serialize> Queue<T> {
     /// could add the job twice), so the caller sees the error.
     pub async fn add(&self, name: &str, data: T, options: JobOptions) -> Result<AddedJob, Error> {
         let options = self.prepare(options)?;
-        // The size limit is checked by the engine, on the JSON it writes anyway.
-        let data = self.to_value(&data)?;
+        // The size limit is checked by the engine, on the JSON it writes anyway, unless
+        // a Redis read (the duplicate check) comes first: a payload that is too big
+        // must be refused as such, before any I/O, even with Redis down.
+        let data = if options.job_id.is_some() || options.deduplication.is_some() {
+            self.to_json(&data)?
+        } else {
+            self.to_value(&data)?
+        };
         let limit = self.shared.settings.max_payload_bytes;
         // Boxed: the engine's future is large, and a caller that keeps many adds in
         // flight moves each of ours (into `FuturesUnordered`, `join_all`...).
