@@ -48,6 +48,12 @@ impl QueueLayer {
     ///
     /// A request's own `x-request-id` is echoed and logged with the request's span;
     /// it is not a trace id, so jobs do not carry it.
+    ///
+    /// With the `opentelemetry` feature and a `tracing-opentelemetry` layer in the
+    /// subscriber, the `request` span is an OpenTelemetry span that continues the
+    /// request's `traceparent` (unless an outer OpenTelemetry span, a `TraceLayer`'s
+    /// say, already parents it), and its context is the trace: OpenTelemetry's sampler,
+    /// not this switch, then decides what is traced.
     pub fn start_traces(mut self, mint: bool) -> Self {
         self.start_traces = mint;
         self
@@ -74,6 +80,41 @@ pub struct QueueService<S> {
     start_traces: bool,
 }
 
+impl<S> QueueService<S> {
+    /// The trace a request runs in, and its span. With an OpenTelemetry layer recording
+    /// the span, the span's context is the trace (continuing `incoming`, unless an
+    /// outer OpenTelemetry span already parents it); otherwise `incoming`, or a new
+    /// trace when the layer starts them.
+    fn request_span(
+        &self,
+        incoming: Option<TraceContext>,
+        request_id: Option<&str>,
+    ) -> (Option<TraceContext>, Option<tracing::Span>) {
+        let span = || {
+            tracing::info_span!(
+                "request",
+                trace_id = tracing::field::Empty,
+                request_id = request_id.unwrap_or_default(),
+            )
+        };
+        let span = match &incoming {
+            Some(_) => span(),
+            // No span to record when there is no trace to give it.
+            None if !self.start_traces && !trace::OPENTELEMETRY => return (None, None),
+            None => span(),
+        };
+        trace::set_parent_if_unparented(&span, incoming.as_ref());
+        let context = trace::context_of(&span).or(incoming).or_else(|| {
+            // An untraced request stays untraced unless OpenTelemetry traced it.
+            self.start_traces.then(TraceContext::new_root)
+        });
+        if let Some(context) = &context {
+            span.record("trace_id", context.trace_id());
+        }
+        (context, Some(span))
+    }
+}
+
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for QueueService<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
@@ -91,27 +132,21 @@ where
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         request.extensions_mut().insert(self.app.clone());
         let headers = request.headers();
-        let context =
-            trace_context_of(headers).or_else(|| self.start_traces.then(TraceContext::new_root));
+        let incoming = trace_context_of(headers);
+        let request_id = request_id_of(headers).map(str::to_owned);
+        let (context, span) = self.request_span(incoming, request_id.as_deref());
         // Echoed as the client sent it, or the trace id for a client that sent none.
-        let echo = request_id_of(headers)
-            .map(str::to_owned)
-            .or_else(|| context.as_ref().map(|c| c.trace_id().to_owned()));
+        let echo = request_id.or_else(|| context.as_ref().map(|c| c.trace_id().to_owned()));
         // The clone that was made ready by `poll_ready` handles this request.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let response = inner.call(request);
         Box::pin(async move {
-            let mut response = match context {
-                None => response.await?,
-                Some(context) => {
-                    let span = tracing::info_span!(
-                        "request",
-                        trace_id = %context.trace_id(),
-                        request_id = echo.as_deref().unwrap_or_default(),
-                    );
+            let mut response = match (context, span) {
+                (Some(context), Some(span)) => {
                     tracing::Instrument::instrument(trace::scope(context, response), span).await?
                 }
+                _ => response.await?,
             };
             if let Some(value) = echo.and_then(|id| HeaderValue::from_str(&id).ok()) {
                 response

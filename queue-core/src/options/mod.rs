@@ -224,8 +224,8 @@ impl JobOptions {
             remove_on_fail: self.remove_on_fail.or(defaults.remove_on_fail),
             deduplication: self.deduplication,
             timeout: self.timeout.or(defaults.timeout),
-            // The job hangs below the current span, as the add's own child.
-            trace: self.trace.or_else(crate::trace::current_child),
+            // The job hangs below the add's span, or the current scope.
+            trace: self.trace.or_else(crate::trace::for_new_job),
         }
     }
 

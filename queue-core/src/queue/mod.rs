@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::OnceCell;
+use tracing::Instrument;
 
 pub use cancel::CancelOutcome;
 pub use manage::JobLogs;
@@ -209,7 +210,21 @@ impl<T: Serialize> Queue<T> {
     /// `job_id` is idempotent and is retried once; one without is not retried (it
     /// could add the job twice), so the caller sees the error.
     pub async fn add(&self, name: &str, data: T, options: JobOptions) -> Result<AddedJob, Error> {
-        let options = self.prepare(options)?;
+        let span = crate::trace::producer_span("add", self.name(), Some(name), options.get_trace());
+        // Prepared inside the span: the job carries the span's context.
+        let options = span.in_scope(|| self.prepare(options))?;
+        let added = self.add_prepared(name, data, options).instrument(span.clone()).await?;
+        span.record("messaging.message.id", added.id.as_str());
+        span.record("bullmq.job.id", added.id.as_str());
+        Ok(added)
+    }
+
+    async fn add_prepared(
+        &self,
+        name: &str,
+        data: T,
+        options: JobOptions,
+    ) -> Result<AddedJob, Error> {
         // The size limit is checked by the engine, on the JSON it writes anyway, unless
         // a Redis read (the duplicate check) comes first: a payload that is too big
         // must be refused as such, before any I/O, even with Redis down.
@@ -242,6 +257,18 @@ impl<T: Serialize> Queue<T> {
     /// Adds several jobs in one pipelined round trip. Every job is checked first; one
     /// bad job refuses the whole batch, naming it.
     pub async fn add_bulk(&self, jobs: Vec<BulkJob<T>>) -> Result<Vec<AddedJob>, Error> {
+        let span = crate::trace::producer_span("addBulk", self.name(), None, None);
+        // Prepared inside the span: the jobs carry the span's context.
+        let prepared = span.in_scope(|| self.prepare_bulk(jobs))?;
+        self.add_prepared_bulk(prepared).instrument(span).await
+    }
+
+    /// Every job of a batch checked, with the app's defaults; the first bad one refuses
+    /// the batch.
+    fn prepare_bulk(
+        &self,
+        jobs: Vec<BulkJob<T>>,
+    ) -> Result<Vec<(String, serde_json::Value, JobOptions)>, Error> {
         let mut prepared = Vec::with_capacity(jobs.len());
         for (index, job) in jobs.into_iter().enumerate() {
             let in_batch = |e: Error| match e {
@@ -256,6 +283,13 @@ impl<T: Serialize> Queue<T> {
             let data = self.to_json(&job.data).map_err(in_batch)?;
             prepared.push((job.name, data, options));
         }
+        Ok(prepared)
+    }
+
+    async fn add_prepared_bulk(
+        &self,
+        prepared: Vec<(String, serde_json::Value, JobOptions)>,
+    ) -> Result<Vec<AddedJob>, Error> {
         let names_and_options: Vec<(String, JobOptions)> = prepared
             .iter()
             .map(|(n, _, o)| (n.clone(), o.clone()))

@@ -50,14 +50,8 @@ impl Dispatcher {
             job.attempt(),
             job.max_attempts(),
         );
-        let span = tracing::info_span!(
-            "job",
-            queue = %self.plan.queue,
-            job_id = %id,
-            name = %name,
-            attempt,
-            trace_id = %job.trace_id().unwrap_or_default(),
-        );
+        let span =
+            crate::trace::consumer_span(&self.plan.queue, &id, &name, attempt, job.trace_context());
         if job.recovered_from_stall() {
             // The engine's stalled checker does not report what it recovers (it misreads
             // the script's reply), so the worker that runs the job again says so.
@@ -114,6 +108,8 @@ impl Dispatcher {
         match &outcome {
             Ok(_) => tracing::info!("job completed"),
             Err(failure) => {
+                span.record("otel.status_code", "error");
+                span.record("otel.status_description", failure.reason.as_str());
                 let is_final = failure.is_final;
                 self.tracker.failed(&id, is_final);
                 let timed_out = failure.timed_out;
@@ -196,8 +192,10 @@ impl Dispatcher {
             cancel: job.cancel_signal(),
             cancel_grace: self.plan.cancel_grace,
         };
-        // Jobs the handler adds continue its trace, so a fan-out stays one trace.
-        let trace = job.trace_context().cloned();
+        // Jobs the handler adds continue its trace, so a fan-out stays one trace: the
+        // attempt's span context when OpenTelemetry records it, else the job's.
+        let trace = crate::trace::context_of(&tracing::Span::current())
+            .or_else(|| job.trace_context().cloned());
         // `run` is lazy: the payload's deserialization and the call that builds the
         // handler's future happen in the first poll, inside `catch_unwind`.
         let handler = planned.handler.run(job, &self.deps);

@@ -25,11 +25,40 @@
 //! // and `Job::trace_id()` returns it.
 //! # Ok(()) }
 //! ```
+//!
+//! # OpenTelemetry
+//!
+//! With the `opentelemetry` feature, the spans become OpenTelemetry spans through one
+//! `tracing-opentelemetry` layer in the application's subscriber; nothing else to call.
+//! Each `add` is a producer span, `add <queue>.<job>` (`addBulk <queue>` for a batch),
+//! and the job carries that span's context; each attempt is a consumer span, `process
+//! <queue>`, whose parent is the context the job carries, whoever wrote it. Both have
+//! OpenTelemetry's messaging attributes and BullMQ's own `bullmq.*` ones, so a trace
+//! reads the same whichever of our processes or Node's took part. A failed attempt
+//! sets the span's status to error, with the reason.
+//!
+//! ```no_run
+//! # #[cfg(feature = "opentelemetry")]
+//! # fn install(tracer: impl opentelemetry::trace::Tracer + opentelemetry::trace::PreSampledTracer + Send + Sync + 'static) {
+//! use tracing_subscriber::layer::SubscriberExt;
+//!
+//! // `tracer` comes from the application's OpenTelemetry SDK (an OTLP exporter, say).
+//! let subscriber = tracing_subscriber::registry()
+//!     .with(tracing_opentelemetry::layer().with_tracer(tracer));
+//! tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
+//! # }
+//! ```
+//!
+//! Without the layer, the context still travels (request → job → follow-up job)
+//! through [`scope`], and every `job` span logs its `trace_id`.
 
 use std::fmt;
 use std::future::Future;
 
 use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "opentelemetry")]
+mod otel;
 
 tokio::task_local! {
     static CURRENT: TraceContext;
@@ -310,9 +339,144 @@ pub fn current() -> Option<TraceContext> {
     CURRENT.try_with(Clone::clone).ok()
 }
 
-/// A child of the current trace context, if any: what a job added now carries.
-pub(crate) fn current_child() -> Option<TraceContext> {
+/// A child of the current trace context, if any.
+fn current_child() -> Option<TraceContext> {
     CURRENT.try_with(TraceContext::child).ok()
+}
+
+/// Whether this build bridges to OpenTelemetry (the `opentelemetry` feature).
+pub const OPENTELEMETRY: bool = cfg!(feature = "opentelemetry");
+
+/// The trace context `span` has in OpenTelemetry, as ours: `Some` only with the
+/// `opentelemetry` feature and a `tracing-opentelemetry` layer that records the span.
+///
+/// ```
+/// let span = tracing::info_span!("no layer records this");
+/// assert_eq!(queue_core::trace::context_of(&span), None);
+/// ```
+pub fn context_of(span: &tracing::Span) -> Option<TraceContext> {
+    #[cfg(feature = "opentelemetry")]
+    return otel::context_of(span);
+    #[cfg(not(feature = "opentelemetry"))]
+    {
+        let _ = span;
+        None
+    }
+}
+
+/// Makes `parent` (a context from another process: a request's `traceparent`, a
+/// job's stored context) the OpenTelemetry parent of `span`, which must not have been
+/// entered yet. Does nothing without the `opentelemetry` feature and its layer.
+pub fn set_parent(span: &tracing::Span, parent: &TraceContext) {
+    #[cfg(feature = "opentelemetry")]
+    otel::set_parent(span, parent);
+    #[cfg(not(feature = "opentelemetry"))]
+    let _ = (span, parent);
+}
+
+/// Parents a new `span` by `parent` when the code around it traces only through our
+/// scope (its own current span has no OpenTelemetry context); a span inside an
+/// OpenTelemetry-traced span keeps that parent.
+pub fn set_parent_if_unparented(span: &tracing::Span, parent: Option<&TraceContext>) {
+    if let Some(parent) = parent {
+        if context_of(&tracing::Span::current()).is_none() {
+            set_parent(span, parent);
+        }
+    }
+}
+
+/// The context a job added now carries: the current span's, when OpenTelemetry records
+/// it (inside `add`, that is the add's producer span), else a child of the current
+/// [`scope`]'s.
+pub(crate) fn for_new_job() -> Option<TraceContext> {
+    context_of(&tracing::Span::current()).or_else(current_child)
+}
+
+/// The producer span of one add, as BullMQ's telemetry names it (`add <queue>.<job>`,
+/// `addBulk <queue>` for a batch), with OpenTelemetry's messaging attributes. A job
+/// given its own context hangs below that context; otherwise below the current span,
+/// or the current scope.
+pub(crate) fn producer_span(
+    operation: &'static str,
+    queue: &str,
+    job_name: Option<&str>,
+    explicit: Option<&TraceContext>,
+) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: "queue_core::queue",
+        "add",
+        otel.name = %ProducerSpanName { operation, queue, job_name },
+        otel.kind = "producer",
+        messaging.system = "bullmq",
+        messaging.operation.type = "send",
+        messaging.operation.name = operation,
+        messaging.destination.name = queue,
+        messaging.message.id = tracing::field::Empty,
+        bullmq.queue.name = queue,
+        bullmq.queue.operation = operation,
+        bullmq.job.name = job_name,
+        bullmq.job.id = tracing::field::Empty,
+    );
+    match explicit {
+        Some(parent) => set_parent(&span, parent),
+        None => set_parent_if_unparented(&span, current().as_ref()),
+    }
+    span
+}
+
+/// The consumer span of one attempt, as BullMQ's telemetry names it (`process
+/// <queue>`), with OpenTelemetry's messaging attributes; its parent is the context the
+/// job carries. The status fields are recorded when the attempt fails.
+pub(crate) fn consumer_span(
+    queue: &str,
+    job_id: &str,
+    job_name: &str,
+    attempt: u32,
+    carried: Option<&TraceContext>,
+) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: "queue_core::worker",
+        "job",
+        queue,
+        job_id,
+        name = job_name,
+        attempt,
+        trace_id = carried.map(TraceContext::trace_id).unwrap_or_default(),
+        otel.name = %format_args!("process {queue}"),
+        otel.kind = "consumer",
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
+        messaging.system = "bullmq",
+        messaging.operation.type = "process",
+        messaging.operation.name = "process",
+        messaging.destination.name = queue,
+        messaging.message.id = job_id,
+        bullmq.queue.name = queue,
+        bullmq.queue.operation = "process",
+        bullmq.job.id = job_id,
+        bullmq.job.name = job_name,
+        bullmq.job.attempts.made = attempt.saturating_sub(1),
+    );
+    if let Some(parent) = carried {
+        set_parent(&span, parent);
+    }
+    span
+}
+
+/// `add <queue>.<job>` or `<operation> <queue>`, written only if a layer records it.
+struct ProducerSpanName<'a> {
+    operation: &'static str,
+    queue: &'a str,
+    job_name: Option<&'a str>,
+}
+
+impl fmt::Display for ProducerSpanName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.job_name {
+            Some(job) => write!(f, "{} {}.{job}", self.operation, self.queue),
+            None => write!(f, "{} {}", self.operation, self.queue),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,62 @@
+//! The bridge to OpenTelemetry through `tracing-opentelemetry` (feature
+//! `opentelemetry`): our [`TraceContext`] as a span's remote parent, and a span's
+//! OpenTelemetry context as ours. Without that layer in the subscriber every call here
+//! finds nothing and changes nothing.
+
+use opentelemetry::trace::{
+    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use super::{HexId, TraceContext};
+
+/// The OpenTelemetry context of `span`, as ours; `None` when no OpenTelemetry layer
+/// records the span (none installed, or the span is disabled).
+pub(super) fn context_of(span: &tracing::Span) -> Option<TraceContext> {
+    if span.is_disabled() {
+        return None;
+    }
+    let context = span.context();
+    let otel = context.span();
+    let otel = otel.span_context();
+    if !otel.is_valid() {
+        return None;
+    }
+    let tracestate = otel.trace_state().header();
+    Some(TraceContext {
+        trace_id: HexId::of(u128::from_be_bytes(otel.trace_id().to_bytes())),
+        span_id: HexId::of(u128::from(u64::from_be_bytes(otel.span_id().to_bytes()))),
+        flags: otel.trace_flags().to_u8(),
+        tracestate: (!tracestate.is_empty()).then_some(tracestate),
+    })
+}
+
+/// Makes `parent`, a context from another process, the OpenTelemetry parent of `span`.
+/// Nothing happens when no layer records the span, or it has already been entered.
+pub(super) fn set_parent(span: &tracing::Span, parent: &TraceContext) {
+    if span.is_disabled() {
+        return;
+    }
+    let ids = (
+        u128::from_str_radix(parent.trace_id(), 16),
+        u64::from_str_radix(parent.span_id(), 16),
+    );
+    // Always true: a context's ids are checked hex when it is made.
+    let (Ok(trace_id), Ok(span_id)) = ids else {
+        return;
+    };
+    let state = parent
+        .tracestate()
+        .and_then(|s| s.parse::<TraceState>().ok())
+        .unwrap_or_default();
+    let remote = SpanContext::new(
+        TraceId::from_bytes(trace_id.to_be_bytes()),
+        SpanId::from_bytes(span_id.to_be_bytes()),
+        TraceFlags::new(parent.flags),
+        true,
+        state,
+    );
+    // Refused only when no layer records the span or it has started: then there is
+    // nothing to parent.
+    let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
+}
