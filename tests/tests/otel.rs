@@ -199,11 +199,17 @@ async fn a_request_its_job_its_attempts_and_the_follow_up_are_one_trace() {
     assert_eq!(attempt.parent, add.id);
     assert_eq!(follow_up.parent, attempt.id);
     for run in &retried {
-        assert_eq!(run.parent, follow_up.id, "every attempt hangs below its add");
+        assert_eq!(
+            run.parent, follow_up.id,
+            "every attempt hangs below its add"
+        );
     }
 
     // The kinds and attributes of OpenTelemetry's messaging conventions, and BullMQ's.
-    assert_eq!((add.kind.clone(), attempt.kind.clone()), (SpanKind::Producer, SpanKind::Consumer));
+    assert_eq!(
+        (add.kind.clone(), attempt.kind.clone()),
+        (SpanKind::Producer, SpanKind::Consumer)
+    );
     assert_eq!(add.attribute("messaging.destination.name"), "otel-signup");
     assert_eq!(add.attribute("messaging.operation.type"), "send");
     assert_eq!(add.attribute("messaging.message.id"), "signup-7");
@@ -216,10 +222,16 @@ async fn a_request_its_job_its_attempts_and_the_follow_up_are_one_trace() {
     retried.sort_by_key(|s| s.attribute("bullmq.job.attempts.made").to_owned());
     assert_eq!(retried[0].attribute("bullmq.job.attempts.made"), "0");
     match &retried[0].status {
-        Status::Error { description } => assert!(description.contains("smtp timeout"), "{description}"),
+        Status::Error { description } => {
+            assert!(description.contains("smtp timeout"), "{description}")
+        }
         other => panic!("the failed attempt's status is {other:?}"),
     }
-    assert!(!matches!(retried[1].status, Status::Error { .. }), "{:?}", retried[1]);
+    assert!(
+        !matches!(retried[1].status, Status::Error { .. }),
+        "{:?}",
+        retried[1]
+    );
 
     // What the job carries in BullMQ's telemetry field is the add's span.
     let stored = redis.job_field("otel-signup", "signup-7", "opts").unwrap();
@@ -232,8 +244,13 @@ async fn a_request_its_job_its_attempts_and_the_follow_up_are_one_trace() {
 async fn a_node_producers_span_parents_our_attempts_span() {
     let otel = Otel::install();
     let redis = TestRedis::new("otel-in");
-    let jobs = serde_json::json!([{"name": "traced", "data": {}, "opts": {"jobId": "node-otel-1"}}]);
-    let lines = node::run(redis.prefix(), &["produce-traced", "otel-in", &jobs.to_string()]).await;
+    let jobs =
+        serde_json::json!([{"name": "traced", "data": {}, "opts": {"jobId": "node-otel-1"}}]);
+    let lines = node::run(
+        redis.prefix(),
+        &["produce-traced", "otel-in", &jobs.to_string()],
+    )
+    .await;
     let node_add = lines
         .iter()
         .filter_map(|l| l.get("span"))
@@ -242,7 +259,11 @@ async fn a_node_producers_span_parents_our_attempts_span() {
         .clone();
 
     let app = redis
-        .app(|b| b.processor(Processor::new("otel-in").any_job(|_: Job<serde_json::Value>| async { Ok(()) })))
+        .app(|b| {
+            b.processor(
+                Processor::new("otel-in").any_job(|_: Job<serde_json::Value>| async { Ok(()) }),
+            )
+        })
         .await;
     let q = app.queue::<serde_json::Value>("otel-in").unwrap();
     let workers = app.start_workers().await.unwrap();
@@ -264,7 +285,11 @@ async fn our_producers_span_parents_a_node_workers_span() {
     // A span of the application's own, as a handler or a CLI command has.
     let root = tracing::info_span!("monthly-run");
     tracing::Instrument::instrument(
-        q.add("report", serde_json::json!({}), JobOptions::new().job_id("rust-otel-1")),
+        q.add(
+            "report",
+            serde_json::json!({}),
+            JobOptions::new().job_id("rust-otel-1"),
+        ),
         root,
     )
     .await

@@ -6,6 +6,7 @@ pub mod db;
 pub mod http;
 pub mod jobs;
 pub mod mailer;
+pub mod telemetry;
 
 use std::time::Duration;
 

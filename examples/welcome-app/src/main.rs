@@ -4,25 +4,29 @@
 //! database `welcome.db` is created in the working directory). The README walks through
 //! signing up, watching the welcome job, and a birthday grant with curl.
 
-use tracing_subscriber::EnvFilter;
+use welcome_app::telemetry::Telemetry;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn")),
-        )
-        .init();
+    let telemetry = match Telemetry::init() {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("welcome-app: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let result = match welcome_app::config::Config::from_env() {
         Ok(config) => welcome_app::run(config).await,
         Err(e) => Err(e.into()),
     };
-    match result {
+    let code = match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "welcome-app cannot run");
             eprintln!("welcome-app: {e}");
             std::process::ExitCode::FAILURE
         }
-    }
+    };
+    telemetry.shutdown();
+    code
 }

@@ -213,7 +213,10 @@ impl<T: Serialize> Queue<T> {
         let span = crate::trace::producer_span("add", self.name(), Some(name), options.get_trace());
         // Prepared inside the span: the job carries the span's context.
         let options = span.in_scope(|| self.prepare(options))?;
-        let added = self.add_prepared(name, data, options).instrument(span.clone()).await?;
+        let added = self
+            .add_prepared(name, data, options)
+            .instrument(span.clone())
+            .await?;
         span.record("messaging.message.id", added.id.as_str());
         span.record("bullmq.job.id", added.id.as_str());
         Ok(added)

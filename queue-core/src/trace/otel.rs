@@ -3,9 +3,7 @@
 //! OpenTelemetry context as ours. Without that layer in the subscriber every call here
 //! finds nothing and changes nothing.
 
-use opentelemetry::trace::{
-    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
-};
+use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::{HexId, TraceContext};
