@@ -7,10 +7,14 @@
 //!
 //! ```text
 //! queue-bench enqueue <ours|raw> <queue> <single|inflight|bulk> <n>   -> {"ms"}
-//! queue-bench work    <ours|raw> <queue> <concurrency> <n>            -> {"ms","peakRssKb"}
+//! queue-bench work    <ours|raw> <queue> <concurrency> <n> [observed[=share]]
+//!                                                   -> {"ms","peakRssKb","spans"}
 //! queue-bench latency <ours|raw> <queue> <n>                          -> {"samplesUs"}
 //! queue-bench serve   <ours|raw> <port> [no-traces]              (until killed)
 //! ```
+//!
+//! `observed` (ours only) turns on metrics and OpenTelemetry traces, every trace
+//! sampled, or the given share of them (`observed=0.1`).
 //!
 //! The Node side (`bench/node/bench.mjs`) answers the same commands.
 

@@ -1,5 +1,6 @@
 //! The measured side: one command in a child process, one JSON line out.
 
+mod observed;
 mod ours;
 mod raw;
 
@@ -158,12 +159,27 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
                     arg(args, 3, "concurrency")?,
                     arg(args, 4, "n")?,
                 );
-                let took = if ours {
-                    ours::work(&queue, n).await?
-                } else {
-                    raw::work(&queue, concurrency, n).await?
+                // `observed` or `observed=<share of traces sampled>`.
+                let observed = match args.get(5).map(String::as_str) {
+                    None => None,
+                    Some("observed") => Some(1.0),
+                    Some(other) => Some(
+                        other
+                            .strip_prefix("observed=")
+                            .and_then(|share| share.parse::<f64>().ok())
+                            .ok_or_else(|| format!("`{other}`: observed or observed=<0..1>"))?,
+                    ),
                 };
-                print(&serde_json::json!({ "ms": millis(took), "peakRssKb": peak_rss_kb() }));
+                let (took, spans) = match (ours, observed) {
+                    (true, observed) => ours::work(&queue, n, observed).await?,
+                    (false, None) => (raw::work(&queue, concurrency, n).await?, 0),
+                    (false, Some(_)) => return Err("only ours can be observed".into()),
+                };
+                print(&serde_json::json!({
+                    "ms": millis(took),
+                    "peakRssKb": peak_rss_kb(),
+                    "spans": spans,
+                }));
             }
             "latency" => {
                 let (queue, n): (String, u64) = (arg(args, 2, "queue")?, arg(args, 3, "n")?);

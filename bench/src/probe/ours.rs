@@ -84,18 +84,33 @@ pub(super) async fn enqueue(queue: &str, mode: &str, n: u64) -> BenchResult<Dura
     Ok(started.elapsed())
 }
 
-pub(super) async fn work(queue: &str, n: u64) -> BenchResult<Duration> {
+/// Processes `n` jobs; when `observed` (the share of traces sampled), under metrics and
+/// OpenTelemetry traces. Returns the time, and the spans exported.
+pub(super) async fn work(
+    queue: &str,
+    n: u64,
+    observed: Option<f64>,
+) -> BenchResult<(Duration, u64)> {
+    let observed = observed
+        .map(super::observed::Observed::install)
+        .transpose()?;
     // The run ends when all `n` jobs are in the completed set, so keep them all, as the
     // raw engine's and Node's workers do by default.
-    let app = QueueApp::builder()
+    let mut builder = QueueApp::builder()
         .redis(redis_url())
-        .default_job_options(JobOptions::new().remove_on_complete(Keep::All))
-        .build()
-        .await?;
+        .default_job_options(JobOptions::new().remove_on_complete(Keep::All));
+    if let Some(observed) = &observed {
+        builder = builder.metrics(observed.metrics.clone());
+    }
+    let app = builder.build().await?;
     let workers = app.start_workers_for(&[queue]).await?;
     let took = super::time_until_completed(&STARTS, queue, n).await?;
     workers.shutdown(Duration::from_secs(5)).await;
-    Ok(took)
+    let spans = match observed {
+        Some(observed) => observed.finish()?,
+        None => 0,
+    };
+    Ok((took, spans))
 }
 
 pub(super) async fn latency(queue: &str, n: u64) -> BenchResult<Vec<u64>> {

@@ -111,6 +111,9 @@ pub(crate) fn run_all() -> BenchResult<()> {
         report.push_str(&throughput);
         rss = measured;
     }
+    if wanted("observability") {
+        report.push_str(&suites::observability(&mut redis, settings)?);
+    }
     if wanted("latency") {
         report.push_str(&suites::latency(&mut redis, settings)?);
     }

@@ -129,6 +129,58 @@ pub(super) fn throughput(redis: &mut BenchRedis, settings: Settings) -> BenchRes
     Ok((out, rss))
 }
 
+/// Processing with metrics and OpenTelemetry traces on, against off: same binary, same
+/// jobs, the order rotated in every round.
+pub(super) fn observability(redis: &mut BenchRedis, settings: Settings) -> BenchResult<String> {
+    // (label, the probe's extra argument)
+    let modes: [(&str, Option<&str>); 3] = [
+        ("off", None),
+        ("on", Some("observed")),
+        ("on, 10 % sampled", Some("observed=0.1")),
+    ];
+    let mut out = String::from(
+        "### Processing with metrics and traces on (jobs/s, median of the rounds)\n\n\
+         On: the app's Prometheus `Metrics`, and a `tracing-opentelemetry` layer (its \
+         defaults) over the OpenTelemetry SDK's batch processor, whose exporter counts the \
+         spans and drops them: the cost inside the process, without a collector's network. \
+         Every trace is recorded, or a tenth of them (`ParentBased(TraceIdRatioBased(0.1))`).\n\n\
+         | concurrency | off | on | on/off (target >= 0.97) | 10 % sampled | sampled/off | spans per job (on) |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    let n = settings.jobs.to_string();
+    for concurrency in [1u32, 10, 100] {
+        let queue = format!("bench-c{concurrency}");
+        let concurrency_arg = concurrency.to_string();
+        let mut rates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        let mut spans = Vec::new();
+        for round in 0..settings.rounds {
+            for (label, extra) in rotated(&modes, round) {
+                redis.flush()?;
+                System::Raw.run(&redis.url(), &["enqueue", &queue, "bulk", &n])?;
+                let mut args = vec!["work", queue.as_str(), concurrency_arg.as_str(), n.as_str()];
+                args.extend(extra);
+                let result = System::Ours.run(&redis.url(), &args)?;
+                let rate = settings.jobs as f64 / field(&result, "ms")? * 1000.0;
+                rates.entry(label).or_default().push(rate);
+                if extra == Some("observed") {
+                    spans.push(field(&result, "spans")? / settings.jobs as f64);
+                }
+            }
+        }
+        let rate = |label: &str| rates.get(label).map_or(f64::NAN, |v| median(v));
+        let (off, on, sampled) = (rate("off"), rate("on"), rate("on, 10 % sampled"));
+        out.push_str(&format!(
+            "| {concurrency} | {off:.0} | {on:.0} | {} | {sampled:.0} | {} | {:.2} |\n",
+            ratio(on, off),
+            ratio(sampled, off),
+            median(&spans)
+        ));
+        eprintln!("observability c{concurrency}: {rates:?}");
+    }
+    out.push('\n');
+    Ok(out)
+}
+
 pub(super) fn latency(redis: &mut BenchRedis, settings: Settings) -> BenchResult<String> {
     let mut samples: BTreeMap<&'static str, Vec<u64>> = BTreeMap::new();
     let n = settings.latency_jobs.to_string();

@@ -188,6 +188,7 @@ impl QueueApp {
                     .as_ref()
                     .map(|m| m.for_queue(&plan.queue, plan.concurrency)),
                 backoff: self.inner.backoffs.as_lookup(),
+                span_name: crate::trace::consumer_span_name(&plan.queue),
                 plan: plan.clone(),
                 deps: deps.clone(),
                 tracker: Arc::new(AttemptTracker::new(

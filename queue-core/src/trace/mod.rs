@@ -424,10 +424,17 @@ pub(crate) fn producer_span(
     span
 }
 
-/// The consumer span of one attempt, as BullMQ's telemetry names it (`process
-/// <queue>`), with OpenTelemetry's messaging attributes; its parent is the context the
-/// job carries. The status fields are recorded when the attempt fails.
+/// The OpenTelemetry name of a queue's attempt spans, as BullMQ's telemetry names them.
+pub(crate) fn consumer_span_name(queue: &str) -> String {
+    format!("process {queue}")
+}
+
+/// The consumer span of one attempt, named `span_name` ([`consumer_span_name`], made
+/// once per queue rather than formatted per job), with OpenTelemetry's messaging
+/// attributes; its parent is the context the job carries. The status fields are
+/// recorded when the attempt fails.
 pub(crate) fn consumer_span(
+    span_name: &str,
     queue: &str,
     job_id: &str,
     job_name: &str,
@@ -440,9 +447,11 @@ pub(crate) fn consumer_span(
         queue,
         job_id,
         name = job_name,
-        attempt,
-        trace_id = carried.map(TraceContext::trace_id).unwrap_or_default(),
-        otel.name = %format_args!("process {queue}"),
+        // As i64: the bridge keeps integers as integers only when they are signed.
+        attempt = i64::from(attempt),
+        // For logs; an OpenTelemetry span has its trace id already.
+        trace_id = tracing::field::Empty,
+        otel.name = span_name,
         otel.kind = "consumer",
         otel.status_code = tracing::field::Empty,
         otel.status_description = tracing::field::Empty,
@@ -455,10 +464,13 @@ pub(crate) fn consumer_span(
         bullmq.queue.operation = "process",
         bullmq.job.id = job_id,
         bullmq.job.name = job_name,
-        bullmq.job.attempts.made = attempt.saturating_sub(1),
+        bullmq.job.attempts.made = i64::from(attempt.saturating_sub(1)),
     );
     if let Some(parent) = carried {
         set_parent(&span, parent);
+        if context_of(&span).is_none() {
+            span.record("trace_id", parent.trace_id());
+        }
     }
     span
 }

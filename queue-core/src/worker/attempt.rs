@@ -29,6 +29,8 @@ pub(crate) struct Dispatcher {
     /// The app's custom backoffs: the engine asks them whether a job retries, so the
     /// worker asks them too, to know whether a failure is the last.
     pub(crate) backoff: Option<BackoffFn>,
+    /// The attempt span's OpenTelemetry name, made once.
+    pub(crate) span_name: String,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: Option<crate::metrics::QueueMetrics>,
 }
@@ -50,8 +52,14 @@ impl Dispatcher {
             job.attempt(),
             job.max_attempts(),
         );
-        let span =
-            crate::trace::consumer_span(&self.plan.queue, &id, &name, attempt, job.trace_context());
+        let span = crate::trace::consumer_span(
+            &self.span_name,
+            &self.plan.queue,
+            &id,
+            &name,
+            attempt,
+            job.trace_context(),
+        );
         if job.recovered_from_stall() {
             // The engine's stalled checker does not report what it recovers (it misreads
             // the script's reply), so the worker that runs the job again says so.
@@ -77,9 +85,11 @@ impl Dispatcher {
             None => self.attempt(job).instrument(span.clone()).await,
         };
 
-        let _entered = span.enter();
+        // The reports below name the span as their parent rather than entering it: an
+        // enter costs each attempt a context switch in every tracing layer.
         if longest_poll >= BLOCKING_REPORT_AFTER {
             tracing::warn!(
+                parent: &span,
                 blocked_ms = longest_poll.as_millis() as u64,
                 "the handler held its thread without yielding; other tasks on it waited. \
                  Move blocking or CPU-heavy work into tokio::task::spawn_blocking"
@@ -106,7 +116,7 @@ impl Dispatcher {
             metrics.ended(label, started.elapsed(), end);
         }
         match &outcome {
-            Ok(_) => tracing::info!("job completed"),
+            Ok(_) => tracing::debug!(parent: &span, "job completed"),
             Err(failure) => {
                 span.record("otel.status_code", "error");
                 span.record("otel.status_description", failure.reason.as_str());
@@ -114,9 +124,9 @@ impl Dispatcher {
                 self.tracker.failed(&id, is_final);
                 let timed_out = failure.timed_out;
                 if is_final {
-                    tracing::warn!(reason = %failure.reason, timed_out, "job failed for good");
+                    tracing::warn!(parent: &span, reason = %failure.reason, timed_out, "job failed for good");
                 } else {
-                    tracing::info!(reason = %failure.reason, timed_out, "attempt failed, will retry");
+                    tracing::info!(parent: &span, reason = %failure.reason, timed_out, "attempt failed, will retry");
                 }
             }
         }
