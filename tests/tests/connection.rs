@@ -193,3 +193,53 @@ async fn killed_connections_are_survived_by_the_next_add_and_the_worker() {
     );
     assert!(workers.shutdown(SOON).await.is_clean());
 }
+
+#[tokio::test]
+async fn an_oversized_payload_is_refused_as_such_while_redis_is_down() {
+    let mut redis = PrivateRedis::start();
+    let app = QueueApp::builder()
+        .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .max_payload_bytes(1_000)
+        .build()
+        .await
+        .unwrap();
+    let used = app.queue::<String>("used").unwrap();
+    used.add("e", "fits".into(), JobOptions::new())
+        .await
+        .unwrap();
+    // A queue never used before Redis went away has no engine handle open yet.
+    let unused = app.queue::<String>("unused").unwrap();
+    redis.kill();
+
+    let big = "x".repeat(2_000);
+    let with_id = || JobOptions::new().job_id("big-1");
+    for (what, outcome) in [
+        ("add", used.add("e", big.clone(), JobOptions::new()).await),
+        (
+            "add with a job id",
+            used.add("e", big.clone(), with_id()).await,
+        ),
+        (
+            "add on an unopened queue",
+            unused.add("e", big.clone(), JobOptions::new()).await,
+        ),
+    ] {
+        let err = outcome.expect_err(what);
+        assert!(!err.is_unavailable(), "{what}: {err:?}");
+        // What an HTTP client gets: 413, its own mistake, not 503.
+        let status =
+            axum::response::IntoResponse::into_response(queue_axum::QueueError::from(err)).status();
+        assert_eq!(status, axum::http::StatusCode::PAYLOAD_TOO_LARGE, "{what}");
+    }
+    let batch = used
+        .add_bulk(vec![queue_core::BulkJob::new("e", big.clone())])
+        .await
+        .expect_err("add_bulk");
+    assert!(!batch.is_unavailable(), "{batch:?}");
+    // A payload that fits meets the outage.
+    let fits = used
+        .add("e", "small".into(), JobOptions::new())
+        .await
+        .unwrap_err();
+    assert!(fits.is_unavailable(), "{fits:?}");
+}

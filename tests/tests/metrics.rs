@@ -293,3 +293,46 @@ async fn per_minute_metrics_are_recorded_where_bull_board_reads_them() {
     );
     workers.shutdown(SOON).await;
 }
+
+/// The macro's spelling of `Processor::per_minute_metrics`.
+#[queue_core::processor("pm-macro", per_minute_metrics = 60)]
+async fn counted(job: Job<String>) -> Result<(), JobError> {
+    let _ = job;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_processor_macro_turns_on_per_minute_metrics() {
+    let redis = TestRedis::new("metrics-macro");
+    let app = redis
+        .app(|b| b.registrations(queue_core::Registrations::Queues(vec!["pm-macro".into()])))
+        .await;
+    let q = app.queue::<String>("pm-macro").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    for i in 0..3 {
+        q.add("count", i.to_string(), JobOptions::new())
+            .await
+            .unwrap();
+    }
+    let mut conn = redis::Client::open(queue_tests::redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let key = format!("{}:pm-macro:metrics:completed", redis.prefix());
+    let count = wait_until(SOON, "the per-minute metrics are written", || {
+        let (mut conn, key) = (conn.clone(), key.clone());
+        async move {
+            let count: Option<u64> = redis::cmd("HGET")
+                .arg(&key)
+                .arg("count")
+                .query_async(&mut conn)
+                .await
+                .ok()?;
+            (count == Some(3)).then_some(count)
+        }
+    })
+    .await;
+    assert_eq!(count, Some(3));
+    workers.shutdown(SOON).await;
+}

@@ -1,9 +1,11 @@
 //! A worker process killed with SIGKILL in the middle of a job: its lock expires, another
-//! worker finds the job stalled, runs it again, and nothing stays active.
+//! worker finds the job stalled, runs it again, and nothing stays active; the rescuer's
+//! metrics count the stall.
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use queue_core::metrics::Metrics;
 use queue_core::{Job, JobError, JobOptions, JobState, Processor, WorkerEvent};
 use queue_tests::{wait_for_state, TestRedis, SOON};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -51,9 +53,10 @@ async fn a_job_of_a_killed_worker_process_is_recovered_and_completed_elsewhere()
     doomed.kill().await.expect("SIGKILL");
 
     // A second worker, in this process, recovers it.
+    let metrics = Metrics::new();
     let rescuer = redis
         .app(|b| {
-            b.processor(
+            b.metrics(metrics.clone()).processor(
                 Processor::new("stalled")
                     .lock_duration(Duration::from_secs(1))
                     .stalled_interval(Duration::from_millis(500))
@@ -82,4 +85,22 @@ async fn a_job_of_a_killed_worker_process_is_recovered_and_completed_elsewhere()
     );
     assert_eq!(q.get_job_counts().await.unwrap().active, 0);
     assert!(workers.shutdown(SOON).await.is_clean());
+
+    // The stall is counted once, and the recovered run as done.
+    let scraped = metrics.render(&rescuer).await.unwrap();
+    let sample = |name: &str| {
+        scraped
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(r#"queue="stalled""#))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name} for queue `stalled` in:\n{scraped}"))
+    };
+    assert_eq!(sample("queue_jobs_stalled_total"), 1.0);
+    assert_eq!(sample("queue_jobs_completed_total"), 1.0);
+    // An `any_job` handler's names are not a bounded set: they are counted as `*`.
+    assert!(
+        scraped.contains(r#"queue_jobs_stalled_total{queue="stalled",name="*"} 1"#),
+        "{scraped}"
+    );
 }

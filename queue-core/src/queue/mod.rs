@@ -229,9 +229,13 @@ impl<T: Serialize> Queue<T> {
         options: JobOptions,
     ) -> Result<AddedJob, Error> {
         // The size limit is checked by the engine, on the JSON it writes anyway, unless
-        // a Redis read (the duplicate check) comes first: a payload that is too big
-        // must be refused as such, before any I/O, even with Redis down.
-        let data = if options.job_id.is_some() || options.deduplication.is_some() {
+        // Redis is asked something first (the duplicate check, or the queue's first
+        // open): a payload that is too big must be refused as such, before any I/O,
+        // even with Redis down.
+        let io_first = options.job_id.is_some()
+            || options.deduplication.is_some()
+            || !self.shared.engine.initialized();
+        let data = if io_first {
             self.to_json(&data)?
         } else {
             self.to_value(&data)?

@@ -89,5 +89,8 @@ pub(crate) fn processor_from_record(record: &ProcessorRecord) -> crate::Processo
     if let Some((max, per_ms)) = record.limiter {
         processor = processor.limiter(max, Duration::from_millis(per_ms));
     }
+    if let Some(points) = record.per_minute_metrics {
+        processor = processor.per_minute_metrics(points);
+    }
     processor.erased(record.job, (record.handler)(), record.label)
 }

@@ -52,6 +52,10 @@ pub struct ProcessorRecord {
     pub lock_duration_ms: Option<u64>,
     /// Rate limit: at most `.0` jobs per `.1` milliseconds.
     pub limiter: Option<(u64, u64)>,
+    /// BullMQ's per-minute metrics, in minutes kept ([`Processor::per_minute_metrics`]).
+    ///
+    /// [`Processor::per_minute_metrics`]: crate::Processor::per_minute_metrics
+    pub per_minute_metrics: Option<usize>,
     /// `path::to::function`, for messages and logs.
     pub label: &'static str,
     /// Builds the type-erased handler.

@@ -1,5 +1,6 @@
 //! `#[processor("queue", concurrency = 5, job = "welcome", timeout = "30s",
-//! lock_duration = "30s", limiter(max = 10, per = "1s"), crate = "..")]`.
+//! lock_duration = "30s", limiter(max = 10, per = "1s"), per_minute_metrics = 1440,
+//! crate = "..")]`.
 
 use proc_macro2::TokenStream;
 use syn::LitStr;
@@ -13,6 +14,7 @@ const OPTIONS: &[&str] = &[
     "timeout",
     "lock_duration",
     "limiter",
+    "per_minute_metrics",
     "crate",
 ];
 
@@ -24,6 +26,8 @@ pub(crate) struct ProcessorConfig {
     pub(crate) timeout_ms: Option<u64>,
     pub(crate) lock_duration_ms: Option<u64>,
     pub(crate) limiter: Option<(u64, u64)>,
+    /// BullMQ's per-minute metrics: how many minutes Redis keeps.
+    pub(crate) per_minute_metrics: Option<u64>,
     pub(crate) krate: TokenStream,
 }
 
@@ -41,6 +45,7 @@ impl ProcessorConfig {
             timeout_ms: None,
             lock_duration_ms: None,
             limiter: None,
+            per_minute_metrics: None,
             krate: quote::quote!(::queue_core),
         };
         // A bare first word was reported as an unquoted queue name already.
@@ -63,6 +68,9 @@ impl ProcessorConfig {
                 "timeout" => config.timeout_ms = args::duration(item, errors),
                 "lock_duration" => config.lock_duration_ms = args::duration(item, errors),
                 "limiter" => config.limiter = limiter(item, errors),
+                "per_minute_metrics" => {
+                    config.per_minute_metrics = args::positive_integer(item, errors)
+                }
                 "crate" => {
                     if let Some(path) = args::string(item, errors) {
                         match crate::crate_path::crate_path(Some(&path)) {

@@ -52,6 +52,7 @@ fn record(
     let timeout = option(config.timeout_ms);
     let lock = option(config.lock_duration_ms);
     let limiter = option(config.limiter.map(|(max, per)| quote!((#max, #per))));
+    let per_minute = option(config.per_minute_metrics.map(|n| quote!(#n as usize)));
     quote! {
         #krate::__private::inventory::submit! {
             #krate::__private::ProcessorRecord {
@@ -61,6 +62,7 @@ fn record(
                 timeout_ms: #timeout,
                 lock_duration_ms: #lock,
                 limiter: #limiter,
+                per_minute_metrics: #per_minute,
                 label: #label,
                 handler: #make,
                 instance: #instance,
