@@ -336,3 +336,102 @@ async fn the_processor_macro_turns_on_per_minute_metrics() {
     assert_eq!(count, Some(3));
     workers.shutdown(SOON).await;
 }
+
+/// The metric names a PromQL expression reads (`queue_*`, `bullmq_*`).
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find(|c: char| c.is_ascii_lowercase()) {
+        rest = &rest[at..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let word = &rest[..end];
+        if word.starts_with("queue_") || word.starts_with("bullmq_") {
+            names.push(word.to_owned());
+        }
+        rest = &rest[end..];
+    }
+    names
+}
+
+#[tokio::test]
+async fn every_metric_the_grafana_dashboard_reads_is_in_a_scrape() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/grafana/queue-dashboard.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let exprs: Vec<&str> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap())
+        .map(|t| t["expr"].as_str().unwrap())
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+
+    let redis = TestRedis::new("metrics-grafana");
+    let db = AnyDb::sqlite("metrics-grafana").await;
+    let metrics = Metrics::new();
+    let app = redis
+        .app(|b| {
+            b.metrics(metrics.clone())
+                .outbox(db.outbox())
+                .processor(
+                    Processor::new("dash")
+                        .job("ok", outcome)
+                        .job("flaky", outcome)
+                        .job("slow", outcome),
+                )
+        })
+        .await;
+    let q = app.queue::<String>("dash").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    // Every outcome once, so that every family has a sample: completed; retried, then
+    // failed; timed out.
+    q.add("ok", "1".into(), JobOptions::new()).await.unwrap();
+    q.add("flaky", "2".into(), JobOptions::new().attempts(2))
+        .await
+        .unwrap();
+    q.add(
+        "slow",
+        "3".into(),
+        JobOptions::new().timeout(Duration::from_millis(50)),
+    )
+    .await
+    .unwrap();
+    wait_until(SOON, "the jobs finish", || async {
+        let counts = q.get_job_counts().await.ok()?;
+        (counts.completed == 1 && counts.failed == 2).then_some(())
+    })
+    .await;
+    workers.shutdown(SOON).await;
+    let scraped = metrics.render(&app).await.unwrap();
+    // Every series name a family can have, from its `# TYPE` line: a counter nothing
+    // has counted yet has no sample, but its name is right.
+    let mut exported = std::collections::BTreeSet::new();
+    for line in scraped.lines() {
+        let mut words = line.split(' ');
+        let (Some("#"), Some("TYPE"), Some(name), Some(kind)) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        let suffixes: &[&str] = match kind {
+            "counter" => &["_total"],
+            "histogram" => &["_bucket", "_sum", "_count"],
+            _ => &[""],
+        };
+        exported.extend(suffixes.iter().map(|s| format!("{name}{s}")));
+    }
+    // A stall needs a worker process killed mid-job: `stalled.rs` does that, and reads
+    // this very series from its scrape.
+    exported.insert("queue_jobs_stalled_total".to_owned());
+    for expr in exprs {
+        for name in metric_names(expr) {
+            assert!(
+                exported.contains(&name),
+                "the dashboard reads `{name}`, which no scrape has: {expr}\n{scraped}"
+            );
+        }
+    }
+}
