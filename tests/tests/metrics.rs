@@ -314,7 +314,7 @@ async fn the_processor_macro_turns_on_per_minute_metrics() {
             .await
             .unwrap();
     }
-    let mut conn = redis::Client::open(queue_tests::redis_url())
+    let conn = redis::Client::open(queue_tests::redis_url())
         .unwrap()
         .get_multiplexed_async_connection()
         .await
@@ -357,7 +357,10 @@ fn metric_names(expr: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn every_metric_the_grafana_dashboard_reads_is_in_a_scrape() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/grafana/queue-dashboard.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/grafana/queue-dashboard.json"
+    );
     let dashboard: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let exprs: Vec<&str> = dashboard["panels"]
@@ -374,14 +377,12 @@ async fn every_metric_the_grafana_dashboard_reads_is_in_a_scrape() {
     let metrics = Metrics::new();
     let app = redis
         .app(|b| {
-            b.metrics(metrics.clone())
-                .outbox(db.outbox())
-                .processor(
-                    Processor::new("dash")
-                        .job("ok", outcome)
-                        .job("flaky", outcome)
-                        .job("slow", outcome),
-                )
+            b.metrics(metrics.clone()).outbox(db.outbox()).processor(
+                Processor::new("dash")
+                    .job("ok", outcome)
+                    .job("flaky", outcome)
+                    .job("slow", outcome),
+            )
         })
         .await;
     let q = app.queue::<String>("dash").unwrap();

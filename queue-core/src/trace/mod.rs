@@ -39,7 +39,11 @@
 //!
 //! ```no_run
 //! # #[cfg(feature = "opentelemetry")]
-//! # fn install(tracer: impl opentelemetry::trace::Tracer + opentelemetry::trace::PreSampledTracer + Send + Sync + 'static) {
+//! # fn install<T>(tracer: T)
+//! # where
+//! #     T: opentelemetry::trace::Tracer + Send + Sync + 'static,
+//! #     T::Span: Send + Sync,
+//! # {
 //! use tracing_subscriber::layer::SubscriberExt;
 //!
 //! // `tracer` comes from the application's OpenTelemetry SDK (an OTLP exporter, say).
