@@ -46,6 +46,8 @@
 //! `x-request-id` response header echoes the client's own id, or gives the trace id.
 
 mod accepted;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 mod error;
 mod extract;
 mod json_errors;

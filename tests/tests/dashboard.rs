@@ -1,0 +1,443 @@
+//! The dashboard over real HTTP and a real Redis: access levels, the cross-site check,
+//! every page, the actions, the audit log, bad input and Redis down.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::request::Parts;
+use axum::Router;
+use queue_axum::dashboard::{Access, Dashboard, AUDIT_TARGET};
+use queue_core::{Job, JobError, JobOptions, JobState, Processor, QueueApp};
+use queue_tests::http::{listener, request, HttpResponse};
+use queue_tests::{wait_for_state, PrivateRedis, TestRedis, SOON};
+
+/// The test's policy: the `x-role` header says who this is.
+fn policy(request: &Parts) -> Access {
+    match request.headers.get("x-role").and_then(|v| v.to_str().ok()) {
+        Some("operator") => Access::operator("olga").with_payloads(),
+        Some("viewer") => Access::read_only("victor"),
+        _ => Access::forbidden(),
+    }
+}
+
+async fn serve(app: &QueueApp) -> SocketAddr {
+    let (listener, addr) = listener().await;
+    let router = Router::new().nest("/admin/queues", Dashboard::new(app, policy).router());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+async fn get(addr: SocketAddr, path: &str, role: &str) -> HttpResponse {
+    request(addr, "GET", path, &[("x-role", role)], b"")
+        .await
+        .expect("request")
+}
+
+/// A POST as the dashboard's own page sends it.
+async fn post(addr: SocketAddr, path: &str, role: &str) -> HttpResponse {
+    post_with(
+        addr,
+        path,
+        &[("x-role", role), ("sec-fetch-site", "same-origin")],
+    )
+    .await
+}
+
+async fn post_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> HttpResponse {
+    request(addr, "POST", path, headers, b"")
+        .await
+        .expect("request")
+}
+
+fn text(response: &HttpResponse) -> String {
+    String::from_utf8_lossy(&response.body).into_owned()
+}
+
+async fn fails(job: Job<serde_json::Value>) -> Result<(), JobError> {
+    if job.data["fail"] == true && job.attempt() == 1 {
+        return Err(JobError::unrecoverable(std::io::Error::other(
+            "smtp said <no>",
+        )));
+    }
+    Ok(())
+}
+
+/// An app with queue `dash-mail`, a failed job `mail-1` and a waiting `mail-2` (the
+/// worker is stopped once `mail-1` has failed).
+async fn with_a_failed_job(redis: &TestRedis) -> QueueApp {
+    let app = redis
+        .app(|b| b.processor(Processor::new("dash-mail").any_job(fails)))
+        .await;
+    let q = app.queue::<serde_json::Value>("dash-mail").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    q.add(
+        "welcome",
+        serde_json::json!({"fail": true, "to": "<script>alert(1)</script>"}),
+        JobOptions::new().job_id("mail-1"),
+    )
+    .await
+    .unwrap();
+    wait_for_state(&q, "mail-1", JobState::Failed, SOON).await;
+    workers.shutdown(SOON).await;
+    q.add(
+        "welcome",
+        serde_json::json!({}),
+        JobOptions::new().job_id("mail-2"),
+    )
+    .await
+    .unwrap();
+    app
+}
+
+#[tokio::test]
+async fn nobody_sees_anything_without_the_policys_yes() {
+    let redis = TestRedis::new("dash-access");
+    let app = with_a_failed_job(&redis).await;
+    let addr = serve(&app).await;
+    for path in [
+        "/admin/queues",
+        "/admin/queues/queues/dash-mail",
+        "/admin/queues/queues/dash-mail/jobs/mail-1",
+        "/admin/queues/assets/dashboard.css",
+    ] {
+        assert_eq!(get(addr, path, "stranger").await.status, 403, "{path}");
+        assert_eq!(get(addr, path, "viewer").await.status, 200, "{path}");
+    }
+    // A viewer may look, not act; nothing changes.
+    let refused = post(
+        addr,
+        "/admin/queues/queues/dash-mail/jobs/mail-1/retry",
+        "viewer",
+    )
+    .await;
+    assert_eq!(refused.status, 403);
+    let q = app.queue::<serde_json::Value>("dash-mail").unwrap();
+    assert_eq!(
+        q.get_job_state("mail-1").await.unwrap(),
+        Some(JobState::Failed)
+    );
+    // Every answer carries the headers that keep job data out of caches and frames.
+    let page = get(addr, "/admin/queues", "viewer").await;
+    assert_eq!(page.header("cache-control"), Some("no-store"));
+    assert!(page
+        .header("content-security-policy")
+        .is_some_and(|csp| csp.contains("frame-ancestors 'none'")));
+}
+
+#[tokio::test]
+async fn actions_from_another_site_are_refused() {
+    let redis = TestRedis::new("dash-csrf");
+    let app = with_a_failed_job(&redis).await;
+    let addr = serve(&app).await;
+    let q = app.queue::<serde_json::Value>("dash-mail").unwrap();
+    let path = "/admin/queues/queues/dash-mail/actions/pause";
+    let host = addr.to_string();
+    let evil_origin = "https://evil.example".to_owned();
+    let own_origin = format!("http://{host}");
+    for headers in [
+        vec![("x-role", "operator"), ("sec-fetch-site", "cross-site")],
+        vec![("x-role", "operator"), ("origin", evil_origin.as_str())],
+        // No Origin and no Sec-Fetch-Site: not from a browser page of ours.
+        vec![("x-role", "operator")],
+    ] {
+        assert_eq!(
+            post_with(addr, path, &headers).await.status,
+            403,
+            "{headers:?}"
+        );
+        assert!(!q.is_paused().await.unwrap(), "{headers:?}");
+    }
+    // The same action from the dashboard's own origin goes through.
+    let done = post_with(
+        addr,
+        path,
+        &[("x-role", "operator"), ("origin", own_origin.as_str())],
+    )
+    .await;
+    assert_eq!(done.status, 303);
+    assert!(q.is_paused().await.unwrap());
+}
+
+#[tokio::test]
+async fn the_pages_show_counts_jobs_and_a_job_escaped_and_payloads_only_when_allowed() {
+    let redis = TestRedis::new("dash-pages");
+    let app = with_a_failed_job(&redis).await;
+    let addr = serve(&app).await;
+
+    let overview = text(&get(addr, "/admin/queues", "viewer").await);
+    assert!(
+        overview.contains(r#"href="/admin/queues/queues/dash-mail""#),
+        "{overview}"
+    );
+    assert!(
+        overview.contains(r#"<span class="bad">1</span>"#),
+        "one failed: {overview}"
+    );
+
+    let failed = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-mail?state=failed",
+            "viewer",
+        )
+        .await,
+    );
+    assert!(
+        failed.contains(r#"href="/admin/queues/queues/dash-mail/jobs/mail-1""#),
+        "{failed}"
+    );
+    assert!(
+        !failed.contains("mail-2"),
+        "only the failed state: {failed}"
+    );
+    assert!(failed.contains("smtp said &lt;no&gt;"), "{failed}");
+    assert!(!failed.contains("<no>"), "job text is escaped: {failed}");
+    // A viewer gets no action buttons.
+    assert!(
+        !failed.contains("<form class=\"inline\" method=\"post\""),
+        "{failed}"
+    );
+
+    let as_viewer = text(&get(addr, "/admin/queues/queues/dash-mail/jobs/mail-1", "viewer").await);
+    assert!(as_viewer.contains("failed"), "{as_viewer}");
+    assert!(
+        !as_viewer.contains("alert(1)"),
+        "the payload is hidden: {as_viewer}"
+    );
+    let as_operator = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-mail/jobs/mail-1",
+            "operator",
+        )
+        .await,
+    );
+    assert!(
+        as_operator.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{as_operator}"
+    );
+    assert!(!as_operator.contains("<script>"), "escaped: {as_operator}");
+    assert!(as_operator.contains("/admin/queues/queues/dash-mail/jobs/mail-1/retry"));
+
+    // A lookup by id goes to the job's page.
+    let lookup = get(addr, "/admin/queues/queues/dash-mail?id=mail-2", "viewer").await;
+    assert_eq!(lookup.status, 303);
+    assert_eq!(
+        lookup.header("location"),
+        Some("/admin/queues/queues/dash-mail/jobs/mail-2")
+    );
+
+    // Behind a proxy that strips a sub-path, links carry it.
+    let proxied = request(
+        addr,
+        "GET",
+        "/admin/queues",
+        &[("x-role", "viewer"), ("x-forwarded-prefix", "/ops")],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert!(text(&proxied).contains(r#"href="/ops/admin/queues/queues/dash-mail""#));
+}
+
+#[tokio::test]
+async fn a_queue_is_paged_fifty_at_a_time() {
+    let redis = TestRedis::new("dash-paging");
+    let app = redis.app(|b| b).await;
+    let q = app.queue::<serde_json::Value>("dash-many").unwrap();
+    for i in 0..60 {
+        q.add(
+            "n",
+            serde_json::json!(i),
+            JobOptions::new().job_id(format!("n-{i}")),
+        )
+        .await
+        .unwrap();
+    }
+    let addr = serve(&app).await;
+    let rows = |page: &str| page.matches("<tr><td><a ").count();
+    let first = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-many?state=waiting",
+            "viewer",
+        )
+        .await,
+    );
+    assert_eq!(rows(&first), 50);
+    assert!(first.contains("page 1 of 2"), "{first}");
+    assert!(first.contains("n-59"), "newest first");
+    let second = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-many?state=waiting&page=2",
+            "viewer",
+        )
+        .await,
+    );
+    assert_eq!(rows(&second), 10);
+    assert!(second.contains("n-0\""), "{second}");
+}
+
+#[tokio::test]
+async fn operators_retry_remove_and_pause_and_each_action_is_audited() {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let _guard = tracing::subscriber::set_default(audit_recorder(events.clone()));
+    let redis = TestRedis::new("dash-actions");
+    let app = with_a_failed_job(&redis).await;
+    let addr = serve(&app).await;
+    let q = app.queue::<serde_json::Value>("dash-mail").unwrap();
+    let job = "/admin/queues/queues/dash-mail/jobs/mail-1";
+
+    let retried = post(addr, &format!("{job}/retry"), "operator").await;
+    assert_eq!(retried.status, 303);
+    assert_eq!(retried.header("location"), Some(job));
+    assert_eq!(
+        q.get_job_state("mail-1").await.unwrap(),
+        Some(JobState::Waiting)
+    );
+    // The job has moved on: retrying it again is refused with a reason, not a 500.
+    let again = post(addr, &format!("{job}/retry"), "operator").await;
+    assert_eq!(again.status, 409, "{}", text(&again));
+    assert!(text(&again).contains("mail-1"), "{}", text(&again));
+
+    let removed = post(
+        addr,
+        "/admin/queues/queues/dash-mail/jobs/mail-2/remove",
+        "operator",
+    )
+    .await;
+    assert_eq!(removed.status, 303);
+    assert_eq!(q.get_job_state("mail-2").await.unwrap(), None);
+    assert_eq!(
+        get(
+            addr,
+            "/admin/queues/queues/dash-mail/jobs/mail-2",
+            "operator"
+        )
+        .await
+        .status,
+        404
+    );
+
+    assert_eq!(
+        post(
+            addr,
+            "/admin/queues/queues/dash-mail/actions/pause",
+            "operator"
+        )
+        .await
+        .status,
+        303
+    );
+    assert!(q.is_paused().await.unwrap());
+    let page = text(&get(addr, "/admin/queues/queues/dash-mail", "operator").await);
+    assert!(
+        page.contains("paused") && page.contains("actions/resume"),
+        "{page}"
+    );
+    assert_eq!(
+        post(
+            addr,
+            "/admin/queues/queues/dash-mail/actions/resume",
+            "operator"
+        )
+        .await
+        .status,
+        303
+    );
+    assert!(!q.is_paused().await.unwrap());
+
+    let logged = events.lock().unwrap().clone();
+    for needle in [
+        "who=olga action=retry queue=dash-mail job_id=mail-1",
+        "who=olga action=remove queue=dash-mail job_id=mail-2",
+        "who=olga action=pause queue=dash-mail",
+        "who=olga action=resume queue=dash-mail",
+    ] {
+        assert!(
+            logged.iter().any(|l| l.contains(needle)),
+            "{needle} in {logged:#?}"
+        );
+    }
+    assert!(
+        logged
+            .iter()
+            .any(|l| l.contains("action=retry") && l.contains("failed")),
+        "the refused retry is audited too: {logged:#?}"
+    );
+}
+
+#[tokio::test]
+async fn bad_input_gets_4xx_pages_and_redis_down_a_503() {
+    let redis = TestRedis::new("dash-bad");
+    let app = with_a_failed_job(&redis).await;
+    let addr = serve(&app).await;
+    for (path, status) in [
+        ("/admin/queues/queues/no-such-queue", 404),
+        ("/admin/queues/queues/dash-mail/jobs/no-such-job", 404),
+        ("/admin/queues/queues/dash-mail?state=sleeping", 400),
+        ("/admin/queues/queues/dash-mail?page=0", 400),
+        ("/admin/queues/queues/dash-mail?page=x", 400),
+        ("/admin/queues/no/such/page", 404),
+    ] {
+        assert_eq!(get(addr, path, "viewer").await.status, status, "{path}");
+    }
+    let unknown = post(
+        addr,
+        "/admin/queues/queues/dash-mail/actions/explode",
+        "operator",
+    )
+    .await;
+    assert_eq!(unknown.status, 400);
+    assert!(
+        text(&unknown).contains("pause, resume"),
+        "{}",
+        text(&unknown)
+    );
+
+    let mut down = PrivateRedis::start();
+    let app = QueueApp::builder()
+        .redis(format!("redis://127.0.0.1:{}", down.port()))
+        .command_timeout(Duration::from_secs(1))
+        .processor(Processor::new("dash-down").any_job(fails))
+        .build()
+        .await
+        .unwrap();
+    let addr = serve(&app).await;
+    assert_eq!(get(addr, "/admin/queues", "viewer").await.status, 200);
+    down.kill();
+    for path in ["/admin/queues", "/admin/queues/queues/dash-down"] {
+        let page = get(addr, path, "viewer").await;
+        assert_eq!(page.status, 503, "{path}");
+        assert!(text(&page).contains("unavailable"), "{}", text(&page));
+        assert!(page.header("retry-after").is_some());
+    }
+}
+
+/// A subscriber that keeps every audit event as `field=value ...` text.
+fn audit_recorder(events: Arc<Mutex<Vec<String>>>) -> impl tracing::Subscriber {
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+
+    struct Recorder(Arc<Mutex<Vec<String>>>);
+    struct Fields(String);
+    impl tracing::field::Visit for Fields {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            self.0.push_str(&format!("{}={:?} ", field.name(), value));
+        }
+        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+            self.0.push_str(&format!("{}={} ", field.name(), value));
+        }
+    }
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Recorder {
+        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+            if event.metadata().target() == AUDIT_TARGET {
+                let mut fields = Fields(String::new());
+                event.record(&mut fields);
+                self.0.lock().unwrap().push(fields.0);
+            }
+        }
+    }
+    tracing_subscriber::registry().with(Recorder(events))
+}
