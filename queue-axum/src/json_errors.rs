@@ -21,12 +21,14 @@ const MAX_MESSAGE_BYTES: usize = 4096;
 /// ```
 pub async fn json_errors(response: Response) -> Response {
     let status = response.status();
-    let is_json = response
+    // JSON is already JSON; an HTML page (the dashboard's) is an answer meant for a
+    // person, and stays one.
+    let kept = response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || kept {
         return response;
     }
     let (mut parts, body) = response.into_parts();

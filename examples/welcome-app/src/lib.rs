@@ -99,7 +99,7 @@ pub async fn build(
             .await?;
     }
     if config.admin_token.is_none() {
-        tracing::warn!("ADMIN_TOKEN is not set: operator actions (the manual birthday scan, job details, anyone's coupons) are disabled");
+        tracing::warn!("ADMIN_TOKEN is not set: operator actions (the manual birthday scan, job details, anyone's coupons) are disabled, and the queue dashboard (/admin/queues) is not mounted");
     }
     let state = http::AppState {
         db: db.clone(),

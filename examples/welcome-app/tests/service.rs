@@ -240,6 +240,48 @@ async fn signup_answers_202_and_the_welcome_mail_lands_exactly_once() {
         "{text}"
     );
 
+    // The operator's dashboard: a browser logs in with Basic (the token as password).
+    let login = get(svc.addr, "/admin/queues").await;
+    assert_eq!(login.status, 401);
+    assert!(login
+        .header("www-authenticate")
+        .is_some_and(|v| v.starts_with("Basic ")));
+    let basic = |password: &str| {
+        use base64::Engine as _;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("ops:{password}"))
+        )
+    };
+    let wrong = get_with(
+        svc.addr,
+        "/admin/queues",
+        &[("authorization", &basic("guess"))],
+    )
+    .await;
+    assert_eq!(wrong.status, 401);
+    let page = get_with(
+        svc.addr,
+        "/admin/queues",
+        &[("authorization", &basic(ADMIN))],
+    )
+    .await;
+    assert_eq!(page.status, 200);
+    let html = String::from_utf8_lossy(&page.body).into_owned();
+    assert!(
+        html.contains(r#"href="/admin/queues/queues/email""#)
+            && html.contains(r#"href="/admin/queues/queues/coupon""#),
+        "{html}"
+    );
+    let job_page = get_with(
+        svc.addr,
+        &format!("/admin/queues/queues/email/jobs/welcome-{user_id}"),
+        &[("authorization", &basic(ADMIN))],
+    )
+    .await;
+    assert_eq!(job_page.status, 200, "an HTML page, not turned into JSON");
+    assert!(String::from_utf8_lossy(&job_page.body).contains("ada@example.com"));
+
     // The same job id again adds nothing.
     let again = email
         .add(
@@ -609,6 +651,8 @@ async fn without_admin_token_operator_actions_are_disabled() {
         .contains("ADMIN_TOKEN"));
     assert_eq!(get(addr, "/admin/jobs/email/welcome-x").await.status, 403);
     assert_eq!(get(addr, "/admin/metrics").await.status, 403);
+    // The dashboard is not there at all.
+    assert_eq!(get(addr, "/admin/queues").await.status, 404);
 }
 
 #[tokio::test]

@@ -28,6 +28,8 @@ pub struct Access {
     level: Level,
     who: String,
     payloads: bool,
+    /// For a refusal that asks the browser to log in: the `WWW-Authenticate` value.
+    challenge: Option<HeaderValue>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -44,6 +46,16 @@ impl Access {
             level: Level::Forbidden,
             who: String::new(),
             payloads: false,
+            challenge: None,
+        }
+    }
+
+    /// Nothing yet: the pages answer 401 with `www_authenticate` (e.g. `Basic
+    /// realm="queues"`), so that a browser asks for credentials.
+    pub fn login_required(www_authenticate: HeaderValue) -> Self {
+        Access {
+            challenge: Some(www_authenticate),
+            ..Access::forbidden()
         }
     }
 
@@ -52,7 +64,7 @@ impl Access {
         Access {
             level: Level::ReadOnly,
             who: who.into(),
-            payloads: false,
+            ..Access::forbidden()
         }
     }
 
@@ -61,7 +73,7 @@ impl Access {
         Access {
             level: Level::Operator,
             who: who.into(),
-            payloads: false,
+            ..Access::forbidden()
         }
     }
 
@@ -130,7 +142,15 @@ pub(super) async fn guard(
 ) -> Response {
     let (parts, body) = request.into_parts();
     let access = shared.policy.decide(&parts);
-    let refusal = if !access.can_see() {
+    let refusal = if let (false, Some(challenge)) = (access.can_see(), access.challenge.clone()) {
+        let mut response =
+            html::error_page(StatusCode::UNAUTHORIZED, "Log in to see this dashboard.");
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge);
+        secure_headers(response.headers_mut());
+        return response;
+    } else if !access.can_see() {
         Some((StatusCode::FORBIDDEN, "You may not see this dashboard."))
     } else if parts.method == Method::POST && !access.can_act() {
         Some((

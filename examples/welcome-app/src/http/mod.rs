@@ -2,6 +2,7 @@
 
 mod auth;
 mod birthdays;
+mod dashboard;
 mod error;
 mod users;
 mod validate;
@@ -62,6 +63,8 @@ pub struct Producers {
 ///   value, for the operator (`Authorization: Bearer $ADMIN_TOKEN`).
 /// - `GET /admin/metrics`: the Prometheus metrics, for a scraper sending the same
 ///   header.
+/// - `/admin/queues`: the queue dashboard, for the operator (the same token, or HTTP
+///   Basic with it as the password); mounted only when `ADMIN_TOKEN` is set.
 pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Error> {
     let admin = JobRoutes::new()
         .include_failed_reason(true)
@@ -72,7 +75,8 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
             state.clone(),
             auth::operator_only,
         ));
-    Ok(Router::new()
+    let admin_token = state.admin_token.clone();
+    let mut api = Router::new()
         .route("/users", post(users::create))
         .route("/users/{id}/coupons", get(users::coupons))
         .route("/birthdays/run", post(birthdays::run))
@@ -82,7 +86,11 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
                 .queues([EMAIL_QUEUE, COUPON_QUEUE])
                 .router(),
         )
-        .nest("/admin", admin)
+        .nest("/admin", admin);
+    if let Some(token) = admin_token {
+        api = api.nest("/admin/queues", dashboard::router(app, token));
+    }
+    Ok(api
         // Every error answer is JSON, axum's own (404, 405, a bad path) too.
         .layer(axum::middleware::map_response(queue_axum::json_errors))
         .layer(QueueLayer::new(app)))
