@@ -32,12 +32,15 @@ pub use deps::Dep;
 pub use error::{Error, RegistryError, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
 pub use handler::{Handler, JobError};
-pub use job::{Job, JobCounts, JobInfo, JobState, TestJobHandle};
+pub use job::{Job, JobCounts, JobInfo, JobState, ParentJob, TestJobHandle};
 pub use options::{
     Backoff, BackoffContext, Deduplication, JobOptions, Keep, Schedule, MAX_PRIORITY,
 };
 pub use processor::Processor;
-pub use queue::{AddedJob, BulkJob, CancelOutcome, JobLogs, Queue};
+pub use queue::{
+    AddedJob, BulkJob, CancelOutcome, GlobalLimits, JobLogs, Outcome, Queue, SchedulerInfo,
+    WorkerInfo,
+};
 #[cfg(feature = "sqlx")]
 pub use store::{
     Backend, DoneStage, Effect, Operation, OperationError, Operations, Outbox, OutboxConnection,

@@ -441,3 +441,318 @@ fn audit_recorder(events: Arc<Mutex<Vec<String>>>) -> impl tracing::Subscriber {
     }
     tracing_subscriber::registry().with(Recorder(events))
 }
+
+/// A POST with a form body, as the dashboard's own forms send it.
+async fn post_form(addr: SocketAddr, path: &str, form: &str) -> HttpResponse {
+    request(
+        addr,
+        "POST",
+        path,
+        &[
+            ("x-role", "operator"),
+            ("sec-fetch-site", "same-origin"),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+        form.as_bytes(),
+    )
+    .await
+    .expect("request")
+}
+
+async fn redis_conn() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(queue_tests::redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_overview_shows_workers_limits_schedulers_and_the_last_hour() {
+    let redis = TestRedis::new("dash-overview");
+    let app = redis
+        .app(|b| {
+            b.processor(
+                Processor::new("dash-busy")
+                    .per_minute_metrics(60)
+                    .any_job(fails),
+            )
+        })
+        .await;
+    let q = app.queue::<serde_json::Value>("dash-busy").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    q.add(
+        "ok",
+        serde_json::json!({}),
+        JobOptions::new().job_id("busy-1"),
+    )
+    .await
+    .unwrap();
+    wait_for_state(&q, "busy-1", JobState::Completed, SOON).await;
+    // A per-minute point is pushed when a minute boundary has passed: move the last
+    // reading back five minutes, then finish one more job.
+    let mut conn = redis_conn().await;
+    let five_minutes_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        - 5 * 60_000;
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:dash-busy:metrics:completed", redis.prefix()))
+        .arg("prevTS")
+        .arg(five_minutes_ago)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    q.add(
+        "ok",
+        serde_json::json!({}),
+        JobOptions::new().job_id("busy-2"),
+    )
+    .await
+    .unwrap();
+    wait_for_state(&q, "busy-2", JobState::Completed, SOON).await;
+    q.upsert_scheduler(
+        "hourly",
+        queue_core::Schedule::every(Duration::from_secs(3600)),
+        "tick",
+        serde_json::json!({}),
+        JobOptions::new(),
+    )
+    .await
+    .unwrap();
+    // Global limits as Node's `setGlobalConcurrency` / `setGlobalRateLimit` store them.
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:dash-busy:meta", redis.prefix()))
+        .arg("concurrency")
+        .arg(3)
+        .arg("max")
+        .arg(10)
+        .arg("duration")
+        .arg(1000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let addr = serve(&app).await;
+
+    let page = text(&get(addr, "/admin/queues", "viewer").await);
+    let row = page
+        .split("<tr>")
+        .find(|r| r.contains("dash-busy"))
+        .unwrap_or_else(|| panic!("{page}"));
+    assert!(
+        row.contains(r#"/workers">1</a>"#),
+        "one worker connected: {row}"
+    );
+    assert!(row.contains("3 at once, 10 per 1000 ms"), "{row}");
+    assert!(row.contains(r#"/schedulers">1</a>"#), "{row}");
+    assert!(
+        row.contains(r#"<svg class="spark good""#),
+        "completed this hour: {row}"
+    );
+
+    let listed = text(&get(addr, "/admin/queues/queues/dash-busy/workers", "viewer").await);
+    // BullMQ names a worker's connection `<prefix>:<queue in base64>`.
+    assert!(
+        listed.contains(&format!("{}:ZGFzaC1idXN5", redis.prefix()))
+            && listed.contains("127.0.0.1:"),
+        "{listed}"
+    );
+
+    let schedulers = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-busy/schedulers",
+            "operator",
+        )
+        .await,
+    );
+    assert!(
+        schedulers.contains("hourly") && schedulers.contains("every 3600000 ms"),
+        "{schedulers}"
+    );
+    // Run now: the scheduler's waiting run starts at once, and the worker completes it.
+    let run = post(
+        addr,
+        "/admin/queues/queues/dash-busy/schedulers/hourly/run",
+        "operator",
+    )
+    .await;
+    assert_eq!(run.status, 303, "{}", text(&run));
+    queue_tests::wait_until(SOON, "the scheduled run completes", || async {
+        let counts = q.get_job_counts().await.ok()?;
+        (counts.completed >= 3).then_some(())
+    })
+    .await;
+    let removed = post(
+        addr,
+        "/admin/queues/queues/dash-busy/schedulers/hourly/remove",
+        "operator",
+    )
+    .await;
+    assert_eq!(removed.status, 303);
+    assert_eq!(q.scheduler_count().await.unwrap(), 0);
+    assert_eq!(
+        post(
+            addr,
+            "/admin/queues/queues/dash-busy/schedulers/hourly/remove",
+            "operator"
+        )
+        .await
+        .status,
+        404
+    );
+    workers.shutdown(SOON).await;
+}
+
+#[tokio::test]
+async fn the_job_page_shows_options_trace_stack_and_parent() {
+    let redis = TestRedis::new("dash-job");
+    let app = with_a_failed_job(&redis).await;
+    let q = app.queue::<serde_json::Value>("dash-mail").unwrap();
+    let trace = queue_core::trace::TraceContext::new_root();
+    q.add(
+        "child",
+        serde_json::json!({}),
+        JobOptions::new()
+            .job_id("child-1")
+            .attempts(4)
+            .backoff(queue_core::Backoff::fixed(Duration::from_millis(250)))
+            .timeout(Duration::from_secs(9))
+            .trace(trace.clone()),
+    )
+    .await
+    .unwrap();
+    // What a Node worker records on failure, and what a flow child carries.
+    let mut conn = redis_conn().await;
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:dash-mail:child-1", redis.prefix()))
+        .arg("stacktrace")
+        .arg(r#"["Error: first <boom>\n    at send (mail.js:1:1)"]"#)
+        .arg("parent")
+        .arg(format!(
+            r#"{{"id":"report-7","queueKey":"{}:dash-report"}}"#,
+            redis.prefix()
+        ))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let addr = serve(&app).await;
+    let page = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-mail/jobs/child-1",
+            "viewer",
+        )
+        .await,
+    );
+    assert!(page.contains(trace.trace_id()), "{page}");
+    assert!(
+        page.contains("attempts 4, fixed backoff 250 ms, timeout 9000 ms"),
+        "{page}"
+    );
+    assert!(page.contains("Error: first &lt;boom&gt;"), "{page}");
+    assert!(
+        page.contains(r#"href="/admin/queues/queues/dash-report/jobs/report-7""#),
+        "{page}"
+    );
+}
+
+#[tokio::test]
+async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
+    let redis = TestRedis::new("dash-list");
+    let app = redis.app(|b| b).await;
+    let q = app.queue::<serde_json::Value>("dash-list").unwrap();
+    for i in 0..6 {
+        let name = if i % 2 == 0 { "even" } else { "odd" };
+        q.add(
+            name,
+            serde_json::json!(i),
+            JobOptions::new().job_id(format!("j-{i}")),
+        )
+        .await
+        .unwrap();
+    }
+    let addr = serve(&app).await;
+    let ids = |page: &str| -> Vec<String> {
+        page.split("/jobs/")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .map(str::to_owned)
+            .collect()
+    };
+    let newest = text(&get(addr, "/admin/queues/queues/dash-list", "viewer").await);
+    assert_eq!(ids(&newest).first().map(String::as_str), Some("j-5"));
+    let oldest = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-list?order=oldest",
+            "viewer",
+        )
+        .await,
+    );
+    assert_eq!(ids(&oldest).first().map(String::as_str), Some("j-0"));
+    let odd = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-list?name=odd&order=oldest",
+            "viewer",
+        )
+        .await,
+    );
+    assert_eq!(ids(&odd), ["j-1", "j-3", "j-5"]);
+    assert_eq!(
+        get(
+            addr,
+            "/admin/queues/queues/dash-list?order=sideways",
+            "viewer"
+        )
+        .await
+        .status,
+        400
+    );
+
+    // Clean: a bad form is a 400 with the reason; a good one removes.
+    let bad = post_form(
+        addr,
+        "/admin/queues/queues/dash-list/actions/clean",
+        "state=active&older_than_s=0",
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    assert!(text(&bad).contains("cannot be cleaned"), "{}", text(&bad));
+    let bad_age = post_form(
+        addr,
+        "/admin/queues/queues/dash-list/actions/clean",
+        "state=waiting&older_than_s=soon",
+    )
+    .await;
+    assert_eq!(bad_age.status, 400);
+    let missing = post_form(
+        addr,
+        "/admin/queues/queues/dash-list/actions/clean",
+        "state=waiting",
+    )
+    .await;
+    assert_eq!(missing.status, 400, "{}", text(&missing));
+    let cleaned = post_form(
+        addr,
+        "/admin/queues/queues/dash-list/actions/clean",
+        "state=waiting&older_than_s=3600",
+    )
+    .await;
+    assert_eq!(cleaned.status, 303);
+    assert_eq!(
+        q.get_job_counts().await.unwrap().waiting,
+        6,
+        "none is an hour old"
+    );
+    let drained = post(
+        addr,
+        "/admin/queues/queues/dash-list/actions/drain",
+        "operator",
+    )
+    .await;
+    assert_eq!(drained.status, 303);
+    assert_eq!(q.get_job_counts().await.unwrap().waiting, 0);
+}

@@ -4,9 +4,13 @@
 
 use std::sync::Arc;
 
+use axum::extract::rejection::FormRejection;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Redirect};
 use axum::Extension;
+use axum::Form;
+use queue_core::JobState;
+use serde::Deserialize;
 
 use super::html::url_segment;
 use super::{Access, Base, PageResult, Problem, Shared, AUDIT_TARGET};
@@ -54,7 +58,7 @@ pub(super) async fn on_job(
     Ok(Redirect::to(&to).into_response())
 }
 
-/// `POST /queues/{queue}/actions/{pause|resume|retry-failed|promote-delayed}`.
+/// `POST /queues/{queue}/actions/{pause|resume|retry-failed|promote-delayed|drain}`.
 pub(super) async fn on_queue(
     State(shared): State<Arc<Shared>>,
     Extension(access): Extension<Access>,
@@ -67,10 +71,11 @@ pub(super) async fn on_queue(
         "resume" => queue.resume().await,
         "retry-failed" => queue.retry_failed().await,
         "promote-delayed" => queue.promote_all().await,
+        "drain" => queue.drain(false).await,
         other => {
             return Err(unknown_action(
                 other,
-                "pause, resume, retry-failed, promote-delayed",
+                "pause, resume, retry-failed, promote-delayed, drain, clean",
             ))
         }
     };
@@ -79,10 +84,119 @@ pub(super) async fn on_queue(
     Ok(Redirect::to(&format!("{}/queues/{}", base.as_str(), url_segment(&name))).into_response())
 }
 
+/// The clean form: which state, and how old a job must be to go.
+#[derive(Debug, Deserialize)]
+pub(super) struct CleanForm {
+    state: String,
+    older_than_s: String,
+}
+
+/// The states `clean` takes.
+const CLEANABLE: [JobState; 4] = [
+    JobState::Completed,
+    JobState::Failed,
+    JobState::Delayed,
+    JobState::Waiting,
+];
+
+/// `POST /queues/{queue}/actions/clean` with `state` and `older_than_s`: removes the
+/// jobs of that state older than that.
+pub(super) async fn clean(
+    State(shared): State<Arc<Shared>>,
+    Extension(access): Extension<Access>,
+    base: Base,
+    Path(name): Path<String>,
+    form: Result<Form<CleanForm>, FormRejection>,
+) -> PageResult {
+    let queue = shared.queue(&name)?;
+    let Form(form) = form.map_err(|e| Problem::BadRequest(e.body_text()))?;
+    let state = form
+        .state
+        .parse::<JobState>()
+        .ok()
+        .filter(|s| CLEANABLE.contains(s))
+        .ok_or_else(|| {
+            Problem::BadRequest(format!(
+                "`{}` cannot be cleaned; use completed, failed, delayed or waiting.",
+                form.state
+            ))
+        })?;
+    let age = form.older_than_s.trim().parse::<u64>().map_err(|_| {
+        Problem::BadRequest(format!(
+            "`{}` is not a number of seconds.",
+            form.older_than_s
+        ))
+    })?;
+    let outcome = queue
+        .clean(std::time::Duration::from_secs(age), 0, state)
+        .await
+        .map(drop);
+    audit(&access, "clean", &name, None, &outcome);
+    outcome?;
+    Ok(Redirect::to(&format!(
+        "{}/queues/{}?state={}",
+        base.as_str(),
+        url_segment(&name),
+        state.as_str()
+    ))
+    .into_response())
+}
+
 fn unknown_action(action: &str, known: &str) -> Problem {
     Problem::BadRequest(format!(
         "`{action}` is not an action here; the actions are: {known}."
     ))
+}
+
+/// `POST /queues/{queue}/schedulers/{id}/{run|remove}`: run a scheduler's next job now
+/// (its waiting job is promoted), or remove the scheduler.
+pub(super) async fn on_scheduler(
+    State(shared): State<Arc<Shared>>,
+    Extension(access): Extension<Access>,
+    base: Base,
+    Path((name, id, action)): Path<(String, String, String)>,
+) -> PageResult {
+    let queue = shared.queue(&name)?;
+    let outcome = match action.as_str() {
+        "run" => {
+            let schedulers = queue.get_schedulers(0..10_000).await?;
+            let next = schedulers
+                .iter()
+                .find(|s| s.id == id)
+                .ok_or_else(|| {
+                    Problem::NotFound(format!("No scheduler `{id}` in queue `{name}`."))
+                })?
+                .next_job_id()
+                .ok_or_else(|| {
+                    Problem::BadRequest(format!("Scheduler `{id}` has no next run to start."))
+                })?;
+            queue.promote(&next).await
+        }
+        "remove" => match queue.remove_scheduler(&id).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                return Err(Problem::NotFound(format!(
+                    "No scheduler `{id}` in queue `{name}`."
+                )))
+            }
+            Err(e) => Err(e),
+        },
+        other => return Err(unknown_action(other, "run, remove")),
+    };
+    audit(
+        &access,
+        &format!("scheduler-{action}"),
+        &name,
+        Some(&id),
+        &outcome,
+    );
+    outcome?;
+    Ok(Redirect::to(&format!(
+        "{}/queues/{}/schedulers",
+        base.as_str(),
+        url_segment(&name)
+    ))
+    .into_response())
 }
 
 /// One line per action: who did what to which queue and job, and how it went.

@@ -23,6 +23,9 @@ form.inline{display:inline}button{font:inherit;padding:.25rem .75rem;border:1px 
 button.danger{color:var(--bad)}.actions{display:flex;gap:.5rem;flex-wrap:wrap;margin:.75rem 0}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem}dt{color:var(--muted)}dd{margin:0}
 .notice{padding:.6rem .8rem;border-left:3px solid var(--bad);background:var(--chip);margin:1rem 0}
+svg.spark{vertical-align:middle}svg.spark.good{fill:var(--good)}svg.spark.bad{fill:var(--bad)}
+input,select{font:inherit;padding:.2rem .4rem;border:1px solid var(--line);border-radius:.3rem;background:var(--bg);color:var(--fg)}
+nav.sub{margin:.25rem 0 1rem}nav.sub a{margin-right:1rem}
 "#;
 
 /// `text` with `& < > " '` escaped, for element content and quoted attributes.
@@ -93,6 +96,32 @@ pub(super) fn action_button(action: &str, label: &str, danger: bool) -> String {
         esc(action),
         if danger { " class=\"danger\"" } else { "" },
         esc(label)
+    )
+}
+
+/// A tiny bar chart of per-minute counts (oldest left), as inline SVG: no script, no
+/// image request. `points` come newest first, as BullMQ stores them.
+pub(super) fn sparkline(points: &[u64], class: &str) -> String {
+    const WIDTH: usize = 120;
+    const HEIGHT: u64 = 24;
+    let max = points.iter().copied().max().unwrap_or(0).max(1);
+    let bar = (WIDTH / points.len().max(1)).max(1);
+    let mut bars = String::new();
+    for (i, n) in points.iter().rev().enumerate() {
+        let h = (n * HEIGHT).div_ceil(max);
+        let _ = write!(
+            bars,
+            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{h}\"/>",
+            i * bar,
+            HEIGHT - h,
+            bar.saturating_sub(1).max(1)
+        );
+    }
+    format!(
+        "<svg class=\"spark {class}\" width=\"{WIDTH}\" height=\"{HEIGHT}\" role=\"img\" \
+         aria-label=\"{} in the last {} minutes\">{bars}</svg>",
+        points.iter().sum::<u64>(),
+        points.len()
     )
 }
 

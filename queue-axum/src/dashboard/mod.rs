@@ -95,6 +95,13 @@ impl Dashboard {
             .route("/queues/{queue}", get(pages::queue))
             .route("/queues/{queue}/jobs/{id}", get(pages::job))
             .route("/queues/{queue}/jobs/{id}/{action}", post(actions::on_job))
+            .route("/queues/{queue}/schedulers", get(pages::schedulers))
+            .route(
+                "/queues/{queue}/schedulers/{id}/{action}",
+                post(actions::on_scheduler),
+            )
+            .route("/queues/{queue}/workers", get(pages::workers))
+            .route("/queues/{queue}/actions/clean", post(actions::clean))
             .route("/queues/{queue}/actions/{action}", post(actions::on_queue))
             .fallback(|| async { html::error_page(StatusCode::NOT_FOUND, "No such page.") })
             .layer(axum::middleware::from_fn_with_state(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect};
 use axum::Extension;
-use queue_core::{JobCounts, JobInfo, JobState};
+use queue_core::{JobCounts, JobInfo, JobState, Outcome};
 use serde::Deserialize;
 
 use super::html::{self, action_button, esc, url_segment};
@@ -36,6 +36,9 @@ fn count_of(counts: &JobCounts, state: JobState) -> u64 {
     }
 }
 
+/// The minutes of BullMQ's per-minute figures the overview draws.
+const OVERVIEW_MINUTES: usize = 60;
+
 pub(super) async fn overview(
     State(shared): State<Arc<Shared>>,
     Extension(access): Extension<Access>,
@@ -44,7 +47,15 @@ pub(super) async fn overview(
     let mut rows = String::new();
     for name in shared.app.known_queues() {
         let queue = shared.queue(&name)?;
-        let (counts, paused) = tokio::try_join!(queue.get_job_counts(), queue.is_paused())?;
+        let (counts, paused, workers, limits, schedulers, completed, failed) = tokio::try_join!(
+            queue.get_job_counts(),
+            queue.is_paused(),
+            queue.get_workers(),
+            queue.get_global_limits(),
+            queue.scheduler_count(),
+            queue.get_per_minute(Outcome::Completed, OVERVIEW_MINUTES),
+            queue.get_per_minute(Outcome::Failed, OVERVIEW_MINUTES),
+        )?;
         let link = format!("{}/queues/{}", base.as_str(), url_segment(&name));
         rows.push_str(&format!(
             "<tr><td><a href=\"{}\">{}</a>{}</td>",
@@ -65,23 +76,172 @@ pub(super) async fn overview(
             };
             rows.push_str(&format!("<td class=\"n\">{cell}</td>"));
         }
-        rows.push_str("</tr>");
+        let limit = match (limits.concurrency, limits.rate_limit) {
+            (None, None) => "—".to_owned(),
+            (c, r) => [
+                c.map(|c| format!("{c} at once")),
+                r.map(|(max, per)| format!("{max} per {} ms", per.as_millis())),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(", "),
+        };
+        let minutes = if completed.is_empty() && failed.is_empty() {
+            "<span class=\"muted\">not recorded</span>".to_owned()
+        } else {
+            format!(
+                "{} {}",
+                html::sparkline(&completed, "good"),
+                html::sparkline(&failed, "bad")
+            )
+        };
+        rows.push_str(&format!(
+            "<td class=\"n\"><a href=\"{}/workers\">{}</a></td><td>{}</td><td class=\"n\"><a href=\"{}/schedulers\">{schedulers}</a></td><td>{minutes}</td></tr>",
+            esc(&link),
+            workers.len(),
+            esc(&limit),
+            esc(&link),
+        ));
     }
     let mut head = String::from("<tr><th>queue</th>");
     for state in LISTED {
         head.push_str(&format!("<th class=\"n\">{}</th>", state.as_str()));
     }
-    head.push_str("</tr>");
+    head.push_str("<th class=\"n\">workers</th><th>global limit</th><th class=\"n\">schedulers</th><th>completed / failed per minute, last hour</th></tr>");
     let body = format!("<h1>Queues</h1><table><thead>{head}</thead><tbody>{rows}</tbody></table>");
     Ok(html::page(base.as_str(), "Queues", access.who(), &body).into_response())
 }
 
-/// A queue page's query: `state`, `page` (from 1), and `id` to look a job up.
+/// A queue page's query: `state`, `page` (from 1), `order` (`newest` or `oldest`),
+/// `name` (only jobs of that name), and `id` to look a job up.
 #[derive(Debug, Deserialize)]
 pub(super) struct QueueQuery {
     state: Option<String>,
     page: Option<String>,
+    order: Option<String>,
+    name: Option<String>,
     id: Option<String>,
+}
+
+/// How many jobs of a state a name filter looks through: BullMQ keeps no index by name,
+/// so a filtered page is found by reading the state's jobs in order, up to this many.
+pub(super) const NAME_SCAN: usize = 5_000;
+
+/// What a queue page lists, checked.
+struct Listing {
+    state: JobState,
+    page: usize,
+    oldest_first: bool,
+    name: Option<String>,
+}
+
+impl Listing {
+    fn of(query: &QueueQuery) -> Result<Listing, Problem> {
+        let state = match query.state.as_deref() {
+            None => JobState::Waiting,
+            Some(s) => match s.parse::<JobState>() {
+                Ok(state) if LISTED.contains(&state) => state,
+                _ => {
+                    return Err(Problem::BadRequest(format!(
+                        "`{s}` is not a state a queue lists; use one of: waiting, prioritized, \
+                         delayed, active, waiting-children, completed, failed."
+                    )))
+                }
+            },
+        };
+        let page = match query.page.as_deref().map(str::parse::<usize>) {
+            None => 1,
+            Some(Ok(page)) if (1..=1_000_000).contains(&page) => page,
+            Some(_) => {
+                return Err(Problem::BadRequest(
+                    "`page` is a whole number from 1.".to_owned(),
+                ))
+            }
+        };
+        let oldest_first = match query.order.as_deref() {
+            None | Some("newest") => false,
+            Some("oldest") => true,
+            Some(other) => {
+                return Err(Problem::BadRequest(format!(
+                    "`{other}` is not an order; use newest or oldest."
+                )))
+            }
+        };
+        let name = query
+            .name
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned);
+        Ok(Listing {
+            state,
+            page,
+            oldest_first,
+            name,
+        })
+    }
+
+    /// The query string of this listing at `page` (escaped for an attribute).
+    fn link(&self, here: &str, page: usize) -> String {
+        let mut link = format!("{here}?state={}&page={page}", self.state.as_str());
+        if self.oldest_first {
+            link.push_str("&order=oldest");
+        }
+        if let Some(name) = &self.name {
+            link.push_str("&name=");
+            link.push_str(&url_segment(name));
+        }
+        esc(&link)
+    }
+
+    async fn read(
+        &self,
+        queue: &queue_core::Queue<serde_json::Value>,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<JobInfo>, queue_core::Error> {
+        let states = [self.state];
+        if self.oldest_first {
+            queue.get_jobs_oldest_first(&states, range).await
+        } else {
+            queue.get_jobs(&states, range).await
+        }
+    }
+
+    /// This page's jobs, and whether more follow.
+    async fn fetch(
+        &self,
+        queue: &queue_core::Queue<serde_json::Value>,
+    ) -> Result<(Vec<JobInfo>, bool), queue_core::Error> {
+        let skip = (self.page - 1) * PAGE_SIZE;
+        let Some(name) = &self.name else {
+            let jobs = self.read(queue, skip..skip + PAGE_SIZE + 1).await?;
+            let more = jobs.len() > PAGE_SIZE;
+            return Ok((jobs.into_iter().take(PAGE_SIZE).collect(), more));
+        };
+        // Read in chunks, keep the matches of this page, stop at the scan's bound.
+        const CHUNK: usize = 500;
+        let (mut matched, mut page) = (0, Vec::with_capacity(PAGE_SIZE));
+        let mut offset = 0;
+        while offset < NAME_SCAN {
+            let chunk = self.read(queue, offset..offset + CHUNK).await?;
+            let last = chunk.len() < CHUNK;
+            for job in chunk.into_iter().filter(|job| &job.name == name) {
+                if matched >= skip + PAGE_SIZE {
+                    return Ok((page, true));
+                }
+                if matched >= skip {
+                    page.push(job);
+                }
+                matched += 1;
+            }
+            if last {
+                break;
+            }
+            offset += CHUNK;
+        }
+        Ok((page, false))
+    }
 }
 
 pub(super) async fn queue(
@@ -101,64 +261,24 @@ pub(super) async fn queue(
     {
         return Ok(Redirect::to(&format!("{here}/jobs/{}", url_segment(id))).into_response());
     }
-    let state = match query.state.as_deref() {
-        None => JobState::Waiting,
-        Some(s) => match s.parse::<JobState>() {
-            Ok(state) if LISTED.contains(&state) => state,
-            _ => {
-                return Err(Problem::BadRequest(format!(
-                    "`{s}` is not a state a queue lists; use one of: waiting, prioritized, \
-                     delayed, active, waiting-children, completed, failed."
-                )))
-            }
-        },
-    };
-    let page = match query.page.as_deref().map(str::parse::<usize>) {
-        None => 1,
-        Some(Ok(page)) if (1..=1_000_000).contains(&page) => page,
-        Some(_) => {
-            return Err(Problem::BadRequest(
-                "`page` is a whole number from 1.".to_owned(),
-            ))
-        }
-    };
-    let start = (page - 1) * PAGE_SIZE;
-    let states = [state];
-    let read = tokio::try_join!(
+    let listing = Listing::of(&query)?;
+    let (counts, paused, (jobs, more)) = tokio::try_join!(
         queue.get_job_counts(),
         queue.is_paused(),
-        queue.get_jobs(&states, start..start + PAGE_SIZE),
-    );
-    let (counts, paused, jobs) = read?;
+        listing.fetch(&queue),
+    )?;
 
     let mut body = format!("<h1>{}", esc(&name));
     if paused {
         body.push_str(" <span class=\"chip bad\">paused</span>");
     }
     body.push_str("</h1>");
+    body.push_str(&format!(
+        "<nav class=\"sub\"><a href=\"{h}/schedulers\">schedulers</a><a href=\"{h}/workers\">workers</a></nav>",
+        h = esc(&here)
+    ));
     if access.can_act() {
-        body.push_str("<div class=\"actions\">");
-        let action = |a: &str| format!("{here}/actions/{a}");
-        body.push_str(&if paused {
-            action_button(&action("resume"), "Resume", false)
-        } else {
-            action_button(&action("pause"), "Pause", true)
-        });
-        if counts.failed > 0 {
-            body.push_str(&action_button(
-                &action("retry-failed"),
-                "Retry all failed",
-                false,
-            ));
-        }
-        if counts.delayed > 0 {
-            body.push_str(&action_button(
-                &action("promote-delayed"),
-                "Promote all delayed",
-                false,
-            ));
-        }
-        body.push_str("</div>");
+        body.push_str(&queue_actions(&here, paused, &counts));
     }
     body.push_str(&format!(
         "<form method=\"get\" action=\"{}\"><input name=\"id\" placeholder=\"job id\" aria-label=\"job id\"> <button>Find</button></form>",
@@ -170,12 +290,27 @@ pub(super) async fn queue(
             "<a href=\"{}?state={}\"{}>{} {}</a>",
             esc(&here),
             listed.as_str(),
-            if listed == state { " class=\"on\"" } else { "" },
+            if listed == listing.state {
+                " class=\"on\""
+            } else {
+                ""
+            },
             listed.as_str(),
             count_of(&counts, listed)
         ));
     }
     body.push_str("</nav>");
+    body.push_str(&format!(
+        "<form method=\"get\" action=\"{}\"><input type=\"hidden\" name=\"state\" value=\"{}\">\
+         <input name=\"name\" placeholder=\"job name\" aria-label=\"job name\" value=\"{}\"> \
+         <select name=\"order\" aria-label=\"order\"><option value=\"newest\"{}>newest first</option><option value=\"oldest\"{}>oldest first</option></select> \
+         <button>Show</button></form>",
+        esc(&here),
+        listing.state.as_str(),
+        esc(listing.name.as_deref().unwrap_or_default()),
+        if listing.oldest_first { "" } else { " selected" },
+        if listing.oldest_first { " selected" } else { "" },
+    ));
     if jobs.is_empty() {
         body.push_str("<p class=\"muted\">No jobs here.</p>");
     } else {
@@ -195,27 +330,70 @@ pub(super) async fn queue(
         }
         body.push_str("</tbody></table>");
     }
-    let total = count_of(&counts, state);
-    let pages = usize::try_from(total)
-        .unwrap_or(usize::MAX)
-        .div_ceil(PAGE_SIZE)
-        .max(1);
-    body.push_str(&format!("<p class=\"muted\">page {page} of {pages}"));
-    let link = |p: usize, label: &str| {
-        format!(
-            " · <a href=\"{}?state={}&amp;page={p}\">{label}</a>",
-            esc(&here),
-            state.as_str()
-        )
+    let page = listing.page;
+    body.push_str(&format!("<p class=\"muted\">page {page}"));
+    if listing.name.is_none() {
+        let total = usize::try_from(count_of(&counts, listing.state)).unwrap_or(usize::MAX);
+        body.push_str(&format!(" of {}", total.div_ceil(PAGE_SIZE).max(1)));
+    } else {
+        body.push_str(&format!(
+            " (of the matches among the first {NAME_SCAN} jobs)"
+        ));
+    }
+    let (back, forward) = if listing.oldest_first {
+        ("older", "newer")
+    } else {
+        ("newer", "older")
     };
     if page > 1 {
-        body.push_str(&link(page - 1, "newer"));
+        body.push_str(&format!(
+            " · <a href=\"{}\">{back}</a>",
+            listing.link(&here, page - 1)
+        ));
     }
-    if page < pages {
-        body.push_str(&link(page + 1, "older"));
+    if more {
+        body.push_str(&format!(
+            " · <a href=\"{}\">{forward}</a>",
+            listing.link(&here, page + 1)
+        ));
     }
     body.push_str("</p>");
     Ok(html::page(base.as_str(), &name, access.who(), &body).into_response())
+}
+
+/// The operator's buttons and forms for a whole queue.
+fn queue_actions(here: &str, paused: bool, counts: &JobCounts) -> String {
+    let action = |a: &str| format!("{here}/actions/{a}");
+    let mut out = String::from("<div class=\"actions\">");
+    out.push_str(&if paused {
+        action_button(&action("resume"), "Resume", false)
+    } else {
+        action_button(&action("pause"), "Pause", true)
+    });
+    if counts.failed > 0 {
+        out.push_str(&action_button(
+            &action("retry-failed"),
+            "Retry all failed",
+            false,
+        ));
+    }
+    if counts.delayed > 0 {
+        out.push_str(&action_button(
+            &action("promote-delayed"),
+            "Promote all delayed",
+            false,
+        ));
+    }
+    out.push_str(&action_button(&action("drain"), "Drain waiting", true));
+    out.push_str(&format!(
+        "<form class=\"inline\" method=\"post\" action=\"{}\">\
+         <select name=\"state\" aria-label=\"state to clean\"><option>completed</option><option>failed</option><option>delayed</option><option>waiting</option></select> \
+         older than <input name=\"older_than_s\" value=\"3600\" size=\"6\" aria-label=\"seconds\"> s \
+         <button class=\"danger\">Clean</button></form>",
+        esc(&action("clean"))
+    ));
+    out.push_str("</div>");
+    out
 }
 
 pub(super) async fn job(
@@ -270,6 +448,16 @@ pub(super) async fn job(
             esc(reason)
         ));
     }
+    if !info.stacktrace.is_empty() {
+        body.push_str("<h2>Stack traces</h2>");
+        for (attempt, trace) in info.stacktrace.iter().enumerate().rev() {
+            body.push_str(&format!(
+                "<p class=\"muted\">failure {}</p><pre>{}</pre>",
+                attempt + 1,
+                esc(trace)
+            ));
+        }
+    }
     if access.sees_payloads() {
         body.push_str(&format!(
             "<h2>Payload</h2><pre>{}</pre>",
@@ -321,6 +509,15 @@ fn details(queue: &str, info: &JobInfo, base: &str) -> String {
         ("started", optional_time(info.processed_on_ms)),
         ("finished", optional_time(info.finished_on_ms)),
         ("progress", esc(&info.progress.to_string())),
+        (
+            "trace id",
+            info.options.get_trace().map_or_else(
+                || "—".to_owned(),
+                |t| format!("<code>{}</code>", t.trace_id()),
+            ),
+        ),
+        ("parent", parent_link(info, base)),
+        ("options", options_summary(&info.options)),
     ];
     let mut out = String::from("<dl>");
     for (term, value) in rows {
@@ -330,6 +527,148 @@ fn details(queue: &str, info: &JobInfo, base: &str) -> String {
     out
 }
 
+/// The flow parent, linked when it is in a queue of this app's prefix.
+fn parent_link(info: &JobInfo, base: &str) -> String {
+    let Some(parent) = &info.parent else {
+        return "—".to_owned();
+    };
+    // `<prefix>:<queue>`: the queue is what follows the last ':'.
+    let queue = parent.queue_key.rsplit(':').next().unwrap_or_default();
+    format!(
+        "<a href=\"{}/queues/{}/jobs/{}\">{} in {}</a>",
+        esc(base),
+        url_segment(queue),
+        url_segment(&parent.id),
+        esc(&parent.id),
+        esc(queue)
+    )
+}
+
+/// The options a person reads a job by: attempts, backoff, delay, priority, timeout.
+fn options_summary(options: &queue_core::JobOptions) -> String {
+    let mut parts = Vec::new();
+    if let Some(attempts) = options.get_attempts() {
+        parts.push(format!("attempts {attempts}"));
+    }
+    match options.get_backoff() {
+        Some(queue_core::Backoff::Fixed(d)) => {
+            parts.push(format!("fixed backoff {} ms", d.as_millis()))
+        }
+        Some(queue_core::Backoff::Exponential(d)) => {
+            parts.push(format!("exponential backoff from {} ms", d.as_millis()))
+        }
+        Some(queue_core::Backoff::Custom(name)) => parts.push(format!("backoff `{}`", esc(name))),
+        _ => {}
+    }
+    if let Some(delay) = options.get_delay() {
+        parts.push(format!("delay {} ms", delay.as_millis()));
+    }
+    if let Some(priority) = options.get_priority() {
+        parts.push(format!("priority {priority}"));
+    }
+    if let Some(timeout) = options.get_timeout() {
+        parts.push(format!("timeout {} ms", timeout.as_millis()));
+    }
+    if parts.is_empty() {
+        "defaults".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
 fn pretty(value: &serde_json::Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+pub(super) async fn schedulers(
+    State(shared): State<Arc<Shared>>,
+    Extension(access): Extension<Access>,
+    base: Base,
+    Path(name): Path<String>,
+) -> PageResult {
+    let queue = shared.queue(&name)?;
+    let here = format!("{}/queues/{}", base.as_str(), url_segment(&name));
+    let schedulers = queue.get_schedulers(0..1_000).await?;
+    let mut body = format!(
+        "<h1><a href=\"{}\">{}</a> · schedulers</h1>",
+        esc(&here),
+        esc(&name)
+    );
+    if schedulers.is_empty() {
+        body.push_str("<p class=\"muted\">No schedulers.</p>");
+    } else {
+        body.push_str("<table><thead><tr><th>id</th><th>job</th><th>when</th><th>time zone</th><th>next run</th><th class=\"n\">runs</th><th></th></tr></thead><tbody>");
+        for s in &schedulers {
+            let when = match (&s.pattern, s.every) {
+                (Some(pattern), _) => format!("cron <code>{}</code>", esc(pattern)),
+                (None, Some(every)) => format!("every {} ms", every.as_millis()),
+                (None, None) => "—".to_owned(),
+            };
+            let actions = if access.can_act() {
+                let action = |a: &str| format!("{here}/schedulers/{}/{a}", url_segment(&s.id));
+                format!(
+                    "{} {}",
+                    action_button(&action("run"), "Run now", false),
+                    action_button(&action("remove"), "Remove", true)
+                )
+            } else {
+                String::new()
+            };
+            body.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{when}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{actions}</td></tr>",
+                esc(&s.id),
+                esc(&s.job_name),
+                esc(s.tz.as_deref().unwrap_or("UTC")),
+                s.next_run_ms.map_or_else(|| "—".to_owned(), html::time),
+                s.iterations,
+            ));
+        }
+        body.push_str("</tbody></table>");
+    }
+    Ok(html::page(
+        base.as_str(),
+        &format!("{name} schedulers"),
+        access.who(),
+        &body,
+    )
+    .into_response())
+}
+
+pub(super) async fn workers(
+    State(shared): State<Arc<Shared>>,
+    Extension(access): Extension<Access>,
+    base: Base,
+    Path(name): Path<String>,
+) -> PageResult {
+    let queue = shared.queue(&name)?;
+    let here = format!("{}/queues/{}", base.as_str(), url_segment(&name));
+    let workers = queue.get_workers().await?;
+    let mut body = format!(
+        "<h1><a href=\"{}\">{}</a> · workers</h1>",
+        esc(&here),
+        esc(&name)
+    );
+    if workers.is_empty() {
+        body.push_str("<p class=\"muted\">No worker is connected (or this Redis does not list its clients).</p>");
+    } else {
+        body.push_str("<table><thead><tr><th>worker</th><th>connection</th><th>from</th><th class=\"n\">connected</th><th class=\"n\">idle</th></tr></thead><tbody>");
+        for w in &workers {
+            body.push_str(&format!(
+                "<tr><td>{}</td><td class=\"muted\">{}</td><td>{}</td><td class=\"n\">{} s</td><td class=\"n\">{} s</td></tr>",
+                esc(w.name.as_deref().unwrap_or("—")),
+                esc(&w.connection),
+                esc(&w.addr),
+                w.age.as_secs(),
+                w.idle.as_secs()
+            ));
+        }
+        body.push_str("</tbody></table>");
+    }
+    Ok(html::page(
+        base.as_str(),
+        &format!("{name} workers"),
+        access.who(),
+        &body,
+    )
+    .into_response())
 }

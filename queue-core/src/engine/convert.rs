@@ -231,6 +231,15 @@ pub(crate) fn job_info(job: &bullmq::Job) -> JobInfo {
         return_value,
         delay: Duration::from_millis(job.delay()),
         priority: job.priority(),
+        options: options_from_engine(job.opts()),
+        stacktrace: match job.stacktrace() {
+            "" => Vec::new(),
+            raw => serde_json::from_str(raw).unwrap_or_else(|_| vec![raw.to_owned()]),
+        },
+        parent: job.parent().map(|parent| crate::job::ParentJob {
+            queue_key: parent.queue_key.clone(),
+            id: parent.id.clone(),
+        }),
     }
 }
 

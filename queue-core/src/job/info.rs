@@ -38,6 +38,23 @@ pub struct JobInfo {
     pub delay: Duration,
     /// The priority (0 when none).
     pub priority: u32,
+    /// The options it was added with, as stored (the trace context among them).
+    pub options: crate::options::JobOptions,
+    /// The stack traces its failed attempts recorded, the latest last (Node workers
+    /// record one per failure).
+    pub stacktrace: Vec<String>,
+    /// The job whose child this is, in a flow.
+    pub parent: Option<ParentJob>,
+}
+
+/// A flow parent, as a child's hash names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ParentJob {
+    /// The parent's queue, as its Redis key prefix: `<prefix>:<queue>`.
+    pub queue_key: String,
+    /// The parent's job id.
+    pub id: String,
 }
 
 impl JobInfo {

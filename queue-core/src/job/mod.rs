@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-pub use info::JobInfo;
+pub use info::{JobInfo, ParentJob};
 pub use state::{JobCounts, JobState};
 pub use testing::TestJobHandle;
 

@@ -26,15 +26,29 @@ const RESERVED_IDS: &[&str] = &[
     "metrics",
 ];
 
-/// Whether `id` could name a job: an id BullMQ gave (its integers too) or one a
-/// producer chose. Anything else is answered "no such job" without asking Redis: a
-/// reserved name is one of the queue's own keys, and a `:` reaches other keys.
+/// Whether `id` could name a job: an id BullMQ gave (its integers, and the
+/// `repeat:<scheduler>:<run time>` of a scheduler's jobs) or one a producer chose.
+/// Anything else is answered "no such job" without asking Redis: a reserved name is one
+/// of the queue's own keys, and any other `:` reaches other keys.
 pub(crate) fn could_be_job_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_LOOKUP_ID_BYTES
-        && !id.contains(':')
+        && (!id.contains(':') || is_scheduler_job_id(id))
         && !id.chars().any(char::is_control)
         && !RESERVED_IDS.contains(&id)
+}
+
+/// `repeat:<scheduler id>:<run time in ms>`: how BullMQ names a scheduler's jobs.
+fn is_scheduler_job_id(id: &str) -> bool {
+    let mut parts = id.split(':');
+    matches!(
+        (parts.next(), parts.next(), parts.next(), parts.next()),
+        (Some("repeat"), Some(scheduler), Some(at), None)
+            if !scheduler.is_empty()
+                && !RESERVED_IDS.contains(&scheduler)
+                && !at.is_empty()
+                && at.bytes().all(|b| b.is_ascii_digit())
+    )
 }
 
 /// The longest id a lookup takes.
@@ -124,6 +138,22 @@ mod tests {
         assert!(reason("").contains("empty"));
         assert!(reason("meta").contains("own Redis keys"));
         assert!(reason("wait").contains("job-wait"));
+    }
+
+    #[test]
+    fn a_schedulers_job_ids_can_be_looked_up_and_no_other_colon() {
+        assert!(could_be_job_id("repeat:hourly:1796142568645"));
+        for id in [
+            "welcome:42",
+            "repeat:hourly",
+            "repeat:hourly:soon",
+            "repeat::1",
+            "x:lock",
+            "repeat:a:1:lock",
+            "repeat:meta:1",
+        ] {
+            assert!(!could_be_job_id(id), "{id}");
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub struct JobLogs {
 }
 
 /// `start..end` (half-open) as BullMQ's inclusive `start, end`.
-fn inclusive(range: &Range<usize>) -> Option<(i64, i64)> {
+pub(super) fn inclusive(range: &Range<usize>) -> Option<(i64, i64)> {
     if range.is_empty() {
         return None;
     }

@@ -1,6 +1,7 @@
 //! `Queue<T>`: the typed producer, plus the management calls in [`manage`].
 
 mod cancel;
+mod inspect;
 mod manage;
 #[cfg(feature = "sqlx")]
 mod outbox;
@@ -17,6 +18,7 @@ use tokio::sync::OnceCell;
 use tracing::Instrument;
 
 pub use cancel::CancelOutcome;
+pub use inspect::{GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
 pub use manage::JobLogs;
 
 use crate::engine::{AddOutcome, Connection, EngineQueue};

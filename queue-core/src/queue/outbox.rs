@@ -182,6 +182,9 @@ impl<T> Queue<T> {
             return_value: None,
             delay: options.delay.unwrap_or_default(),
             priority: options.priority.unwrap_or(0),
+            stacktrace: Vec::new(),
+            parent: None,
+            options,
         };
         Ok(Some((info, state)))
     }

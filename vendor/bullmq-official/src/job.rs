@@ -223,6 +223,12 @@ impl Job {
         &self.returnvalue
     }
 
+    /// The stack traces of the failed attempts, as stored: a JSON array of strings,
+    /// the latest last (empty when none was recorded).
+    pub fn stacktrace(&self) -> &str {
+        &self.stacktrace
+    }
+
     /// The parent job information.
     pub fn parent(&self) -> Option<&ParentKeys> {
         self.parent.as_ref()

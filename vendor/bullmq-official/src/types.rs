@@ -212,6 +212,7 @@ pub struct Metrics {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ParentKeys {
     /// The parent job's queue qualified key.
+    #[serde(rename = "queueKey", alias = "queue_key")]
     pub queue_key: String,
     /// The parent job's ID.
     pub id: String,

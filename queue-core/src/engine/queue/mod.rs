@@ -1,9 +1,11 @@
 //! The engine's queue, behind our types, one responsibility per file: adds and their
-//! duplicate detection ([`add`]), reads ([`read`]), management ([`manage`]), job
-//! schedulers ([`schedulers`]) and cancel publishing ([`cancel`]).
+//! duplicate detection ([`add`]), reads ([`read`]), what an operator inspects
+//! ([`inspect`]), management ([`manage`]), job schedulers ([`schedulers`]) and cancel
+//! publishing ([`cancel`]).
 
 mod add;
 mod cancel;
+mod inspect;
 mod manage;
 mod read;
 mod schedulers;

@@ -82,6 +82,17 @@ impl EngineQueue {
         start: i64,
         end: i64,
     ) -> Result<Vec<JobInfo>, Error> {
+        self.get_jobs_ordered(states, start, end, false).await
+    }
+
+    /// Jobs in `states`, newest first, or oldest first with `asc`.
+    pub(crate) async fn get_jobs_ordered(
+        &self,
+        states: &[JobState],
+        start: i64,
+        end: i64,
+        asc: bool,
+    ) -> Result<Vec<JobInfo>, Error> {
         // Pending jobs are in the application's outbox, never in Redis.
         let names: Vec<&str> = states
             .iter()
@@ -93,7 +104,7 @@ impl EngineQueue {
         }
         let jobs = self
             .inner
-            .get_jobs(&names, start, end, false)
+            .get_jobs(&names, start, end, asc)
             .await
             .map_err(|e| self.error(e))?;
         Ok(jobs.iter().map(job_info).collect())

@@ -1,0 +1,87 @@
+//! What an operator inspects: workers, global limits, schedulers, per-minute figures.
+
+use std::time::Duration;
+
+use super::EngineQueue;
+use crate::error::Error;
+use crate::queue::{GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
+
+impl EngineQueue {
+    pub(crate) async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        let clients = self.inner.get_workers().await.map_err(|e| self.error(e))?;
+        let seconds = |client: &std::collections::HashMap<String, String>, field: &str| {
+            Duration::from_secs(client.get(field).and_then(|v| v.parse().ok()).unwrap_or(0))
+        };
+        Ok(clients
+            .iter()
+            .map(|client| {
+                let connection = client.get("rawname").cloned().unwrap_or_default();
+                let name = connection
+                    .split_once(":w:")
+                    .map(|(_, name)| name.to_owned());
+                WorkerInfo {
+                    name,
+                    connection,
+                    addr: client.get("addr").cloned().unwrap_or_default(),
+                    age: seconds(client, "age"),
+                    idle: seconds(client, "idle"),
+                }
+            })
+            .collect())
+    }
+
+    pub(crate) async fn global_limits(&self) -> Result<GlobalLimits, Error> {
+        let (concurrency, rate_limit) = tokio::try_join!(
+            self.inner.get_global_concurrency(),
+            self.inner.get_global_rate_limit(),
+        )
+        .map_err(|e| self.error(e))?;
+        Ok(GlobalLimits {
+            concurrency,
+            rate_limit: rate_limit.map(|(max, ms)| (max, Duration::from_millis(ms))),
+        })
+    }
+
+    pub(crate) async fn schedulers(
+        &self,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<SchedulerInfo>, Error> {
+        let to_isize = |n: i64| isize::try_from(n).unwrap_or(isize::MAX);
+        let schedulers = self
+            .inner
+            .get_job_schedulers(to_isize(start), to_isize(end), true)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(schedulers
+            .into_iter()
+            .map(|s| SchedulerInfo {
+                id: s.key,
+                job_name: s.name,
+                pattern: s.pattern,
+                every: s.every.map(Duration::from_millis),
+                tz: s.tz,
+                next_run_ms: s.next,
+                iterations: s.iteration_count,
+            })
+            .collect())
+    }
+
+    pub(crate) async fn per_minute(
+        &self,
+        outcome: Outcome,
+        minutes: usize,
+    ) -> Result<Vec<u64>, Error> {
+        let kind = match outcome {
+            Outcome::Completed => "completed",
+            Outcome::Failed => "failed",
+        };
+        let end = i64::try_from(minutes.saturating_sub(1)).unwrap_or(i64::MAX);
+        let metrics = self
+            .inner
+            .get_metrics(kind, 0, end)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(metrics.data)
+    }
+}

@@ -1,0 +1,142 @@
+//! What an operator's view reads beyond jobs and counts: the workers connected, the
+//! queue's global limits, its job schedulers, BullMQ's per-minute figures, and jobs
+//! oldest first.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use super::Queue;
+use crate::error::Error;
+use crate::job::{JobInfo, JobState};
+
+/// A worker connected to a queue, from Redis's `CLIENT LIST` (BullMQ names every
+/// worker connection after its queue; Node's and ours alike).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerInfo {
+    /// The worker's own name, for a worker given one (BullMQ's `name` option).
+    pub name: Option<String>,
+    /// The connection's name as BullMQ sets it: `<prefix>:<queue in base64>`, then
+    /// `:w:<name>` for a named worker.
+    pub connection: String,
+    /// Where it connects from.
+    pub addr: String,
+    /// How long it has been connected.
+    pub age: Duration,
+    /// How long since its last command.
+    pub idle: Duration,
+}
+
+/// A queue's limits across every worker (BullMQ's global concurrency and rate limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GlobalLimits {
+    /// At most this many jobs of the queue run at once, over all workers.
+    pub concurrency: Option<u64>,
+    /// At most `.0` jobs start per `.1`, over all workers.
+    pub rate_limit: Option<(u64, Duration)>,
+}
+
+/// A job scheduler as stored.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SchedulerInfo {
+    /// The scheduler's id.
+    pub id: String,
+    /// The name of the jobs it adds.
+    pub job_name: String,
+    /// Its cron pattern, if it has one.
+    pub pattern: Option<String>,
+    /// Its interval, if it has one.
+    pub every: Option<Duration>,
+    /// The time zone of the pattern.
+    pub tz: Option<String>,
+    /// When it adds its next job (ms since the Unix epoch).
+    pub next_run_ms: Option<u64>,
+    /// How many jobs it has added.
+    pub iterations: u64,
+}
+
+impl SchedulerInfo {
+    /// The id of the job it has waiting for its next run (BullMQ names it
+    /// `repeat:<scheduler id>:<run time>`).
+    pub fn next_job_id(&self) -> Option<String> {
+        self.next_run_ms
+            .map(|at| format!("repeat:{}:{at}", self.id))
+    }
+}
+
+/// Which of BullMQ's per-minute series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Jobs completed.
+    Completed,
+    /// Jobs failed for good.
+    Failed,
+}
+
+impl<T> Queue<T> {
+    /// Jobs in the given states (all states when empty), oldest first, paged by `range`.
+    pub async fn get_jobs_oldest_first(
+        &self,
+        states: &[JobState],
+        range: Range<usize>,
+    ) -> Result<Vec<JobInfo>, Error> {
+        let Some((start, end)) = super::manage::inclusive(&range) else {
+            return Ok(Vec::new());
+        };
+        self.timed("get_jobs", async {
+            self.engine()
+                .await?
+                .get_jobs_ordered(states, start, end, true)
+                .await
+        })
+        .await
+    }
+
+    /// The workers connected to this queue (empty where the Redis provider hides
+    /// `CLIENT LIST`).
+    pub async fn get_workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        self.timed("get_workers", async {
+            self.engine().await?.workers().await
+        })
+        .await
+    }
+
+    /// The queue's global concurrency and rate limit, where set.
+    pub async fn get_global_limits(&self) -> Result<GlobalLimits, Error> {
+        self.timed("get_global_limits", async {
+            self.engine().await?.global_limits().await
+        })
+        .await
+    }
+
+    /// The queue's job schedulers, soonest next run first, paged by `range`.
+    pub async fn get_schedulers(&self, range: Range<usize>) -> Result<Vec<SchedulerInfo>, Error> {
+        let Some((start, end)) = super::manage::inclusive(&range) else {
+            return Ok(Vec::new());
+        };
+        self.timed("get_schedulers", async {
+            self.engine().await?.schedulers(start, end).await
+        })
+        .await
+    }
+
+    /// BullMQ's per-minute counts of `outcome` for the last `minutes` minutes, newest
+    /// first: what workers record when
+    /// [`Processor::per_minute_metrics`](crate::Processor::per_minute_metrics) is on
+    /// (empty otherwise).
+    pub async fn get_per_minute(
+        &self,
+        outcome: Outcome,
+        minutes: usize,
+    ) -> Result<Vec<u64>, Error> {
+        if minutes == 0 {
+            return Ok(Vec::new());
+        }
+        self.timed("get_per_minute", async {
+            self.engine().await?.per_minute(outcome, minutes).await
+        })
+        .await
+    }
+}
