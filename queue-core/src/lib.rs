@@ -29,7 +29,7 @@ pub use app::{
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
 pub use deps::Dep;
-pub use error::{Error, RegistryError, Result};
+pub use error::{Error, PayloadError, RegistryError, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
 pub use handler::{Handler, JobError};
 pub use job::{Job, JobCounts, JobInfo, JobState, ParentJob, TestJobHandle};

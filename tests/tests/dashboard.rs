@@ -756,3 +756,131 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
     assert_eq!(drained.status, 303);
     assert_eq!(q.get_job_counts().await.unwrap().waiting, 0);
 }
+
+#[derive(Debug, serde::Deserialize)]
+struct Welcome {
+    #[allow(dead_code)]
+    to: String,
+}
+
+async fn welcome(job: Job<Welcome>) -> Result<(), JobError> {
+    let _ = job;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_add_form_checks_the_json_against_the_handlers_payload_type() {
+    let redis = TestRedis::new("dash-add");
+    let app = redis
+        .app(|b| b.processor(Processor::new("dash-typed").job("welcome", welcome)))
+        .await;
+    let q = app.queue::<serde_json::Value>("dash-typed").unwrap();
+    let addr = serve(&app).await;
+    let path = "/admin/queues/queues/dash-typed/add";
+    let form = text(&get(addr, path, "operator").await);
+    assert!(form.contains(r#"<option value="welcome">"#), "{form}");
+    assert_eq!(get(addr, path, "viewer").await.status, 403);
+
+    let field_error = |page: &HttpResponse| -> String {
+        let body = text(page);
+        body.split("role=\"alert\">")
+            .nth(1)
+            .and_then(|rest| rest.split("</p>").next())
+            .unwrap_or_else(|| panic!("no field error in {body}"))
+            .to_owned()
+    };
+    let encode = |pairs: &[(&str, &str)]| -> String {
+        pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={}", form_encode(v)))
+            .collect::<Vec<_>>()
+            .join("&")
+    };
+    for (pairs, expected) in [
+        (vec![("name", "welcome"), ("data", "{not json")], "Not JSON"),
+        (
+            vec![("name", "welcome"), ("data", r#"{"too": "a@b.c"}"#)],
+            "missing field `to`",
+        ),
+        (
+            vec![("name", "farewell"), ("data", "{}")],
+            "No handler of this app takes `farewell`",
+        ),
+        (
+            vec![
+                ("name", "welcome"),
+                ("data", r#"{"to": "a@b.c"}"#),
+                ("job_id", "w:1"),
+            ],
+            "contains &#39;:&#39;",
+        ),
+        (
+            vec![
+                ("name", "welcome"),
+                ("data", r#"{"to": "a@b.c"}"#),
+                ("delay_ms", "soon"),
+            ],
+            "milliseconds",
+        ),
+    ] {
+        let refused = post_form(addr, path, &encode(&pairs)).await;
+        assert_eq!(refused.status, 400, "{pairs:?}");
+        assert!(
+            field_error(&refused).contains(expected),
+            "{pairs:?}: {}",
+            field_error(&refused)
+        );
+        // What was typed is kept.
+        assert!(
+            text(&refused).contains(&super_escape(pairs[1].1)),
+            "{pairs:?}"
+        );
+    }
+    assert_eq!(
+        q.get_job_counts().await.unwrap().waiting,
+        0,
+        "nothing was added"
+    );
+
+    let added = post_form(
+        addr,
+        path,
+        &encode(&[
+            ("name", "welcome"),
+            ("data", r#"{"to": "ada@example.com"}"#),
+            ("job_id", "typed-1"),
+        ]),
+    )
+    .await;
+    assert_eq!(added.status, 303, "{}", text(&added));
+    assert_eq!(
+        added.header("location"),
+        Some("/admin/queues/queues/dash-typed/jobs/typed-1")
+    );
+    let info = q.get_job("typed-1").await.unwrap().unwrap();
+    assert_eq!(info.data, serde_json::json!({"to": "ada@example.com"}));
+}
+
+/// `application/x-www-form-urlencoded` encoding of a value.
+fn form_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => {
+                char::from(b).to_string()
+            }
+            b' ' => "+".to_owned(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// A value as the page escapes it.
+fn super_escape(value: &str) -> String {
+    value
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}

@@ -26,6 +26,8 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem}dt{color:v
 svg.spark{vertical-align:middle}svg.spark.good{fill:var(--good)}svg.spark.bad{fill:var(--bad)}
 input,select{font:inherit;padding:.2rem .4rem;border:1px solid var(--line);border-radius:.3rem;background:var(--bg);color:var(--fg)}
 nav.sub{margin:.25rem 0 1rem}nav.sub a{margin-right:1rem}
+textarea{font:13px/1.4 ui-monospace,monospace;width:100%;max-width:48rem;padding:.4rem;border:1px solid var(--line);border-radius:.3rem;background:var(--bg);color:var(--fg)}
+.field-error{margin:.25rem 0}
 "#;
 
 /// `text` with `& < > " '` escaped, for element content and quoted attributes.

@@ -14,8 +14,12 @@
 //! - `/queues/{queue}/jobs/{id}`: one job: state, attempts, times, progress, failure,
 //!   logs, and its payload and return value where the policy allows.
 //!
+//! More pages: a queue's schedulers (run one now, remove it), the workers connected to
+//! it, and a form to add a job, whose JSON is checked against the payload type of the
+//! handler this app has for the job's name before the add.
+//!
 //! Actions (operators): retry, promote or remove a job; pause, resume, retry every failed
-//! job, promote every delayed job.
+//! job, promote every delayed job, drain, clean a state of jobs older than an age.
 //!
 //! ```no_run
 //! use axum::Router;
@@ -34,6 +38,7 @@
 
 mod access;
 mod actions;
+mod add_job;
 mod html;
 mod pages;
 
@@ -101,6 +106,10 @@ impl Dashboard {
                 post(actions::on_scheduler),
             )
             .route("/queues/{queue}/workers", get(pages::workers))
+            .route(
+                "/queues/{queue}/add",
+                get(add_job::form).post(add_job::submit),
+            )
             .route("/queues/{queue}/actions/clean", post(actions::clean))
             .route("/queues/{queue}/actions/{action}", post(actions::on_queue))
             .fallback(|| async { html::error_page(StatusCode::NOT_FOUND, "No such page.") })

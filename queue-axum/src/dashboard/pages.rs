@@ -385,6 +385,7 @@ fn queue_actions(here: &str, paused: bool, counts: &JobCounts) -> String {
         ));
     }
     out.push_str(&action_button(&action("drain"), "Drain waiting", true));
+    out.push_str(&format!("<a href=\"{}/add\">Add a job</a>", esc(here)));
     out.push_str(&format!(
         "<form class=\"inline\" method=\"post\" action=\"{}\">\
          <select name=\"state\" aria-label=\"state to clean\"><option>completed</option><option>failed</option><option>delayed</option><option>waiting</option></select> \

@@ -19,7 +19,7 @@ pub use registrations::Registrations;
 
 use crate::deps::Deps;
 use crate::engine::{Connection, EngineQueueEvents, WorkerSettings};
-use crate::error::Error;
+use crate::error::{Error, PayloadError};
 use crate::events::{QueueEvents, WorkerEvent, WorkerEvents};
 use crate::options::{BackoffRegistry, Keep};
 use crate::queue::{ProducerSettings, Queue, QueueShared};
@@ -250,6 +250,63 @@ impl QueueApp {
     #[cfg(feature = "metrics")]
     pub fn metrics(&self) -> Option<&crate::metrics::Metrics> {
         self.inner.metrics.as_ref()
+    }
+
+    /// The job names this app's handlers of `queue` claim by name, and whether a
+    /// catch-all handler takes every other name. Empty and `false` for a queue this app
+    /// does not process.
+    pub fn job_names(&self, queue: &str) -> (Vec<&str>, bool) {
+        match self.inner.plans.iter().find(|p| p.queue == queue) {
+            Some(plan) => (
+                plan.by_name.keys().map(String::as_str).collect(),
+                plan.fallback.is_some(),
+            ),
+            None => (Vec::new(), false),
+        }
+    }
+
+    /// Checks `data` against the payload type of the handler this app has for
+    /// `job_name` on `queue`, before an add from untyped input (a form, another
+    /// system's JSON). Fails when no handler of this app takes the job, or when the
+    /// data does not deserialize into its type, with serde's reason.
+    ///
+    /// ```
+    /// # async fn demo() -> queue_core::Result<()> {
+    /// use queue_core::{Job, JobError, PayloadError, Processor, QueueApp};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Welcome { to: String }
+    /// async fn send(job: Job<Welcome>) -> Result<(), JobError> { let _ = &job.data.to; Ok(()) }
+    ///
+    /// let app = QueueApp::builder()
+    ///     .processor(Processor::new("email").job("welcome", send))
+    ///     .build()
+    ///     .await?;
+    /// assert!(app.check_payload("email", "welcome", &serde_json::json!({"to": "a@b.c"})).is_ok());
+    /// let wrong = app.check_payload("email", "welcome", &serde_json::json!({"too": 1}));
+    /// assert!(matches!(wrong, Err(PayloadError::DoesNotFit { .. })));
+    /// # Ok(()) }
+    /// ```
+    pub fn check_payload(
+        &self,
+        queue: &str,
+        job_name: &str,
+        data: &serde_json::Value,
+    ) -> Result<(), PayloadError> {
+        let planned = self
+            .inner
+            .plans
+            .iter()
+            .find(|p| p.queue == queue)
+            .and_then(|plan| plan.handler_for(job_name))
+            .ok_or_else(|| PayloadError::NoHandler {
+                queue: queue.to_owned(),
+                job_name: job_name.to_owned(),
+            })?;
+        (planned.handler.check)(data).map_err(|reason| PayloadError::DoesNotFit {
+            payload_type: planned.handler.payload_type,
+            reason,
+        })
     }
 
     /// The queues that have a processor in this app, sorted.

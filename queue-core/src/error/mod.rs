@@ -170,3 +170,24 @@ impl Error {
         )
     }
 }
+
+/// Why [`QueueApp::check_payload`](crate::QueueApp::check_payload) refused a payload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    /// No handler of this app takes jobs of that name on that queue.
+    #[error("no handler of this app takes job `{job_name}` on queue `{queue}`")]
+    NoHandler {
+        /// The queue.
+        queue: String,
+        /// The job name.
+        job_name: String,
+    },
+    /// The data does not deserialize into the handler's payload type.
+    #[error("does not fit {payload_type}: {reason}")]
+    DoesNotFit {
+        /// The payload type's Rust name.
+        payload_type: &'static str,
+        /// serde's reason.
+        reason: String,
+    },
+}

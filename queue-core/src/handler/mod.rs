@@ -104,7 +104,15 @@ pub struct ErasedHandler {
     pub(crate) dependencies: Vec<DepInfo>,
     /// The payload type takes JSON `null` (`()`, `Option<_>`, `Value`).
     pub(crate) accepts_null: bool,
+    /// Whether a JSON value deserializes into the payload type, and serde's reason
+    /// when it does not.
+    pub(crate) check: fn(&serde_json::Value) -> Result<(), String>,
     run: Arc<RunFn>,
+}
+
+/// Whether `value` deserializes into `T`.
+fn fits<T: DeserializeOwned>(value: &serde_json::Value) -> Result<(), String> {
+    T::deserialize(value).map(drop).map_err(|e| e.to_string())
 }
 
 impl ErasedHandler {
@@ -142,6 +150,7 @@ impl ErasedHandler {
             payload_id: std::any::TypeId::of::<H::Payload>(),
             dependencies: H::dependencies(),
             accepts_null: serde_json::from_value::<H::Payload>(serde_json::Value::Null).is_ok(),
+            check: fits::<H::Payload>,
             run: Arc::new(run),
         }
     }

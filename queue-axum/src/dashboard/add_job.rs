@@ -1,0 +1,240 @@
+//! Adding a job from a form. The JSON is checked against the payload type of the
+//! handler this app has for the job's name before anything is added, and serde's
+//! complaint is shown beside the field.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect};
+use axum::{Extension, Form};
+use queue_core::{JobOptions, PayloadError};
+use serde::Deserialize;
+
+use super::html::{self, esc, url_segment};
+use super::{Access, Base, PageResult, Problem, Shared, AUDIT_TARGET};
+
+/// What the form sends.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct AddForm {
+    name: String,
+    data: String,
+    #[serde(default)]
+    job_id: String,
+    #[serde(default)]
+    delay_ms: String,
+}
+
+/// What is wrong with a field of the form, shown beside it.
+#[derive(Debug, Default)]
+struct FieldErrors {
+    name: Option<String>,
+    data: Option<String>,
+    job_id: Option<String>,
+    delay_ms: Option<String>,
+}
+
+impl FieldErrors {
+    fn any(&self) -> bool {
+        self.name.is_some()
+            || self.data.is_some()
+            || self.job_id.is_some()
+            || self.delay_ms.is_some()
+    }
+}
+
+/// `GET /queues/{queue}/add`: the empty form.
+pub(super) async fn form(
+    State(shared): State<Arc<Shared>>,
+    Extension(access): Extension<Access>,
+    base: Base,
+    Path(name): Path<String>,
+) -> PageResult {
+    shared.queue(&name)?;
+    if !access.can_act() {
+        return Ok(html::error_page(
+            StatusCode::FORBIDDEN,
+            "Adding a job is an operator action; you may only look.",
+        ));
+    }
+    let form = AddForm {
+        data: "{}".to_owned(),
+        ..AddForm::default()
+    };
+    Ok(page(
+        &shared,
+        &base,
+        &access,
+        &name,
+        &form,
+        &FieldErrors::default(),
+    )
+    .into_response())
+}
+
+/// `POST /queues/{queue}/add`: checks, adds, and goes to the new job's page.
+pub(super) async fn submit(
+    State(shared): State<Arc<Shared>>,
+    Extension(access): Extension<Access>,
+    base: Base,
+    Path(queue_name): Path<String>,
+    form: Result<Form<AddForm>, FormRejection>,
+) -> PageResult {
+    let queue = shared.queue(&queue_name)?;
+    let Form(form) = form.map_err(|e| Problem::BadRequest(e.body_text()))?;
+    let mut errors = FieldErrors::default();
+    let job_name = form.name.trim();
+    if job_name.is_empty() {
+        errors.name = Some("A job needs a name.".to_owned());
+    }
+    let data = match serde_json::from_str::<serde_json::Value>(&form.data) {
+        Ok(data) => Some(data),
+        Err(e) => {
+            errors.data = Some(format!("Not JSON: {e}"));
+            None
+        }
+    };
+    if let (Some(data), false) = (&data, job_name.is_empty()) {
+        match shared.app.check_payload(&queue_name, job_name, data) {
+            Ok(()) => {}
+            Err(PayloadError::NoHandler { .. }) => {
+                errors.name = Some(format!(
+                    "No handler of this app takes `{job_name}` on this queue."
+                ))
+            }
+            Err(PayloadError::DoesNotFit {
+                payload_type,
+                reason,
+            }) => errors.data = Some(format!("Does not fit `{payload_type}`: {reason}")),
+        }
+    }
+    let mut options = JobOptions::new();
+    let job_id = form.job_id.trim();
+    if !job_id.is_empty() {
+        options = options.job_id(job_id);
+    }
+    match form.delay_ms.trim() {
+        "" => {}
+        delay => match delay.parse::<u64>() {
+            Ok(ms) => options = options.delay(std::time::Duration::from_millis(ms)),
+            Err(_) => errors.delay_ms = Some("A whole number of milliseconds.".to_owned()),
+        },
+    }
+    let (Some(data), false) = (data, errors.any()) else {
+        return Ok(invalid(
+            &shared,
+            &base,
+            &access,
+            &queue_name,
+            &form,
+            &errors,
+        ));
+    };
+    let added = match queue.add(job_name, data, options).await {
+        Ok(added) => added,
+        // An option BullMQ refuses (a `:` in the id, say) is the form's mistake.
+        Err(queue_core::Error::InvalidOption { option, reason }) => {
+            let message = Some(reason);
+            match option {
+                "job_id" => errors.job_id = message,
+                "payload" => errors.data = message,
+                _ => errors.delay_ms = message,
+            }
+            return Ok(invalid(
+                &shared,
+                &base,
+                &access,
+                &queue_name,
+                &form,
+                &errors,
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    tracing::info!(
+        target: AUDIT_TARGET,
+        who = access.who(),
+        action = "add",
+        queue = %queue_name,
+        job_id = %added.id,
+        duplicate = added.duplicate,
+        "dashboard action"
+    );
+    Ok(Redirect::to(&format!(
+        "{}/queues/{}/jobs/{}",
+        base.as_str(),
+        url_segment(&queue_name),
+        url_segment(&added.id)
+    ))
+    .into_response())
+}
+
+fn invalid(
+    shared: &Shared,
+    base: &Base,
+    access: &Access,
+    queue: &str,
+    form: &AddForm,
+    errors: &FieldErrors,
+) -> axum::response::Response {
+    (
+        StatusCode::BAD_REQUEST,
+        page(shared, base, access, queue, form, errors),
+    )
+        .into_response()
+}
+
+fn page(
+    shared: &Shared,
+    base: &Base,
+    access: &Access,
+    queue: &str,
+    form: &AddForm,
+    errors: &FieldErrors,
+) -> axum::response::Html<String> {
+    let here = format!("{}/queues/{}", base.as_str(), url_segment(queue));
+    let (names, any_name) = shared.app.job_names(queue);
+    let beside = |error: &Option<String>| {
+        error.as_deref().map_or_else(String::new, |e| {
+            format!("<p class=\"bad field-error\" role=\"alert\">{}</p>", esc(e))
+        })
+    };
+    let hint = match (names.is_empty(), any_name) {
+        (true, false) => "No handler of this app processes this queue.".to_owned(),
+        (_, true) => format!(
+            "Handled by name: {}; any other name by the catch-all.",
+            esc(&names.join(", "))
+        ),
+        (false, false) => format!("Handled: {}.", esc(&names.join(", "))),
+    };
+    let options: String = names
+        .iter()
+        .map(|n| format!("<option value=\"{}\">", esc(n)))
+        .collect();
+    let body = format!(
+        "<h1><a href=\"{here}\">{queue_html}</a> · add a job</h1>\
+         <form method=\"post\" action=\"{here}/add\" class=\"add\">\
+         <dl><dt><label for=\"name\">name</label></dt><dd><input id=\"name\" name=\"name\" list=\"names\" value=\"{name}\" required> <span class=\"muted\">{hint}</span><datalist id=\"names\">{options}</datalist>{name_error}</dd>\
+         <dt><label for=\"data\">data (JSON)</label></dt><dd><textarea id=\"data\" name=\"data\" rows=\"10\" cols=\"70\">{data}</textarea>{data_error}</dd>\
+         <dt><label for=\"job_id\">job id</label></dt><dd><input id=\"job_id\" name=\"job_id\" value=\"{job_id}\" placeholder=\"automatic\">{job_id_error}</dd>\
+         <dt><label for=\"delay_ms\">delay (ms)</label></dt><dd><input id=\"delay_ms\" name=\"delay_ms\" value=\"{delay}\" placeholder=\"0\">{delay_error}</dd></dl>\
+         <button>Add</button></form>",
+        here = esc(&here),
+        queue_html = esc(queue),
+        name = esc(&form.name),
+        data = esc(&form.data),
+        job_id = esc(&form.job_id),
+        delay = esc(&form.delay_ms),
+        name_error = beside(&errors.name),
+        data_error = beside(&errors.data),
+        job_id_error = beside(&errors.job_id),
+        delay_error = beside(&errors.delay_ms),
+    );
+    html::page(
+        base.as_str(),
+        &format!("add to {queue}"),
+        access.who(),
+        &body,
+    )
+}
