@@ -884,3 +884,113 @@ fn super_escape(value: &str) -> String {
         .replace('"', "&quot;")
         .replace('\'', "&#39;")
 }
+
+/// An open server-sent-events response, read as it arrives.
+struct Tab {
+    stream: tokio::net::TcpStream,
+    seen: String,
+}
+
+impl Tab {
+    async fn open(addr: SocketAddr, path: &str) -> Tab {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nx-role: viewer\r\nAccept: text/event-stream\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut tab = Tab {
+            stream,
+            seen: String::new(),
+        };
+        tab.read_until(|seen| seen.contains("\r\n\r\n")).await;
+        assert!(tab.seen.starts_with("HTTP/1.1 200"), "{}", tab.seen);
+        assert!(tab.seen.contains("text/event-stream"), "{}", tab.seen);
+        tab
+    }
+
+    /// Reads until `done` holds for all that arrived (within the deadline).
+    async fn read_until(&mut self, done: impl Fn(&str) -> bool) {
+        use tokio::io::AsyncReadExt;
+        let deadline = tokio::time::Instant::now() + SOON;
+        let mut buf = [0u8; 4096];
+        while !done(&self.seen) {
+            let n = tokio::time::timeout_at(deadline, self.stream.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("timed out; the stream so far: {}", self.seen))
+                .unwrap();
+            assert!(n > 0, "the stream ended: {}", self.seen);
+            self.seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    }
+}
+
+/// Connections of `redis` blocked reading a stream (a queue-events reader).
+async fn stream_readers(redis: &PrivateRedis) -> usize {
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}", redis.port()))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    list.lines().filter(|l| l.contains("cmd=xread")).count()
+}
+
+#[tokio::test]
+async fn ten_tabs_share_one_event_reader_and_see_counts_move() {
+    let redis = PrivateRedis::start();
+    let app = QueueApp::builder()
+        .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .processor(Processor::new("dash-live").any_job(fails))
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<serde_json::Value>("dash-live").unwrap();
+    let addr = serve(&app).await;
+    let mut tabs = Vec::new();
+    for _ in 0..10 {
+        tabs.push(Tab::open(addr, "/admin/queues/queues/dash-live/live").await);
+    }
+    queue_tests::wait_until(SOON, "the queue's reader blocks on its stream", || async {
+        (stream_readers(&redis).await == 1).then_some(())
+    })
+    .await;
+
+    q.add(
+        "n",
+        serde_json::json!({}),
+        JobOptions::new().job_id("live-1"),
+    )
+    .await
+    .unwrap();
+    for tab in &mut tabs {
+        tab.read_until(|seen| seen.contains(r#""waiting":1"#) && seen.contains("live-1"))
+            .await;
+        assert!(tab.seen.contains("event: update"), "{}", tab.seen);
+    }
+    assert_eq!(stream_readers(&redis).await, 1, "ten tabs, one reader");
+
+    // The page carries what its script needs.
+    let page = text(&get(addr, "/admin/queues/queues/dash-live", "viewer").await);
+    assert!(
+        page.contains(r#"data-live="/admin/queues/queues/dash-live/live""#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"<span data-count="waiting">1</span>"#),
+        "{page}"
+    );
+    let script = get(addr, "/admin/queues/assets/live.js", "viewer").await;
+    assert!(script
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("text/javascript")));
+
+    // When the last tab closes, the reader stops and lets its connection go.
+    drop(tabs);
+    queue_tests::wait_until(Duration::from_secs(15), "the reader stops", || async {
+        (stream_readers(&redis).await == 0).then_some(())
+    })
+    .await;
+}

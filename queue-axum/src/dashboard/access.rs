@@ -216,8 +216,8 @@ fn secure_headers(headers: &mut HeaderMap) {
     set(
         headers,
         header::CONTENT_SECURITY_POLICY,
-        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; \
-         frame-ancestors 'none'; base-uri 'none'",
+        "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; \
+         img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     );
 }
 

@@ -65,7 +65,8 @@ pub(super) fn page(base: &str, title: &str, who: &str, body: &str) -> Html<Strin
     Html(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-         <title>{title} · queues</title><link rel=\"stylesheet\" href=\"{base}/assets/dashboard.css\"></head>\
+         <title>{title} · queues</title><link rel=\"stylesheet\" href=\"{base}/assets/dashboard.css\">\
+         <script src=\"{base}/assets/live.js\" defer></script></head>\
          <body><header><a class=\"home\" href=\"{base}/\">Queues</a><span class=\"who\">{who}</span></header>\
          <main>{body}</main></body></html>",
         title = esc(title),

@@ -40,6 +40,7 @@ mod access;
 mod actions;
 mod add_job;
 mod html;
+mod live;
 mod pages;
 
 use std::sync::Arc;
@@ -78,6 +79,7 @@ impl std::fmt::Debug for Dashboard {
 pub(crate) struct Shared {
     app: QueueApp,
     policy: Box<dyn AccessPolicy>,
+    live: Arc<live::LiveHub>,
 }
 
 impl Dashboard {
@@ -87,6 +89,7 @@ impl Dashboard {
             shared: Arc::new(Shared {
                 app: app.clone(),
                 policy: Box::new(policy),
+                live: Arc::default(),
             }),
         }
     }
@@ -97,6 +100,8 @@ impl Dashboard {
         Router::new()
             .route("/", get(pages::overview))
             .route("/assets/dashboard.css", get(stylesheet))
+            .route("/assets/live.js", get(live::script))
+            .route("/queues/{queue}/live", get(live::stream))
             .route("/queues/{queue}", get(pages::queue))
             .route("/queues/{queue}/jobs/{id}", get(pages::job))
             .route("/queues/{queue}/jobs/{id}/{action}", post(actions::on_job))

@@ -11,6 +11,11 @@ use serde::Deserialize;
 use super::html::{self, action_button, esc, url_segment};
 use super::{Access, Base, PageResult, Problem, Shared, PAGE_SIZE};
 
+/// Shown by the page's script while the live stream says Redis is unavailable.
+const UNAVAILABLE_NOTICE: &str =
+    "<p class=\"notice\" data-unavailable hidden>Redis is unavailable: \
+     this page is not live until it is back.</p>";
+
 /// The states a queue page lists, in the order of a job's life.
 const LISTED: [JobState; 7] = [
     JobState::Waiting,
@@ -287,7 +292,7 @@ pub(super) async fn queue(
     body.push_str("<nav class=\"tabs\">");
     for listed in LISTED {
         body.push_str(&format!(
-            "<a href=\"{}?state={}\"{}>{} {}</a>",
+            "<a href=\"{}?state={}\"{}>{} <span data-count=\"{}\">{}</span></a>",
             esc(&here),
             listed.as_str(),
             if listed == listing.state {
@@ -295,6 +300,7 @@ pub(super) async fn queue(
             } else {
                 ""
             },
+            listed.as_str(),
             listed.as_str(),
             count_of(&counts, listed)
         ));
@@ -310,6 +316,12 @@ pub(super) async fn queue(
         esc(listing.name.as_deref().unwrap_or_default()),
         if listing.oldest_first { "" } else { " selected" },
         if listing.oldest_first { " selected" } else { "" },
+    ));
+    // What the page's script keeps live: the counts above, and this part refetched when
+    // one of the queue's jobs moves.
+    body.push_str(&format!(
+        "<div data-live=\"{}/live\">{UNAVAILABLE_NOTICE}<div data-refresh>",
+        esc(&here)
     ));
     if jobs.is_empty() {
         body.push_str("<p class=\"muted\">No jobs here.</p>");
@@ -357,7 +369,7 @@ pub(super) async fn queue(
             listing.link(&here, page + 1)
         ));
     }
-    body.push_str("</p>");
+    body.push_str("</p></div></div>");
     Ok(html::page(base.as_str(), &name, access.who(), &body).into_response())
 }
 
@@ -424,7 +436,11 @@ pub(super) async fn job(
         url_segment(&id)
     );
     let mut body = format!(
-        "<h1>{} <span class=\"chip\">{}</span></h1>",
+        "<div data-live=\"{}/queues/{}/live\" data-job=\"{}\">{UNAVAILABLE_NOTICE}<div data-refresh>\
+         <h1>{} <span class=\"chip\">{}</span></h1>",
+        esc(base.as_str()),
+        url_segment(&name),
+        esc(&info.id),
         esc(&info.id),
         state.as_str()
     );
@@ -481,6 +497,7 @@ pub(super) async fn job(
     } else {
         body.push_str(&format!("<pre>{}</pre>", esc(&logs.lines.join("\n"))));
     }
+    body.push_str("</div></div>");
     Ok(html::page(base.as_str(), &info.id, access.who(), &body).into_response())
 }
 

@@ -1,0 +1,203 @@
+//! Live pages: a queue's event stream, read once per queue however many tabs watch it,
+//! sent to each tab as server-sent events. A tab's script then updates the counts, and
+//! refetches what it shows when one of its jobs moved.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::stream::{self, Stream};
+use queue_core::{JobCounts, QueueApp};
+use tokio::sync::broadcast;
+
+use super::{PageResult, Shared};
+
+/// Updates a tab may miss before it is told to catch up (it then refetches anyway).
+const TAB_BUFFER: usize = 64;
+
+/// How long a reader gathers events before it reads the counts once and sends: a
+/// burst of a thousand completions is one update, not a thousand count reads.
+const COALESCE: Duration = Duration::from_millis(200);
+
+/// How often a reader with no event looks whether anyone still watches.
+const IDLE_CHECK: Duration = Duration::from_secs(2);
+
+/// One reader per watched queue, shared by every tab.
+#[derive(Default)]
+pub(crate) struct LiveHub {
+    feeds: Mutex<HashMap<String, broadcast::Sender<Arc<str>>>>,
+}
+
+impl LiveHub {
+    /// A subscription to `queue`'s updates, starting its reader if nobody watched it.
+    fn subscribe(self: &Arc<Self>, app: &QueueApp, queue: &str) -> broadcast::Receiver<Arc<str>> {
+        let mut feeds = self.feeds.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(feed) = feeds.get(queue) {
+            return feed.subscribe();
+        }
+        let (feed, tab) = broadcast::channel(TAB_BUFFER);
+        feeds.insert(queue.to_owned(), feed.clone());
+        tokio::spawn(read(self.clone(), app.clone(), queue.to_owned(), feed));
+        tab
+    }
+
+    /// Ends `queue`'s reader if no tab watches it any more; decided under the lock, so
+    /// a tab that subscribes meanwhile gets a reader of its own.
+    fn release_if_unwatched(&self, queue: &str, feed: &broadcast::Sender<Arc<str>>) -> bool {
+        let mut feeds = self.feeds.lock().unwrap_or_else(PoisonError::into_inner);
+        if feed.receiver_count() > 0 {
+            return false;
+        }
+        if feeds.get(queue).is_some_and(|f| f.same_channel(feed)) {
+            feeds.remove(queue);
+        }
+        true
+    }
+}
+
+/// Reads `queue`'s events until nobody watches, sending an update per burst.
+async fn read(hub: Arc<LiveHub>, app: QueueApp, queue: String, feed: broadcast::Sender<Arc<str>>) {
+    let (events, handle) = match (
+        app.queue_events(&queue).await,
+        app.queue::<serde_json::Value>(&queue),
+    ) {
+        (Ok(events), Ok(handle)) => (events, handle),
+        _ => {
+            // Redis is away: say so, and end; the tabs' EventSource reconnects, and the
+            // next subscription tries again.
+            let _ = feed.send(Arc::from(r#"{"unavailable":true}"#));
+            let mut feeds = hub.feeds.lock().unwrap_or_else(PoisonError::into_inner);
+            if feeds.get(&queue).is_some_and(|f| f.same_channel(&feed)) {
+                feeds.remove(&queue);
+            }
+            return;
+        }
+    };
+    loop {
+        let first = tokio::select! {
+            event = events.next() => event,
+            _ = tokio::time::sleep(IDLE_CHECK) => {
+                if hub.release_if_unwatched(&queue, &feed) { break }
+                continue;
+            }
+        };
+        let Some(first) = first else { break };
+        let mut moved: Vec<String> = first.job_id().map(str::to_owned).into_iter().collect();
+        let gather = tokio::time::sleep(COALESCE);
+        tokio::pin!(gather);
+        loop {
+            tokio::select! {
+                event = events.next() => match event {
+                    Some(event) => moved.extend(event.job_id().map(str::to_owned)),
+                    None => break,
+                },
+                _ = &mut gather => break,
+            }
+        }
+        moved.sort();
+        moved.dedup();
+        let update = match tokio::try_join!(handle.get_job_counts(), handle.is_paused()) {
+            Ok((counts, paused)) => update_json(&counts, paused, &moved),
+            Err(_) => r#"{"unavailable":true}"#.to_owned(),
+        };
+        if feed.send(Arc::from(update)).is_err() && hub.release_if_unwatched(&queue, &feed) {
+            break;
+        }
+    }
+    events.close().await;
+}
+
+fn update_json(counts: &JobCounts, paused: bool, moved: &[String]) -> String {
+    serde_json::json!({
+        "counts": {
+            "waiting": counts.waiting,
+            "prioritized": counts.prioritized,
+            "delayed": counts.delayed,
+            "active": counts.active,
+            "waiting-children": counts.waiting_children,
+            "completed": counts.completed,
+            "failed": counts.failed,
+        },
+        "paused": paused,
+        "jobs": moved,
+    })
+    .to_string()
+}
+
+/// `GET /queues/{queue}/live`: the queue's updates, as `update` events.
+pub(super) async fn stream(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+) -> PageResult {
+    shared.queue(&name)?;
+    let tab = shared.live.subscribe(&shared.app, &name);
+    Ok(Sse::new(updates(tab))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}
+
+fn updates(tab: broadcast::Receiver<Arc<str>>) -> impl Stream<Item = Result<Event, Infallible>> {
+    stream::unfold(tab, |mut tab| async move {
+        loop {
+            match tab.recv().await {
+                Ok(update) => {
+                    return Some((Ok(Event::default().event("update").data(&*update)), tab))
+                }
+                // Behind: the next update carries the counts anyway.
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+}
+
+/// The tab's side: counts in place, and a refetch of the page's live part when one of
+/// its jobs moved. Served from our own origin, as the CSP requires.
+pub(super) const SCRIPT: &str = r#"(() => {
+  const root = document.querySelector('[data-live]');
+  if (!root || !window.EventSource) return;
+  const job = root.dataset.job;
+  let refetching = false;
+  const refetch = async () => {
+    if (refetching) return;
+    refetching = true;
+    try {
+      const response = await fetch(location.href, { credentials: 'same-origin' });
+      if (!response.ok) return;
+      const page = new DOMParser().parseFromString(await response.text(), 'text/html');
+      const fresh = page.querySelector('[data-refresh]');
+      const stale = document.querySelector('[data-refresh]');
+      if (fresh && stale) stale.replaceWith(fresh);
+    } finally {
+      refetching = false;
+    }
+  };
+  const source = new EventSource(root.dataset.live);
+  source.addEventListener('update', (message) => {
+    const update = JSON.parse(message.data);
+    const notice = document.querySelector('[data-unavailable]');
+    if (notice) notice.hidden = !update.unavailable;
+    if (update.unavailable) return;
+    for (const [state, n] of Object.entries(update.counts)) {
+      for (const el of document.querySelectorAll(`[data-count="${state}"]`)) el.textContent = n;
+    }
+    if (!job || update.jobs.includes(job)) refetch();
+  });
+})();
+"#;
+
+/// Serves [`SCRIPT`].
+pub(super) async fn script() -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/javascript; charset=utf-8",
+        )],
+        SCRIPT,
+    )
+        .into_response()
+}
