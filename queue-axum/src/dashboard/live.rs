@@ -148,7 +148,7 @@ fn updates(tab: broadcast::Receiver<Arc<str>>) -> impl Stream<Item = Result<Even
                     return Some((Ok(Event::default().event("update").data(&*update)), tab))
                 }
                 // Behind: the next update carries the counts anyway.
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
         }
