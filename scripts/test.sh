@@ -47,6 +47,12 @@ fi
 command -v redis-server >/dev/null || apt_install redis-server
 command -v openssl >/dev/null || apt_install openssl
 
+# The dashboard's browser test drives Debian's chromium (tests/tests/dashboard_browser.rs).
+if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
+  say "chromium (the dashboard's browser test)"
+  apt_install chromium
+fi
+
 if [ -f tests/node/package-lock.json ]; then
   say "Node test peer (bullmq, tests/node)"
   command -v npm >/dev/null || apt_install nodejs npm

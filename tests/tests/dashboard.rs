@@ -120,6 +120,9 @@ async fn nobody_sees_anything_without_the_policys_yes() {
     // Every answer carries the headers that keep job data out of caches and frames.
     let page = get(addr, "/admin/queues", "viewer").await;
     assert_eq!(page.header("cache-control"), Some("no-store"));
+    // The way home is the mount point, which axum routes (it does not route it with a
+    // trailing slash).
+    assert!(text(&page).contains(r#"<a class="home" href="/admin/queues">"#));
     assert!(page
         .header("content-security-policy")
         .is_some_and(|csp| csp.contains("frame-ancestors 'none'")));

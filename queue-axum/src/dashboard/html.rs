@@ -61,13 +61,20 @@ pub(super) fn url_segment(segment: &str) -> String {
 
 /// A whole page: the header with the way home and who is looking, then `body`.
 pub(super) fn page(base: &str, title: &str, who: &str, body: &str) -> Html<String> {
+    // The mount point itself: axum's `nest` routes `/admin/queues`, not `/admin/queues/`.
+    let home = if base.is_empty() {
+        "/".to_owned()
+    } else {
+        esc(base)
+    };
     let base = esc(base);
     Html(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <link rel=\"icon\" href=\"data:,\">\
          <title>{title} · queues</title><link rel=\"stylesheet\" href=\"{base}/assets/dashboard.css\">\
          <script src=\"{base}/assets/live.js\" defer></script></head>\
-         <body><header><a class=\"home\" href=\"{base}/\">Queues</a><span class=\"who\">{who}</span></header>\
+         <body><header><a class=\"home\" href=\"{home}\">Queues</a><span class=\"who\">{who}</span></header>\
          <main>{body}</main></body></html>",
         title = esc(title),
         who = esc(who),
