@@ -38,8 +38,8 @@ pub use options::{
 };
 pub use processor::Processor;
 pub use queue::{
-    AddedJob, BulkJob, CancelOutcome, GlobalLimits, JobLogs, Outcome, Queue, SchedulerInfo,
-    WorkerInfo,
+    AddedJob, BulkJob, CancelOutcome, ChildJob, Children, GlobalLimits, JobLogs, Outcome, Queue,
+    SchedulerInfo, WorkerInfo,
 };
 #[cfg(feature = "sqlx")]
 pub use store::{

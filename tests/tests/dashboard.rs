@@ -997,3 +997,76 @@ async fn ten_tabs_share_one_event_reader_and_see_counts_move() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_flows_job_page_shows_its_parent_and_children_as_a_tree() {
+    use bullmq::flow_producer::{FlowJob, FlowProducer, FlowProducerOptions};
+
+    let redis = TestRedis::new("dash-flow");
+    let app = redis.app(|b| b).await;
+    let flows = FlowProducer::with_options(
+        FlowProducerOptions::new()
+            .connection(
+                bullmq::options::RedisConnectionOptions::new().url(queue_tests::redis_url()),
+            )
+            .prefix(redis.prefix().to_owned()),
+    )
+    .await
+    .unwrap();
+    let id = |id: &str| bullmq::JobOptions {
+        job_id: Some(id.to_owned()),
+        ..Default::default()
+    };
+    flows
+        .add(
+            FlowJob::new("report", "dash-reports", serde_json::json!({}))
+                .unwrap()
+                .options(id("report-1"))
+                .add_child(
+                    FlowJob::new("render", "dash-steps", serde_json::json!({}))
+                        .unwrap()
+                        .options(id("render-1")),
+                )
+                .add_child(
+                    FlowJob::new("upload", "dash-steps", serde_json::json!({}))
+                        .unwrap()
+                        .options(id("upload-1")),
+                ),
+        )
+        .await
+        .unwrap();
+    // The app knows its queues by use.
+    let _ = app.queue::<serde_json::Value>("dash-reports").unwrap();
+    let _ = app.queue::<serde_json::Value>("dash-steps").unwrap();
+    let addr = serve(&app).await;
+
+    let parent = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-reports/jobs/report-1",
+            "viewer",
+        )
+        .await,
+    );
+    assert!(parent.contains("waiting-children"), "{parent}");
+    for child in ["render-1", "upload-1"] {
+        assert!(
+            parent.contains(&format!(
+                r#"href="/admin/queues/queues/dash-steps/jobs/{child}""#
+            )),
+            "{child} in {parent}"
+        );
+    }
+    let child = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-steps/jobs/render-1",
+            "viewer",
+        )
+        .await,
+    );
+    assert!(
+        child.contains(r#"href="/admin/queues/queues/dash-reports/jobs/report-1""#),
+        "the parent, as the engine wrote it: {child}"
+    );
+}

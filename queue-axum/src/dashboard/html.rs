@@ -28,6 +28,7 @@ input,select{font:inherit;padding:.2rem .4rem;border:1px solid var(--line);borde
 nav.sub{margin:.25rem 0 1rem}nav.sub a{margin-right:1rem}
 textarea{font:13px/1.4 ui-monospace,monospace;width:100%;max-width:48rem;padding:.4rem;border:1px solid var(--line);border-radius:.3rem;background:var(--bg);color:var(--fg)}
 .field-error{margin:.25rem 0}
+ul.tree{list-style:none;padding-left:0}ul.tree ul{list-style:none;padding-left:1.25rem;border-left:1px solid var(--line);margin:.25rem 0}ul.tree li{margin:.2rem 0}
 "#;
 
 /// `text` with `& < > " '` escaped, for element content and quoted attributes.

@@ -420,9 +420,10 @@ pub(super) async fn job(
         queue.get_job(&id),
         queue.get_job_state(&id),
         queue.get_job_logs(&id, 0..100),
+        queue.get_children(&id, CHILDREN_SHOWN),
     );
-    let (info, state, logs) = match read? {
-        (Some(info), Some(state), logs) => (info, state, logs),
+    let (info, state, logs, children) = match read? {
+        (Some(info), Some(state), logs, children) => (info, state, logs, children),
         _ => {
             return Err(Problem::NotFound(format!(
                 "No job `{id}` in queue `{name}`."
@@ -491,6 +492,13 @@ pub(super) async fn job(
             "<p class=\"muted\">The payload and return value are hidden by the access policy.</p>",
         );
     }
+    body.push_str(&family_tree(
+        &info,
+        &name,
+        &children,
+        base.as_str(),
+        access.sees_payloads(),
+    ));
     body.push_str(&format!("<h2>Logs ({})</h2>", logs.total));
     if logs.lines.is_empty() {
         body.push_str("<p class=\"muted\">None.</p>");
@@ -542,6 +550,73 @@ fn details(queue: &str, info: &JobInfo, base: &str) -> String {
         out.push_str(&format!("<dt>{term}</dt><dd>{value}</dd>"));
     }
     out.push_str("</dl>");
+    out
+}
+
+/// Children listed on a job page, of each kind.
+const CHILDREN_SHOWN: usize = 100;
+
+/// The job in its flow: its parent above it, its children below, each linked (their own
+/// pages show the next level).
+fn family_tree(
+    info: &JobInfo,
+    queue: &str,
+    children: &queue_core::Children,
+    base: &str,
+    payloads: bool,
+) -> String {
+    if info.parent.is_none() && children.pending_total == 0 && children.processed_total == 0 {
+        return String::new();
+    }
+    let link = |queue: &str, id: &str| {
+        format!(
+            "<a href=\"{}/queues/{}/jobs/{}\">{}</a> <span class=\"muted\">in {}</span>",
+            esc(base),
+            url_segment(queue),
+            url_segment(id),
+            esc(id),
+            esc(queue)
+        )
+    };
+    let mut out = String::from("<h2>Flow</h2><ul class=\"tree\">");
+    let mut close = "";
+    if let Some(parent) = &info.parent {
+        let parent_queue = parent.queue_key.rsplit(':').next().unwrap_or_default();
+        out.push_str(&format!("<li>{}<ul>", link(parent_queue, &parent.id)));
+        close = "</ul></li>";
+    }
+    out.push_str(&format!("<li><strong>{}</strong>", link(queue, &info.id)));
+    if children.pending_total + children.processed_total > 0 {
+        out.push_str("<ul>");
+        for child in &children.pending {
+            out.push_str(&format!(
+                "<li>{} <span class=\"chip\">pending</span></li>",
+                link(&child.queue, &child.id)
+            ));
+        }
+        for child in &children.processed {
+            let value = match (&child.return_value, payloads) {
+                (Some(value), true) => format!(" <code>{}</code>", esc(&value.to_string())),
+                _ => String::new(),
+            };
+            out.push_str(&format!(
+                "<li>{} <span class=\"chip good\">processed</span>{value}</li>",
+                link(&child.queue, &child.id)
+            ));
+        }
+        let shown = children.pending.len() + children.processed.len();
+        let total = children.pending_total + children.processed_total;
+        if (shown as u64) < total {
+            out.push_str(&format!(
+                "<li class=\"muted\">… {} more</li>",
+                total - shown as u64
+            ));
+        }
+        out.push_str("</ul>");
+    }
+    out.push_str("</li>");
+    out.push_str(close);
+    out.push_str("</ul>");
     out
 }
 

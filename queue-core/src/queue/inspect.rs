@@ -66,6 +66,32 @@ impl SchedulerInfo {
     }
 }
 
+/// A flow child, as its parent's dependency sets name it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ChildJob {
+    /// The child's queue.
+    pub queue: String,
+    /// The child's job id.
+    pub id: String,
+    /// What it returned, for a processed child.
+    pub return_value: Option<serde_json::Value>,
+}
+
+/// A flow parent's children, pending and processed.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Children {
+    /// Children not finished yet (the first ones, up to the limit asked for).
+    pub pending: Vec<ChildJob>,
+    /// How many are pending in all.
+    pub pending_total: u64,
+    /// Children that completed, with their return values (up to the limit).
+    pub processed: Vec<ChildJob>,
+    /// How many have completed in all.
+    pub processed_total: u64,
+}
+
 /// Which of BullMQ's per-minute series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -118,6 +144,18 @@ impl<T> Queue<T> {
         };
         self.timed("get_schedulers", async {
             self.engine().await?.schedulers(start, end).await
+        })
+        .await
+    }
+
+    /// The flow children of job `id`: up to `limit` of the pending and of the processed
+    /// ones, and how many of each there are.
+    pub async fn get_children(&self, id: &str, limit: usize) -> Result<Children, Error> {
+        if limit == 0 || !crate::options::job_id::could_be_job_id(id) {
+            return Ok(Children::default());
+        }
+        self.timed("get_children", async {
+            self.engine().await?.children(id, limit).await
         })
         .await
     }

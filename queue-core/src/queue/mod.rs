@@ -18,7 +18,7 @@ use tokio::sync::OnceCell;
 use tracing::Instrument;
 
 pub use cancel::CancelOutcome;
-pub use inspect::{GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
+pub use inspect::{ChildJob, Children, GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
 pub use manage::JobLogs;
 
 use crate::engine::{AddOutcome, Connection, EngineQueue};

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::EngineQueue;
 use crate::error::Error;
-use crate::queue::{GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
+use crate::queue::{ChildJob, Children, GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
 
 impl EngineQueue {
     pub(crate) async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
@@ -65,6 +65,33 @@ impl EngineQueue {
                 iterations: s.iteration_count,
             })
             .collect())
+    }
+
+    pub(crate) async fn children(&self, id: &str, limit: usize) -> Result<Children, Error> {
+        let end = i64::try_from(limit - 1).unwrap_or(i64::MAX);
+        let (pending, processed) = tokio::try_join!(
+            self.inner.get_dependencies(id, "pending", 0, end),
+            self.inner.get_dependencies(id, "processed", 0, end),
+        )
+        .map_err(|e| self.error(e))?;
+        let prefix = format!("{}:", self.conn.prefix());
+        let child = |item: bullmq::DependencyItem| {
+            // `<prefix>:<queue>:<id>`; a child under another prefix is split at its
+            // first ':' after that prefix's end, as far as it can be told.
+            let key = item.id.strip_prefix(&prefix).unwrap_or(&item.id);
+            let (queue, id) = key.split_once(':').unwrap_or(("", key));
+            ChildJob {
+                queue: queue.to_owned(),
+                id: id.to_owned(),
+                return_value: item.v,
+            }
+        };
+        Ok(Children {
+            pending_total: pending.total,
+            pending: pending.items.into_iter().map(child).collect(),
+            processed_total: processed.total,
+            processed: processed.items.into_iter().map(child).collect(),
+        })
     }
 
     pub(crate) async fn per_minute(
