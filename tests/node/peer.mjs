@@ -7,12 +7,16 @@
 //   node peer.mjs counts <queue>
 //   node peer.mjs produce-traced <queue> '<json array>'   add inside a span, with bullmq-otel
 //   node peer.mjs work-traced <queue> <count>             process with bullmq-otel
+//   node peer.mjs board <queue> <status>                  what Bull Board's API shows of the
+//                                                          queue and its jobs in <status>
 //
 // The traced commands print every span they ended as {span: {name, kind, traceId,
 // spanId, parentSpanId}}.
 //
 // Environment: REDIS_URL (default redis://127.0.0.1:6379), PREFIX (default bull).
 import { Queue, QueueEvents, Worker } from 'bullmq';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { queuesHandler } from '@bull-board/api/dist/handlers/queues.js';
 import { BullMQOtel } from 'bullmq-otel';
 import { context, propagation, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
@@ -134,7 +138,18 @@ async function workTraced() {
   printSpans();
 }
 
+// Bull Board's own `GET /api/queues` handler, called as its server adapters call it.
+async function board() {
+  const queue = new Queue(queueName, { connection, prefix });
+  const queues = new Map([[queueName, new BullMQAdapter(queue)]]);
+  const query = { activeQueue: queueName, status: arg, page: 1, jobsPerPage: 50 };
+  const { body } = await queuesHandler({ queues, query, uiConfig: {} });
+  print(body.queues[0]);
+  await queue.close();
+}
+
 const commands = {
+  board,
   produce,
   work,
   events,

@@ -1070,3 +1070,157 @@ async fn a_flows_job_page_shows_its_parent_and_children_as_a_tree() {
         "the parent, as the engine wrote it: {child}"
     );
 }
+
+/// The numbers in a row of the overview, in column order.
+fn overview_cells(page: &str, queue: &str) -> Vec<String> {
+    let row = page
+        .split("<tr>")
+        .find(|r| r.contains(&format!(">{queue}</a>")))
+        .unwrap_or_else(|| panic!("no row for {queue}: {page}"));
+    row.split("<td class=\"n\">")
+        .skip(1)
+        .map(|cell| {
+            let cell = cell.split("</td>").next().unwrap_or_default();
+            // Strip the markup around a number (a link, a red span).
+            cell.chars().filter(char::is_ascii_digit).collect()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn bull_board_and_ours_agree_on_counts_and_job_fields() {
+    let redis = TestRedis::new("dash-board");
+    let app = redis
+        .app(|b| b.processor(Processor::new("dash-agree").any_job(fails)))
+        .await;
+    let q = app.queue::<serde_json::Value>("dash-agree").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    for i in 0..3 {
+        q.add(
+            "welcome",
+            serde_json::json!({"fail": true, "n": i}),
+            JobOptions::new().job_id(format!("bad-{i}")),
+        )
+        .await
+        .unwrap();
+        wait_for_state(&q, &format!("bad-{i}"), JobState::Failed, SOON).await;
+    }
+    q.add(
+        "welcome",
+        serde_json::json!({}),
+        JobOptions::new().job_id("good-1"),
+    )
+    .await
+    .unwrap();
+    wait_for_state(&q, "good-1", JobState::Completed, SOON).await;
+    workers.shutdown(SOON).await;
+    q.add(
+        "later",
+        serde_json::json!({}),
+        JobOptions::new().delay(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    q.add("now", serde_json::json!({}), JobOptions::new().priority(5))
+        .await
+        .unwrap();
+    q.add("next", serde_json::json!({}), JobOptions::new())
+        .await
+        .unwrap();
+
+    let lines = queue_tests::node::run(redis.prefix(), &["board", "dash-agree", "failed"]).await;
+    let board = lines.last().expect("Bull Board's view").clone();
+    let addr = serve(&app).await;
+    let overview = text(&get(addr, "/admin/queues", "viewer").await);
+    let cells = overview_cells(&overview, "dash-agree");
+    // Our columns: waiting, prioritized, delayed, active, waiting-children, completed,
+    // failed, then workers and schedulers.
+    let ours = |i: usize| cells[i].parse::<u64>().unwrap();
+    let theirs = |state: &str| board["counts"][state].as_u64().unwrap();
+    for (i, state) in [
+        "waiting",
+        "prioritized",
+        "delayed",
+        "active",
+        "waiting-children",
+        "completed",
+        "failed",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(
+            ours(i),
+            theirs(state),
+            "{state}: ours {cells:?}, Bull Board {}",
+            board["counts"]
+        );
+    }
+    assert_eq!(board["isPaused"], false);
+    assert_eq!(board["jobSchedulerCount"], 0);
+
+    // The failed jobs: the same ids in the same order, with the same reasons and
+    // attempts, and the same added time.
+    let page = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-agree?state=failed",
+            "viewer",
+        )
+        .await,
+    );
+    let our_ids: Vec<&str> = page
+        .split("/jobs/")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    let their_jobs = board["jobs"].as_array().unwrap();
+    let their_ids: Vec<&str> = their_jobs
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(our_ids, their_ids);
+    for job in their_jobs {
+        let id = job["id"].as_str().unwrap();
+        let ours = text(
+            &get(
+                addr,
+                &format!("/admin/queues/queues/dash-agree/jobs/{id}"),
+                "operator",
+            )
+            .await,
+        );
+        let reason = job["failedReason"].as_str().unwrap();
+        assert!(ours.contains(&super_escape(reason)), "{id}: {reason}");
+        assert!(
+            ours.contains(&format!("<dd>{} made,", job["attempts"])),
+            "{id}: attempts {}",
+            job["attempts"]
+        );
+        let info = q.get_job(id).await.unwrap().unwrap();
+        assert_eq!(
+            Some(info.timestamp_ms),
+            job["timestamp"].as_u64(),
+            "{id}: added"
+        );
+        assert_eq!(job["data"], info.data, "{id}: the payload both read");
+    }
+    // Paused, both say so.
+    q.pause().await.unwrap();
+    let lines = queue_tests::node::run(redis.prefix(), &["board", "dash-agree", "waiting"]).await;
+    let board = lines.last().unwrap().clone();
+    assert_eq!(board["isPaused"], true);
+    let overview = text(&get(addr, "/admin/queues", "viewer").await);
+    assert!(overview.contains("paused"), "{overview}");
+    // A paused queue's waiting jobs: Node 5 keeps them in the `paused` list, and Bull
+    // Board counts them there; ours counts them as waiting, flagged paused.
+    let cells = overview_cells(&overview, "dash-agree");
+    let waiting_then =
+        board["counts"]["waiting"].as_u64().unwrap() + board["counts"]["paused"].as_u64().unwrap();
+    assert_eq!(
+        cells[0].parse::<u64>().unwrap(),
+        waiting_then,
+        "{cells:?} vs {}",
+        board["counts"]
+    );
+}
