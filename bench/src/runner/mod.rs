@@ -2,6 +2,7 @@
 //! of the systems rotates each round, so drift on a shared machine hits all of them),
 //! and a Markdown report of medians and ratios on stdout.
 
+mod dashboard;
 mod floor;
 mod outbox;
 mod redis;
@@ -125,6 +126,9 @@ pub(crate) fn run_all() -> BenchResult<()> {
     }
     if wanted("status") {
         report.push_str(&status::measure(&mut redis)?);
+    }
+    if wanted("dashboard") {
+        report.push_str(&dashboard::measure(&mut redis)?);
     }
     if wanted("footprint") {
         report.push_str(&suites::footprint(&mut redis, &rss)?);
