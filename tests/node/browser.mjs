@@ -50,6 +50,9 @@ try {
   await page.click('button:text-is("Pause")');
   await page.waitForSelector('h1 .chip:text-is("paused")');
   print({ step: 'paused', resume: await page.isVisible('button:text-is("Resume")') });
+  // The same queue page in the dark scheme, for a person to look at.
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.screenshot({ path: `${shots}/queue-dark.png`, fullPage: true });
   print({ errors });
 } finally {
   await browser.close();

@@ -1224,3 +1224,53 @@ async fn bull_board_and_ours_agree_on_counts_and_job_fields() {
         board["counts"]
     );
 }
+
+#[tokio::test]
+async fn operators_promote_one_or_all_delayed_and_retry_every_failed_job() {
+    let redis = TestRedis::new("dash-bulk");
+    let app = with_a_failed_job(&redis).await;
+    let q = app.queue::<serde_json::Value>("dash-mail").unwrap();
+    for i in 0..3 {
+        q.add(
+            "later",
+            serde_json::json!({}),
+            JobOptions::new()
+                .job_id(format!("later-{i}"))
+                .delay(Duration::from_secs(3600)),
+        )
+        .await
+        .unwrap();
+    }
+    let addr = serve(&app).await;
+    let base = "/admin/queues/queues/dash-mail";
+
+    let one = post(addr, &format!("{base}/jobs/later-0/promote"), "operator").await;
+    assert_eq!(one.status, 303);
+    assert_eq!(
+        q.get_job_state("later-0").await.unwrap(),
+        Some(JobState::Waiting)
+    );
+    // Promoting it again: it is not delayed any more.
+    let again = post(addr, &format!("{base}/jobs/later-0/promote"), "operator").await;
+    assert_eq!(again.status, 409, "{}", text(&again));
+    let page = text(&get(addr, base, "operator").await);
+    assert!(
+        page.contains("actions/promote-delayed") && page.contains("actions/retry-failed"),
+        "{page}"
+    );
+    assert_eq!(
+        post(addr, &format!("{base}/actions/promote-delayed"), "operator")
+            .await
+            .status,
+        303
+    );
+    assert_eq!(q.get_job_counts().await.unwrap().delayed, 0);
+    assert_eq!(
+        post(addr, &format!("{base}/actions/retry-failed"), "operator")
+            .await
+            .status,
+        303
+    );
+    let counts = q.get_job_counts().await.unwrap();
+    assert_eq!((counts.failed, counts.waiting), (0, 5), "{counts:?}");
+}

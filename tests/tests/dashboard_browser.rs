@@ -1,7 +1,8 @@
 //! The dashboard in a real browser: Debian's chromium driven by playwright-core
 //! (`tests/node/browser.mjs`; `scripts/test.sh` installs both). It finds a failed job,
 //! retries it and sees it complete without reloading, and pauses the queue. Screenshots
-//! of the overview and the job page are kept in `target/dashboard-screenshots/`.
+//! of the overview, the job page and the queue page in the dark scheme are kept in
+//! `target/dashboard-screenshots/`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -111,7 +112,7 @@ async fn an_operator_retries_a_failed_job_and_pauses_the_queue_in_a_browser() {
         Some(JobState::Completed)
     );
     assert!(q.is_paused().await.unwrap());
-    for shot in ["overview.png", "job.png"] {
+    for shot in ["overview.png", "job.png", "queue-dark.png"] {
         let size = std::fs::metadata(shots.join(shot))
             .map(|m| m.len())
             .unwrap_or(0);

@@ -72,7 +72,11 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> BenchResult<String> {
     let mut body = Vec::new();
     stream.read_to_end(&mut body).await?;
     if !body.starts_with(b"HTTP/1.1 200") {
-        return Err(format!("GET {path}: {}", String::from_utf8_lossy(&body[..body.len().min(200)])).into());
+        return Err(format!(
+            "GET {path}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(200)])
+        )
+        .into());
     }
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
@@ -92,11 +96,16 @@ async fn measure_pages(url: &str, jobs: u64) -> BenchResult<Vec<(&'static str, V
             let started = Instant::now();
             let response: Response = next.run(request).await;
             let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-            recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(us);
+            recorded
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(us);
             response
         }
     };
-    let dashboard = Dashboard::new(&app, |_: &axum::http::request::Parts| Access::read_only("bench"));
+    let dashboard = Dashboard::new(&app, |_: &axum::http::request::Parts| {
+        Access::read_only("bench")
+    });
     let router = Router::new()
         .nest("/q", dashboard.router())
         .layer(axum::middleware::from_fn(timed));
@@ -105,8 +114,14 @@ async fn measure_pages(url: &str, jobs: u64) -> BenchResult<Vec<(&'static str, V
     tokio::spawn(async move { axum::serve(listener, router).await });
     let pages = [
         ("overview", "/q".to_owned()),
-        ("50 newest completed", format!("/q/queues/{QUEUE}?state=completed")),
-        ("50 completed at page 10,000", format!("/q/queues/{QUEUE}?state=completed&page=10000")),
+        (
+            "50 newest completed",
+            format!("/q/queues/{QUEUE}?state=completed"),
+        ),
+        (
+            "50 completed at page 10,000",
+            format!("/q/queues/{QUEUE}?state=completed&page=10000"),
+        ),
         ("one job", format!("/q/queues/{QUEUE}/jobs/123456")),
     ];
     let mut out = Vec::new();
@@ -117,11 +132,18 @@ async fn measure_pages(url: &str, jobs: u64) -> BenchResult<Vec<(&'static str, V
         if label == "overview" && !page.contains(&format!("<td class=\"n\">{jobs}</td>")) {
             return Err(format!("the overview does not show {jobs} completed jobs").into());
         }
-        timings.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        timings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
         for _ in 0..REQUESTS {
             get(addr, &path).await?;
         }
-        let mut taken = std::mem::take(&mut *timings.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let mut taken = std::mem::take(
+            &mut *timings
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
         taken.sort_unstable();
         out.push((label, taken));
     }
@@ -136,7 +158,10 @@ pub(super) fn measure(redis: &mut BenchRedis) -> BenchResult<String> {
     redis.flush()?;
     let filling = Instant::now();
     runtime.block_on(fill(&redis.url(), jobs))?;
-    eprintln!("dashboard: {jobs} completed jobs written in {:?}", filling.elapsed());
+    eprintln!(
+        "dashboard: {jobs} completed jobs written in {:?}",
+        filling.elapsed()
+    );
     let pages = runtime.block_on(measure_pages(&redis.url(), jobs))?;
     let ms = |us: u64| us as f64 / 1000.0;
     let mut report = format!(

@@ -27,7 +27,7 @@ svg.spark{vertical-align:middle}svg.spark.good{fill:var(--good)}svg.spark.bad{fi
 input,select{font:inherit;padding:.2rem .4rem;border:1px solid var(--line);border-radius:.3rem;background:var(--bg);color:var(--fg)}
 nav.sub{margin:.25rem 0 1rem}nav.sub a{margin-right:1rem}
 textarea{font:13px/1.4 ui-monospace,monospace;width:100%;max-width:48rem;padding:.4rem;border:1px solid var(--line);border-radius:.3rem;background:var(--bg);color:var(--fg)}
-.field-error{margin:.25rem 0}
+.field-error{margin:.25rem 0}main>form,main>div>form{margin:.5rem 0}.actions a{align-self:center}
 ul.tree{list-style:none;padding-left:0}ul.tree ul{list-style:none;padding-left:1.25rem;border-left:1px solid var(--line);margin:.25rem 0}ul.tree li{margin:.2rem 0}
 "#;
 
