@@ -285,8 +285,7 @@ async fn a_queue_is_paged_fifty_at_a_time() {
 
 #[tokio::test]
 async fn operators_retry_remove_and_pause_and_each_action_is_audited() {
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let _guard = tracing::subscriber::set_default(audit_recorder(events.clone()));
+    let events = audit_log();
     let redis = TestRedis::new("dash-actions");
     let app = with_a_failed_job(&redis).await;
     let addr = serve(&app).await;
@@ -417,6 +416,20 @@ async fn bad_input_gets_4xx_pages_and_redis_down_a_503() {
         assert!(text(&page).contains("unavailable"), "{}", text(&page));
         assert!(page.header("retry-after").is_some());
     }
+}
+
+/// Every audit event of this test binary, as `field=value ...` text. The recorder is the
+/// process's global subscriber: a thread's own (`set_default`) can miss events when
+/// other test threads register the same call sites at the same time.
+fn audit_log() -> Arc<Mutex<Vec<String>>> {
+    static LOG: std::sync::OnceLock<Arc<Mutex<Vec<String>>>> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        tracing::subscriber::set_global_default(audit_recorder(log.clone()))
+            .expect("no other global subscriber in this binary");
+        log
+    })
+    .clone()
 }
 
 /// A subscriber that keeps every audit event as `field=value ...` text.

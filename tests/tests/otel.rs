@@ -4,8 +4,10 @@
 //! span below the one that caused it; and the same holds across Node's `bullmq-otel`,
 //! both directions.
 //!
-//! Each test installs its subscriber for its own thread (`set_default`) and runs on a
-//! current-thread runtime, so every span the app makes in it reaches its exporter.
+//! The subscriber is the process's global one, installed once: a thread's own
+//! (`set_default`) can miss spans when other test threads register the same call sites
+//! at the same time. The tests share its exporter and tell their spans apart by their
+//! queues' names, which no other test uses.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -26,26 +28,26 @@ const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 
 /// An OpenTelemetry SDK as an application sets one up, with the in-memory exporter, and
-/// the tracing layer over it, for this thread.
+/// the tracing layer over it, as the global subscriber.
 struct Otel {
     exporter: InMemorySpanExporter,
-    _provider: SdkTracerProvider,
-    _guard: tracing::subscriber::DefaultGuard,
 }
 
 impl Otel {
-    fn install() -> Self {
-        let exporter = InMemorySpanExporter::default();
-        let provider = SdkTracerProvider::builder()
-            .with_simple_exporter(exporter.clone())
-            .build();
-        let subscriber = tracing_subscriber::registry()
-            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("queue-tests")));
-        Otel {
-            exporter,
-            _provider: provider,
-            _guard: tracing::subscriber::set_default(subscriber),
-        }
+    fn install() -> &'static Self {
+        static OTEL: OnceLock<(Otel, SdkTracerProvider)> = OnceLock::new();
+        let (otel, _provider) = OTEL.get_or_init(|| {
+            let exporter = InMemorySpanExporter::default();
+            let provider = SdkTracerProvider::builder()
+                .with_simple_exporter(exporter.clone())
+                .build();
+            let subscriber = tracing_subscriber::registry()
+                .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("queue-tests")));
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other global subscriber in this binary");
+            (Otel { exporter }, provider)
+        });
+        otel
     }
 
     fn spans(&self) -> Vec<Span> {

@@ -121,15 +121,10 @@ pub(super) async fn submit(
             Err(_) => errors.delay_ms = Some("A whole number of milliseconds.".to_owned()),
         },
     }
+    let refuse =
+        |errors: &FieldErrors| Ok(invalid(&shared, &base, &access, &queue_name, &form, errors));
     let (Some(data), false) = (data, errors.any()) else {
-        return Ok(invalid(
-            &shared,
-            &base,
-            &access,
-            &queue_name,
-            &form,
-            &errors,
-        ));
+        return refuse(&errors);
     };
     let added = match queue.add(job_name, data, options).await {
         Ok(added) => added,
@@ -141,14 +136,7 @@ pub(super) async fn submit(
                 "payload" => errors.data = message,
                 _ => errors.delay_ms = message,
             }
-            return Ok(invalid(
-                &shared,
-                &base,
-                &access,
-                &queue_name,
-                &form,
-                &errors,
-            ));
+            return refuse(&errors);
         }
         Err(e) => return Err(e.into()),
     };

@@ -682,11 +682,7 @@ pub(super) async fn schedulers(
     let queue = shared.queue(&name)?;
     let here = format!("{}/queues/{}", base.as_str(), url_segment(&name));
     let schedulers = queue.get_schedulers(0..1_000).await?;
-    let mut body = format!(
-        "<h1><a href=\"{}\">{}</a> · schedulers</h1>",
-        esc(&here),
-        esc(&name)
-    );
+    let mut body = sub_page_heading(&here, &name, "schedulers");
     if schedulers.is_empty() {
         body.push_str("<p class=\"muted\">No schedulers.</p>");
     } else {
@@ -736,11 +732,7 @@ pub(super) async fn workers(
     let queue = shared.queue(&name)?;
     let here = format!("{}/queues/{}", base.as_str(), url_segment(&name));
     let workers = queue.get_workers().await?;
-    let mut body = format!(
-        "<h1><a href=\"{}\">{}</a> · workers</h1>",
-        esc(&here),
-        esc(&name)
-    );
+    let mut body = sub_page_heading(&here, &name, "workers");
     if workers.is_empty() {
         body.push_str("<p class=\"muted\">No worker is connected (or this Redis does not list its clients).</p>");
     } else {
@@ -764,4 +756,13 @@ pub(super) async fn workers(
         &body,
     )
     .into_response())
+}
+
+/// The heading of a queue's sub-page: the queue, linked, and what the page lists.
+fn sub_page_heading(queue_page: &str, queue: &str, what: &str) -> String {
+    format!(
+        "<h1><a href=\"{}\">{}</a> · {what}</h1>",
+        esc(queue_page),
+        esc(queue)
+    )
 }
