@@ -1287,3 +1287,48 @@ async fn operators_promote_one_or_all_delayed_and_retry_every_failed_job() {
     let counts = q.get_job_counts().await.unwrap();
     assert_eq!((counts.failed, counts.waiting), (0, 5), "{counts:?}");
 }
+
+#[tokio::test]
+async fn live_pages_recover_after_redis_restarts() {
+    let mut redis = PrivateRedis::start();
+    let app = QueueApp::builder()
+        .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .command_timeout(Duration::from_secs(1))
+        .processor(Processor::new("dash-restart").any_job(fails))
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<serde_json::Value>("dash-restart").unwrap();
+    let addr = serve(&app).await;
+    let mut before = Tab::open(addr, "/admin/queues/queues/dash-restart/live").await;
+    queue_tests::wait_until(SOON, "the reader blocks on its stream", || async {
+        (stream_readers(&redis).await == 1).then_some(())
+    })
+    .await;
+    redis.restart();
+    queue_tests::wait_until(
+        Duration::from_secs(20),
+        "an add after the restart",
+        || async {
+            q.add("n", serde_json::json!({}), JobOptions::new())
+                .await
+                .ok()
+        },
+    )
+    .await;
+    // The tab that watched through the outage and one opened after it both follow the
+    // queue again, through one reader.
+    let mut after = Tab::open(addr, "/admin/queues/queues/dash-restart/live").await;
+    queue_tests::wait_until(
+        Duration::from_secs(20),
+        "the reader after the restart",
+        || async { (stream_readers(&redis).await == 1).then_some(()) },
+    )
+    .await;
+    let added = q
+        .add("n", serde_json::json!({}), JobOptions::new())
+        .await
+        .unwrap();
+    after.read_until(|seen| seen.contains(&added.id)).await;
+    before.read_until(|seen| seen.contains(&added.id)).await;
+}

@@ -57,6 +57,14 @@ impl LiveHub {
         }
         true
     }
+
+    /// Drops `feed` from the hub if it is still `queue`'s: its reader has ended.
+    fn forget(&self, queue: &str, feed: &broadcast::Sender<Arc<str>>) {
+        let mut feeds = self.feeds.lock().unwrap_or_else(PoisonError::into_inner);
+        if feeds.get(queue).is_some_and(|f| f.same_channel(feed)) {
+            feeds.remove(queue);
+        }
+    }
 }
 
 /// Reads `queue`'s events until nobody watches, sending an update per burst.
@@ -70,10 +78,7 @@ async fn read(hub: Arc<LiveHub>, app: QueueApp, queue: String, feed: broadcast::
             // Redis is away: say so, and end; the tabs' EventSource reconnects, and the
             // next subscription tries again.
             let _ = feed.send(Arc::from(r#"{"unavailable":true}"#));
-            let mut feeds = hub.feeds.lock().unwrap_or_else(PoisonError::into_inner);
-            if feeds.get(&queue).is_some_and(|f| f.same_channel(&feed)) {
-                feeds.remove(&queue);
-            }
+            hub.forget(&queue, &feed);
             return;
         }
     };
@@ -108,6 +113,9 @@ async fn read(hub: Arc<LiveHub>, app: QueueApp, queue: String, feed: broadcast::
             break;
         }
     }
+    // Whatever ended the reading (nobody watches, or the event stream closed), the next
+    // tab must start a reader of its own rather than wait on this feed.
+    hub.forget(&queue, &feed);
     events.close().await;
 }
 
