@@ -65,6 +65,22 @@ pub const PAGE_SIZE: usize = 50;
 /// The dashboard's router, built with the application's access policy.
 ///
 /// See the [module docs](self) for the pages and actions.
+///
+/// ```no_run
+/// use axum::http::request::Parts;
+/// use axum::Router;
+/// use queue_axum::dashboard::{Access, Dashboard};
+///
+/// # fn demo(app: queue_core::QueueApp) {
+/// // Support staff may look; the on-call operator may act and see payloads.
+/// let policy = |request: &Parts| match request.headers.get("x-staff-role") {
+///     Some(role) if role == "oncall" => Access::operator("oncall").with_payloads(),
+///     Some(role) if role == "support" => Access::read_only("support"),
+///     _ => Access::forbidden(),
+/// };
+/// let router: Router = Router::new().nest("/ops/queues", Dashboard::new(&app, policy).router());
+/// # }
+/// ```
 pub struct Dashboard {
     shared: Arc<Shared>,
 }
