@@ -26,6 +26,8 @@
 //! use queue_axum::dashboard::{Access, Dashboard};
 //!
 //! # fn demo(app: queue_core::QueueApp) {
+//! // `x-operator` is set by the authenticating proxy in front of the app, which strips
+//! // any copy a client sends; see `Access` for the levels.
 //! let dashboard = Dashboard::new(&app, |request: &axum::http::request::Parts| {
 //!     match request.headers.get("x-operator") {
 //!         Some(_) => Access::operator("ops"),
@@ -72,7 +74,9 @@ pub const PAGE_SIZE: usize = 50;
 /// use queue_axum::dashboard::{Access, Dashboard};
 ///
 /// # fn demo(app: queue_core::QueueApp) {
-/// // Support staff may look; the on-call operator may act and see payloads.
+/// // Roles from the authenticating proxy in front of the app (which strips any copy a
+/// // client sends). Support staff may look; the on-call operator may act and see
+/// // payloads.
 /// let policy = |request: &Parts| match request.headers.get("x-staff-role") {
 ///     Some(role) if role == "oncall" => Access::operator("oncall").with_payloads(),
 ///     Some(role) if role == "support" => Access::read_only("support"),
