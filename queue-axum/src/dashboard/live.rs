@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, Stream};
-use queue_core::{JobCounts, QueueApp};
+use queue_core::{JobCounts, JobState, QueueApp};
 use tokio::sync::broadcast;
 
 use super::{PageResult, Shared};
@@ -120,16 +120,12 @@ async fn read(hub: Arc<LiveHub>, app: QueueApp, queue: String, feed: broadcast::
 }
 
 fn update_json(counts: &JobCounts, paused: bool, moved: &[String]) -> String {
+    let by_state: serde_json::Map<String, serde_json::Value> = JobState::ALL
+        .iter()
+        .map(|state| (state.as_str().to_owned(), counts.of(*state).into()))
+        .collect();
     serde_json::json!({
-        "counts": {
-            "waiting": counts.waiting,
-            "prioritized": counts.prioritized,
-            "delayed": counts.delayed,
-            "active": counts.active,
-            "waiting-children": counts.waiting_children,
-            "completed": counts.completed,
-            "failed": counts.failed,
-        },
+        "counts": by_state,
         "paused": paused,
         "jobs": moved,
     })

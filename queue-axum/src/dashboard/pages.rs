@@ -27,20 +27,6 @@ const LISTED: [JobState; 7] = [
     JobState::Failed,
 ];
 
-fn count_of(counts: &JobCounts, state: JobState) -> u64 {
-    match state {
-        JobState::Waiting => counts.waiting,
-        JobState::Prioritized => counts.prioritized,
-        JobState::Delayed => counts.delayed,
-        JobState::Active => counts.active,
-        JobState::WaitingChildren => counts.waiting_children,
-        JobState::Completed => counts.completed,
-        JobState::Failed => counts.failed,
-        // Pending jobs are in the application's outbox, not in Redis.
-        _ => 0,
-    }
-}
-
 /// The minutes of BullMQ's per-minute figures the overview draws.
 const OVERVIEW_MINUTES: usize = 60;
 
@@ -73,7 +59,7 @@ pub(super) async fn overview(
             }
         ));
         for state in LISTED {
-            let n = count_of(&counts, state);
+            let n = counts.of(state);
             let cell = if n > 0 && state == JobState::Failed {
                 format!("<span class=\"bad\">{n}</span>")
             } else {
@@ -302,7 +288,7 @@ pub(super) async fn queue(
             },
             listed.as_str(),
             listed.as_str(),
-            count_of(&counts, listed)
+            counts.of(listed)
         ));
     }
     body.push_str("</nav>");
@@ -345,7 +331,7 @@ pub(super) async fn queue(
     let page = listing.page;
     body.push_str(&format!("<p class=\"muted\">page {page}"));
     if listing.name.is_none() {
-        let total = usize::try_from(count_of(&counts, listing.state)).unwrap_or(usize::MAX);
+        let total = usize::try_from(counts.of(listing.state)).unwrap_or(usize::MAX);
         body.push_str(&format!(" of {}", total.div_ceil(PAGE_SIZE).max(1)));
     } else {
         body.push_str(&format!(

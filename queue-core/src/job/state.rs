@@ -117,6 +117,28 @@ pub struct JobCounts {
 }
 
 impl JobCounts {
+    /// The count of one state; `0` for [`JobState::Pending`], which is not in Redis.
+    ///
+    /// ```
+    /// use queue_core::{JobCounts, JobState};
+    ///
+    /// let counts = JobCounts { failed: 2, ..JobCounts::default() };
+    /// assert_eq!(counts.of(JobState::Failed), 2);
+    /// assert_eq!(counts.of(JobState::Pending), 0);
+    /// ```
+    pub fn of(&self, state: JobState) -> u64 {
+        match state {
+            JobState::Waiting => self.waiting,
+            JobState::Prioritized => self.prioritized,
+            JobState::Delayed => self.delayed,
+            JobState::Active => self.active,
+            JobState::Completed => self.completed,
+            JobState::Failed => self.failed,
+            JobState::WaitingChildren => self.waiting_children,
+            JobState::Pending => 0,
+        }
+    }
+
     /// Jobs that have not finished yet.
     pub fn unfinished(&self) -> u64 {
         self.waiting + self.prioritized + self.delayed + self.active + self.waiting_children

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{Metrics, StateLabels};
 use crate::error::Error;
-use crate::job::JobCounts;
+use crate::job::{JobCounts, JobState};
 use crate::QueueApp;
 
 /// How long a queue's counts serve scrapes before they are read again.
@@ -19,17 +19,19 @@ pub(super) struct DepthCache {
     read_at: HashMap<String, Instant>,
 }
 
-/// BullMQ's state names, as Node's `getJobCounts` and `exportPrometheusMetrics` use them.
+/// Each state's count under BullMQ's name (Node's `getJobCounts` and
+/// `exportPrometheusMetrics` use the same), in the order the scrape lists them.
 fn states(counts: &JobCounts) -> [(&'static str, u64); 7] {
     [
-        ("active", counts.active),
-        ("completed", counts.completed),
-        ("delayed", counts.delayed),
-        ("failed", counts.failed),
-        ("prioritized", counts.prioritized),
-        ("waiting", counts.waiting),
-        ("waiting-children", counts.waiting_children),
+        JobState::Active,
+        JobState::Completed,
+        JobState::Delayed,
+        JobState::Failed,
+        JobState::Prioritized,
+        JobState::Waiting,
+        JobState::WaitingChildren,
     ]
+    .map(|state| (state.as_str(), counts.of(state)))
 }
 
 impl Metrics {
