@@ -159,10 +159,9 @@ pub(super) async fn on_scheduler(
     let queue = shared.queue(&name)?;
     let outcome = match action.as_str() {
         "run" => {
-            let schedulers = queue.get_schedulers(0..10_000).await?;
-            let next = schedulers
-                .iter()
-                .find(|s| s.id == id)
+            let next = queue
+                .get_scheduler(&id)
+                .await?
                 .ok_or_else(|| {
                     Problem::NotFound(format!("No scheduler `{id}` in queue `{name}`."))
                 })?

@@ -148,6 +148,14 @@ impl<T> Queue<T> {
         .await
     }
 
+    /// The scheduler `id`, if the queue has it.
+    pub async fn get_scheduler(&self, id: &str) -> Result<Option<SchedulerInfo>, Error> {
+        self.timed("get_scheduler", async {
+            self.engine().await?.scheduler(id).await
+        })
+        .await
+    }
+
     /// The flow children of job `id`: up to `limit` of the pending and of the processed
     /// ones, and how many of each there are.
     pub async fn get_children(&self, id: &str, limit: usize) -> Result<Children, Error> {

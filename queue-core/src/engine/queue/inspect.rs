@@ -53,18 +53,16 @@ impl EngineQueue {
             .get_job_schedulers(to_isize(start), to_isize(end), true)
             .await
             .map_err(|e| self.error(e))?;
-        Ok(schedulers
-            .into_iter()
-            .map(|s| SchedulerInfo {
-                id: s.key,
-                job_name: s.name,
-                pattern: s.pattern,
-                every: s.every.map(Duration::from_millis),
-                tz: s.tz,
-                next_run_ms: s.next,
-                iterations: s.iteration_count,
-            })
-            .collect())
+        Ok(schedulers.into_iter().map(scheduler_info).collect())
+    }
+
+    pub(crate) async fn scheduler(&self, id: &str) -> Result<Option<SchedulerInfo>, Error> {
+        let scheduler = self
+            .inner
+            .get_job_scheduler(id)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(scheduler.map(scheduler_info))
     }
 
     pub(crate) async fn children(&self, id: &str, limit: usize) -> Result<Children, Error> {
@@ -110,5 +108,17 @@ impl EngineQueue {
             .await
             .map_err(|e| self.error(e))?;
         Ok(metrics.data)
+    }
+}
+
+fn scheduler_info(s: bullmq::job_scheduler::JobSchedulerJson) -> SchedulerInfo {
+    SchedulerInfo {
+        id: s.key,
+        job_name: s.name,
+        pattern: s.pattern,
+        every: s.every.map(Duration::from_millis),
+        tz: s.tz,
+        next_run_ms: s.next,
+        iterations: s.iteration_count,
     }
 }
