@@ -437,6 +437,9 @@ pub(crate) fn consumer_span_name(queue: &str) -> String {
 /// once per queue rather than formatted per job), with OpenTelemetry's messaging
 /// attributes; its parent is the context the job carries. The status fields are
 /// recorded when the attempt fails.
+///
+/// Also returns the context the attempt runs in, so that jobs its handler adds continue
+/// the trace: the span's own when OpenTelemetry records it, else the carried one.
 pub(crate) fn consumer_span(
     span_name: &str,
     queue: &str,
@@ -444,7 +447,7 @@ pub(crate) fn consumer_span(
     job_name: &str,
     attempt: u32,
     carried: Option<&TraceContext>,
-) -> tracing::Span {
+) -> (tracing::Span, Option<TraceContext>) {
     let span = tracing::info_span!(
         target: "queue_core::worker",
         "job",
@@ -472,11 +475,13 @@ pub(crate) fn consumer_span(
     );
     if let Some(parent) = carried {
         set_parent(&span, parent);
-        if context_of(&span).is_none() {
-            span.record("trace_id", parent.trace_id());
-        }
     }
-    span
+    let own = context_of(&span);
+    if let (None, Some(parent)) = (&own, carried) {
+        span.record("trace_id", parent.trace_id());
+    }
+    let context = own.or_else(|| carried.cloned());
+    (span, context)
 }
 
 /// `add <queue>.<job>` or `<operation> <queue>`, written only if a layer records it.

@@ -52,7 +52,7 @@ impl Dispatcher {
             job.attempt(),
             job.max_attempts(),
         );
-        let span = crate::trace::consumer_span(
+        let (span, trace) = crate::trace::consumer_span(
             &self.span_name,
             &self.plan.queue,
             &id,
@@ -82,7 +82,7 @@ impl Dispatcher {
         };
         let (outcome, longest_poll) = match self.unreadable_data(&job, raw.explain_null).await {
             Some(problem) => (Err(unrecoverable(problem)), Duration::ZERO),
-            None => self.attempt(job).instrument(span.clone()).await,
+            None => self.attempt(job, trace).instrument(span.clone()).await,
         };
 
         // The reports below name the span as their parent rather than entering it: an
@@ -176,11 +176,12 @@ impl Dispatcher {
         explain.await
     }
 
-    /// Finds the job's handler and runs it under supervision; also returns the longest
-    /// single poll of the handler.
+    /// Finds the job's handler and runs it under supervision, in `trace` (so that a
+    /// fan-out stays one trace); also returns the longest single poll of the handler.
     async fn attempt(
         &self,
         job: Job<serde_json::Value>,
+        trace: Option<crate::trace::TraceContext>,
     ) -> (Result<serde_json::Value, AttemptFailure>, Duration) {
         let Some(planned) = self.plan.handler_for(job.name()) else {
             let failure = AttemptFailure {
@@ -202,10 +203,6 @@ impl Dispatcher {
             cancel: job.cancel_signal(),
             cancel_grace: self.plan.cancel_grace,
         };
-        // Jobs the handler adds continue its trace, so a fan-out stays one trace: the
-        // attempt's span context when OpenTelemetry records it, else the job's.
-        let trace = crate::trace::context_of(&tracing::Span::current())
-            .or_else(|| job.trace_context().cloned());
         // `run` is lazy: the payload's deserialization and the call that builds the
         // handler's future happen in the first poll, inside `catch_unwind`.
         let handler = planned.handler.run(job, &self.deps);
