@@ -90,19 +90,15 @@ impl<S> QueueService<S> {
         incoming: Option<TraceContext>,
         request_id: Option<&str>,
     ) -> (Option<TraceContext>, Option<tracing::Span>) {
-        let span = || {
-            tracing::info_span!(
-                "request",
-                trace_id = tracing::field::Empty,
-                request_id = request_id.unwrap_or_default(),
-            )
-        };
-        let span = match &incoming {
-            Some(_) => span(),
-            // No span to record when there is no trace to give it.
-            None if !self.start_traces && !trace::OPENTELEMETRY => return (None, None),
-            None => span(),
-        };
+        // No span to record when there is no trace to give it.
+        if incoming.is_none() && !self.start_traces && !trace::OPENTELEMETRY {
+            return (None, None);
+        }
+        let span = tracing::info_span!(
+            "request",
+            trace_id = tracing::field::Empty,
+            request_id = request_id.unwrap_or_default(),
+        );
         trace::set_parent_if_unparented(&span, incoming.as_ref());
         let context = trace::context_of(&span).or(incoming).or_else(|| {
             // An untraced request stays untraced unless OpenTelemetry traced it.

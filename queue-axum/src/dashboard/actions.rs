@@ -12,7 +12,6 @@ use axum::Form;
 use queue_core::JobState;
 use serde::Deserialize;
 
-use super::html::url_segment;
 use super::{Access, Base, PageResult, Problem, Shared, AUDIT_TARGET};
 
 /// `POST /queues/{queue}/jobs/{id}/{retry|promote|remove}`.
@@ -41,19 +40,12 @@ pub(super) async fn on_job(
         other => return Err(unknown_action(other, "retry, promote, remove")),
     };
     audit(&access, &action, &name, Some(&id), &outcome);
-    let job_page = format!(
-        "{}/queues/{}/jobs/{}",
-        base.as_str(),
-        url_segment(&name),
-        url_segment(&id)
-    );
-    let queue_page = format!("{}/queues/{}", base.as_str(), url_segment(&name));
     outcome?;
     // A removed job has no page left to show.
     let to = if action == "remove" {
-        queue_page
+        base.queue_page(&name)
     } else {
-        job_page
+        base.job_page(&name, &id)
     };
     Ok(Redirect::to(&to).into_response())
 }
@@ -81,7 +73,7 @@ pub(super) async fn on_queue(
     };
     audit(&access, &action, &name, None, &outcome);
     outcome?;
-    Ok(Redirect::to(&format!("{}/queues/{}", base.as_str(), url_segment(&name))).into_response())
+    Ok(Redirect::to(&base.queue_page(&name)).into_response())
 }
 
 /// The clean form: which state, and how old a job must be to go.
@@ -134,9 +126,8 @@ pub(super) async fn clean(
     audit(&access, "clean", &name, None, &outcome);
     outcome?;
     Ok(Redirect::to(&format!(
-        "{}/queues/{}?state={}",
-        base.as_str(),
-        url_segment(&name),
+        "{}?state={}",
+        base.queue_page(&name),
         state.as_str()
     ))
     .into_response())
@@ -190,12 +181,7 @@ pub(super) async fn on_scheduler(
         &outcome,
     );
     outcome?;
-    Ok(Redirect::to(&format!(
-        "{}/queues/{}/schedulers",
-        base.as_str(),
-        url_segment(&name)
-    ))
-    .into_response())
+    Ok(Redirect::to(&format!("{}/schedulers", base.queue_page(&name))).into_response())
 }
 
 /// One line per action: who did what to which queue and job, and how it went.

@@ -12,7 +12,7 @@ use axum::{Extension, Form};
 use queue_core::{JobOptions, PayloadError};
 use serde::Deserialize;
 
-use super::html::{self, esc, url_segment};
+use super::html::{self, esc};
 use super::{Access, Base, PageResult, Problem, Shared, AUDIT_TARGET};
 
 /// What the form sends.
@@ -149,13 +149,7 @@ pub(super) async fn submit(
         duplicate = added.duplicate,
         "dashboard action"
     );
-    Ok(Redirect::to(&format!(
-        "{}/queues/{}/jobs/{}",
-        base.as_str(),
-        url_segment(&queue_name),
-        url_segment(&added.id)
-    ))
-    .into_response())
+    Ok(Redirect::to(&base.job_page(&queue_name, &added.id)).into_response())
 }
 
 fn invalid(
@@ -181,7 +175,7 @@ fn page(
     form: &AddForm,
     errors: &FieldErrors,
 ) -> axum::response::Html<String> {
-    let here = format!("{}/queues/{}", base.as_str(), url_segment(queue));
+    let here = base.queue_page(queue);
     let (names, any_name) = shared.app.job_names(queue);
     let beside = |error: &Option<String>| {
         error.as_deref().map_or_else(String::new, |e| {

@@ -52,18 +52,25 @@ impl LiveHub {
         if feed.receiver_count() > 0 {
             return false;
         }
-        if feeds.get(queue).is_some_and(|f| f.same_channel(feed)) {
-            feeds.remove(queue);
-        }
+        remove_if_current(&mut feeds, queue, feed);
         true
     }
 
     /// Drops `feed` from the hub if it is still `queue`'s: its reader has ended.
     fn forget(&self, queue: &str, feed: &broadcast::Sender<Arc<str>>) {
         let mut feeds = self.feeds.lock().unwrap_or_else(PoisonError::into_inner);
-        if feeds.get(queue).is_some_and(|f| f.same_channel(feed)) {
-            feeds.remove(queue);
-        }
+        remove_if_current(&mut feeds, queue, feed);
+    }
+}
+
+/// Removes `queue`'s entry if it is `feed` (a newer reader may have replaced it).
+fn remove_if_current(
+    feeds: &mut HashMap<String, broadcast::Sender<Arc<str>>>,
+    queue: &str,
+    feed: &broadcast::Sender<Arc<str>>,
+) {
+    if feeds.get(queue).is_some_and(|f| f.same_channel(feed)) {
+        feeds.remove(queue);
     }
 }
 

@@ -188,6 +188,16 @@ impl Base {
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A queue's page (a URL: escape it for HTML).
+    pub(crate) fn queue_page(&self, queue: &str) -> String {
+        format!("{}/queues/{}", self.0, html::url_segment(queue))
+    }
+
+    /// A job's page (a URL: escape it for HTML).
+    pub(crate) fn job_page(&self, queue: &str, id: &str) -> String {
+        format!("{}/jobs/{}", self.queue_page(queue), html::url_segment(id))
+    }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Base {

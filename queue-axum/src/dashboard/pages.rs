@@ -37,7 +37,8 @@ pub(super) async fn overview(
 ) -> PageResult {
     let mut rows = String::new();
     for name in shared.app.known_queues() {
-        let queue = shared.queue(&name)?;
+        // Known by construction: `Shared::queue`'s check would list them all again.
+        let queue = shared.app.queue::<serde_json::Value>(&name)?;
         let (counts, paused, workers, limits, schedulers, completed, failed) = tokio::try_join!(
             queue.get_job_counts(),
             queue.is_paused(),
@@ -47,7 +48,7 @@ pub(super) async fn overview(
             queue.get_per_minute(Outcome::Completed, OVERVIEW_MINUTES),
             queue.get_per_minute(Outcome::Failed, OVERVIEW_MINUTES),
         )?;
-        let link = format!("{}/queues/{}", base.as_str(), url_segment(&name));
+        let link = base.queue_page(&name);
         rows.push_str(&format!(
             "<tr><td><a href=\"{}\">{}</a>{}</td>",
             esc(&link),
@@ -243,7 +244,7 @@ pub(super) async fn queue(
     Query(query): Query<QueueQuery>,
 ) -> PageResult {
     let queue = shared.queue(&name)?;
-    let here = format!("{}/queues/{}", base.as_str(), url_segment(&name));
+    let here = base.queue_page(&name);
     if let Some(id) = query
         .id
         .as_deref()
@@ -416,17 +417,11 @@ pub(super) async fn job(
             )))
         }
     };
-    let here = format!(
-        "{}/queues/{}/jobs/{}",
-        base.as_str(),
-        url_segment(&name),
-        url_segment(&id)
-    );
+    let here = base.job_page(&name, &id);
     let mut body = format!(
-        "<div data-live=\"{}/queues/{}/live\" data-job=\"{}\">{UNAVAILABLE_NOTICE}<div data-refresh>\
+        "<div data-live=\"{}/live\" data-job=\"{}\">{UNAVAILABLE_NOTICE}<div data-refresh>\
          <h1>{} <span class=\"chip\">{}</span></h1>",
-        esc(base.as_str()),
-        url_segment(&name),
+        esc(&base.queue_page(&name)),
         esc(&info.id),
         esc(&info.id),
         state.as_str()
@@ -445,7 +440,7 @@ pub(super) async fn job(
         }
         body.push_str("</div>");
     }
-    body.push_str(&details(&name, &info, base.as_str()));
+    body.push_str(&details(&name, &info, &base));
     if let Some(reason) = &info.failed_reason {
         body.push_str(&format!(
             "<h2>Failure</h2><pre class=\"bad\">{}</pre>",
@@ -482,7 +477,7 @@ pub(super) async fn job(
         &info,
         &name,
         &children,
-        base.as_str(),
+        &base,
         access.sees_payloads(),
     ));
     body.push_str(&format!("<h2>Logs ({})</h2>", logs.total));
@@ -495,15 +490,14 @@ pub(super) async fn job(
     Ok(html::page(base.as_str(), &info.id, access.who(), &body).into_response())
 }
 
-fn details(queue: &str, info: &JobInfo, base: &str) -> String {
+fn details(queue: &str, info: &JobInfo, base: &Base) -> String {
     let optional_time = |ms: Option<u64>| ms.map_or_else(|| "—".to_owned(), html::time);
     let rows = [
         (
             "queue",
             format!(
-                "<a href=\"{}/queues/{}\">{}</a>",
-                esc(base),
-                url_segment(queue),
+                "<a href=\"{}\">{}</a>",
+                esc(&base.queue_page(queue)),
                 esc(queue)
             ),
         ),
@@ -548,7 +542,7 @@ fn family_tree(
     info: &JobInfo,
     queue: &str,
     children: &queue_core::Children,
-    base: &str,
+    base: &Base,
     payloads: bool,
 ) -> String {
     if info.parent.is_none() && children.pending_total == 0 && children.processed_total == 0 {
@@ -556,10 +550,8 @@ fn family_tree(
     }
     let link = |queue: &str, id: &str| {
         format!(
-            "<a href=\"{}/queues/{}/jobs/{}\">{}</a> <span class=\"muted\">in {}</span>",
-            esc(base),
-            url_segment(queue),
-            url_segment(id),
+            "<a href=\"{}\">{}</a> <span class=\"muted\">in {}</span>",
+            esc(&base.job_page(queue, id)),
             esc(id),
             esc(queue)
         )
@@ -567,8 +559,7 @@ fn family_tree(
     let mut out = String::from("<h2>Flow</h2><ul class=\"tree\">");
     let mut close = "";
     if let Some(parent) = &info.parent {
-        let parent_queue = parent.queue_key.rsplit(':').next().unwrap_or_default();
-        out.push_str(&format!("<li>{}<ul>", link(parent_queue, &parent.id)));
+        out.push_str(&format!("<li>{}<ul>", link(parent.queue(), &parent.id)));
         close = "</ul></li>";
     }
     out.push_str(&format!("<li><strong>{}</strong>", link(queue, &info.id)));
@@ -606,20 +597,16 @@ fn family_tree(
     out
 }
 
-/// The flow parent, linked when it is in a queue of this app's prefix.
-fn parent_link(info: &JobInfo, base: &str) -> String {
+/// The flow parent, linked to its page.
+fn parent_link(info: &JobInfo, base: &Base) -> String {
     let Some(parent) = &info.parent else {
         return "—".to_owned();
     };
-    // `<prefix>:<queue>`: the queue is what follows the last ':'.
-    let queue = parent.queue_key.rsplit(':').next().unwrap_or_default();
     format!(
-        "<a href=\"{}/queues/{}/jobs/{}\">{} in {}</a>",
-        esc(base),
-        url_segment(queue),
-        url_segment(&parent.id),
+        "<a href=\"{}\">{} in {}</a>",
+        esc(&base.job_page(parent.queue(), &parent.id)),
         esc(&parent.id),
-        esc(queue)
+        esc(parent.queue())
     )
 }
 
@@ -666,7 +653,7 @@ pub(super) async fn schedulers(
     Path(name): Path<String>,
 ) -> PageResult {
     let queue = shared.queue(&name)?;
-    let here = format!("{}/queues/{}", base.as_str(), url_segment(&name));
+    let here = base.queue_page(&name);
     let schedulers = queue.get_schedulers(0..1_000).await?;
     let mut body = sub_page_heading(&here, &name, "schedulers");
     if schedulers.is_empty() {
@@ -716,7 +703,7 @@ pub(super) async fn workers(
     Path(name): Path<String>,
 ) -> PageResult {
     let queue = shared.queue(&name)?;
-    let here = format!("{}/queues/{}", base.as_str(), url_segment(&name));
+    let here = base.queue_page(&name);
     let workers = queue.get_workers().await?;
     let mut body = sub_page_heading(&here, &name, "workers");
     if workers.is_empty() {

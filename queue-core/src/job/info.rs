@@ -57,6 +57,14 @@ pub struct ParentJob {
     pub id: String,
 }
 
+impl ParentJob {
+    /// The parent's queue name: what follows the last `:` of its key prefix (a queue
+    /// name has none).
+    pub fn queue(&self) -> &str {
+        self.queue_key.rsplit(':').next().unwrap_or(&self.queue_key)
+    }
+}
+
 impl JobInfo {
     /// The payload as `D`.
     pub fn data_as<D: DeserializeOwned>(&self) -> Result<D, serde_json::Error> {
