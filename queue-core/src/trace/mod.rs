@@ -423,7 +423,11 @@ pub(crate) fn producer_span(
     );
     match explicit {
         Some(parent) => set_parent(&span, parent),
-        None => set_parent_if_unparented(&span, current().as_ref()),
+        // Borrowed, not cloned: every add passes here, and without OpenTelemetry
+        // nothing reads it.
+        None => {
+            let _ = CURRENT.try_with(|scope| set_parent_if_unparented(&span, Some(scope)));
+        }
     }
     span
 }
