@@ -60,6 +60,21 @@ mod routes;
 mod serve;
 mod trace_context;
 
+/// What the unit tests of several modules share.
+#[cfg(test)]
+mod test_support {
+    use axum::http::HeaderMap;
+
+    /// A header map of `pairs`.
+    pub(crate) fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, value.parse().unwrap());
+        }
+        headers
+    }
+}
+
 pub use accepted::{Accepted, DEFAULT_STATUS_PREFIX};
 pub use error::{QueueError, RETRY_AFTER_SECONDS};
 pub use extract::{

@@ -38,14 +38,7 @@ pub(crate) fn request_id_of(headers: &HeaderMap) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.insert(*name, value.parse().unwrap());
-        }
-        headers
-    }
+    use crate::test_support::headers;
 
     #[test]
     fn a_valid_traceparent_is_continued_with_its_tracestate() {

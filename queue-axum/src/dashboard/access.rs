@@ -224,14 +224,7 @@ fn secure_headers(headers: &mut HeaderMap) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.insert(*name, value.parse().unwrap());
-        }
-        headers
-    }
+    use crate::test_support::headers;
 
     #[test]
     fn only_same_origin_posts_pass() {
