@@ -690,15 +690,8 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
         .unwrap();
     }
     let addr = serve(&app).await;
-    let ids = |page: &str| -> Vec<String> {
-        page.split("/jobs/")
-            .skip(1)
-            .filter_map(|rest| rest.split('"').next())
-            .map(str::to_owned)
-            .collect()
-    };
     let newest = text(&get(addr, "/admin/queues/queues/dash-list", "viewer").await);
-    assert_eq!(ids(&newest).first().map(String::as_str), Some("j-5"));
+    assert_eq!(job_ids(&newest).first(), Some(&"j-5"));
     let oldest = text(
         &get(
             addr,
@@ -707,7 +700,7 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
         )
         .await,
     );
-    assert_eq!(ids(&oldest).first().map(String::as_str), Some("j-0"));
+    assert_eq!(job_ids(&oldest).first(), Some(&"j-0"));
     let odd = text(
         &get(
             addr,
@@ -716,7 +709,7 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
         )
         .await,
     );
-    assert_eq!(ids(&odd), ["j-1", "j-3", "j-5"]);
+    assert_eq!(job_ids(&odd), ["j-1", "j-3", "j-5"]);
     assert_eq!(
         get(
             addr,
@@ -1182,11 +1175,7 @@ async fn bull_board_and_ours_agree_on_counts_and_job_fields() {
         )
         .await,
     );
-    let our_ids: Vec<&str> = page
-        .split("/jobs/")
-        .skip(1)
-        .filter_map(|rest| rest.split('"').next())
-        .collect();
+    let our_ids = job_ids(&page);
     let their_jobs = board["jobs"].as_array().unwrap();
     let their_ids: Vec<&str> = their_jobs
         .iter()
@@ -1331,4 +1320,12 @@ async fn live_pages_recover_after_redis_restarts() {
         .unwrap();
     after.read_until(|seen| seen.contains(&added.id)).await;
     before.read_until(|seen| seen.contains(&added.id)).await;
+}
+
+/// The ids of the jobs a page links to, in order.
+fn job_ids(page: &str) -> Vec<&str> {
+    page.split("/jobs/")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect()
 }
