@@ -19,6 +19,18 @@ use std::sync::Arc;
 /// Compile-time check that a handler's payload can be deserialized.
 pub fn assert_payload<T: DeserializeOwned>() {}
 
+/// What a flow parent's second argument may be: `ChildResults<C>` with a
+/// deserializable `C`.
+#[diagnostic::on_unimplemented(
+    message = "a flow parent's second argument must be `ChildResults<C>` with `C: DeserializeOwned`",
+    label = "what the children return must implement `serde::Deserialize`"
+)]
+pub trait ChildResultsArg {}
+impl<C: DeserializeOwned> ChildResultsArg for crate::ChildResults<C> {}
+
+/// Compile-time check of a flow parent's children type.
+pub fn assert_child_results<T: ChildResultsArg>() {}
+
 /// What a handler may return: `Result<R, JobError>` with a serializable `R`.
 #[diagnostic::on_unimplemented(
     message = "a job handler must return `Result<R, JobError>` with `R: Serialize`, not `{Self}`",

@@ -5,6 +5,7 @@ mod deps;
 mod engine;
 mod error;
 mod events;
+mod flow;
 mod handler;
 mod job;
 mod options;
@@ -31,6 +32,7 @@ pub use app::{
 pub use deps::Dep;
 pub use error::{Error, PayloadError, RegistryError, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
+pub use flow::{AddedFlow, ChildKey, ChildResults, FailedChild, FlowJob, OnChildFailure};
 pub use handler::{Handler, JobError};
 pub use job::{Job, JobCounts, JobInfo, JobState, ParentJob, TestJobHandle};
 pub use options::{

@@ -3,6 +3,6 @@
 pub use serde::{Deserialize, Serialize};
 
 pub use crate::{
-    Backoff, Dep, Job, JobError, JobOptions, JobState, Keep, Processor, Queue, QueueApp,
-    WorkerEvent,
+    Backoff, ChildResults, Dep, Job, JobError, JobOptions, JobState, Keep, OnChildFailure,
+    Processor, Queue, QueueApp, WorkerEvent,
 };

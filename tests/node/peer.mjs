@@ -7,6 +7,9 @@
 //   node peer.mjs counts <queue>
 //   node peer.mjs produce-traced <queue> '<json array>'   add inside a span, with bullmq-otel
 //   node peer.mjs work-traced <queue> <count>             process with bullmq-otel
+//   node peer.mjs flow - '<json flow tree>'                Node's FlowProducer adds the tree
+//                                                          ({name, queueName, data, opts,
+//                                                          children}); prints its ids
 //   node peer.mjs board <queue> <status>                  what Bull Board's API shows of the
 //                                                          queue and its jobs in <status>
 //
@@ -14,7 +17,7 @@
 // spanId, parentSpanId}}.
 //
 // Environment: REDIS_URL (default redis://127.0.0.1:6379), PREFIX (default bull).
-import { Queue, QueueEvents, Worker } from 'bullmq';
+import { FlowProducer, Queue, QueueEvents, Worker } from 'bullmq';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { queuesHandler } from '@bull-board/api/dist/handlers/queues.js';
 import { BullMQOtel } from 'bullmq-otel';
@@ -53,6 +56,9 @@ async function runWorker(telemetry) {
     queueName,
     async (job) => {
       const line = { id: job.id, name: job.name, data: job.data, opts: job.opts, attemptsMade: job.attemptsMade };
+      // A flow parent: what its children returned, keyed as BullMQ keys them.
+      const children = await job.getChildrenValues();
+      if (Object.keys(children).length > 0) line.childrenValues = children;
       if (telemetry) line.traceId = trace.getActiveSpan()?.spanContext().traceId ?? null;
       print(line);
       if (job.data && job.data.failFirst && job.attemptsMade === 0) {
@@ -138,6 +144,15 @@ async function workTraced() {
   printSpans();
 }
 
+// Node's FlowProducer adds a tree; prints the id of every job, depth first.
+async function flow() {
+  const producer = new FlowProducer({ connection, prefix });
+  const added = await producer.add(JSON.parse(arg));
+  const ids = (node) => ({ queue: node.job.queueName, id: node.job.id, children: (node.children ?? []).map(ids) });
+  print({ flow: ids(added) });
+  await producer.close();
+}
+
 // Bull Board's own `GET /api/queues` handler, called as its server adapters call it.
 async function board() {
   const queue = new Queue(queueName, { connection, prefix });
@@ -150,6 +165,7 @@ async function board() {
 
 const commands = {
   board,
+  flow,
   produce,
   work,
   events,

@@ -253,3 +253,43 @@ async fn registrations_can_be_switched_off() {
     assert!(app.processor_queues().is_empty());
     let _ = Duration::ZERO;
 }
+
+#[processor("macro-flow", job = "part")]
+async fn macro_flow_part(job: Job<u32>) -> Result<u32, JobError> {
+    Ok(job.data * 10)
+}
+
+/// A flow parent declared by its signature: what its children return comes typed.
+#[processor("macro-flow", job = "total")]
+async fn macro_flow_total(job: Job<String>, parts: ChildResults<u32>) -> Result<String, JobError> {
+    Ok(format!("{}: {}", job.data, parts.values().sum::<u32>()))
+}
+
+#[tokio::test]
+async fn a_processor_declared_as_a_flow_parent_reads_its_children_typed() {
+    let redis = TestRedis::new("macro-flow");
+    let app = redis
+        .app(|b| b.registrations(Registrations::Queues(vec!["macro-flow".into()])))
+        .await;
+    let totals = app.queue::<String>("macro-flow").unwrap();
+    let parts = app.queue::<u32>("macro-flow").unwrap();
+    let flow = (1..=3).fold(
+        totals
+            .flow_job("total", "sum".into())
+            .options(JobOptions::new().job_id("total-1")),
+        |flow, n| flow.child(OnChildFailure::FailParent, parts.flow_job("part", n)),
+    );
+    app.add_flow(flow).await.unwrap();
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&totals, "total-1", JobState::Completed, SOON).await;
+    assert_eq!(
+        totals
+            .get_job("total-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .return_value,
+        Some(serde_json::json!("sum: 60"))
+    );
+    workers.shutdown(SOON).await;
+}

@@ -545,7 +545,7 @@ fn family_tree(
     base: &Base,
     payloads: bool,
 ) -> String {
-    if info.parent.is_none() && children.pending_total == 0 && children.processed_total == 0 {
+    if info.parent.is_none() && children.is_empty() {
         return String::new();
     }
     let link = |queue: &str, id: &str| {
@@ -563,7 +563,7 @@ fn family_tree(
         close = "</ul></li>";
     }
     out.push_str(&format!("<li><strong>{}</strong>", link(queue, &info.id)));
-    if children.pending_total + children.processed_total > 0 {
+    if !children.is_empty() {
         out.push_str("<ul>");
         for child in &children.pending {
             out.push_str(&format!(
@@ -581,8 +581,15 @@ fn family_tree(
                 link(&child.queue, &child.id)
             ));
         }
-        let shown = children.pending.len() + children.processed.len();
-        let total = children.pending_total + children.processed_total;
+        for failed in &children.failed {
+            out.push_str(&format!(
+                "<li>{} <span class=\"chip bad\">failed</span> <span class=\"muted\">{}</span></li>",
+                link(&failed.child.queue, &failed.child.id),
+                esc(&failed.reason)
+            ));
+        }
+        let shown = children.pending.len() + children.processed.len() + children.failed.len();
+        let total = children.pending_total + children.processed_total + children.failed_total;
         if (shown as u64) < total {
             out.push_str(&format!(
                 "<li class=\"muted\">… {} more</li>",

@@ -319,6 +319,18 @@ impl QueueApp {
         WorkerEvents::new(self.inner.worker_events.subscribe())
     }
 
+    /// Adds a flow: `root` and its descendants (see [`FlowJob`](crate::FlowJob)), across
+    /// queues, atomically. Every job is checked as `add` checks it before anything is
+    /// written; a bad one refuses the flow, naming it. A parent starts in
+    /// `waiting-children` and runs once its children are done, or as their failure
+    /// policies say.
+    ///
+    /// A root whose `job_id` exists already adds nothing: the answer is that job,
+    /// marked `duplicate`, without children.
+    pub async fn add_flow(&self, root: crate::FlowJob) -> Result<crate::AddedFlow, Error> {
+        crate::flow::add(root).await
+    }
+
     /// Reads `queue`'s Redis event stream (events from every process), from now on.
     pub async fn queue_events(&self, queue: &str) -> Result<QueueEvents, Error> {
         Ok(QueueEvents::new(Box::new(

@@ -104,6 +104,12 @@ impl Connection {
             .map_err(engine_error)
     }
 
+    /// The engine's flow producer on the shared connection.
+    pub(super) fn flow_producer(&self) -> Result<bullmq::FlowProducer, Error> {
+        bullmq::FlowProducer::with_connection(self.redis.clone(), Some(self.prefix.clone()))
+            .map_err(engine_error)
+    }
+
     /// Worker options carrying this connection and prefix.
     pub(super) fn worker_options(&self) -> bullmq::WorkerOptions {
         bullmq::WorkerOptions {

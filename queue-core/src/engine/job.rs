@@ -6,17 +6,39 @@ use bullmq::JobProgress;
 use futures::future::BoxFuture;
 use tokio::sync::Mutex;
 
+use super::connection::Connection;
 use super::convert::engine_error;
 use crate::error::Error;
+use crate::flow::RawChildren;
 use crate::job::JobWriter;
 
-/// The engine's job, shared by the handler's `Job<T>` for progress and logs.
-pub(crate) struct LiveJob(Arc<Mutex<bullmq::Job>>);
+/// The engine's job, shared by the handler's `Job<T>` for progress and logs, with the
+/// connection and queue it came from, for what the engine's job cannot do itself.
+pub(crate) struct LiveJob {
+    job: Arc<Mutex<bullmq::Job>>,
+    id: String,
+    queue: String,
+    conn: Connection,
+}
 
 impl LiveJob {
-    pub(super) fn new(job: bullmq::Job) -> Self {
-        LiveJob(Arc::new(Mutex::new(job)))
+    pub(super) fn new(job: bullmq::Job, queue: &str, conn: Connection) -> Self {
+        LiveJob {
+            id: job.id().to_owned(),
+            job: Arc::new(Mutex::new(job)),
+            queue: queue.to_owned(),
+            conn,
+        }
     }
+}
+
+/// A Redis hash as field-value pairs.
+type Fields = Vec<(String, String)>;
+
+/// A child's return value as BullMQ stores it: JSON, or (from a producer that wrote
+/// something else) the raw string.
+fn stored_value(raw: String) -> serde_json::Value {
+    serde_json::from_str(&raw).unwrap_or(serde_json::Value::String(raw))
 }
 
 impl JobWriter for LiveJob {
@@ -24,7 +46,7 @@ impl JobWriter for LiveJob {
         Box::pin(async move {
             // `Object` is stored as the JSON value itself, so `42` stays `42` (not `42.0`).
             let progress = JobProgress::Object(value);
-            self.0
+            self.job
                 .lock()
                 .await
                 .update_progress(progress)
@@ -33,9 +55,39 @@ impl JobWriter for LiveJob {
         })
     }
 
+    fn children(&self) -> BoxFuture<'_, Result<RawChildren, Error>> {
+        Box::pin(async move {
+            // Both hashes BullMQ keeps on the parent, in one round trip: `processed`
+            // (child key -> return value) and `failed` (child key -> reason, for the
+            // failures the parent may pass).
+            let key = format!("{}:{}", self.conn.queue_base(&self.queue), self.id);
+            let mut pipe = redis::pipe();
+            pipe.cmd("HGETALL").arg(format!("{key}:processed"));
+            pipe.cmd("HGETALL").arg(format!("{key}:failed"));
+            let (completed, failed): (Fields, Fields) = self.conn.pipeline(&pipe).await?;
+            Ok(RawChildren {
+                completed: completed
+                    .into_iter()
+                    .map(|(k, v)| (k, stored_value(v)))
+                    .collect(),
+                failed,
+            })
+        })
+    }
+
+    fn remove_pending_children(&self) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move {
+            let queue = self.conn.engine_queue(&self.queue).await?;
+            queue
+                .remove_unprocessed_children(&self.id)
+                .await
+                .map_err(engine_error)
+        })
+    }
+
     fn log<'a>(&'a self, line: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            self.0
+            self.job
                 .lock()
                 .await
                 .log(line)

@@ -8,6 +8,7 @@ mod cancel;
 mod connection;
 mod convert;
 mod events;
+mod flow;
 mod job;
 mod lock_keeper;
 mod queue;
@@ -18,6 +19,7 @@ mod worker;
 
 pub(crate) use connection::Connection;
 pub(crate) use events::EngineQueueEvents;
+pub(crate) use flow::add_flow;
 pub(crate) use queue::{AddOutcome, EngineQueue};
 pub(crate) use sink::{EngineEvent, EventSink};
 pub(crate) use worker::{AttemptFailure, EngineWorker, ProcessFn, RawAttempt, WorkerSettings};

@@ -209,7 +209,7 @@ fn engine_processor(
         // context are in its stored options.
         let meta = job_meta(&engine_job, &queue);
         let data = engine_job.data().clone();
-        let ctx = JobContext::Live(Arc::new(LiveJob::new(engine_job)));
+        let ctx = JobContext::Live(Arc::new(LiveJob::new(engine_job, &queue, conn.clone())));
         let conn = conn.clone();
         let process = process.clone();
         Box::pin(async move {

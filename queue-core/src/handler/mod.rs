@@ -14,11 +14,13 @@ use serde::Serialize;
 pub use error::JobError;
 
 use crate::deps::{Dep, DepInfo, Deps};
+use crate::flow::ChildResults;
 use crate::job::Job;
 
 /// An async function that handles a job: its first argument is `Job<T>`, the others are
 /// [`Dep`]s, and it returns `Result<R, JobError>` with `R: Serialize` (stored as the
-/// job's return value).
+/// job's return value). A flow parent takes its children's results,
+/// [`ChildResults<C>`](crate::ChildResults), right after the job.
 ///
 /// Implemented for functions and closures of up to six dependencies; you never
 /// implement it yourself.
@@ -36,7 +38,8 @@ use crate::job::Job;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a job handler",
     label = "a job handler is `async fn(Job<T>, Dep<A>, ..) -> Result<R, JobError>` with `T: DeserializeOwned`, `R: Serialize`",
-    note = "the error above, if any, points at the part that does not fit"
+    note = "the error above, if any, points at the part that does not fit",
+    note = "a flow parent takes `ChildResults<C>` right after the job, with `C: DeserializeOwned`"
 )]
 pub trait Handler<Args>: Clone + Send + Sync + Sized + 'static {
     /// The payload type the job's data is deserialized into.
@@ -82,6 +85,47 @@ macro_rules! impl_handler {
     };
 }
 
+/// A flow parent: `Fn(Job<T>, ChildResults<C>, Dep<A>, ..)`. Its children's results
+/// are read (and typed) before it is called.
+macro_rules! impl_parent_handler {
+    ($($dep:ident),*) => {
+        impl<F, Fut, T, C, R, $($dep,)*> Handler<(Job<T>, ChildResults<C>, $(Dep<$dep>,)*)> for F
+        where
+            F: Fn(Job<T>, ChildResults<C>, $(Dep<$dep>,)*) -> Fut + Clone + Send + Sync + 'static,
+            Fut: Future<Output = Result<R, JobError>> + Send + 'static,
+            T: DeserializeOwned + Send + Sync + 'static,
+            C: DeserializeOwned + Send + 'static,
+            R: Serialize + Send + 'static,
+            $($dep: Send + Sync + 'static,)*
+        {
+            type Payload = T;
+            type Output = R;
+            type Future = BoxFuture<'static, Result<R, JobError>>;
+
+            #[allow(non_snake_case, unused_variables)]
+            fn call(&self, job: Job<T>, deps: &Deps) -> Option<Self::Future> {
+                $(let $dep = deps.get::<$dep>()?;)*
+                let handler = self.clone();
+                Some(Box::pin(async move {
+                    let children = job.child_results::<C>().await?;
+                    // Run early past a failed child: the children still pending are
+                    // dropped once it succeeds (BullMQ will not complete it otherwise).
+                    let early = (!children.failed().is_empty()).then(|| job.live_link()).flatten();
+                    let output = handler(job, children, $($dep,)*).await?;
+                    if let Some(link) = early {
+                        link.remove_pending_children().await?;
+                    }
+                    Ok(output)
+                }))
+            }
+
+            fn dependencies() -> Vec<DepInfo> {
+                vec![$(DepInfo::of::<$dep>(),)*]
+            }
+        }
+    };
+}
+
 impl_handler!();
 impl_handler!(A1);
 impl_handler!(A1, A2);
@@ -89,6 +133,12 @@ impl_handler!(A1, A2, A3);
 impl_handler!(A1, A2, A3, A4);
 impl_handler!(A1, A2, A3, A4, A5);
 impl_handler!(A1, A2, A3, A4, A5, A6);
+impl_parent_handler!();
+impl_parent_handler!(A1);
+impl_parent_handler!(A1, A2);
+impl_parent_handler!(A1, A2, A3);
+impl_parent_handler!(A1, A2, A3, A4);
+impl_parent_handler!(A1, A2, A3, A4, A5);
 
 type RunFn = dyn Fn(Job<serde_json::Value>, &Deps) -> BoxFuture<'static, Result<serde_json::Value, JobError>>
     + Send

@@ -12,6 +12,7 @@ use futures::future::BoxFuture;
 use tokio::sync::Notify;
 
 use crate::error::Error;
+use crate::flow::RawChildren;
 
 /// Where a live job's progress and log lines are written.
 pub(crate) trait JobWriter: Send + Sync + fmt::Debug {
@@ -19,6 +20,10 @@ pub(crate) trait JobWriter: Send + Sync + fmt::Debug {
     fn update_progress(&self, value: serde_json::Value) -> BoxFuture<'_, Result<(), Error>>;
     /// Appends `line` to the job's log.
     fn log<'a>(&'a self, line: &'a str) -> BoxFuture<'a, Result<(), Error>>;
+    /// What the job's flow children returned, and the failures it was allowed past.
+    fn children(&self) -> BoxFuture<'_, Result<RawChildren, Error>>;
+    /// Removes the job's flow children that have not started.
+    fn remove_pending_children(&self) -> BoxFuture<'_, Result<(), Error>>;
 }
 
 /// Where a job's cancellation comes from.

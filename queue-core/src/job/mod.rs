@@ -5,9 +5,10 @@ mod link;
 mod state;
 mod testing;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use info::{JobInfo, ParentJob};
@@ -17,6 +18,8 @@ pub use testing::TestJobHandle;
 pub(crate) use link::{CancelSignal, CancelSource, JobWriter};
 
 use crate::error::Error;
+use crate::flow::ChildResults;
+use crate::handler::JobError;
 use crate::options::JobOptions;
 
 /// Facts about a job that do not depend on its payload type.
@@ -116,6 +119,29 @@ impl<T> Job<T> {
         meta.id = id.to_owned();
         meta.name = name.to_owned();
         meta.attempts_made = attempts_made;
+        self
+    }
+
+    /// For a test job: a completed flow child, `id` of `queue`, that returned `value`
+    /// (read by [`Job::child_results`]).
+    pub fn with_child_result(self, queue: &str, id: &str, value: impl Serialize) -> Self {
+        if let JobContext::Test(recorder) = &self.ctx {
+            let value = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+            lock(&recorder.children)
+                .completed
+                .push((format!("test:{queue}:{id}"), value));
+        }
+        self
+    }
+
+    /// For a test job: a flow child, `id` of `queue`, that failed with `reason` while
+    /// its policy let this job run.
+    pub fn with_failed_child(self, queue: &str, id: &str, reason: &str) -> Self {
+        if let JobContext::Test(recorder) = &self.ctx {
+            lock(&recorder.children)
+                .failed
+                .push((format!("test:{queue}:{id}"), reason.to_owned()));
+        }
         self
     }
 
@@ -225,6 +251,40 @@ impl<T> Job<T> {
         }
     }
 
+    /// What this job's flow children returned, each as an `R`, and the failures it was
+    /// allowed past (see [`ChildResults`]). A handler that takes `ChildResults<R>` as its
+    /// second argument gets this read for it; empty for a job without children.
+    ///
+    /// A child's value that does not fit `R` is an unrecoverable error naming the child;
+    /// a Redis error is a retryable one.
+    pub async fn child_results<R: DeserializeOwned>(&self) -> Result<ChildResults<R>, JobError> {
+        let raw = match &self.ctx {
+            JobContext::Live(live) => live.children().await?,
+            JobContext::Test(recorder) => lock(&recorder.children).clone(),
+        };
+        ChildResults::from_raw(raw)
+    }
+
+    /// Removes this job's flow children that have not started (running ones are left
+    /// alone). A parent that runs early
+    /// ([`OnChildFailure::ContinueParent`](crate::OnChildFailure::ContinueParent)) and
+    /// takes [`ChildResults`] has this done for it when it succeeds: BullMQ refuses to
+    /// complete a parent that still has pending children.
+    pub async fn remove_pending_children(&self) -> Result<(), Error> {
+        match &self.ctx {
+            JobContext::Live(live) => live.remove_pending_children().await,
+            JobContext::Test(_) => Ok(()),
+        }
+    }
+
+    /// The live job's link to Redis, which outlives the handler's `Job`.
+    pub(crate) fn live_link(&self) -> Option<Arc<dyn JobWriter>> {
+        match &self.ctx {
+            JobContext::Live(live) => Some(live.clone()),
+            JobContext::Test(_) => None,
+        }
+    }
+
     /// Whether someone asked to cancel this job (`Queue::cancel`, from any process).
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
@@ -255,4 +315,8 @@ pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

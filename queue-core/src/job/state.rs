@@ -117,6 +117,17 @@ pub struct JobCounts {
 }
 
 impl JobCounts {
+    /// Every job in Redis, whatever its state.
+    pub fn total(&self) -> u64 {
+        self.waiting
+            + self.prioritized
+            + self.delayed
+            + self.active
+            + self.completed
+            + self.failed
+            + self.waiting_children
+    }
+
     /// The count of one state; `0` for [`JobState::Pending`], which is not in Redis.
     ///
     /// ```

@@ -3,12 +3,15 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::CancelSignal;
+use crate::flow::RawChildren;
 
 /// What a test job's handler reported.
 #[derive(Debug, Default)]
 pub(crate) struct Recorder {
     logs: Mutex<Vec<String>>,
     progress: Mutex<Vec<serde_json::Value>>,
+    /// The flow children a test job was given.
+    pub(crate) children: Mutex<RawChildren>,
 }
 
 impl Recorder {

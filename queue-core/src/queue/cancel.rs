@@ -22,12 +22,20 @@ pub enum CancelOutcome {
     NotFound,
 }
 
+/// The most pending children of one parent a cancel visits.
+const MAX_CANCELLED_CHILDREN: usize = 10_000;
+
 impl<T> Queue<T> {
     /// Cancels a job: a waiting or delayed job is removed; for an active job the
     /// cancellation signal is raised in whichever process runs it (delivered through
     /// Redis), the handler sees `job.cancelled()` resolve, and the job fails as
     /// cancelled without retries. A handler that does not stop within the processor's
     /// cancel grace (5 s by default) has its future dropped.
+    ///
+    /// A flow parent is removed with its children when none of them has started;
+    /// otherwise its children not started are removed and its running ones signalled,
+    /// and the parent ends as their failure policies say
+    /// ([`OnChildFailure::FailParent`](crate::OnChildFailure::FailParent): failed).
     ///
     /// ```no_run
     /// # async fn demo(exports: queue_core::Queue<()>) -> queue_core::Result<()> {
@@ -52,14 +60,50 @@ impl<T> Queue<T> {
             None => Ok(CancelOutcome::NotFound),
             Some(state) if state.is_finished() => Ok(CancelOutcome::AlreadyFinished(state)),
             Some(JobState::Active) => self.signal(id).await,
-            Some(_) => {
+            Some(state) => {
                 if engine.remove(id).await? {
                     Ok(CancelOutcome::Removed)
+                } else if state == JobState::WaitingChildren {
+                    // A flow parent with a running descendant: it cannot be removed
+                    // while that child holds its lock.
+                    let listeners = Box::pin(self.cancel_descendants(id)).await?;
+                    Ok(CancelOutcome::Signalled { listeners })
                 } else {
                     self.signal(id).await
                 }
             }
         }
+    }
+
+    /// Stops the flow below parent `id`: descendants not started are removed, running
+    /// ones signalled (they fail as cancelled, and their failure policies then end the
+    /// parent). Returns how many listeners the signals reached.
+    async fn cancel_descendants(&self, id: &str) -> Result<u64, Error> {
+        let mut listeners = 0;
+        for child in self.get_children(id, MAX_CANCELLED_CHILDREN).await?.pending {
+            let queue = self.sibling(&child.queue);
+            let engine = queue.engine().await?;
+            listeners += match engine.state(&child.id).await? {
+                Some(JobState::Active) => engine.publish_cancel(&child.id).await?,
+                Some(JobState::WaitingChildren) => {
+                    if engine.remove(&child.id).await? {
+                        0
+                    } else {
+                        Box::pin(queue.cancel_descendants(&child.id)).await?
+                    }
+                }
+                Some(state) if !state.is_finished() => {
+                    if engine.remove(&child.id).await? {
+                        0
+                    } else {
+                        engine.publish_cancel(&child.id).await?
+                    }
+                }
+                _ => 0,
+            };
+        }
+        tracing::info!(queue = %self.name(), job_id = %id, listeners, "flow cancellation requested");
+        Ok(listeners)
     }
 
     async fn signal(&self, id: &str) -> Result<CancelOutcome, Error> {

@@ -90,6 +90,18 @@ pub struct Children {
     pub processed: Vec<ChildJob>,
     /// How many have completed in all.
     pub processed_total: u64,
+    /// Children that failed for good (up to the limit): those whose failure the parent
+    /// may pass (continue, ignore) with their reasons, and the one that failed it.
+    pub failed: Vec<crate::FailedChild>,
+    /// How many have failed in all.
+    pub failed_total: u64,
+}
+
+impl Children {
+    /// Whether the job has (or had) any children.
+    pub fn is_empty(&self) -> bool {
+        self.pending_total + self.processed_total + self.failed_total == 0
+    }
 }
 
 /// Which of BullMQ's per-minute series.

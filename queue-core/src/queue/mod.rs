@@ -194,8 +194,36 @@ impl<T> Queue<T> {
             .unwrap_or(Err(Error::Timeout { what, after }))
     }
 
+    /// The same queue, for another payload type (flows hold their jobs' queues as JSON).
+    pub(crate) fn retyped<U>(&self) -> Queue<U> {
+        Queue::new(self.shared.clone(), PhantomData)
+    }
+
+    /// A handle on another queue of the same app (a flow's child may live in any).
+    pub(crate) fn sibling(&self, name: &str) -> Queue<()> {
+        let shared = QueueShared::new(name, self.shared.conn.clone(), self.shared.settings.clone());
+        Queue::new(Arc::new(shared), PhantomData)
+    }
+
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.shared.conn
+    }
+
+    /// Refuses JSON over the app's payload size limit.
+    pub(crate) fn check_size<D: Serialize>(&self, data: &D) -> Result<(), Error> {
+        let limit = self.shared.settings.max_payload_bytes;
+        let size = serialized_len(data).map_err(|source| Error::Serialize {
+            what: "job data",
+            source,
+        })?;
+        if size > limit {
+            return Err(Error::oversized_payload(Some(size), limit));
+        }
+        Ok(())
+    }
+
     /// The app defaults applied, then every check `add` makes before writing.
-    fn prepare(&self, options: JobOptions) -> Result<JobOptions, Error> {
+    pub(crate) fn prepare(&self, options: JobOptions) -> Result<JobOptions, Error> {
         let options = options.or_defaults(&self.shared.settings.defaults);
         options.validate()?;
         self.shared.settings.backoffs.check(&options)?;
@@ -320,14 +348,7 @@ impl<T: Serialize> Queue<T> {
     /// `data` as JSON, refused when over the app's size limit (`add` leaves the check
     /// to the engine, on the JSON it writes anyway).
     fn to_json(&self, data: &T) -> Result<serde_json::Value, Error> {
-        let limit = self.shared.settings.max_payload_bytes;
-        let size = serialized_len(data).map_err(|source| Error::Serialize {
-            what: "job data",
-            source,
-        })?;
-        if size > limit {
-            return Err(Error::oversized_payload(Some(size), limit));
-        }
+        self.check_size(data)?;
         self.to_value(data)
     }
 

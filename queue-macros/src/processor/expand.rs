@@ -20,11 +20,17 @@ fn checks(config: &ProcessorConfig, sig: &HandlerSignature, name: &Ident) -> Tok
     let output_check = quote_spanned! {output.span()=>
         #krate::__private::assert_handler_return::<#output>();
     };
+    let children_check = sig.children.as_ref().map(|children| {
+        quote_spanned! {children.span()=>
+            #krate::__private::assert_child_results::<#children>();
+        }
+    });
     let checks = format_ident!("__queue_checks_{}", name);
     quote! {
         #[allow(dead_code, non_snake_case)]
         fn #checks() {
             #payload_check
+            #children_check
             #output_check
         }
     }
@@ -136,6 +142,11 @@ pub(crate) fn on_impl(
             .map(|i| format_ident!("__dep{}", i))
             .collect();
         let dep_tys = &sig.deps;
+        // A flow parent's children come right after the job, before `self`.
+        let (children_param, children_arg) = match &sig.children {
+            Some(ty) => (quote!(__children: #ty,), quote!(__children,)),
+            None => (TokenStream::new(), TokenStream::new()),
+        };
         let label = quote!(::core::concat!(
             ::core::module_path!(),
             "::",
@@ -150,8 +161,8 @@ pub(crate) fn on_impl(
         helpers.extend(quote! {
             fn #make() -> #krate::__private::ErasedHandler {
                 #krate::__private::ErasedHandler::new(
-                    |job: #job_ty, __this: #krate::Dep<#self_ty>, #(#dep_names: #dep_tys),*| async move {
-                        __this.#method(job, #(#dep_names),*).await
+                    |job: #job_ty, #children_param __this: #krate::Dep<#self_ty>, #(#dep_names: #dep_tys),*| async move {
+                        __this.#method(job, #children_arg #(#dep_names),*).await
                     },
                 )
             }

@@ -1,5 +1,6 @@
-//! The handler signature: `async fn(Job<T>, Dep<A>, ...) -> Result<R, JobError>`,
-//! checked syntactically so that mistakes are reported at the user's token.
+//! The handler signature: `async fn(Job<T>, Dep<A>, ...) -> Result<R, JobError>`, or
+//! for a flow parent `async fn(Job<T>, ChildResults<C>, Dep<A>, ...)`, checked
+//! syntactically so that mistakes are reported at the user's token.
 
 use syn::{FnArg, GenericArgument, PathArguments, ReturnType, Signature, Type};
 
@@ -8,6 +9,8 @@ use crate::diagnostics::Errors;
 /// What the expansion needs from a checked signature.
 pub(crate) struct HandlerSignature {
     pub(crate) payload: Type,
+    /// `ChildResults<C>`, for a flow parent.
+    pub(crate) children: Option<Type>,
     pub(crate) deps: Vec<Type>,
     pub(crate) output: Type,
 }
@@ -76,6 +79,13 @@ pub(crate) fn check(
             None
         }
     };
+    let mut children = None;
+    if let Some(FnArg::Typed(arg)) = inputs.peek() {
+        if single_generic(&arg.ty, "ChildResults").is_some() {
+            children = Some((*arg.ty).clone());
+            inputs.next();
+        }
+    }
     let mut deps = Vec::new();
     for arg in inputs {
         let FnArg::Typed(arg) = arg else { continue };
@@ -84,7 +94,7 @@ pub(crate) fn check(
         } else {
             errors.spanned(
                 &arg.ty,
-                "after the job, a handler takes only dependencies: `Dep<T>`, provided with `QueueApp::builder().provide(..)`",
+                "after the job, a handler takes only dependencies: `Dep<T>`, provided with `QueueApp::builder().provide(..)` (a flow parent takes `ChildResults<C>` right after the job)",
             );
         }
     }
@@ -111,6 +121,7 @@ pub(crate) fn check(
     }
     Some(HandlerSignature {
         payload: payload?,
+        children,
         deps,
         output: output?,
     })

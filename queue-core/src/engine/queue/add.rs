@@ -101,7 +101,7 @@ impl EngineQueue {
     /// Whether the job id or the deduplication id is already taken, read before adding:
     /// BullMQ adds nothing when either is (a `replace` deduplication excepted, which
     /// replaces the job it finds). No read at all for a job that has neither.
-    async fn claimed_before(&self, opts: &JobOptions) -> Result<bool, Error> {
+    pub(crate) async fn claimed_before(&self, opts: &JobOptions) -> Result<bool, Error> {
         let dedup = opts.deduplication.as_ref().filter(|d| !d.replace);
         if opts.job_id.is_none() && dedup.is_none() {
             return Ok(false);

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::EngineQueue;
 use crate::error::Error;
+use crate::flow::{ChildKey, FailedChild};
 use crate::queue::{ChildJob, Children, GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
 
 impl EngineQueue {
@@ -66,12 +67,32 @@ impl EngineQueue {
     }
 
     pub(crate) async fn children(&self, id: &str, limit: usize) -> Result<Children, Error> {
+        // Most jobs are no parents: one command tells, before the three reads.
+        let key = self.job_key(id);
+        let kinds = ["dependencies", "processed", "failed", "unsuccessful"];
+        let existing: u64 = self
+            .conn
+            .query(redis::cmd("EXISTS").arg(&kinds.map(|kind| format!("{key}:{kind}"))[..]))
+            .await?;
+        if existing == 0 {
+            return Ok(Children::default());
+        }
         let end = i64::try_from(limit - 1).unwrap_or(i64::MAX);
-        let (pending, processed) = tokio::try_join!(
-            self.inner.get_dependencies(id, "pending", 0, end),
-            self.inner.get_dependencies(id, "processed", 0, end),
-        )
-        .map_err(|e| self.error(e))?;
+        let (pending, processed, (failed, failed_total)) = tokio::try_join!(
+            async {
+                self.inner
+                    .get_dependencies(id, "pending", 0, end)
+                    .await
+                    .map_err(|e| self.error(e))
+            },
+            async {
+                self.inner
+                    .get_dependencies(id, "processed", 0, end)
+                    .await
+                    .map_err(|e| self.error(e))
+            },
+            self.failed_children(id, limit),
+        )?;
         let prefix = format!("{}:", self.conn.prefix());
         let child = |item: bullmq::DependencyItem| {
             // `<prefix>:<queue>:<id>`; a child under another prefix is split at its
@@ -89,7 +110,53 @@ impl EngineQueue {
             pending: pending.items.into_iter().map(child).collect(),
             processed_total: processed.total,
             processed: processed.items.into_iter().map(child).collect(),
+            failed,
+            failed_total,
         })
+    }
+
+    /// Up to `limit` failed children of parent `id`, and how many there are. BullMQ keeps
+    /// them in two places: the `failed` hash (child key -> reason) for the failures the
+    /// parent may pass, and the `unsuccessful` set for the one that failed the parent,
+    /// whose reason is on the child.
+    async fn failed_children(
+        &self,
+        id: &str,
+        limit: usize,
+    ) -> Result<(Vec<FailedChild>, u64), Error> {
+        let key = self.job_key(id);
+        let mut pipe = redis::pipe();
+        pipe.cmd("HSCAN")
+            .arg(format!("{key}:failed"))
+            .arg(0)
+            .arg("COUNT")
+            .arg(limit);
+        pipe.cmd("HLEN").arg(format!("{key}:failed"));
+        pipe.cmd("ZRANGE")
+            .arg(format!("{key}:unsuccessful"))
+            .arg(0)
+            .arg(limit - 1);
+        pipe.cmd("ZCARD").arg(format!("{key}:unsuccessful"));
+        type Scan = (String, Vec<(String, String)>);
+        let ((_, passed), passed_total, failing, failing_total): (Scan, u64, Vec<String>, u64) =
+            self.conn.pipeline(&pipe).await?;
+        let mut failed: Vec<FailedChild> = passed
+            .into_iter()
+            .take(limit)
+            .map(|(child, reason)| FailedChild::new(ChildKey::from_redis_key(&child), reason))
+            .collect();
+        if !failing.is_empty() {
+            let mut reasons = redis::pipe();
+            for child in &failing {
+                reasons.cmd("HGET").arg(child).arg("failedReason");
+            }
+            let reasons: Vec<Option<String>> = self.conn.pipeline(&reasons).await?;
+            failed.extend(failing.iter().zip(reasons).map(|(child, reason)| {
+                FailedChild::new(ChildKey::from_redis_key(child), reason.unwrap_or_default())
+            }));
+        }
+        failed.truncate(limit);
+        Ok((failed, passed_total + failing_total))
     }
 
     pub(crate) async fn per_minute(

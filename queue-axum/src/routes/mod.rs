@@ -1,4 +1,7 @@
-//! The job-status route: `GET /jobs/{queue}/{id}`.
+//! The job-status route: `GET /jobs/{queue}/{id}`; a flow job's parent and children
+//! in [`flow`].
+
+mod flow;
 
 use std::sync::Arc;
 
@@ -24,7 +27,8 @@ pub fn job_routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
 /// Settings of the status route.
 ///
 /// By default it answers what a client polling its own job needs: the state, progress,
-/// attempts and timestamps. The failure reason (internal error text), the return value
+/// attempts and timestamps, and for a flow job its `parent` (queue and id) and its
+/// `children` (pending, processed and failed, up to 20 of each, with totals). The failure reason (internal error text), the return value
 /// and the payload (either may hold personal data) are each an explicit opt-in, for a
 /// route mounted behind your own access check:
 ///
@@ -123,6 +127,12 @@ struct JobStatus {
     return_value: Option<Option<serde_json::Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     data: Option<serde_json::Value>,
+    /// For a flow child.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<flow::JobRef>,
+    /// For a flow parent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    children: Option<flow::ChildrenStatus>,
 }
 
 fn not_found(what: &str, message: String) -> Response {
@@ -177,11 +187,16 @@ async fn lookup(
     else {
         return Ok(None);
     };
-    let state = handle
-        .get_job_state(id)
-        .await
-        .map_err(|e| Lookup::Queue(e.into()))?;
-    Ok(Some(to_status(queue, info, state, settings)))
+    let (state, children) = tokio::try_join!(
+        handle.get_job_state(id),
+        handle.get_children(id, flow::CHILDREN_SHOWN)
+    )
+    .map_err(|e| Lookup::Queue(e.into()))?;
+    let parent = flow::parent(&info, |queue| settings.serves(app, queue));
+    let mut status = to_status(queue, info, state, settings);
+    status.parent = parent;
+    status.children = flow::children(children, settings);
+    Ok(Some(status))
 }
 
 fn to_status(
@@ -204,5 +219,7 @@ fn to_status(
         failed_reason: settings.include_failed_reason.then_some(info.failed_reason),
         return_value: settings.include_return_value.then_some(info.return_value),
         data: settings.include_data.then_some(info.data),
+        parent: None,
+        children: None,
     }
 }
