@@ -2,7 +2,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use queue_core::AddedJob;
+use queue_core::{AddedFlow, AddedJob};
 use std::borrow::Cow;
 
 use serde::Serialize;
@@ -30,6 +30,8 @@ pub struct Accepted {
     /// Fields added with [`Accepted::with`]; they replace a base field of the same name.
     extra: serde_json::Map<String, serde_json::Value>,
     status_prefix: Cow<'static, str>,
+    /// Set with [`Accepted::location_at`]; else the job's status route.
+    location: Option<String>,
 }
 
 impl From<AddedJob> for Accepted {
@@ -41,7 +43,27 @@ impl From<AddedJob> for Accepted {
             id: job.id,
             extra: serde_json::Map::new(),
             status_prefix: Cow::Borrowed(DEFAULT_STATUS_PREFIX),
+            location: None,
         }
+    }
+}
+
+/// The answer for a flow: its root job, with every job of the flow in `jobs`
+/// (`{queue, jobId, state}`, the root first, depth first).
+impl From<AddedFlow> for Accepted {
+    fn from(flow: AddedFlow) -> Self {
+        let jobs: Vec<serde_json::Value> = flow
+            .jobs()
+            .iter()
+            .map(|job| {
+                serde_json::json!({
+                    "queue": job.queue,
+                    "jobId": job.id,
+                    "state": job.state.map(|s| s.as_str()),
+                })
+            })
+            .collect();
+        Accepted::from(flow.job).with("jobs", jobs)
     }
 }
 
@@ -58,6 +80,13 @@ impl Accepted {
         self
     }
 
+    /// Points `Location` at `path` (an application's own status page for the work, such
+    /// as `/reports/2026-11`) instead of the job's status route.
+    pub fn location_at(mut self, path: impl Into<String>) -> Self {
+        self.location = Some(path.into());
+        self
+    }
+
     /// Where the status routes are mounted, when not at `/jobs`.
     pub fn status_prefix(mut self, prefix: &str) -> Self {
         self.status_prefix = Cow::Owned(prefix.trim_end_matches('/').to_owned());
@@ -66,6 +95,9 @@ impl Accepted {
 
     /// The `Location` this answer points at.
     pub fn location(&self) -> String {
+        if let Some(location) = &self.location {
+            return location.clone();
+        }
         let mut out =
             String::with_capacity(self.status_prefix.len() + self.queue.len() + self.id.len() + 2);
         out.push_str(&self.status_prefix);
@@ -157,7 +189,13 @@ mod tests {
             duplicate: false,
             extra: serde_json::Map::new(),
             status_prefix: Cow::Borrowed(DEFAULT_STATUS_PREFIX),
+            location: None,
         };
+        assert_eq!(job.location(), "/jobs/email/welcome-1");
+        assert_eq!(
+            job.clone().location_at("/reports/2026-11").location(),
+            "/reports/2026-11"
+        );
         let plain: serde_json::Value = serde_json::from_slice(&job.body()).unwrap();
         assert_eq!(
             plain,

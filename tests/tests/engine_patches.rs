@@ -61,6 +61,43 @@ async fn telemetry_and_unmodelled_options_are_stored_and_read_back() {
 }
 
 #[tokio::test]
+async fn a_flows_jobs_keep_their_telemetry_and_unmodelled_options() {
+    use bullmq::{FlowJob, FlowProducer};
+
+    let redis = TestRedis::new("patch-flow-opts");
+    let producer = FlowProducer::with_options(
+        bullmq::FlowProducerOptions::new()
+            .connection(RedisConnectionOptions::new().url(redis_url()))
+            .prefix(redis.prefix()),
+    )
+    .await
+    .unwrap();
+    let metadata = r#"{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}"#;
+    let carried = |id: &str| {
+        JobOptions::new()
+            .job_id(id)
+            .telemetry_metadata(metadata)
+            .extension("timeout", 2500.into())
+    };
+    let flow = FlowJob::new("parent", "flow-opts", serde_json::json!({}))
+        .unwrap()
+        .options(carried("p"))
+        .add_child(
+            FlowJob::new("child", "flow-opts", serde_json::json!({}))
+                .unwrap()
+                .options(carried("c").fail_parent_on_failure()),
+        );
+    producer.add(flow).await.unwrap();
+    // The parent (added by `addParentJob`) and the child (a standard job) alike.
+    for id in ["p", "c"] {
+        let stored: serde_json::Value =
+            serde_json::from_str(&redis.job_field("flow-opts", id, "opts").unwrap()).unwrap();
+        assert_eq!(stored["tm"], metadata, "{id}");
+        assert_eq!(stored["timeout"], 2500, "{id}");
+    }
+}
+
+#[tokio::test]
 async fn extend_locks_renews_by_id_and_token_and_names_the_lost() {
     let redis = TestRedis::new("patch-locks");
     let q = queue(&redis, "locks").await;

@@ -640,3 +640,33 @@ async fn the_status_route_shows_a_flows_parent_and_its_children_by_outcome() {
     assert!(child.get("parent").is_none(), "{child}");
     workers.shutdown(SOON).await;
 }
+
+#[tokio::test]
+async fn every_job_of_a_flow_carries_the_adding_requests_trace_and_its_own_options() {
+    use queue_core::trace::{scope, TraceContext};
+
+    let redis = TestRedis::new("flow-trace");
+    let app = app(&redis).await;
+    let steps = app.queue::<Step>("steps").unwrap();
+    let parents = app.queue::<String>("parents").unwrap();
+    let flow = parents
+        .flow_job("collect", "t".into())
+        .options(JobOptions::new().job_id("t"))
+        .child(
+            OnChildFailure::FailParent,
+            steps.flow_job("double", step(1)).options(
+                JobOptions::new()
+                    .job_id("t-c")
+                    .timeout(Duration::from_secs(7)),
+            ),
+        );
+    let request = TraceContext::new_root();
+    scope(request.clone(), app.add_flow(flow)).await.unwrap();
+    let child = steps.get_job("t-c").await.unwrap().unwrap();
+    let root = parents.get_job("t").await.unwrap().unwrap();
+    for job in [&child, &root] {
+        let trace = job.options.get_trace().expect("a trace context");
+        assert_eq!(trace.trace_id(), request.trace_id(), "{}", job.id);
+    }
+    assert_eq!(child.options.get_timeout(), Some(Duration::from_secs(7)));
+}

@@ -36,6 +36,11 @@ pub struct Config {
     /// job details, anyone's coupons). Unset, they are disabled. At least 16
     /// characters.
     pub admin_token: Option<String>,
+    /// How exports run (`EXPORT_TIMEOUT_MS`, default 5 minutes; `EXPORT_BATCH_SIZE`,
+    /// default 500; `EXPORT_BATCH_PAUSE_MS`, default 20).
+    pub export: crate::jobs::exports::ExportSettings,
+    /// Who gets the monthly report's mail (`REPORT_EMAIL`, default `reports@localhost`).
+    pub report_email: String,
 }
 
 /// The shortest `ADMIN_TOKEN` accepted.
@@ -105,7 +110,33 @@ impl Config {
             }
             Some(token) => Some(token.trim().to_owned()),
         };
+        let export_defaults = crate::jobs::exports::ExportSettings::default();
+        let millis = |name, default: Duration| -> Result<Duration, ConfigError> {
+            let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
+            parsed(&lookup, name, default, "milliseconds").map(Duration::from_millis)
+        };
+        let export = crate::jobs::exports::ExportSettings {
+            timeout: millis("EXPORT_TIMEOUT_MS", export_defaults.timeout)?,
+            batch_size: match parsed(
+                &lookup,
+                "EXPORT_BATCH_SIZE",
+                export_defaults.batch_size,
+                "a number of users from 1",
+            )? {
+                0 => {
+                    return Err(ConfigError {
+                        name: "EXPORT_BATCH_SIZE",
+                        value: "0".to_owned(),
+                        expected: "a number of users from 1",
+                    })
+                }
+                size => size,
+            },
+            pause: millis("EXPORT_BATCH_PAUSE_MS", export_defaults.pause)?,
+        };
         Ok(Config {
+            export,
+            report_email: lookup("REPORT_EMAIL").unwrap_or_else(|| "reports@localhost".to_owned()),
             admin_token,
             port: parsed(&lookup, "PORT", 3000, "a port number")?,
             redis_url: lookup("REDIS_URL")
@@ -122,12 +153,7 @@ impl Config {
                 chrono_tz::UTC,
                 "an IANA time zone such as Europe/Paris",
             )?,
-            welcome_backoff: Duration::from_millis(parsed(
-                &lookup,
-                "WELCOME_BACKOFF_MS",
-                3000,
-                "milliseconds",
-            )?),
+            welcome_backoff: millis("WELCOME_BACKOFF_MS", Duration::from_secs(3))?,
         })
     }
 }
@@ -160,6 +186,15 @@ mod tests {
             .contains("IANA"));
         assert_eq!(config(&[("ROLE", "worker")]).unwrap().role, Role::Worker);
         assert_eq!(c.admin_token, None);
+        assert_eq!(c.export.timeout, Duration::from_secs(300));
+        assert!(config(&[("EXPORT_BATCH_SIZE", "0")]).is_err());
+        assert_eq!(
+            config(&[("EXPORT_TIMEOUT_MS", "250")])
+                .unwrap()
+                .export
+                .timeout,
+            Duration::from_millis(250)
+        );
         let short = config(&[("ADMIN_TOKEN", "hunter2")])
             .unwrap_err()
             .to_string();

@@ -6,7 +6,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{Datelike, NaiveDate};
-use queue_core::{AddedJob, JobOptions, Operation, OperationError, Operations, Queue, Stages};
+use queue_core::{
+    AddedJob, DoneStage, JobOptions, Operation, OperationError, Operations, Queue, Stages,
+};
 use serde::Serialize;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
@@ -61,6 +63,15 @@ pub struct Grant {
     pub campaign_id: String,
     /// The day it was granted for, `YYYY-MM-DD`.
     pub date: String,
+}
+
+/// The monthly report's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct MonthTotals {
+    /// Users whose birthday falls in the month.
+    pub birthdays: i64,
+    /// Coupons granted for days of the month.
+    pub coupons: i64,
 }
 
 /// A pool of either kind.
@@ -293,6 +304,86 @@ impl Db {
                     .step(key, stage, effect)
                     .await
             }
+        }
+    }
+
+    /// The monthly report's figures for `month` (`YYYY-MM`).
+    pub async fn month_totals(&self, month: &str) -> Result<MonthTotals, DbError> {
+        let month_part = month.get(5..7).unwrap_or_default();
+        let birthdays: i64 = on_pool!(self, [query_scalar], "SELECT COUNT(*) FROM users WHERE substr(birthday, 6, 2) = $1", month_part; fetch_one)?;
+        let coupons: i64 = on_pool!(self, [query_scalar], "SELECT COUNT(*) FROM coupon_grants WHERE substr(date, 1, 7) = $1", month; fetch_one)?;
+        Ok(MonthTotals { birthdays, coupons })
+    }
+
+    /// Stores the report file of `month` unless one is there: `AlreadyThere` keeps the
+    /// first (an upload run again writes nothing).
+    pub async fn store_report_file(&self, month: &str, content: &str) -> Result<Inserted, DbError> {
+        let sql = "INSERT INTO report_files (month, content) VALUES ($1, $2) \
+                   ON CONFLICT (month) DO NOTHING RETURNING CAST(1 AS BIGINT)";
+        let row: Option<i64> = on_pool!(self, [query_scalar], sql, month, content; fetch_optional)?;
+        Ok(row.map_or(Inserted::AlreadyThere, Inserted::New))
+    }
+
+    /// The report files of `month` (zero or one).
+    pub async fn report_files(&self, month: &str) -> Result<Vec<String>, DbError> {
+        on_pool!(self, [query_scalar], "SELECT content FROM report_files WHERE month = $1", month; fetch_all)
+    }
+
+    /// Users in id order, `limit` of them after skipping `offset`: one export batch.
+    pub async fn users_page(&self, offset: i64, limit: i64) -> Result<Vec<User>, DbError> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users ORDER BY id LIMIT $1 OFFSET $2");
+        on_pool!(self, [query_as::<_, User>], &sql, limit, offset; fetch_all)
+    }
+
+    /// Stores batch `batch` of an export unless it is stored already.
+    pub async fn store_export_batch(
+        &self,
+        export_id: &str,
+        batch: i64,
+        content: &str,
+    ) -> Result<Inserted, DbError> {
+        let sql = "INSERT INTO export_batches (export_id, batch, content) VALUES ($1, $2, $3) \
+                   ON CONFLICT (export_id, batch) DO NOTHING RETURNING batch";
+        let row: Option<i64> =
+            on_pool!(self, [query_scalar], sql, export_id, batch, content; fetch_optional)?;
+        Ok(row.map_or(Inserted::AlreadyThere, Inserted::New))
+    }
+
+    /// The stored batches of an export, in order.
+    pub async fn export_batches(&self, export_id: &str) -> Result<Vec<String>, DbError> {
+        on_pool!(self, [query_scalar], "SELECT content FROM export_batches WHERE export_id = $1 ORDER BY batch", export_id; fetch_all)
+    }
+
+    /// Stores a delivered export unless it is stored already.
+    pub async fn store_export_file(
+        &self,
+        export_id: &str,
+        rows: i64,
+        content: &str,
+    ) -> Result<Inserted, DbError> {
+        let sql =
+            "INSERT INTO export_files (export_id, rows_written, content) VALUES ($1, $2, $3) \
+                   ON CONFLICT (export_id) DO NOTHING RETURNING rows_written";
+        let row: Option<i64> =
+            on_pool!(self, [query_scalar], sql, export_id, rows, content; fetch_optional)?;
+        Ok(row.map_or(Inserted::AlreadyThere, Inserted::New))
+    }
+
+    /// A delivered export's row count, if it was delivered.
+    pub async fn export_file_rows(&self, export_id: &str) -> Result<Option<i64>, DbError> {
+        on_pool!(self, [query_scalar], "SELECT rows_written FROM export_files WHERE export_id = $1", export_id; fetch_optional)
+    }
+
+    /// The stages of `key` that are done, in order (of the stage machine `stages`).
+    pub async fn stages_done(
+        &self,
+        stages: &[&str],
+        key: &str,
+    ) -> Result<Vec<DoneStage>, queue_core::Error> {
+        let stages = stages.iter().copied();
+        match self {
+            Db::Sqlite(pool) => Stages::new(pool.clone(), stages).done(key).await,
+            Db::Postgres(pool) => Stages::new(pool.clone(), stages).done(key).await,
         }
     }
 

@@ -16,6 +16,7 @@ use queue_core::{JobOptions, QueueApp, Registrations, Schedule, Workers};
 use crate::config::{Config, Role};
 use crate::db::Db;
 use crate::jobs::coupons::{BirthdayScan, ScanZone, DAILY_CRON, SCHEDULER_ID};
+use crate::jobs::reports::ReportRecipient;
 use crate::mailer::{FailurePolicy, Mailer};
 
 /// How long active jobs get to finish at shutdown.
@@ -79,6 +80,8 @@ pub async fn build(
         .provide(db.clone())
         .provide(Mailer::new(db.clone(), failures))
         .provide(ScanZone(config.tz))
+        .provide(config.export)
+        .provide(ReportRecipient(config.report_email.clone()))
         // Jobs written with the application's data commit with it; the relay moves
         // them to Redis (in every role, so that no process leaves rows behind).
         .outbox(db.outbox())
@@ -106,6 +109,7 @@ pub async fn build(
         welcome_backoff: config.welcome_backoff,
         admin_token: config.admin_token.clone(),
         tz: config.tz,
+        export: config.export,
     };
     let router = http::router(&app, state)?;
     Ok(Service { app, db, router })

@@ -3,103 +3,25 @@
 //! dedup of jobs and of effects, retries with backoff, birthday grants, credentials,
 //! validation, and restarts.
 
+mod support;
+
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use queue_core::{Dep, Job, JobOptions, JobState, QueueApp, Registrations, WorkerEvent, Workers};
-use queue_tests::http::{get, get_with, listener, post_json, request, HttpResponse};
+use queue_core::{Dep, Job, JobOptions, JobState, Registrations, WorkerEvent};
+use queue_tests::http::{get, get_with, post_json, request, HttpResponse};
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
-use welcome_app::config::Config;
 use welcome_app::db::Db;
 use welcome_app::jobs::coupons::{BirthdayGrant, BirthdayScan, Coupons, ScanZone};
 use welcome_app::jobs::email::{send_welcome, WelcomeEmail};
 use welcome_app::mailer::{Delivery, FailurePolicy, Mailer};
 
-const ADMIN: &str = "test-admin-token-0123456789";
-
-/// A running service with its own Redis prefix and SQLite file.
-struct Running {
-    addr: SocketAddr,
-    app: QueueApp,
-    db: Db,
-    workers: Option<Workers>,
-    redis: TestRedis,
-    dir: ScratchDir,
-}
-
-struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    fn new(label: &str) -> Self {
-        let dir = std::env::temp_dir().join(queue_core::testing::unique_prefix(label));
-        std::fs::create_dir_all(&dir).unwrap();
-        ScratchDir(dir)
-    }
-
-    fn sqlite_url(&self) -> String {
-        format!("sqlite://{}", self.0.join("welcome.db").display())
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn config_with(vars: &[(&str, String)]) -> Config {
-    Config::from_lookup(|name| {
-        vars.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.clone())
-    })
-    .unwrap()
-}
-
-fn config(redis: &TestRedis, database_url: &str) -> Config {
-    config_with(&[
-        ("REDIS_URL", queue_tests::redis_url()),
-        ("QUEUE_PREFIX", redis.prefix().to_owned()),
-        ("DATABASE_URL", database_url.to_owned()),
-        ("WELCOME_BACKOFF_MS", "50".to_owned()),
-        ("ADMIN_TOKEN", ADMIN.to_owned()),
-    ])
-}
-
-async fn start(label: &str, failures: FailurePolicy) -> Running {
-    let redis = TestRedis::new(label);
-    let dir = ScratchDir::new(label);
-    start_with(redis, dir, failures).await
-}
-
-async fn serve(router: axum::Router) -> SocketAddr {
-    let (listener, addr) = listener().await;
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    addr
-}
-
-async fn start_with(redis: TestRedis, dir: ScratchDir, failures: FailurePolicy) -> Running {
-    let service = welcome_app::build(
-        &config(&redis, &dir.sqlite_url()),
-        failures,
-        Registrations::All,
-    )
-    .await
-    .unwrap();
-    let workers = service.app.start_workers().await.unwrap();
-    Running {
-        addr: serve(service.router).await,
-        app: service.app,
-        db: service.db,
-        workers: Some(workers),
-        redis,
-        dir,
-    }
-}
+use support::{
+    add_user, bearer, config, config_with, serve, start, start_with, Running, ScratchDir, ADMIN,
+};
 
 /// What a sign-up answered: the public id and token.
 struct SignedUp {
@@ -123,33 +45,7 @@ async fn signup_at(addr: SocketAddr, email: &str, birthday: &str) -> SignedUp {
     }
 }
 
-/// Stores a user named Ivy straight in the database, as a committed sign-up would.
-async fn add_user(db: &Db, public_id: &str, email: &str, birthday: &str) {
-    let mut tx = db.begin().await.unwrap();
-    tx.insert_user(&welcome_app::db::NewUser {
-        public_id,
-        email,
-        name: "Ivy",
-        birthday,
-        token_hash: "x",
-    })
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
-}
-
-fn bearer(token: &str) -> String {
-    format!("Bearer {token}")
-}
-
 impl Running {
-    async fn stop(mut self) -> (TestRedis, ScratchDir) {
-        if let Some(workers) = self.workers.take() {
-            workers.shutdown(SOON).await;
-        }
-        (self.redis, self.dir)
-    }
-
     async fn signup(&self, email: &str, birthday: &str) -> SignedUp {
         signup_at(self.addr, email, birthday).await
     }

@@ -1097,6 +1097,7 @@ impl FlowProducer {
                 entries.push(("jobId", b));
             }
         }
+        crate::queue::push_telemetry_and_extensions(&mut entries, opts);
 
         // Encode as msgpack map
         let mut buf = Vec::with_capacity(64);

@@ -595,18 +595,7 @@ impl Queue {
             }
         }
 
-        if let Some(ref metadata) = opts.telemetry_metadata {
-            // A msgpack str header is at most 5 bytes: sized once, not grown per write.
-            let mut b = Vec::with_capacity(metadata.len() + 5);
-            write_str(&mut b, metadata).unwrap();
-            entries.push(("tm", b));
-        }
-        if let Some(omit) = opts.telemetry_omit_context {
-            let mut b = Vec::new();
-            write_bool(&mut b, omit).unwrap();
-            entries.push(("omc", b));
-        }
-        push_extensions(&mut entries, opts);
+        push_telemetry_and_extensions(&mut entries, opts);
 
         // Encode as msgpack map
         let mut buf = Vec::with_capacity(64);
@@ -2976,6 +2965,27 @@ impl Queue {
 
 /// Adds a job's unmodelled options (`JobOptions::extensions`) to the entries of an
 /// options map about to be packed for a script.
+/// Appends the telemetry metadata (`tm`, `omc`) and the unmodelled options of `opts`
+/// to an add script's options map: every add path writes them, a job of a flow too.
+pub(crate) fn push_telemetry_and_extensions<'a>(
+    entries: &mut Vec<(&'a str, Vec<u8>)>,
+    opts: &'a JobOptions,
+) {
+    use rmp::encode::*;
+    if let Some(ref metadata) = opts.telemetry_metadata {
+        // A msgpack str header is at most 5 bytes: sized once, not grown per write.
+        let mut b = Vec::with_capacity(metadata.len() + 5);
+        write_str(&mut b, metadata).unwrap();
+        entries.push(("tm", b));
+    }
+    if let Some(omit) = opts.telemetry_omit_context {
+        let mut b = Vec::new();
+        write_bool(&mut b, omit).unwrap();
+        entries.push(("omc", b));
+    }
+    push_extensions(entries, opts);
+}
+
 pub(crate) fn push_extensions<'a>(entries: &mut Vec<(&'a str, Vec<u8>)>, opts: &'a JobOptions) {
     for (key, value) in &opts.extensions {
         // A serde_json::Value always encodes.

@@ -4,6 +4,8 @@ mod auth;
 mod birthdays;
 mod dashboard;
 mod error;
+mod exports;
+mod reports;
 mod users;
 mod validate;
 
@@ -20,6 +22,8 @@ pub use error::ApiError;
 use crate::db::Db;
 use crate::jobs::coupons::BirthdayScan;
 use crate::jobs::email::WelcomeEmail;
+use crate::jobs::exports::{ExportRequest, ExportSettings};
+use crate::jobs::reports::ReportMonth;
 use crate::jobs::{COUPON_QUEUE, EMAIL_QUEUE};
 
 /// What handlers share.
@@ -33,6 +37,8 @@ pub struct AppState {
     pub admin_token: Option<String>,
     /// The time zone "today" is read in (birthdays, the scan window).
     pub tz: chrono_tz::Tz,
+    /// How exports run.
+    pub export: ExportSettings,
 }
 
 impl AppState {
@@ -52,6 +58,12 @@ pub struct Producers {
     /// Birthday scans.
     #[queue("coupon")]
     pub coupon: Queue<BirthdayScan>,
+    /// Monthly reports.
+    #[queue("report")]
+    pub report: Queue<ReportMonth>,
+    /// Exports.
+    #[queue("export")]
+    pub export: Queue<ExportRequest>,
 }
 
 /// The whole API, with the queue layer.
@@ -61,6 +73,10 @@ pub struct Producers {
 ///   cannot be guessed).
 /// - `GET /admin/jobs/{queue}/{id}`: the same with the failure reason and return
 ///   value, for the operator (`Authorization: Bearer $ADMIN_TOKEN`).
+/// - `POST /reports`, `GET /reports/{month}`: the monthly report, a flow of four
+///   idempotent steps, and each step's state (operator only).
+/// - `POST /exports`, `GET /exports/{id}`, `DELETE /exports/{id}`: the users export,
+///   with its timeout and cancellation (operator only).
 /// - `GET /admin/metrics`: the Prometheus metrics, for a scraper sending the same
 ///   header.
 /// - `/admin/queues`: the queue dashboard, for the operator (the same token, or HTTP
@@ -80,6 +96,13 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
         .route("/users", post(users::create))
         .route("/users/{id}/coupons", get(users::coupons))
         .route("/birthdays/run", post(birthdays::run))
+        .route("/reports", post(reports::create))
+        .route("/reports/{month}", get(reports::status))
+        .route("/exports", post(exports::create))
+        .route(
+            "/exports/{id}",
+            get(exports::status).delete(exports::cancel),
+        )
         .with_state(state)
         .merge(
             JobRoutes::new()
