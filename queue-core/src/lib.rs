@@ -53,6 +53,9 @@ pub use worker::{ListenerStats, ShutdownReport, Workers, LISTENER_MAILBOX};
 
 #[doc = include_str!("../docs/registration.md")]
 pub mod guide_registration {}
+#[cfg(feature = "macros")]
+#[doc = include_str!("../docs/flows.md")]
+pub mod guide_flows {}
 #[cfg(feature = "sqlx")]
 #[doc = include_str!("../docs/exactly-once.md")]
 pub mod guide_exactly_once {}

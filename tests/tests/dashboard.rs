@@ -1077,6 +1077,65 @@ async fn a_flows_job_page_shows_its_parent_and_children_as_a_tree() {
     );
 }
 
+#[tokio::test]
+async fn a_flow_parents_page_shows_a_failed_child_with_its_reason() {
+    use queue_core::OnChildFailure;
+
+    async fn breaks(_job: Job<()>) -> Result<(), JobError> {
+        Err(JobError::unrecoverable(std::io::Error::other(
+            "the <renderer> crashed",
+        )))
+    }
+    let redis = TestRedis::new("dash-flow-failed");
+    let app = redis
+        .app(|b| b.processor(Processor::new("dash-steps").any_job(breaks)))
+        .await;
+    let reports = app.queue::<()>("dash-reports").unwrap();
+    let steps = app.queue::<()>("dash-steps").unwrap();
+    let flow = reports
+        .flow_job("report", ())
+        .options(JobOptions::new().job_id("report-2"))
+        .child(
+            OnChildFailure::IgnoreDependency,
+            steps
+                .flow_job("render", ())
+                .options(JobOptions::new().job_id("render-2")),
+        )
+        .child(
+            OnChildFailure::FailParent,
+            steps.flow_job("upload", ()).options(
+                JobOptions::new()
+                    .job_id("upload-2")
+                    .delay(Duration::from_secs(300)),
+            ),
+        );
+    app.add_flow(flow).await.unwrap();
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&steps, "render-2", JobState::Failed, SOON).await;
+    let addr = serve(&app).await;
+    let parent = text(
+        &get(
+            addr,
+            "/admin/queues/queues/dash-reports/jobs/report-2",
+            "viewer",
+        )
+        .await,
+    );
+    let failed = parent
+        .split("<li>")
+        .find(|li| li.contains("render-2"))
+        .unwrap_or_else(|| panic!("render-2 in {parent}"));
+    assert!(failed.contains("chip bad\">failed"), "{failed}");
+    // The reason, escaped.
+    assert!(failed.contains("the &lt;renderer&gt; crashed"), "{failed}");
+    let pending = parent
+        .split("<li>")
+        .find(|li| li.contains("upload-2"))
+        .unwrap();
+    assert!(pending.contains(">pending<"), "{pending}");
+    workers.shutdown(SOON).await;
+}
+
 /// The numbers in a row of the overview, in column order.
 fn overview_cells(page: &str, queue: &str) -> Vec<String> {
     let row = page

@@ -332,6 +332,10 @@ async fn every_failure_policy_ends_the_parent_when_a_child_fails_for_good() {
         ),
         other => panic!("cp: {other:?}"),
     }
+    // Once the parent completed, the child it did not wait for was dropped: BullMQ
+    // would not have let the parent complete with it pending.
+    let steps = app.queue::<Step>("steps").unwrap();
+    assert_eq!(steps.get_job("cp-b").await.unwrap(), None);
 
     // Ignore: the parent runs when `b` is done, and sees the failure.
     add_pair(

@@ -133,7 +133,7 @@ impl Exports {
             if job.is_cancelled() {
                 // Ends the job failed as cancelled, without retries.
                 return Err(JobError::unrecoverable(std::io::Error::other(format!(
-                    "cancelled after {batch} batches"
+                    "stopped between batches, {batch} written"
                 ))));
             }
             let users = db.users_page(batch * size, size).await?;
