@@ -1,6 +1,7 @@
 #![doc = include_str!("../docs/overview.md")]
 
 mod app;
+mod cluster;
 mod deps;
 mod engine;
 mod error;

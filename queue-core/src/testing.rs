@@ -27,7 +27,11 @@ pub fn unique_prefix(label: &str) -> String {
 /// made by [`unique_prefix`], so it can never wipe a real queue.
 pub async fn delete_prefix(app: &QueueApp) -> Result<u64, Error> {
     let prefix = app.prefix();
-    if !prefix.starts_with(TEST_PREFIX_START) {
+    // A cluster test prefix is the same in a hash tag: `{test-...}`.
+    if !prefix
+        .trim_start_matches('{')
+        .starts_with(TEST_PREFIX_START)
+    {
         return Err(Error::invalid(
             "prefix",
             format!("delete_prefix only deletes test prefixes (`{TEST_PREFIX_START}...`), not `{prefix}`"),
@@ -35,6 +39,15 @@ pub async fn delete_prefix(app: &QueueApp) -> Result<u64, Error> {
     }
     let conn = app.connection();
     let pattern = format!("{prefix}:*");
+    if conn.is_cluster() {
+        // `SCAN` would read one node; `KEYS` is sent to every master.
+        let keys: Vec<String> = conn.query(redis::cmd("KEYS").arg(&pattern)).await?;
+        let mut deleted = 0;
+        for key in keys {
+            deleted += conn.query::<u64>(redis::cmd("UNLINK").arg(&key)).await?;
+        }
+        return Ok(deleted);
+    }
     let mut cursor: u64 = 0;
     let mut deleted = 0;
     loop {

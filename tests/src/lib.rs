@@ -7,12 +7,14 @@ use std::time::{Duration, Instant};
 use queue_core::{testing, QueueApp, QueueAppBuilder};
 
 pub mod chaos;
+mod cluster;
 pub mod db;
 pub mod fixtures;
 pub mod http;
 pub mod node;
 mod private_redis;
 
+pub use cluster::RedisCluster;
 pub use private_redis::{free_port, PrivateRedis};
 
 /// `REDIS_URL`, or the local default.
@@ -20,7 +22,23 @@ pub fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| queue_core::DEFAULT_REDIS_URL.to_owned())
 }
 
-/// A test's private corner of Redis: a unique prefix whose keys are deleted on drop.
+/// `REDIS_CLUSTER_NODES`, comma-separated seed URLs: when set, every [`TestRedis`] runs
+/// on that Redis Cluster instead of `REDIS_URL` (`scripts/test.sh` runs the core of the
+/// suite so, on a private cluster).
+pub fn cluster_nodes() -> Option<Vec<String>> {
+    let nodes = std::env::var("REDIS_CLUSTER_NODES").ok()?;
+    let nodes: Vec<String> = nodes
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
+    (!nodes.is_empty()).then_some(nodes)
+}
+
+/// A test's private corner of Redis: a unique prefix whose keys are deleted on drop. On
+/// a cluster ([`cluster_nodes`]) the prefix is a hash tag, `{test-...}`: every key of the
+/// test in one slot, as BullMQ needs.
 #[derive(Debug)]
 pub struct TestRedis {
     prefix: String,
@@ -29,8 +47,12 @@ pub struct TestRedis {
 impl TestRedis {
     /// A new unique prefix, labelled for debugging.
     pub fn new(label: &str) -> Self {
+        let prefix = testing::unique_prefix(label);
         TestRedis {
-            prefix: testing::unique_prefix(label),
+            prefix: match cluster_nodes() {
+                Some(_) => format!("{{{prefix}}}"),
+                None => prefix,
+            },
         }
     }
 
@@ -41,9 +63,11 @@ impl TestRedis {
 
     /// A builder already pointed at the test Redis and prefix.
     pub fn builder(&self) -> QueueAppBuilder {
-        QueueApp::builder()
-            .redis(redis_url())
-            .prefix(self.prefix.clone())
+        let builder = match cluster_nodes() {
+            Some(nodes) => QueueApp::builder().redis_cluster(nodes),
+            None => QueueApp::builder().redis(redis_url()),
+        };
+        builder.prefix(self.prefix.clone())
     }
 
     /// Builds an app from [`TestRedis::builder`] after `configure`.
@@ -62,7 +86,7 @@ impl TestRedis {
         let mut conn = sync_connection();
         redis::cmd("KEYS")
             .arg(format!("{}:*", self.prefix))
-            .query(&mut conn)
+            .query(&mut *conn)
             .expect("KEYS")
     }
 
@@ -72,7 +96,7 @@ impl TestRedis {
         redis::cmd("HGET")
             .arg(format!("{}:{queue}:{id}", self.prefix))
             .arg(field)
-            .query(&mut conn)
+            .query(&mut *conn)
             .expect("HGET")
     }
 }
@@ -83,18 +107,29 @@ impl Drop for TestRedis {
         let mut conn = sync_connection();
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg(format!("{}:*", self.prefix))
-            .query(&mut conn)
+            .query(&mut *conn)
             .unwrap_or_default();
         if !keys.is_empty() {
-            let _: Result<u64, _> = redis::cmd("DEL").arg(&keys).query(&mut conn);
+            let _: Result<u64, _> = redis::cmd("DEL").arg(&keys).query(&mut *conn);
         }
     }
 }
 
-fn sync_connection() -> redis::Connection {
-    redis::Client::open(redis_url())
-        .and_then(|c| c.get_connection())
-        .expect("the test Redis answers")
+/// A blocking connection to the test Redis, or to the cluster (`KEYS` then goes to
+/// every master; a test's keys share one slot, so `DEL` of them all is one command).
+fn sync_connection() -> Box<dyn redis::ConnectionLike> {
+    match cluster_nodes() {
+        Some(nodes) => Box::new(
+            redis::cluster::ClusterClient::new(nodes)
+                .and_then(|c| c.get_connection())
+                .expect("the test cluster answers"),
+        ),
+        None => Box::new(
+            redis::Client::open(redis_url())
+                .and_then(|c| c.get_connection())
+                .expect("the test Redis answers"),
+        ),
+    }
 }
 
 /// Polls `condition` every 20 ms until it returns `Some`, or panics after `deadline`

@@ -179,7 +179,7 @@ fn spawn_child(dir: &Path, args: &[&str]) -> Child {
         .expect("redis-server starts (scripts/test.sh installs it)")
 }
 
-fn wait_for_port(port: u16) {
+pub(crate) fn wait_for_port(port: u16) {
     let started = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
@@ -190,7 +190,7 @@ fn wait_for_port(port: u16) {
     }
 }
 
-fn scratch_dir(kind: &str) -> PathBuf {
+pub(crate) fn scratch_dir(kind: &str) -> PathBuf {
     let dir =
         std::env::temp_dir().join(queue_core::testing::unique_prefix(&format!("redis-{kind}")));
     std::fs::create_dir_all(&dir).expect("scratch dir");

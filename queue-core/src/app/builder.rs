@@ -12,7 +12,7 @@ use super::{
     DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
 use crate::deps::Deps;
-use crate::engine::Connection;
+use crate::engine::{Connection, Endpoint};
 use crate::error::Error;
 use crate::error::RegistryError;
 use crate::events::local;
@@ -36,7 +36,7 @@ struct Plan {
 #[derive(Debug)]
 #[must_use = "call .build().await to connect"]
 pub struct QueueAppBuilder {
-    url: String,
+    endpoint: Endpoint,
     tls: Option<Tls>,
     prefix: String,
     defaults: JobOptions,
@@ -56,7 +56,7 @@ pub struct QueueAppBuilder {
 impl Default for QueueAppBuilder {
     fn default() -> Self {
         QueueAppBuilder {
-            url: DEFAULT_REDIS_URL.to_owned(),
+            endpoint: Endpoint::Single(DEFAULT_REDIS_URL.to_owned()),
             tls: None,
             prefix: DEFAULT_PREFIX.to_owned(),
             defaults: JobOptions::default(),
@@ -78,7 +78,35 @@ impl Default for QueueAppBuilder {
 impl QueueAppBuilder {
     /// The Redis URL: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
     pub fn redis(mut self, url: impl Into<String>) -> Self {
-        self.url = url.into();
+        self.endpoint = Endpoint::Single(url.into());
+        self
+    }
+
+    /// A Redis Cluster, by some of its nodes (`redis://[user:password@]host:port`, or
+    /// `rediss://`; the cluster tells the rest). Commands go to the master of their
+    /// slot, and follow it through a failover.
+    ///
+    /// BullMQ needs every key of a queue in one slot: `build` refuses a prefix and queues
+    /// without a hash tag, with the fix. Tag the prefix (`{bull}`: every queue on one
+    /// slot, so on one master) or, to spread queues over the masters, give each group of
+    /// queues that work together a tag in their names (`{mail}welcome`, `{mail}digest`,
+    /// `{reports}steps`). A flow's queues must share a tag.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> queue_core::Result<()> {
+    /// let app = queue_core::QueueApp::builder()
+    ///     .redis_cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .prefix("{bull}")
+    ///     .build()
+    ///     .await?;
+    /// # let _ = app; Ok(()) }
+    /// ```
+    pub fn redis_cluster<I, S>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.endpoint = Endpoint::Cluster(nodes.into_iter().map(Into::into).collect());
         self
     }
 
@@ -225,6 +253,13 @@ impl QueueAppBuilder {
         let queues = merge_processors(&processors, &deps, &mut problems);
         problems.extend(check_registrations(&queues, &registered));
         RegistryError::from_problems(problems)?;
+        if matches!(self.endpoint, Endpoint::Cluster(_)) {
+            let named = queues
+                .iter()
+                .map(|plan| plan.queue.as_str())
+                .chain(registered.producers.iter().map(|p| p.queue));
+            crate::cluster::check_tags(&self.prefix, named)?;
+        }
         Ok(Plan {
             queues,
             deps,
@@ -241,7 +276,7 @@ impl QueueAppBuilder {
             registered,
         } = self.plan()?;
         let conn = Connection::open(
-            &self.url,
+            &self.endpoint,
             self.tls.as_ref(),
             &self.prefix,
             self.connect_timeout,

@@ -106,6 +106,9 @@ impl QueueApp {
                 format!("`{name}` must be non-empty and without ':' (BullMQ's key separator)"),
             ));
         }
+        if self.inner.conn.is_cluster() {
+            crate::cluster::check_tags(self.prefix(), [name])?;
+        }
         let mut queues = self
             .inner
             .queues

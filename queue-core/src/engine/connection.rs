@@ -1,7 +1,8 @@
 //! The app's Redis connection: URL checks, TLS set-up, the reachability check, and the
 //! engine handles (queues, worker options) built on it.
 
-use std::sync::Once;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use bullmq::options::{RedisConnectionOptions, TlsCerts};
@@ -12,12 +13,47 @@ use super::convert::engine_error;
 use crate::error::Error;
 use crate::tls::Tls;
 
-/// One multiplexed, auto-reconnecting connection shared by every queue handle of the app.
+/// Where the app's Redis is: one server, or a Redis Cluster by its seed nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    /// `redis://` or `rediss://`.
+    Single(String),
+    /// Seed nodes of a cluster, each a `redis://` or `rediss://` URL.
+    Cluster(Vec<String>),
+}
+
+impl Endpoint {
+    fn urls(&self) -> &[String] {
+        match self {
+            Endpoint::Single(url) => std::slice::from_ref(url),
+            Endpoint::Cluster(nodes) => nodes,
+        }
+    }
+
+    /// For messages and logs: the URL, or the seed nodes, without passwords.
+    fn display(&self) -> String {
+        match self {
+            Endpoint::Single(url) => redact_password(url),
+            Endpoint::Cluster(nodes) => {
+                let nodes: Vec<String> = nodes.iter().map(|n| redact_password(n)).collect();
+                format!("cluster({})", nodes.join(", "))
+            }
+        }
+    }
+}
+
+/// One multiplexed, auto-reconnecting connection shared by every queue handle of the app
+/// (on a cluster, the engine's cluster connection, routing each command to its slot's
+/// master).
 #[derive(Clone)]
 pub(crate) struct Connection {
     redis: RedisConnection,
     options: RedisConnectionOptions,
-    client: redis::Client,
+    /// One client per server or seed node, for dedicated connections (pub/sub).
+    clients: Arc<[redis::Client]>,
+    /// Which of `clients` the next dedicated connection tries first.
+    next_client: Arc<AtomicUsize>,
+    cluster: bool,
     prefix: String,
     display_url: String,
 }
@@ -25,25 +61,40 @@ pub(crate) struct Connection {
 impl Connection {
     /// Connects and checks that Redis answers, within `timeout`.
     pub(crate) async fn open(
-        url: &str,
+        endpoint: &Endpoint,
         tls: Option<&Tls>,
         prefix: &str,
         timeout: Duration,
     ) -> Result<Self, Error> {
-        let display_url = redact_password(url);
+        let display_url = endpoint.display();
         let connect_error = |reason: String| Error::Connect {
             url: display_url.clone(),
             reason,
         };
-        if url.starts_with("rediss://") || tls.is_some() {
+        let urls = endpoint.urls();
+        if urls.is_empty() {
+            return Err(connect_error("no cluster seed node given".to_owned()));
+        }
+        let secure = urls.iter().any(|url| url.starts_with("rediss://"));
+        if secure || tls.is_some() {
             install_crypto_provider();
         }
-        let client = match tls {
-            None => redis::Client::open(url),
-            Some(tls) => redis::Client::build_with_tls(url, certificates(tls)),
-        }
-        .map_err(|e| connect_error(format!("not a valid Redis URL or TLS setting ({e})")))?;
-        let mut options = RedisConnectionOptions::new().url(url);
+        let clients = urls
+            .iter()
+            .map(|url| match tls {
+                None => redis::Client::open(url.as_str()),
+                Some(tls) => redis::Client::build_with_tls(url.as_str(), certificates(tls)),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| connect_error(format!("not a valid Redis URL or TLS setting ({e})")))?;
+        let mut options = match endpoint {
+            Endpoint::Single(url) => RedisConnectionOptions::new().url(url),
+            Endpoint::Cluster(nodes) => RedisConnectionOptions {
+                cluster_nodes: nodes.clone(),
+                tls: secure,
+                ..RedisConnectionOptions::new()
+            },
+        };
         if let Some(tls) = tls {
             options = options.tls_certs(TlsCerts {
                 root_cert: tls.root_cert_pem.clone(),
@@ -51,16 +102,22 @@ impl Connection {
                 client_key: tls.client_cert_pem.as_ref().map(|(_, key)| key.clone()),
             });
         }
-        // One plain connection first: it fails at once with the real cause ("Connection
+        // Plain connections first: they fail at once with the real cause ("Connection
         // refused", "WRONGPASS", a TLS error), where the engine's reconnecting manager
-        // would retry quietly until the timeout.
+        // would retry quietly until the timeout. Of a cluster's seeds, one must answer.
         let probe = async {
-            let mut probe = client.get_multiplexed_async_connection().await?;
-            redis::cmd("PING").query_async::<()>(&mut probe).await
+            let mut last = None;
+            for client in &clients {
+                match ping(client).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => last = Some(e),
+                }
+            }
+            Err(last.map_or_else(String::new, |e| e.to_string()))
         };
         match tokio::time::timeout(timeout, probe).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(connect_error(e.to_string())),
+            Ok(Err(reason)) => return Err(connect_error(reason)),
             Err(_) => return Err(connect_error(format!("no answer within {timeout:?}"))),
         }
         let connect = async {
@@ -74,12 +131,19 @@ impl Connection {
             Err(_) => return Err(connect_error(format!("no answer within {timeout:?}"))),
         };
         Ok(Connection {
+            cluster: redis.is_cluster(),
             redis,
             options,
-            client,
+            clients: clients.into(),
+            next_client: Arc::new(AtomicUsize::new(0)),
             prefix: prefix.to_owned(),
             display_url,
         })
+    }
+
+    /// Whether the app runs on a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.cluster
     }
 
     pub(crate) fn prefix(&self) -> &str {
@@ -138,9 +202,12 @@ impl Connection {
             .map_err(|e| Error::Redis(Box::new(e)))
     }
 
-    /// A client for dedicated connections (pub/sub).
+    /// A client for a dedicated connection (pub/sub): on a cluster, each call gives the
+    /// next seed node, so that a subscriber whose node went away moves to another. (A
+    /// cluster delivers a `PUBLISH` to the subscribers of every node.)
     pub(super) fn client(&self) -> &redis::Client {
-        &self.client
+        let next = self.next_client.fetch_add(1, Ordering::Relaxed);
+        &self.clients[next % self.clients.len()]
     }
 
     /// `<prefix>:<queue>`, the base of every key of a queue.
@@ -169,6 +236,11 @@ fn certificates(tls: &Tls) -> redis::TlsCertificates {
             }),
         root_cert: tls.root_cert_pem.clone(),
     }
+}
+
+async fn ping(client: &redis::Client) -> redis::RedisResult<()> {
+    let mut probe = client.get_multiplexed_async_connection().await?;
+    redis::cmd("PING").query_async::<()>(&mut probe).await
 }
 
 /// `rediss://` makes the redis crate build a rustls client config, which panics unless a

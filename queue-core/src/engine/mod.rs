@@ -17,7 +17,7 @@ mod runtime;
 mod sink;
 mod worker;
 
-pub(crate) use connection::Connection;
+pub(crate) use connection::{Connection, Endpoint};
 pub(crate) use events::EngineQueueEvents;
 pub(crate) use flow::add_flow;
 pub(crate) use queue::{AddOutcome, EngineQueue};

@@ -167,6 +167,17 @@ pub(crate) struct PreparedJob {
     pub(crate) children: Vec<PreparedJob>,
 }
 
+impl PreparedJob {
+    /// The queue of this job and of each descendant, depth first.
+    fn queues(&self) -> Vec<&str> {
+        let mut all = vec![self.queue.as_str()];
+        for child in &self.children {
+            all.extend(child.queues());
+        }
+        all
+    }
+}
+
 /// The ids the engine gave a flow's jobs, in the flow's shape.
 #[derive(Debug)]
 pub(crate) struct AddedIds {
@@ -232,6 +243,10 @@ pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
     );
     // Prepared inside the span: every job of the flow carries the span's context.
     let prepared = span.in_scope(|| root.prepare("root", None))?;
+    let conn = queue.connection();
+    if conn.is_cluster() {
+        crate::cluster::check_same_slot(conn.prefix(), prepared.queues())?;
+    }
     let work = async {
         let engine = queue.engine().await?;
         if engine.claimed_before(&prepared.options).await? {
