@@ -2,7 +2,8 @@
 # Runs the whole suite on a fresh machine: brings up what the tests need (a Redis on
 # 127.0.0.1:6379, a PostgreSQL on 127.0.0.1:5432, openssl for the TLS test, the Node
 # test peer where present), then
-# fmt, clippy, docs and every test of the workspace.
+# fmt, clippy, docs and every test of the workspace, and then the core of the suite
+# once more on a private Redis Cluster (scripts/redis-cluster.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,3 +71,15 @@ RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --quiet
 
 say "cargo test --workspace"
 cargo test --workspace
+
+# The core of the suite again, on a Redis Cluster: the same tests, with every app on
+# REDIS_CLUSTER_NODES and every test prefix a hash tag (tests/src/lib.rs).
+say "the core of the suite on a private Redis Cluster (3 masters, 3 replicas)"
+cluster_dir=$(mktemp -d /tmp/queue-tests-cluster.XXXXXX)
+trap 'scripts/redis-cluster.sh stop "$cluster_dir"' EXIT
+nodes=$(scripts/redis-cluster.sh start "$cluster_dir")
+echo "$nodes"
+core=(producer worker retries options lifecycle events listeners stalled flows axum
+  dashboard outbox metrics bad_input worker_holes macros serve interop)
+REDIS_CLUSTER_NODES=$nodes cargo test -p queue-tests $(printf -- '--test %s ' "${core[@]}")
+REDIS_CLUSTER_NODES=$nodes cargo test -p welcome-app --test service --test long_work

@@ -16,8 +16,10 @@
 // The traced commands print every span they ended as {span: {name, kind, traceId,
 // spanId, parentSpanId}}.
 //
-// Environment: REDIS_URL (default redis://127.0.0.1:6379), PREFIX (default bull).
+// Environment: REDIS_URL (default redis://127.0.0.1:6379), PREFIX (default bull);
+// REDIS_CLUSTER_NODES (comma-separated seed URLs) puts it on that Redis Cluster instead.
 import { FlowProducer, Queue, QueueEvents, Worker } from 'bullmq';
+import { Cluster } from 'ioredis';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { queuesHandler } from '@bull-board/api/dist/handlers/queues.js';
 import { BullMQOtel } from 'bullmq-otel';
@@ -30,8 +32,14 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 
-const url = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
-const connection = { host: url.hostname, port: Number(url.port || 6379), maxRetriesPerRequest: null };
+const hostPort = (address) => {
+  const url = new URL(address);
+  return { host: url.hostname, port: Number(url.port || 6379) };
+};
+const clusterNodes = (process.env.REDIS_CLUSTER_NODES ?? '').split(',').filter(Boolean);
+const connection = clusterNodes.length > 0
+  ? new Cluster(clusterNodes.map(hostPort), { redisOptions: { maxRetriesPerRequest: null } })
+  : { ...hostPort(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'), maxRetriesPerRequest: null };
 const prefix = process.env.PREFIX ?? 'bull';
 const [command, queueName, arg] = process.argv.slice(2);
 const print = (value) => process.stdout.write(JSON.stringify(value) + '\n');

@@ -5,7 +5,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::private_redis::{free_port, scratch_dir, wait_for_port};
+use crate::private_redis::{scratch_dir, wait_for_port};
 
 /// One node of a [`RedisCluster`].
 #[derive(Debug)]
@@ -32,7 +32,7 @@ impl RedisCluster {
         let dir = scratch_dir("cluster");
         let mut nodes = Vec::new();
         for _ in 0..masters * (1 + replicas) {
-            let port = free_port();
+            let port = cluster_port();
             let node_dir = dir.join(port.to_string());
             std::fs::create_dir_all(&node_dir).expect("node dir");
             let child = Command::new("redis-server")
@@ -186,6 +186,32 @@ impl Drop for RedisCluster {
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A free port whose cluster bus port (10000 higher, so at most 55535) is free too.
+/// Handed out once per process, so that clusters started at once never pick the same
+/// port before its server binds it.
+fn cluster_port() -> u16 {
+    static NEXT: std::sync::Mutex<u16> = std::sync::Mutex::new(0);
+    let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+    let mut next = NEXT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if *next == 0 {
+        // Processes (test binaries) running at once start far apart.
+        *next = 20000 + (std::process::id() % 25) as u16 * 1000;
+    }
+    loop {
+        let candidate = *next;
+        *next = if candidate >= 45000 {
+            20000
+        } else {
+            candidate + 1
+        };
+        if free(candidate) && free(candidate + 10000) {
+            return candidate;
+        }
     }
 }
 

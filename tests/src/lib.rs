@@ -36,6 +36,15 @@ pub fn cluster_nodes() -> Option<Vec<String>> {
     (!nodes.is_empty()).then_some(nodes)
 }
 
+/// A builder pointed at the test Redis, or at the cluster of [`cluster_nodes`]: for
+/// the helper processes, which get the test's prefix from their environment.
+pub fn redis_builder() -> QueueAppBuilder {
+    match cluster_nodes() {
+        Some(nodes) => QueueApp::builder().redis_cluster(nodes),
+        None => QueueApp::builder().redis(redis_url()),
+    }
+}
+
 /// A test's private corner of Redis: a unique prefix whose keys are deleted on drop. On
 /// a cluster ([`cluster_nodes`]) the prefix is a hash tag, `{test-...}`: every key of the
 /// test in one slot, as BullMQ needs.
@@ -63,11 +72,7 @@ impl TestRedis {
 
     /// A builder already pointed at the test Redis and prefix.
     pub fn builder(&self) -> QueueAppBuilder {
-        let builder = match cluster_nodes() {
-            Some(nodes) => QueueApp::builder().redis_cluster(nodes),
-            None => QueueApp::builder().redis(redis_url()),
-        };
-        builder.prefix(self.prefix.clone())
+        redis_builder().prefix(self.prefix.clone())
     }
 
     /// Builds an app from [`TestRedis::builder`] after `configure`.
@@ -115,9 +120,10 @@ impl Drop for TestRedis {
     }
 }
 
-/// A blocking connection to the test Redis, or to the cluster (`KEYS` then goes to
-/// every master; a test's keys share one slot, so `DEL` of them all is one command).
-fn sync_connection() -> Box<dyn redis::ConnectionLike> {
+/// A blocking connection to the test Redis, or to the cluster of [`cluster_nodes`], for
+/// tests that read or write keys as another client would (on a cluster, `KEYS` goes to
+/// every master; a test's keys share one slot, so one `DEL` takes them all).
+pub fn sync_connection() -> Box<dyn redis::ConnectionLike> {
     match cluster_nodes() {
         Some(nodes) => Box::new(
             redis::cluster::ClusterClient::new(nodes)
@@ -129,6 +135,67 @@ fn sync_connection() -> Box<dyn redis::ConnectionLike> {
                 .and_then(|c| c.get_connection())
                 .expect("the test Redis answers"),
         ),
+    }
+}
+
+/// An async connection to the test Redis, or to the cluster of [`cluster_nodes`].
+pub async fn async_connection() -> AnyConnection {
+    match cluster_nodes() {
+        Some(nodes) => AnyConnection::Cluster(
+            redis::cluster::ClusterClient::new(nodes)
+                .expect("the cluster's seed URLs")
+                .get_async_connection()
+                .await
+                .expect("the test cluster answers"),
+        ),
+        None => AnyConnection::Single(
+            redis::Client::open(redis_url())
+                .expect("REDIS_URL")
+                .get_multiplexed_async_connection()
+                .await
+                .expect("the test Redis answers"),
+        ),
+    }
+}
+
+/// What [`async_connection`] gives: one server's connection, or a cluster's.
+#[derive(Clone)]
+#[allow(missing_debug_implementations)] // The cluster connection has no `Debug`.
+pub enum AnyConnection {
+    /// One server.
+    Single(redis::aio::MultiplexedConnection),
+    /// A cluster: each command goes to its slot's master.
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for AnyConnection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            AnyConnection::Single(c) => c.req_packed_command(cmd),
+            AnyConnection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            AnyConnection::Single(c) => c.req_packed_commands(cmd, offset, count),
+            AnyConnection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            AnyConnection::Single(c) => c.get_db(),
+            AnyConnection::Cluster(c) => c.get_db(),
+        }
     }
 }
 

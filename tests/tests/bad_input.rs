@@ -86,9 +86,7 @@ async fn bad_options_ids_and_payloads_are_refused_at_add_and_nothing_is_written(
 
 /// Overwrites one field of a job's hash, as a foreign producer or a hand edit would.
 fn corrupt(redis: &TestRedis, queue: &str, id: &str, field: &str, value: Option<&str>) {
-    let mut conn = redis::Client::open(queue_tests::redis_url())
-        .and_then(|c| c.get_connection())
-        .expect("the test Redis answers");
+    let mut conn = queue_tests::sync_connection();
     let key = format!("{}:{queue}:{id}", redis.prefix());
     let cmd = match value {
         Some(value) => {
@@ -102,7 +100,7 @@ fn corrupt(redis: &TestRedis, queue: &str, id: &str, field: &str, value: Option<
             cmd
         }
     };
-    let _: i64 = cmd.query(&mut conn).expect("the job hash is written");
+    let _: i64 = cmd.query(&mut *conn).expect("the job hash is written");
 }
 
 #[tokio::test]

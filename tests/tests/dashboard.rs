@@ -475,12 +475,8 @@ async fn post_form(addr: SocketAddr, path: &str, form: &str) -> HttpResponse {
     .expect("request")
 }
 
-async fn redis_conn() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(queue_tests::redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
+async fn redis_conn() -> queue_tests::AnyConnection {
+    queue_tests::async_connection().await
 }
 
 #[tokio::test]
@@ -1006,41 +1002,24 @@ async fn ten_tabs_share_one_event_reader_and_see_counts_move() {
 
 #[tokio::test]
 async fn a_flows_job_page_shows_its_parent_and_children_as_a_tree() {
-    use bullmq::flow_producer::{FlowJob, FlowProducer, FlowProducerOptions};
+    use queue_core::OnChildFailure;
 
     let redis = TestRedis::new("dash-flow");
     let app = redis.app(|b| b).await;
-    let flows = FlowProducer::with_options(
-        FlowProducerOptions::new()
-            .connection(
-                bullmq::options::RedisConnectionOptions::new().url(queue_tests::redis_url()),
-            )
-            .prefix(redis.prefix().to_owned()),
-    )
-    .await
-    .unwrap();
-    let id = |id: &str| bullmq::JobOptions {
-        job_id: Some(id.to_owned()),
-        ..Default::default()
+    let reports = app.queue::<serde_json::Value>("dash-reports").unwrap();
+    let steps = app.queue::<serde_json::Value>("dash-steps").unwrap();
+    let step = |name: &str, id: &str| {
+        steps
+            .flow_job(name, serde_json::json!({}))
+            .options(JobOptions::new().job_id(id))
     };
-    flows
-        .add(
-            FlowJob::new("report", "dash-reports", serde_json::json!({}))
-                .unwrap()
-                .options(id("report-1"))
-                .add_child(
-                    FlowJob::new("render", "dash-steps", serde_json::json!({}))
-                        .unwrap()
-                        .options(id("render-1")),
-                )
-                .add_child(
-                    FlowJob::new("upload", "dash-steps", serde_json::json!({}))
-                        .unwrap()
-                        .options(id("upload-1")),
-                ),
-        )
-        .await
-        .unwrap();
+    // Added through the engine's flow producer, which writes each child's `parent`.
+    let flow = reports
+        .flow_job("report", serde_json::json!({}))
+        .options(JobOptions::new().job_id("report-1"))
+        .child(OnChildFailure::FailParent, step("render", "render-1"))
+        .child(OnChildFailure::FailParent, step("upload", "upload-1"));
+    app.add_flow(flow).await.unwrap();
     // The app knows its queues by use.
     let _ = app.queue::<serde_json::Value>("dash-reports").unwrap();
     let _ = app.queue::<serde_json::Value>("dash-steps").unwrap();
@@ -1073,7 +1052,7 @@ async fn a_flows_job_page_shows_its_parent_and_children_as_a_tree() {
     );
     assert!(
         child.contains(r#"href="/admin/queues/queues/dash-reports/jobs/report-1""#),
-        "the parent, as the engine wrote it: {child}"
+        "the parent, as the engine's flow producer wrote it: {child}"
     );
 }
 

@@ -229,11 +229,7 @@ async fn per_minute_metrics_are_recorded_where_bull_board_reads_them() {
         q.add("ok", i.to_string(), JobOptions::new()).await.unwrap();
     }
     q.add("flaky", "f".into(), JobOptions::new()).await.unwrap();
-    let mut conn = redis::Client::open(queue_tests::redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = queue_tests::async_connection().await;
     let base = format!("{}:pm:metrics", redis.prefix());
     // BullMQ's keys: `<queue>:metrics:<completed|failed>`, a hash whose `count` Node's
     // `Queue.getMetrics` (and Bull Board) read, and its `:data` list per minute.
@@ -314,11 +310,7 @@ async fn the_processor_macro_turns_on_per_minute_metrics() {
             .await
             .unwrap();
     }
-    let conn = redis::Client::open(queue_tests::redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let conn = queue_tests::async_connection().await;
     let key = format!("{}:pm-macro:metrics:completed", redis.prefix());
     let count = wait_until(SOON, "the per-minute metrics are written", || {
         let (mut conn, key) = (conn.clone(), key.clone());

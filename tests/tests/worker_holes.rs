@@ -237,17 +237,14 @@ async fn a_lost_lock_cancels_the_run_and_is_reported() {
         .unwrap();
     wait_for_state(&queue, "locked-1", JobState::Active, SOON).await;
 
-    let mut conn = redis::Client::open(queue_tests::redis_url())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut conn = queue_tests::sync_connection();
     let lock_key = format!("{}:locks:locked-1:lock", redis.prefix());
     redis::cmd("SET")
         .arg(&lock_key)
         .arg("another-run")
         .arg("PX")
         .arg(30_000)
-        .query::<()>(&mut conn)
+        .query::<()>(&mut *conn)
         .unwrap();
 
     let lost = tokio::time::timeout(SOON, async {
@@ -262,7 +259,7 @@ async fn a_lost_lock_cancels_the_run_and_is_reported() {
     assert_eq!(lost, "locked-1");
     // The run stopped: it was told, and its outcome did not overwrite the other run's
     // hold on the job.
-    let still: String = redis::cmd("GET").arg(&lock_key).query(&mut conn).unwrap();
+    let still: String = redis::cmd("GET").arg(&lock_key).query(&mut *conn).unwrap();
     assert_eq!(still, "another-run");
     queue_tests::wait_until(SOON, "the handler to see the cancellation", || async {
         SAW_CANCEL.load(Ordering::SeqCst).then_some(())

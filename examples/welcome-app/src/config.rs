@@ -39,6 +39,10 @@ pub struct Config {
     /// How exports run (`EXPORT_TIMEOUT_MS`, default 5 minutes; `EXPORT_BATCH_SIZE`,
     /// default 500; `EXPORT_BATCH_PAUSE_MS`, default 20).
     pub export: crate::jobs::exports::ExportSettings,
+    /// `REDIS_CLUSTER_NODES`: seed URLs of a Redis Cluster, comma-separated; when set,
+    /// `REDIS_URL` is not used, and `QUEUE_PREFIX` defaults to `{bull}` (a hash tag:
+    /// BullMQ needs every key of a queue in one slot).
+    pub redis_cluster_nodes: Option<Vec<String>>,
     /// Who gets the monthly report's mail (`REPORT_EMAIL`, default `reports@localhost`).
     pub report_email: String,
 }
@@ -134,8 +138,24 @@ impl Config {
             },
             pause: millis("EXPORT_BATCH_PAUSE_MS", export_defaults.pause)?,
         };
+        let redis_cluster_nodes = lookup("REDIS_CLUSTER_NODES")
+            .map(|nodes| {
+                nodes
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|nodes| !nodes.is_empty());
+        let default_prefix = if redis_cluster_nodes.is_some() {
+            "{bull}"
+        } else {
+            queue_core::DEFAULT_PREFIX
+        };
         Ok(Config {
             export,
+            redis_cluster_nodes,
             report_email: lookup("REPORT_EMAIL").unwrap_or_else(|| "reports@localhost".to_owned()),
             admin_token,
             port: parsed(&lookup, "PORT", 3000, "a port number")?,
@@ -143,8 +163,7 @@ impl Config {
                 .unwrap_or_else(|| queue_core::DEFAULT_REDIS_URL.to_owned()),
             database_url: lookup("DATABASE_URL")
                 .unwrap_or_else(|| "sqlite://welcome.db".to_owned()),
-            queue_prefix: lookup("QUEUE_PREFIX")
-                .unwrap_or_else(|| queue_core::DEFAULT_PREFIX.to_owned()),
+            queue_prefix: lookup("QUEUE_PREFIX").unwrap_or_else(|| default_prefix.to_owned()),
             role,
             mail_fail_rate,
             tz: parsed(
@@ -187,6 +206,13 @@ mod tests {
         assert_eq!(config(&[("ROLE", "worker")]).unwrap().role, Role::Worker);
         assert_eq!(c.admin_token, None);
         assert_eq!(c.export.timeout, Duration::from_secs(300));
+        assert_eq!(c.redis_cluster_nodes, None);
+        let cluster = config(&[("REDIS_CLUSTER_NODES", "redis://a:7000, redis://b:7000")]).unwrap();
+        assert_eq!(
+            cluster.redis_cluster_nodes.as_deref(),
+            Some(&["redis://a:7000".to_owned(), "redis://b:7000".to_owned()][..])
+        );
+        assert_eq!(cluster.queue_prefix, "{bull}");
         assert!(config(&[("EXPORT_BATCH_SIZE", "0")]).is_err());
         assert_eq!(
             config(&[("EXPORT_TIMEOUT_MS", "250")])

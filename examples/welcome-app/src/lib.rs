@@ -73,8 +73,11 @@ pub async fn build(
             url: config.database_url.clone(),
             source,
         })?;
-    let app = QueueApp::builder()
-        .redis(&config.redis_url)
+    let app = match &config.redis_cluster_nodes {
+        Some(nodes) => QueueApp::builder().redis_cluster(nodes.clone()),
+        None => QueueApp::builder().redis(&config.redis_url),
+    };
+    let app = app
         .prefix(&config.queue_prefix)
         .registrations(registrations)
         .provide(db.clone())

@@ -54,6 +54,8 @@ pub(crate) struct Connection {
     /// Which of `clients` the next dedicated connection tries first.
     next_client: Arc<AtomicUsize>,
     cluster: bool,
+    /// For dedicated connections to a cluster node the seeds did not name.
+    tls: Option<Tls>,
     prefix: String,
     display_url: String,
 }
@@ -136,6 +138,7 @@ impl Connection {
             options,
             clients: clients.into(),
             next_client: Arc::new(AtomicUsize::new(0)),
+            tls: tls.cloned(),
             prefix: prefix.to_owned(),
             display_url,
         })
@@ -202,12 +205,56 @@ impl Connection {
             .map_err(|e| Error::Redis(Box::new(e)))
     }
 
-    /// A client for a dedicated connection (pub/sub): on a cluster, each call gives the
-    /// next seed node, so that a subscriber whose node went away moves to another. (A
-    /// cluster delivers a `PUBLISH` to the subscribers of every node.)
-    pub(super) fn client(&self) -> &redis::Client {
+    /// A client for subscribing to `channel`. On a cluster, one to the master that
+    /// serves the channel's slot now: a `PUBLISH` is routed there, and the count it
+    /// answers is of that node's subscribers (a cluster delivers it to every node's, but
+    /// counts only its own). When the slot map cannot be read, the next seed node.
+    pub(super) async fn subscriber_client(&self, channel: &str) -> redis::Client {
         let next = self.next_client.fetch_add(1, Ordering::Relaxed);
-        &self.clients[next % self.clients.len()]
+        let seed = &self.clients[next % self.clients.len()];
+        if !self.cluster {
+            return seed.clone();
+        }
+        let Some((host, port)) = self.master_of(crate::cluster::key_slot(channel)).await else {
+            return seed.clone();
+        };
+        let info = seed.get_connection_info().clone();
+        let addr = match info.addr() {
+            redis::ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => redis::ConnectionAddr::Tcp(host, port),
+        };
+        let info = info.set_addr(addr);
+        let client = match &self.tls {
+            None => redis::Client::open(info),
+            Some(tls) => redis::Client::build_with_tls(info, certificates(tls)),
+        };
+        client.unwrap_or_else(|_| seed.clone())
+    }
+
+    /// The host and port of the master serving `slot`, from `CLUSTER SLOTS`: entries
+    /// `[start, end, [host, port, id, ..], replicas..]`.
+    async fn master_of(&self, slot: u16) -> Option<(String, u16)> {
+        let ranges: Vec<Vec<redis::Value>> =
+            self.query(redis::cmd("CLUSTER").arg("SLOTS")).await.ok()?;
+        ranges.into_iter().find_map(|range| {
+            let mut fields = range.into_iter();
+            let start: u16 = redis::from_redis_value(fields.next()?).ok()?;
+            let end: u16 = redis::from_redis_value(fields.next()?).ok()?;
+            let master: Vec<redis::Value> = redis::from_redis_value(fields.next()?).ok()?;
+            let mut master = master.into_iter();
+            let host: String = redis::from_redis_value(master.next()?).ok()?;
+            let port: u16 = redis::from_redis_value(master.next()?).ok()?;
+            (start..=end).contains(&slot).then_some((host, port))
+        })
     }
 
     /// `<prefix>:<queue>`, the base of every key of a queue.

@@ -4,15 +4,14 @@
 
 use std::path::PathBuf;
 
-use queue_core::{QueueApp, Registrations};
+use queue_core::Registrations;
 use queue_tests::chaos;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let db = PathBuf::from(std::env::var("CHAOS_DB")?);
     let pool = chaos::open_db(&db).await?;
-    let app = QueueApp::builder()
-        .redis(queue_tests::redis_url())
+    let app = queue_tests::redis_builder()
         .prefix(std::env::var("PREFIX")?)
         .registrations(Registrations::None)
         .provide(pool)

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use queue_core::{Outbox, QueueApp, Registrations};
+use queue_core::{Outbox, Registrations};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -15,8 +15,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .max_connections(2)
         .connect(&url)
         .await?;
-    let _app = QueueApp::builder()
-        .redis(queue_tests::redis_url())
+    let _app = queue_tests::redis_builder()
         .prefix(std::env::var("QUEUE_PREFIX")?)
         .registrations(Registrations::None)
         .outbox(

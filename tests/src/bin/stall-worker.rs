@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use queue_core::{Job, JobError, Processor, QueueApp, Registrations};
+use queue_core::{Job, JobError, Processor, Registrations};
 
 async fn hang(job: Job<serde_json::Value>) -> Result<(), JobError> {
     println!("started {}", job.id());
@@ -20,8 +20,7 @@ async fn main() -> Result<(), queue_core::Error> {
     let queue = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "stalled".to_owned());
-    let app = QueueApp::builder()
-        .redis(queue_tests::redis_url())
+    let app = queue_tests::redis_builder()
         .prefix(std::env::var("PREFIX").unwrap_or_else(|_| "bull".to_owned()))
         .registrations(Registrations::None)
         .processor(

@@ -68,6 +68,9 @@ pub(crate) fn config_plus(
         ("WELCOME_BACKOFF_MS", "50".to_owned()),
         ("ADMIN_TOKEN", ADMIN.to_owned()),
     ];
+    if let Some(nodes) = queue_tests::cluster_nodes() {
+        vars.push(("REDIS_CLUSTER_NODES", nodes.join(",")));
+    }
     vars.extend(extra.iter().cloned());
     config_with(&vars)
 }
