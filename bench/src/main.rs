@@ -11,6 +11,8 @@
 //!                                                   -> {"ms","peakRssKb","spans"}
 //! queue-bench latency <ours|raw> <queue> <n>                          -> {"samplesUs"}
 //! queue-bench serve   <ours|raw> <port> [no-traces]              (until killed)
+//! queue-bench spread  ours <single:<url>|cluster:<urls>> <queues> <concurrency> <n>
+//!                                                                     -> {"ms"}
 //! ```
 //!
 //! `observed` (ours only) turns on metrics and OpenTelemetry traces, every trace

@@ -45,8 +45,20 @@ pub(crate) fn queue_tag<'a>(prefix: &'a str, queue: &'a str) -> Option<String> {
     (open + tag.len() + 2 <= base.len()).then_some(tag)
 }
 
-/// The slot of every key of `queue` under `prefix`.
-pub(crate) fn queue_slot(prefix: &str, queue: &str) -> u16 {
+/// The Redis Cluster hash slot every key of `queue` under `prefix` lands in (when the
+/// names carry a hash tag; else the keys spread, and `build` refuses them on a cluster).
+/// Queues whose slots different masters serve are processed in parallel; `CLUSTER
+/// SLOTS` tells which master serves which.
+///
+/// ```
+/// use queue_core::queue_slot;
+///
+/// // One tag, one slot: a queue group stays together (and on one master).
+/// assert_eq!(queue_slot("bull", "{mail}welcome"), queue_slot("bull", "{mail}digest"));
+/// assert_eq!(queue_slot("{bull}", "email"), queue_slot("{bull}", "coupon"));
+/// assert_ne!(queue_slot("bull", "{mail}welcome"), queue_slot("bull", "{reports}steps"));
+/// ```
+pub fn queue_slot(prefix: &str, queue: &str) -> u16 {
     key_slot(&format!("{prefix}:{queue}:"))
 }
 

@@ -30,6 +30,7 @@ pub use app::{
     FromApp, QueueApp, QueueAppBuilder, Registrations, DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
+pub use cluster::queue_slot;
 pub use deps::Dep;
 pub use error::{Error, PayloadError, RegistryError, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};

@@ -5,7 +5,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::private_redis::{scratch_dir, wait_for_port};
+use crate::private_redis::{scratch_dir, wait_for_port, TlsFiles};
 
 /// One node of a [`RedisCluster`].
 #[derive(Debug)]
@@ -14,11 +14,23 @@ struct Node {
     child: Option<Child>,
 }
 
+/// How a [`RedisCluster`] is secured.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterSecurity {
+    /// An ACL user, `(name, password)`, allowed everything; the default user is off.
+    pub acl_user: Option<(String, String)>,
+    /// TLS only (clients, the cluster bus and replication), with a throw-away CA.
+    pub tls: bool,
+}
+
 /// A running cluster; every process is killed (SIGKILL) and its directory removed on drop.
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<Node>,
     dir: std::path::PathBuf,
+    security: ClusterSecurity,
+    /// What `redis-cli` needs to reach a node: credentials, TLS.
+    cli_args: Vec<String>,
 }
 
 impl RedisCluster {
@@ -29,14 +41,75 @@ impl RedisCluster {
 
     /// `masters` masters with `replicas` replicas each.
     pub fn start_with(masters: usize, replicas: usize) -> Self {
+        Self::start_secured(masters, replicas, ClusterSecurity::default())
+    }
+
+    /// `masters` masters with `replicas` replicas each, secured as `security` says.
+    pub fn start_secured(masters: usize, replicas: usize, security: ClusterSecurity) -> Self {
         let dir = scratch_dir("cluster");
+        let mut server_args: Vec<String> = Vec::new();
+        let mut cli_args: Vec<String> = Vec::new();
+        if let Some((user, password)) = &security.acl_user {
+            // Each word its own argument: redis-server joins them into one directive.
+            server_args.extend([
+                "--user".to_owned(),
+                user.clone(),
+                "on".to_owned(),
+                format!(">{password}"),
+                "~*".to_owned(),
+                "&*".to_owned(),
+                "+@all".to_owned(),
+                "--user".to_owned(),
+                "default".to_owned(),
+                "off".to_owned(),
+                "--masteruser".to_owned(),
+                user.clone(),
+                "--masterauth".to_owned(),
+                password.clone(),
+            ]);
+            cli_args.extend([
+                "--user".to_owned(),
+                user.clone(),
+                "--pass".to_owned(),
+                password.clone(),
+            ]);
+            cli_args.push("--no-auth-warning".to_owned());
+        }
+        if security.tls {
+            let certs = TlsFiles::make(&dir);
+            server_args.extend(certs.server_args());
+            server_args
+                .extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(str::to_owned));
+            cli_args.extend([
+                "--tls".to_owned(),
+                "--cacert".to_owned(),
+                certs.ca().to_owned(),
+            ]);
+        }
         let mut nodes = Vec::new();
         for _ in 0..masters * (1 + replicas) {
             let port = cluster_port();
             let node_dir = dir.join(port.to_string());
             std::fs::create_dir_all(&node_dir).expect("node dir");
+            let listen = if security.tls {
+                [
+                    "--port".to_owned(),
+                    "0".to_owned(),
+                    "--tls-port".to_owned(),
+                    port.to_string(),
+                ]
+            } else {
+                [
+                    "--port".to_owned(),
+                    port.to_string(),
+                    "--tls-port".to_owned(),
+                    "0".to_owned(),
+                ]
+            };
             let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(&listen)
+                .args(["--bind", "127.0.0.1"])
+                .args(&server_args)
                 .args([
                     "--cluster-enabled",
                     "yes",
@@ -63,9 +136,17 @@ impl RedisCluster {
         for node in &nodes {
             wait_for_port(node.port);
         }
-        let cluster = RedisCluster { nodes, dir };
+        let cluster = RedisCluster {
+            nodes,
+            dir,
+            security,
+            cli_args,
+        };
         let mut create = Command::new("redis-cli");
-        create.arg("--cluster").arg("create");
+        create
+            .args(&cluster.cli_args)
+            .arg("--cluster")
+            .arg("create");
         for node in &cluster.nodes {
             create.arg(format!("127.0.0.1:{}", node.port));
         }
@@ -80,12 +161,23 @@ impl RedisCluster {
         cluster
     }
 
-    /// Seed URLs of every node, as `QueueAppBuilder::redis_cluster` takes them.
+    /// Seed URLs of every node, as `QueueAppBuilder::redis_cluster` takes them (with
+    /// the ACL user's credentials, and `rediss://` for TLS).
     pub fn nodes(&self) -> Vec<String> {
+        let scheme = if self.security.tls { "rediss" } else { "redis" };
+        let auth = match &self.security.acl_user {
+            Some((user, password)) => format!("{user}:{password}@"),
+            None => String::new(),
+        };
         self.nodes
             .iter()
-            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .map(|n| format!("{scheme}://{auth}127.0.0.1:{}", n.port))
             .collect()
+    }
+
+    /// The PEM of the CA that signed a TLS cluster's certificates.
+    pub fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(self.dir.join("ca.crt")).expect("a TLS cluster has a CA")
     }
 
     /// `CLUSTER INFO`'s `cluster_state:ok`, and every slot served, on every live node;
@@ -94,8 +186,8 @@ impl RedisCluster {
         let started = Instant::now();
         loop {
             let ok = self.live_ports().iter().all(|port| {
-                let info = cli(*port, &["cluster", "info"]);
-                let replication = cli(*port, &["info", "replication"]);
+                let info = self.cli(*port, &["cluster", "info"]);
+                let replication = self.cli(*port, &["info", "replication"]);
                 info.contains("cluster_state:ok")
                     && info.contains("cluster_slots_ok:16384")
                     && (replication.contains("role:master")
@@ -123,7 +215,7 @@ impl RedisCluster {
     /// The port of the master that serves `slot` now.
     pub fn master_of_slot(&self, slot: u16) -> u16 {
         // `CLUSTER NODES`: one line per node, its slot ranges last.
-        let nodes = cli(self.live_ports()[0], &["cluster", "nodes"]);
+        let nodes = self.cli(self.live_ports()[0], &["cluster", "nodes"]);
         for line in nodes.lines() {
             let fields: Vec<&str> = line.split_whitespace().collect();
             if fields.len() < 9 || !fields[2].contains("master") || fields[2].contains("fail") {
@@ -147,7 +239,7 @@ impl RedisCluster {
 
     /// The slot of `key`, as the cluster computes it.
     pub fn key_slot(&self, key: &str) -> u16 {
-        cli(self.live_ports()[0], &["cluster", "keyslot", key])
+        self.cli(self.live_ports()[0], &["cluster", "keyslot", key])
             .trim()
             .parse()
             .expect("CLUSTER KEYSLOT answers a number")
@@ -156,7 +248,7 @@ impl RedisCluster {
     /// How many clients of the node on `port` subscribe to `channel` (`PUBSUB NUMSUB`
     /// counts a node's own).
     pub fn subscribers(&self, port: u16, channel: &str) -> u64 {
-        let out = cli(port, &["pubsub", "numsub", channel]);
+        let out = self.cli(port, &["pubsub", "numsub", channel]);
         out.lines()
             .nth(1)
             .and_then(|n| n.trim().parse().ok())
@@ -215,12 +307,15 @@ fn cluster_port() -> u16 {
     }
 }
 
-/// `redis-cli -p <port> <args>`'s output ("" when it cannot connect).
-fn cli(port: u16, args: &[&str]) -> String {
-    let output = Command::new("redis-cli")
-        .args(["-p", &port.to_string()])
-        .args(args)
-        .output()
-        .expect("redis-cli runs");
-    String::from_utf8_lossy(&output.stdout).into_owned()
+impl RedisCluster {
+    /// `redis-cli -p <port> <args>`'s output ("" when it cannot connect).
+    fn cli(&self, port: u16, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .args(&self.cli_args)
+            .args(["-p", &port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
 }

@@ -14,7 +14,7 @@ pub mod http;
 pub mod node;
 mod private_redis;
 
-pub use cluster::RedisCluster;
+pub use cluster::{ClusterSecurity, RedisCluster};
 pub use private_redis::{free_port, PrivateRedis};
 
 /// `REDIS_URL`, or the local default.

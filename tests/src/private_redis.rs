@@ -44,83 +44,11 @@ impl PrivateRedis {
     pub fn start_tls() -> Self {
         let port = free_port();
         let dir = scratch_dir("tls");
-        let file = |name: &str| path(&dir.join(name));
-        let openssl = |args: &[&str]| {
-            let ok = Command::new("openssl")
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("openssl runs");
-            assert!(ok.success(), "openssl {args:?}");
-        };
-        let (ca_key, ca_crt) = (file("ca.key"), file("ca.crt"));
-        let (key, csr, crt, ext) = (
-            file("redis.key"),
-            file("redis.csr"),
-            file("redis.crt"),
-            file("san.ext"),
-        );
-        std::fs::write(&ext, "subjectAltName=IP:127.0.0.1\n").expect("write ext");
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=test-ca",
-            "-keyout",
-            &ca_key,
-            "-out",
-            &ca_crt,
-        ]);
-        openssl(&[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-        ]);
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &ca_crt,
-            "-CAkey",
-            &ca_key,
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-extfile",
-            &ext,
-            "-out",
-            &crt,
-        ]);
+        let certs = TlsFiles::make(&dir);
         let port_arg = port.to_string();
-        let args = [
-            "--port",
-            "0",
-            "--tls-port",
-            &port_arg,
-            "--tls-cert-file",
-            &crt,
-            "--tls-key-file",
-            &key,
-            "--tls-ca-cert-file",
-            &ca_crt,
-            "--tls-auth-clients",
-            "no",
-        ];
+        let mut args = vec!["--port", "0", "--tls-port", &port_arg];
+        let tls_args = certs.server_args();
+        args.extend(tls_args.iter().map(String::as_str));
         Self::spawn(port, dir.clone(), &args)
     }
 
@@ -164,6 +92,103 @@ impl Drop for PrivateRedis {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A throw-away CA (`ca.crt`) and a server certificate it signed for 127.0.0.1, made
+/// with `openssl` in a directory.
+pub(crate) struct TlsFiles {
+    crt: String,
+    key: String,
+    ca: String,
+}
+
+impl TlsFiles {
+    pub(crate) fn make(dir: &Path) -> Self {
+        let file = |name: &str| path(&dir.join(name));
+        let openssl = |args: &[&str]| {
+            let ok = Command::new("openssl")
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("openssl runs");
+            assert!(ok.success(), "openssl {args:?}");
+        };
+        let (ca_key, ca) = (file("ca.key"), file("ca.crt"));
+        let (key, csr, crt, ext) = (
+            file("redis.key"),
+            file("redis.csr"),
+            file("redis.crt"),
+            file("san.ext"),
+        );
+        std::fs::write(&ext, "subjectAltName=IP:127.0.0.1\n").expect("write ext");
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=test-ca",
+            "-keyout",
+            &ca_key,
+            "-out",
+            &ca,
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            &ext,
+            "-out",
+            &crt,
+        ]);
+        TlsFiles { crt, key, ca }
+    }
+
+    /// `redis-server`'s TLS arguments (clients are not asked for certificates).
+    pub(crate) fn server_args(&self) -> Vec<String> {
+        [
+            "--tls-cert-file",
+            &self.crt,
+            "--tls-key-file",
+            &self.key,
+            "--tls-ca-cert-file",
+            &self.ca,
+            "--tls-auth-clients",
+            "no",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    /// The CA's file.
+    pub(crate) fn ca(&self) -> &str {
+        &self.ca
     }
 }
 

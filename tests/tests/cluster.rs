@@ -423,3 +423,89 @@ async fn a_master_killed_under_load_fails_over_and_no_accepted_job_is_lost() {
     workers.shutdown(SOON).await;
     queue_core::testing::delete_prefix(&app).await.unwrap();
 }
+
+#[tokio::test]
+async fn an_acl_user_and_tls_work_on_a_cluster_as_on_one_server() {
+    use queue_tests::ClusterSecurity;
+
+    for security in [
+        ClusterSecurity {
+            acl_user: Some(("app".into(), "s3cret-app".into())),
+            tls: false,
+        },
+        ClusterSecurity {
+            acl_user: Some(("app".into(), "s3cret-app".into())),
+            tls: true,
+        },
+    ] {
+        let tls = security.tls;
+        let cluster = RedisCluster::start_secured(3, 0, security);
+        // The seeds, and the CA to trust when the cluster speaks TLS.
+        let on = |nodes: Vec<String>| {
+            let builder = QueueApp::builder().redis_cluster(nodes);
+            if tls {
+                builder.tls(queue_core::Tls::new().root_cert_pem(cluster.ca_pem()))
+            } else {
+                builder
+            }
+        };
+        let prefix = format!("{{{}}}", prefix("c-secure"));
+        let app = on(cluster.nodes())
+            .prefix(&prefix)
+            .processor(
+                Processor::new("q")
+                    .job("double", double)
+                    .job("wait", until_cancelled),
+            )
+            .build()
+            .await
+            .unwrap_or_else(|e| panic!("tls {tls}: {e}"));
+        let q = app.queue::<u32>("q").unwrap();
+        let workers = app.start_workers().await.unwrap();
+        q.add("double", 21, JobOptions::new().job_id("d"))
+            .await
+            .unwrap();
+        wait_for_state(&q, "d", JobState::Completed, SOON).await;
+        assert_eq!(
+            q.get_job("d").await.unwrap().unwrap().return_value,
+            Some(serde_json::json!(42))
+        );
+        // The subscription to cancellations authenticates (and speaks TLS) too.
+        q.add("wait", 0, JobOptions::new().job_id("w"))
+            .await
+            .unwrap();
+        wait_for_state(&q, "w", JobState::Active, SOON).await;
+        let channel = format!("{prefix}:q:cancel");
+        wait_until(SOON, "the worker to subscribe", || async {
+            let master = cluster.master_of_slot(cluster.key_slot(&channel));
+            (cluster.subscribers(master, &channel) == 1).then_some(())
+        })
+        .await;
+        assert_eq!(
+            q.cancel("w").await.unwrap(),
+            CancelOutcome::Signalled { listeners: 1 }
+        );
+        wait_for_state(&q, "w", JobState::Failed, SOON).await;
+        workers.shutdown(SOON).await;
+
+        // A wrong password is refused with the cause, not a hang.
+        let wrong: Vec<String> = cluster
+            .nodes()
+            .iter()
+            .map(|n| n.replace("s3cret-app", "wrong"))
+            .collect();
+        let err = on(wrong)
+            .prefix(&prefix)
+            .connect_timeout(Duration::from_secs(3))
+            .build()
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("authentication failed"), "tls {tls}: {err}");
+        assert!(
+            !err.contains("s3cret-app") && !err.contains("wrong@"),
+            "no password in {err}"
+        );
+        queue_core::testing::delete_prefix(&app).await.unwrap();
+    }
+}

@@ -3,6 +3,7 @@
 mod observed;
 mod ours;
 mod raw;
+mod spread;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -189,6 +190,20 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
                     raw::latency(&queue, n).await?
                 };
                 print(&serde_json::json!({ "samplesUs": samples }));
+            }
+            "spread" => {
+                let (target, queues, concurrency, n): (String, String, usize, u64) = (
+                    arg(args, 2, "target")?,
+                    arg(args, 3, "queues")?,
+                    arg(args, 4, "concurrency")?,
+                    arg(args, 5, "n")?,
+                );
+                if !ours {
+                    return Err("spread runs ours only".into());
+                }
+                let queues: Vec<String> = queues.split(',').map(str::to_owned).collect();
+                let took = spread::run(&target, &queues, concurrency, n).await?;
+                print(&serde_json::json!({ "ms": millis(took) }));
             }
             "serve" => {
                 let port: u16 = arg(args, 2, "port")?;

@@ -2,6 +2,7 @@
 //! of the systems rotates each round, so drift on a shared machine hits all of them),
 //! and a Markdown report of medians and ratios on stdout.
 
+mod cluster;
 mod dashboard;
 mod floor;
 mod outbox;
@@ -129,6 +130,9 @@ pub(crate) fn run_all() -> BenchResult<()> {
     }
     if wanted("dashboard") {
         report.push_str(&dashboard::measure(&mut redis)?);
+    }
+    if wanted("cluster") {
+        report.push_str(&cluster::measure(&mut redis, settings)?);
     }
     if wanted("footprint") {
         report.push_str(&suites::footprint(&mut redis, &rss)?);

@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::BenchResult;
 
+/// A range of hash slots, `start..=end`, and its master's host and port.
+pub(super) type SlotRange = (u16, u16, (String, u16));
+
 /// A private Redis, killed on drop.
 pub(super) struct BenchRedis {
     child: Child,
@@ -20,7 +23,11 @@ pub(super) fn free_port() -> BenchResult<u16> {
 
 impl BenchRedis {
     pub(super) fn start() -> BenchResult<Self> {
-        let port = free_port()?;
+        Self::start_on(free_port()?, &[])
+    }
+
+    /// A server on `port` with `extra` arguments (a cluster node's).
+    pub(super) fn start_on(port: u16, extra: &[&str]) -> BenchResult<Self> {
         let child = Command::new("redis-server")
             .args([
                 "--port",
@@ -30,6 +37,7 @@ impl BenchRedis {
                 "--appendonly",
                 "no",
             ])
+            .args(extra)
             .stdout(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start redis-server (is it installed?): {e}"))?;
@@ -110,6 +118,25 @@ impl BenchRedis {
             .unwrap_or("?")
             .trim()
             .to_owned()
+    }
+
+    /// `CLUSTER SLOTS`: each range and the host and port of its master.
+    pub(super) fn cluster_slots(&mut self) -> BenchResult<Vec<SlotRange>> {
+        let ranges: Vec<Vec<redis::Value>> =
+            redis::cmd("CLUSTER").arg("SLOTS").query(&mut self.conn)?;
+        let mut out = Vec::new();
+        for range in ranges {
+            let mut fields = range.into_iter();
+            let mut next = || fields.next().ok_or("a short CLUSTER SLOTS entry");
+            let start: u16 = redis::from_redis_value(next()?)?;
+            let end: u16 = redis::from_redis_value(next()?)?;
+            let master: Vec<redis::Value> = redis::from_redis_value(next()?)?;
+            let mut master = master.into_iter();
+            let host: String = redis::from_redis_value(master.next().ok_or("no host")?)?;
+            let port: u16 = redis::from_redis_value(master.next().ok_or("no port")?)?;
+            out.push((start, end, (host, port)));
+        }
+        Ok(out)
     }
 
     /// Loads a trivial script and returns its SHA, for the EVALSHA floor.
