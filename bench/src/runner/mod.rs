@@ -27,7 +27,8 @@ pub(super) struct Settings {
     /// `BENCH_LATENCY_JOBS` (default 500): probes per latency run.
     latency_jobs: u64,
     /// `BENCH_HTTP_SECS` (default 10): length of each HTTP load. (`BENCH_SUITES`, a comma list
-    /// of floor, enqueue, throughput, latency, http, outbox, status, footprint, runs only those.)
+    /// of floor, enqueue, throughput, latency, http, outbox, status, observability, dashboard,
+    /// cluster, footprint, runs only those.)
     http_secs: u64,
 }
 
