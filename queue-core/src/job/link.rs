@@ -14,7 +14,8 @@ use tokio::sync::Notify;
 use crate::error::Error;
 use crate::flow::RawChildren;
 
-/// Where a live job's progress and log lines are written.
+/// A live job's link to Redis: where its progress and log lines are written, and
+/// where its flow children are read and removed.
 pub(crate) trait JobWriter: Send + Sync + fmt::Debug {
     /// Stores `value` as the job's progress.
     fn update_progress(&self, value: serde_json::Value) -> BoxFuture<'_, Result<(), Error>>;
