@@ -1,4 +1,5 @@
-//! What most users need: `use queue_core::prelude::*;`.
+//! What most users need: `use queue_core::prelude::*;`, the attribute macros included
+//! (feature `macros`, on by default).
 
 pub use serde::{Deserialize, Serialize};
 
@@ -6,3 +7,6 @@ pub use crate::{
     Backoff, ChildResults, Dep, Job, JobError, JobOptions, JobState, Keep, OnChildFailure,
     Processor, Queue, QueueApp, WorkerEvent,
 };
+
+#[cfg(feature = "macros")]
+pub use crate::{inject_queue, job, on_queue_event, on_worker_event, processor};

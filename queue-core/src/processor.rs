@@ -25,6 +25,7 @@ pub(crate) const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// # let _ = email;
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "a processor does nothing until it is given to `QueueAppBuilder::processor`"]
 pub struct Processor {
     pub(crate) queue: String,
     pub(crate) concurrency: usize,

@@ -15,6 +15,7 @@ use std::fmt;
 /// # let _ = builder;
 /// ```
 #[derive(Clone, Default)]
+#[must_use = "TLS settings do nothing until they are given to `QueueAppBuilder::tls`"]
 pub struct Tls {
     pub(crate) root_cert_pem: Option<Vec<u8>>,
     pub(crate) client_cert_pem: Option<(Vec<u8>, Vec<u8>)>,

@@ -230,3 +230,95 @@ async fn the_apps_default_retention_holds_for_jobs_other_producers_added() {
     workers.shutdown(SOON).await;
     assert_eq!(q.get_job_counts().await.unwrap().completed, 2);
 }
+
+#[tokio::test]
+async fn a_queue_has_default_job_options_of_its_own_over_the_apps() {
+    let redis = TestRedis::new("queue-defaults");
+    let order = Arc::new(Order::default());
+    let app = recorder(&redis, &order)
+        .default_job_options(
+            JobOptions::new()
+                .attempts(2)
+                .backoff(queue_core::Backoff::fixed(Duration::from_millis(10))),
+        )
+        .queue_defaults(
+            "q",
+            JobOptions::new()
+                .attempts(4)
+                .remove_on_complete(Keep::Last(1)),
+        )
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<()>("q").unwrap();
+    let other = app.queue::<()>("other").unwrap();
+    q.add("x", (), JobOptions::new().job_id("plain"))
+        .await
+        .unwrap();
+    q.add("x", (), JobOptions::new().job_id("own").attempts(1))
+        .await
+        .unwrap();
+    other
+        .add("x", (), JobOptions::new().job_id("o"))
+        .await
+        .unwrap();
+    async fn options(queue: &queue_core::Queue<()>, id: &str) -> JobOptions {
+        queue.get_job(id).await.unwrap().unwrap().options
+    }
+    // The queue's own, then the app's for what the queue leaves unset.
+    let plain = options(&q, "plain").await;
+    assert_eq!(
+        plain,
+        JobOptions::new()
+            .job_id("plain")
+            .attempts(4)
+            .backoff(queue_core::Backoff::fixed(Duration::from_millis(10)))
+            .remove_on_complete(Keep::Last(1))
+    );
+    // A job's own option wins.
+    assert_eq!(q.get_job("own").await.unwrap().unwrap().max_attempts, 1);
+    // Another queue has the app's only.
+    assert_eq!(other.get_job("o").await.unwrap().unwrap().max_attempts, 2);
+    assert_eq!(
+        options(&other, "o").await,
+        JobOptions::new()
+            .job_id("o")
+            .attempts(2)
+            .backoff(queue_core::Backoff::fixed(Duration::from_millis(10)))
+    );
+
+    // The queue's workers keep finished jobs by its retention, also for jobs another
+    // producer added without any.
+    let plain_producer = redis
+        .app(|b| b.registrations(queue_core::Registrations::None))
+        .await;
+    let foreign = plain_producer.queue::<()>("q").unwrap();
+    for id in ["f1", "f2", "f3"] {
+        foreign
+            .add("x", (), JobOptions::new().job_id(id))
+            .await
+            .unwrap();
+    }
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "every job of q to run", || async {
+        (order.0.lock().unwrap().len() == 5).then_some(())
+    })
+    .await;
+    wait_for_completed(&q, 1, SOON).await;
+    workers.shutdown(SOON).await;
+
+    // Defaults that cannot be: refused at build, naming the queue.
+    for (bad, what) in [
+        (JobOptions::new().attempts(0), "attempts"),
+        (JobOptions::new().job_id("same-for-all"), "duplicate"),
+    ] {
+        let err = redis
+            .builder()
+            .queue_defaults("mail", bad)
+            .build()
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("queue `mail`") && err.contains(what), "{err}");
+    }
+}

@@ -40,6 +40,7 @@ pub struct QueueAppBuilder {
     tls: Option<Tls>,
     prefix: String,
     defaults: JobOptions,
+    queue_defaults: HashMap<String, JobOptions>,
     deps: Deps,
     processors: Vec<Processor>,
     registrations: Registrations,
@@ -60,6 +61,7 @@ impl Default for QueueAppBuilder {
             tls: None,
             prefix: DEFAULT_PREFIX.to_owned(),
             defaults: JobOptions::default(),
+            queue_defaults: HashMap::new(),
             deps: Deps::default(),
             processors: Vec::new(),
             registrations: Registrations::All,
@@ -133,6 +135,32 @@ impl QueueAppBuilder {
     /// no retention stores nothing for it. `Keep::All` keeps everything, as BullMQ does.
     pub fn default_job_options(mut self, defaults: JobOptions) -> Self {
         self.defaults = defaults;
+        self
+    }
+
+    /// Default options for the jobs of `queue` that do not set them, over the app's
+    /// [`default_job_options`](Self::default_job_options) (what NestJS's
+    /// `registerQueue({ defaultJobOptions })` does). The workers of `queue` keep finished
+    /// jobs by its retention too. A job id or a deduplication id cannot be a default:
+    /// every job would be a duplicate of the first.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queue_core::{Backoff, JobOptions, Keep, QueueApp};
+    ///
+    /// let builder = QueueApp::builder()
+    ///     .default_job_options(JobOptions::new().attempts(3))
+    ///     .queue_defaults(
+    ///         "email",
+    ///         JobOptions::new()
+    ///             .attempts(5)
+    ///             .backoff(Backoff::exponential(Duration::from_secs(3)))
+    ///             .remove_on_complete(Keep::Last(100)),
+    ///     );
+    /// assert!(builder.check().is_ok());
+    /// ```
+    pub fn queue_defaults(mut self, queue: impl Into<String>, defaults: JobOptions) -> Self {
+        self.queue_defaults.insert(queue.into(), defaults);
         self
     }
 
@@ -221,6 +249,9 @@ impl QueueAppBuilder {
             ));
         }
         self.defaults.validate()?;
+        for (queue, defaults) in &self.queue_defaults {
+            check_queue_defaults(queue, defaults)?;
+        }
         #[cfg(feature = "sqlx")]
         if let Some(outbox) = &self.outbox {
             outbox.validate()?;
@@ -313,6 +344,7 @@ impl QueueAppBuilder {
                 deps: Arc::new(deps),
                 producer: ProducerSettings {
                     defaults: self.defaults,
+                    queue_defaults: Arc::new(self.queue_defaults),
                     max_payload_bytes: self.max_payload_bytes,
                     backoffs: self.backoffs.clone(),
                     command_timeout: self.command_timeout,
@@ -337,4 +369,23 @@ impl QueueAppBuilder {
         }
         Ok(app)
     }
+}
+
+/// A queue's defaults: valid options, and no id (every job would be a duplicate).
+fn check_queue_defaults(queue: &str, defaults: &JobOptions) -> Result<(), Error> {
+    let named = |e: Error| match e {
+        Error::InvalidOption { option, reason } => Error::InvalidOption {
+            option,
+            reason: format!("in the default job options of queue `{queue}`: {reason}"),
+        },
+        other => other,
+    };
+    defaults.validate().map_err(named)?;
+    if defaults.job_id.is_some() || defaults.deduplication.is_some() {
+        return Err(named(Error::invalid(
+            "queue_defaults",
+            "a job id or deduplication id cannot be a default: every job would be a duplicate of the first; set it per job",
+        )));
+    }
+    Ok(())
 }

@@ -154,7 +154,7 @@ impl QueueApp {
         let mut deps = (*self.inner.deps).clone();
         deps.insert(Arc::new(self.clone()));
         let deps = Arc::new(deps);
-        let defaults = &self.inner.producer.defaults;
+        let producer = &self.inner.producer;
         let mut dispatchers = Vec::new();
         for queue in queues {
             let Some(plan) = self.inner.plans.iter().find(|p| p.queue == *queue) else {
@@ -166,6 +166,7 @@ impl QueueApp {
                     ),
                 ));
             };
+            let defaults = producer.defaults_for(&plan.queue);
             let settings = WorkerSettings {
                 queue: plan.queue.clone(),
                 command_timeout: self.inner.producer.command_timeout,

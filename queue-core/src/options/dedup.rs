@@ -16,6 +16,7 @@ use std::time::Duration;
 /// assert!(opts.validate().is_ok());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a deduplication does nothing until it is given to `JobOptions::deduplication`"]
 pub struct Deduplication {
     pub(crate) id: String,
     pub(crate) ttl: Option<Duration>,

@@ -41,6 +41,7 @@ pub const MAX_PRIORITY: u32 = 2_097_151;
 /// assert!(JobOptions::new().attempts(0).validate().is_err());
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use = "job options do nothing until they are given to an add"]
 pub struct JobOptions {
     pub(crate) attempts: Option<u32>,
     pub(crate) backoff: Option<Backoff>,
@@ -213,19 +214,32 @@ impl JobOptions {
 
     /// These options, with every unset value taken from `defaults`.
     pub(crate) fn or_defaults(self, defaults: &JobOptions) -> JobOptions {
+        let (job_id, deduplication) = (self.job_id.clone(), self.deduplication.clone());
+        // The job hangs below the add's span, or the current scope.
+        let trace = self.trace.clone().or_else(crate::trace::for_new_job);
         JobOptions {
-            attempts: self.attempts.or(defaults.attempts),
-            backoff: self.backoff.or_else(|| defaults.backoff.clone()),
-            delay: self.delay.or(defaults.delay),
-            priority: self.priority.or(defaults.priority),
-            lifo: self.lifo || defaults.lifo,
-            job_id: self.job_id,
-            remove_on_complete: self.remove_on_complete.or(defaults.remove_on_complete),
-            remove_on_fail: self.remove_on_fail.or(defaults.remove_on_fail),
-            deduplication: self.deduplication,
-            timeout: self.timeout.or(defaults.timeout),
-            // The job hangs below the add's span, or the current scope.
-            trace: self.trace.or_else(crate::trace::for_new_job),
+            job_id,
+            deduplication,
+            trace,
+            ..self.over(defaults)
+        }
+    }
+
+    /// The defaults these options make over `base` (a queue's over the app's): each
+    /// unset value from `base`. Ids and trace contexts are never defaults.
+    pub(crate) fn over(self, base: &JobOptions) -> JobOptions {
+        JobOptions {
+            attempts: self.attempts.or(base.attempts),
+            backoff: self.backoff.or_else(|| base.backoff.clone()),
+            delay: self.delay.or(base.delay),
+            priority: self.priority.or(base.priority),
+            lifo: self.lifo || base.lifo,
+            job_id: None,
+            remove_on_complete: self.remove_on_complete.or(base.remove_on_complete),
+            remove_on_fail: self.remove_on_fail.or(base.remove_on_fail),
+            deduplication: None,
+            timeout: self.timeout.or(base.timeout),
+            trace: None,
         }
     }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 /// # let _ = daily;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a schedule does nothing until it is given to `upsert_scheduler`"]
 pub struct Schedule {
     pub(crate) cron: Option<String>,
     pub(crate) every: Option<Duration>,

@@ -34,12 +34,16 @@ pub(crate) struct QueueShared {
     conn: Connection,
     engine: OnceCell<EngineQueue>,
     settings: ProducerSettings,
+    /// This queue's default job options over the app's.
+    defaults: JobOptions,
 }
 
 /// The app settings every queue handle applies.
 #[derive(Debug, Clone)]
 pub(crate) struct ProducerSettings {
     pub(crate) defaults: JobOptions,
+    /// Default job options of some queues, over `defaults`.
+    pub(crate) queue_defaults: Arc<std::collections::HashMap<String, JobOptions>>,
     pub(crate) max_payload_bytes: usize,
     pub(crate) backoffs: BackoffRegistry,
     pub(crate) command_timeout: Duration,
@@ -48,12 +52,23 @@ pub(crate) struct ProducerSettings {
     pub(crate) outbox: Option<crate::store::Outbox>,
 }
 
+impl ProducerSettings {
+    /// The default job options of `queue`: its own over the app's.
+    pub(crate) fn defaults_for(&self, queue: &str) -> JobOptions {
+        match self.queue_defaults.get(queue) {
+            Some(own) => own.clone().over(&self.defaults),
+            None => self.defaults.clone(),
+        }
+    }
+}
+
 impl QueueShared {
     pub(crate) fn new(name: &str, conn: Connection, settings: ProducerSettings) -> Self {
         QueueShared {
             name: name.to_owned(),
             conn,
             engine: OnceCell::new(),
+            defaults: settings.defaults_for(name),
             settings,
         }
     }
@@ -130,6 +145,7 @@ pub struct AddedJob {
 
 /// One job of an [`add_bulk`](Queue::add_bulk) call.
 #[derive(Debug, Clone)]
+#[must_use = "a bulk job does nothing until it is given to `add_bulk`"]
 pub struct BulkJob<T> {
     name: String,
     data: T,
@@ -222,9 +238,10 @@ impl<T> Queue<T> {
         Ok(())
     }
 
-    /// The app defaults applied, then every check `add` makes before writing.
+    /// The queue's and the app's defaults applied, then every check `add` makes before
+    /// writing.
     pub(crate) fn prepare(&self, options: JobOptions) -> Result<JobOptions, Error> {
-        let options = options.or_defaults(&self.shared.settings.defaults);
+        let options = options.or_defaults(&self.shared.defaults);
         options.validate()?;
         self.shared.settings.backoffs.check(&options)?;
         Ok(options)

@@ -34,6 +34,7 @@ pub(crate) use tracker::AttemptTracker;
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
+#[must_use = "keep the workers and call `shutdown` to stop them gracefully; dropped, they run on with no way to stop them in order"]
 pub struct Workers {
     workers: Vec<EngineWorker>,
     listeners: Listeners,
