@@ -104,7 +104,8 @@ pub(crate) fn check_same_slot<'a>(
                     format!(
                         "on a Redis Cluster a flow's queues must share one hash slot, and `{other}` \
                          (slot {other_slot}) and `{queue}` (slot {slot}) do not: give them the same \
-                         hash tag, e.g. `{{{other}}}` and `{{{other}}}{queue}`, or tag the prefix"
+                         hash tag in their names (`{{reports}}steps`, `{{reports}}notify`), or tag \
+                         the prefix"
                     ),
                 ))
             }
