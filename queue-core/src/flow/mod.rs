@@ -251,15 +251,15 @@ pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
         let engine = queue.engine().await?;
         if engine.claimed_before(&prepared.options).await? {
             let id = prepared.options.job_id.clone().unwrap_or_default();
-            let state = engine.state(&id).await?;
+            let outcome = crate::engine::AddOutcome {
+                id,
+                duplicate: true,
+            };
+            let job = queue
+                .added(&prepared.name, &prepared.options, outcome)
+                .await?;
             return Ok(AddedFlow {
-                job: AddedJob {
-                    queue: prepared.queue.clone(),
-                    id,
-                    name: prepared.name.clone(),
-                    duplicate: true,
-                    state,
-                },
+                job,
                 children: Vec::new(),
             });
         }

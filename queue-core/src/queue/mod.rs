@@ -377,7 +377,8 @@ impl<T: Serialize> Queue<T> {
         })
     }
 
-    async fn added(
+    /// What an add did, as the caller sees it: for a duplicate, the existing job's state.
+    pub(crate) async fn added(
         &self,
         name: &str,
         options: &JobOptions,

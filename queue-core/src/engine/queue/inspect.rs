@@ -93,15 +93,11 @@ impl EngineQueue {
             },
             self.failed_children(id, limit),
         )?;
-        let prefix = format!("{}:", self.conn.prefix());
         let child = |item: bullmq::DependencyItem| {
-            // `<prefix>:<queue>:<id>`; a child under another prefix is split at its
-            // first ':' after that prefix's end, as far as it can be told.
-            let key = item.id.strip_prefix(&prefix).unwrap_or(&item.id);
-            let (queue, id) = key.split_once(':').unwrap_or(("", key));
+            let ChildKey { queue, id } = ChildKey::from_redis_key(&item.id);
             ChildJob {
-                queue: queue.to_owned(),
-                id: id.to_owned(),
+                queue,
+                id,
                 return_value: item.v,
             }
         };
