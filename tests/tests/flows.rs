@@ -674,3 +674,33 @@ async fn every_job_of_a_flow_carries_the_adding_requests_trace_and_its_own_optio
     }
     assert_eq!(child.options.get_timeout(), Some(Duration::from_secs(7)));
 }
+
+#[tokio::test]
+async fn a_deduplication_id_in_a_flow_is_refused_in_favour_of_a_job_id() {
+    let redis = TestRedis::new("flow-dedup");
+    let app = app(&redis).await;
+    let steps = app.queue::<Step>("steps").unwrap();
+    let parents = app.queue::<String>("parents").unwrap();
+    for (root, child) in [
+        (
+            JobOptions::new().deduplication(queue_core::Deduplication::new("d")),
+            JobOptions::new(),
+        ),
+        (
+            JobOptions::new(),
+            JobOptions::new().deduplication(queue_core::Deduplication::new("d")),
+        ),
+    ] {
+        let flow = parents.flow_job("collect", "x".into()).options(root).child(
+            OnChildFailure::FailParent,
+            steps.flow_job("double", step(1)).options(child),
+        );
+        let err = app.add_flow(flow).await.unwrap_err().to_string();
+        assert!(
+            err.contains("deduplication") && err.contains("job_id"),
+            "{err}"
+        );
+    }
+    assert_eq!(parents.get_job_counts().await.unwrap().total(), 0);
+    assert_eq!(steps.get_job_counts().await.unwrap().total(), 0);
+}

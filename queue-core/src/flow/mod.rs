@@ -96,7 +96,9 @@ impl<T: Serialize> Queue<T> {
 }
 
 impl FlowJob {
-    /// Sets this job's options (the app's defaults fill what is unset, as for `add`).
+    /// Sets this job's options (the queue's and the app's defaults fill what is unset,
+    /// as for `add`). A deduplication is refused: the root's job id makes a flow
+    /// idempotent.
     pub fn options(mut self, options: JobOptions) -> Self {
         self.options = options;
         self
@@ -136,6 +138,15 @@ impl FlowJob {
                 format!("cannot be serialized: {reason}"),
             ))
         })?;
+        // A deduplicated flow job is skipped by BullMQ with its descendants, and which
+        // job it matched cannot be told from the answer: a flow is made idempotent by
+        // its root's job id instead.
+        if self.options.deduplication.is_some() {
+            return Err(at(Error::invalid(
+                "deduplication",
+                "a flow's jobs cannot be deduplicated; give the root a job_id: a flow whose root id exists is not added again",
+            )));
+        }
         let options = self.queue.prepare(self.options).map_err(at)?;
         self.queue.check_size(&data).map_err(at)?;
         let children = self
