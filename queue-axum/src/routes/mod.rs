@@ -28,9 +28,10 @@ pub fn job_routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
 ///
 /// By default it answers what a client polling its own job needs: the state, progress,
 /// attempts and timestamps, and for a flow job its `parent` (queue and id) and its
-/// `children` (pending, processed and failed, up to 20 of each, with totals). The failure reason (internal error text), the return value
-/// and the payload (either may hold personal data) are each an explicit opt-in, for a
-/// route mounted behind your own access check:
+/// `children` (pending, processed and failed, up to 20 of each, with totals). The
+/// failure reason (internal error text), the return value and the payload (either may
+/// hold personal data) are each an explicit opt-in, for a route mounted behind your own
+/// access check:
 ///
 /// ```
 /// use axum::{middleware, Router};
@@ -192,17 +193,24 @@ async fn lookup(
         handle.get_children(id, flow::CHILDREN_SHOWN)
     )
     .map_err(|e| Lookup::Queue(e.into()))?;
-    let parent = flow::parent(&info, |queue| settings.serves(app, queue));
-    let mut status = to_status(queue, info, state, settings);
-    status.parent = parent;
-    status.children = flow::children(children, settings);
-    Ok(Some(status))
+    let flow = Flow {
+        parent: flow::parent(&info, |queue| settings.serves(app, queue)),
+        children: flow::children(children, settings),
+    };
+    Ok(Some(to_status(queue, info, state, flow, settings)))
+}
+
+/// A job's place in its flow, for its status.
+struct Flow {
+    parent: Option<flow::JobRef>,
+    children: Option<flow::ChildrenStatus>,
 }
 
 fn to_status(
     queue: &str,
     info: JobInfo,
     state: Option<JobState>,
+    flow: Flow,
     settings: &JobRoutes,
 ) -> JobStatus {
     JobStatus {
@@ -219,7 +227,7 @@ fn to_status(
         failed_reason: settings.include_failed_reason.then_some(info.failed_reason),
         return_value: settings.include_return_value.then_some(info.return_value),
         data: settings.include_data.then_some(info.data),
-        parent: None,
-        children: None,
+        parent: flow.parent,
+        children: flow.children,
     }
 }
