@@ -123,6 +123,17 @@ async fn a_monthly_report_runs_its_four_steps_in_order_and_shows_them() {
     )
     .await;
     assert_eq!(stranger.status, 401);
+    // Every route of the long work is the operator's.
+    let export = "/exports/0123456789abcdef0123456789abcdef";
+    for (method, path) in [
+        ("GET", "/reports/2025-11"),
+        ("POST", "/exports"),
+        ("GET", export),
+        ("DELETE", export),
+    ] {
+        let answer = request(svc.addr, method, path, &[], b"").await.unwrap();
+        assert_eq!(answer.status, 401, "{method} {path}");
+    }
     assert_eq!(svc.operator_get("/reports/2025-10").await.status, 404);
     svc.stop().await;
 }

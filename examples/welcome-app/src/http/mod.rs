@@ -91,11 +91,8 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
             state.clone(),
             auth::operator_only,
         ));
-    let admin_token = state.admin_token.clone();
-    let mut api = Router::new()
-        .route("/users", post(users::create))
-        .route("/users/{id}/coupons", get(users::coupons))
-        .route("/birthdays/run", post(birthdays::run))
+    // The long work only an operator starts and watches.
+    let operator_work = Router::new()
         .route("/reports", post(reports::create))
         .route("/reports/{month}", get(reports::status))
         .route("/exports", post(exports::create))
@@ -103,6 +100,16 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
             "/exports/{id}",
             get(exports::status).delete(exports::cancel),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::operator_only,
+        ));
+    let admin_token = state.admin_token.clone();
+    let mut api = Router::new()
+        .route("/users", post(users::create))
+        .route("/users/{id}/coupons", get(users::coupons))
+        .route("/birthdays/run", post(birthdays::run))
+        .merge(operator_work)
         .with_state(state)
         .merge(
             JobRoutes::new()
