@@ -106,9 +106,6 @@ impl QueueApp {
                 format!("`{name}` must be non-empty and without ':' (BullMQ's key separator)"),
             ));
         }
-        if self.inner.conn.is_cluster() {
-            crate::cluster::check_tags(self.prefix(), [name])?;
-        }
         let mut queues = self
             .inner
             .queues
@@ -118,16 +115,22 @@ impl QueueApp {
         // extractors), and the queue is nearly always known already.
         let shared = match queues.get(name) {
             Some(shared) => shared.clone(),
-            None => queues
-                .entry(name.to_owned())
-                .or_insert_with(|| {
-                    Arc::new(QueueShared::new(
-                        name,
-                        self.inner.conn.clone(),
-                        self.inner.producer.clone(),
-                    ))
-                })
-                .clone(),
+            None => {
+                // Checked once, when the queue is first used: a cached queue passed.
+                if self.inner.conn.is_cluster() {
+                    crate::cluster::check_tags(self.prefix(), [name])?;
+                }
+                queues
+                    .entry(name.to_owned())
+                    .or_insert_with(|| {
+                        Arc::new(QueueShared::new(
+                            name,
+                            self.inner.conn.clone(),
+                            self.inner.producer.clone(),
+                        ))
+                    })
+                    .clone()
+            }
         };
         Ok(Queue::new(shared, PhantomData))
     }
