@@ -1,5 +1,7 @@
 //! Cancelling a job wherever it is: removed if not started, signalled if running.
 
+use std::collections::HashMap;
+
 use super::Queue;
 use crate::error::Error;
 use crate::job::JobState;
@@ -66,7 +68,8 @@ impl<T> Queue<T> {
                 } else if state == JobState::WaitingChildren {
                     // A flow parent with a running descendant: it cannot be removed
                     // while that child holds its lock.
-                    let listeners = Box::pin(self.cancel_descendants(id)).await?;
+                    let mut queues = HashMap::new();
+                    let listeners = Box::pin(self.cancel_descendants(id, &mut queues)).await?;
                     Ok(CancelOutcome::Signalled { listeners })
                 } else {
                     self.signal(id).await
@@ -77,11 +80,19 @@ impl<T> Queue<T> {
 
     /// Stops the flow below parent `id`: descendants not started are removed, running
     /// ones signalled (they fail as cancelled, and their failure policies then end the
-    /// parent). Returns how many listeners the signals reached.
-    async fn cancel_descendants(&self, id: &str) -> Result<u64, Error> {
+    /// parent). Returns how many listeners the signals reached. `queues` keeps the
+    /// handles opened on the children's queues, one per queue for the whole tree.
+    async fn cancel_descendants(
+        &self,
+        id: &str,
+        queues: &mut HashMap<String, Queue<()>>,
+    ) -> Result<u64, Error> {
         let mut listeners = 0;
         for child in self.get_children(id, MAX_CANCELLED_CHILDREN).await?.pending {
-            let queue = self.sibling(&child.queue);
+            let queue = queues
+                .entry(child.queue.clone())
+                .or_insert_with(|| self.sibling(&child.queue))
+                .clone();
             let engine = queue.engine().await?;
             listeners += match engine.state(&child.id).await? {
                 Some(JobState::Active) => engine.publish_cancel(&child.id).await?,
@@ -89,7 +100,7 @@ impl<T> Queue<T> {
                     if engine.remove(&child.id).await? {
                         0
                     } else {
-                        Box::pin(queue.cancel_descendants(&child.id)).await?
+                        Box::pin(queue.cancel_descendants(&child.id, queues)).await?
                     }
                 }
                 Some(state) if !state.is_finished() => {
