@@ -4,12 +4,14 @@
 pub use futures::future::BoxFuture;
 pub use inventory;
 pub use serde::de::DeserializeOwned;
+pub use serde_json;
 
+pub use crate::contract::{NoSchema, SchemaProbe, WithSchema};
 pub use crate::deps::{DepInfo, Deps};
 pub use crate::handler::ErasedHandler;
 pub use crate::registry::{
-    Instance, MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord, TypeInfo,
-    WorkerListenerRecord,
+    Instance, JobTypeRecord, MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord,
+    TypeInfo, WorkerListenerRecord,
 };
 
 use std::any::Any;
@@ -18,6 +20,22 @@ use std::sync::Arc;
 
 /// Compile-time check that a handler's payload can be deserialized.
 pub fn assert_payload<T: DeserializeOwned>() {}
+
+/// Compile-time check that `Q` is a declared queue.
+pub fn assert_queue_type<Q: crate::QueueType>() {}
+
+/// Compile-time check that `J` is a job of the declared queue `Q`.
+pub fn assert_job_of<Q, J: crate::JobOf<Q>>() {}
+
+/// Compile-time check that `R` is what job `J` declares its handler returns.
+pub fn assert_output_of<J, R: crate::OutputOf<J>>() {}
+
+/// Compile-time check that `T` can be a job's payload type (the declaration's
+/// `JobType` impl says so too, later and less clearly).
+pub fn assert_job_payload<T: serde::Serialize + DeserializeOwned + Send + Sync + 'static>() {}
+
+/// Compile-time check that `T` can be a job's output type.
+pub fn assert_job_output<T: serde::Serialize + DeserializeOwned + Send + 'static>() {}
 
 /// What a flow parent's second argument may be: `ChildResults<C>` with a
 /// deserializable `C`.
@@ -44,8 +62,8 @@ pub fn assert_handler_return<T: HandlerReturn>() {}
 
 /// What an `#[inject_queue]` field may be.
 #[diagnostic::on_unimplemented(
-    message = "a #[queue(\"..\")] field must have type `Queue<T>`, not `{Self}`",
-    label = "change this to `Queue<YourPayload>`"
+    message = "an #[inject_queue] field must have type `Queue<T>`, not `{Self}`",
+    label = "change this to `Queue<YourPayload>` with #[queue(\"name\")], or to `Queue<DeclaredQueue>`"
 )]
 pub trait QueueField {
     /// The payload type.

@@ -68,7 +68,8 @@ pub struct DepInfo {
 }
 
 impl DepInfo {
-    pub(crate) fn of<T: 'static>() -> Self {
+    /// The dependency type `T`.
+    pub fn of<T: 'static>() -> Self {
         DepInfo {
             type_id: TypeId::of::<T>(),
             type_name: type_name::<T>(),
@@ -96,7 +97,8 @@ impl Deps {
         self.values.contains_key(&type_id)
     }
 
-    pub(crate) fn get<T: Send + Sync + 'static>(&self) -> Option<Dep<T>> {
+    /// The provided `T`, if any.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Option<Dep<T>> {
         let value = self.values.get(&TypeId::of::<T>())?.clone();
         value.downcast::<T>().ok().map(Dep)
     }

@@ -2,6 +2,7 @@
 
 mod app;
 mod cluster;
+mod contract;
 mod deps;
 mod engine;
 mod error;
@@ -31,6 +32,7 @@ pub use app::{
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
 pub use cluster::queue_slot;
+pub use contract::{DeclaredJob, JobOf, JobType, OutputOf, QueueType, SchemaError};
 pub use deps::Dep;
 pub use error::{Error, PayloadError, RegistryError, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
@@ -40,7 +42,7 @@ pub use job::{Job, JobCounts, JobInfo, JobState, ParentJob, TestJobHandle};
 pub use options::{
     Backoff, BackoffContext, Deduplication, JobOptions, Keep, Schedule, MAX_PRIORITY,
 };
-pub use processor::Processor;
+pub use processor::{AnyQueue, Processor};
 pub use queue::{
     AddedJob, BulkJob, CancelOutcome, ChildJob, Children, GlobalLimits, JobLogs, Outcome, Queue,
     SchedulerInfo, WorkerInfo,
@@ -56,10 +58,13 @@ pub use worker::{ListenerStats, ShutdownReport, Workers, LISTENER_MAILBOX};
 #[doc = include_str!("../docs/registration.md")]
 pub mod guide_registration {}
 #[cfg(feature = "macros")]
+#[doc = include_str!("../docs/contracts.md")]
+pub mod guide_contracts {}
+#[cfg(feature = "macros")]
 #[doc = include_str!("../docs/flows.md")]
 pub mod guide_flows {}
 #[cfg(feature = "sqlx")]
 #[doc = include_str!("../docs/exactly-once.md")]
 pub mod guide_exactly_once {}
 #[cfg(feature = "macros")]
-pub use queue_macros::{inject_queue, job, on_queue_event, on_worker_event, processor};
+pub use queue_macros::{inject_queue, job, job_queue, on_queue_event, on_worker_event, processor};

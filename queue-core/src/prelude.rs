@@ -4,9 +4,9 @@
 pub use serde::{Deserialize, Serialize};
 
 pub use crate::{
-    Backoff, ChildResults, Dep, Job, JobError, JobOptions, JobState, Keep, OnChildFailure,
-    Processor, Queue, QueueApp, WorkerEvent,
+    Backoff, ChildResults, Dep, Job, JobError, JobOptions, JobState, JobType, Keep, OnChildFailure,
+    Processor, Queue, QueueApp, QueueEvent, QueueType, WorkerEvent,
 };
 
 #[cfg(feature = "macros")]
-pub use crate::{inject_queue, job, on_queue_event, on_worker_event, processor};
+pub use crate::{inject_queue, job, job_queue, on_queue_event, on_worker_event, processor};

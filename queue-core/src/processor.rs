@@ -1,8 +1,10 @@
 //! `Processor`: the explicit registration of a queue's handlers (what `#[processor]`
 //! generates, and the fallback when a macro registration is not linked).
 
+use std::marker::PhantomData;
 use std::time::Duration;
 
+use crate::contract::{JobOf, JobType, OutputOf, QueueType};
 use crate::handler::{ErasedHandler, Handler};
 
 /// How long a cancelled handler gets to stop by itself before its future is dropped.
@@ -24,10 +26,33 @@ pub(crate) const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
 ///     .any_job(send_other);           // every other name on this queue
 /// # let _ = email;
 /// ```
-#[derive(Debug, Clone)]
+///
+/// For a queue declared with [`#[job_queue]`](crate::job_queue), `Processor::of::<Q>()`
+/// takes handlers by their payload type; a handler of another queue's job, or one that
+/// returns something other than the declared output, does not compile:
+///
+/// ```
+/// use queue_core::prelude::*;
+///
+/// #[derive(Serialize, Deserialize)]
+/// pub struct WelcomeEmail { pub to: String }
+///
+/// #[job_queue("email")]
+/// pub enum Email {
+///     #[job("welcome", output = bool)]
+///     Welcome(WelcomeEmail),
+/// }
+///
+/// async fn send_welcome(job: Job<WelcomeEmail>) -> Result<bool, JobError> { Ok(true) }
+///
+/// let email = Processor::of::<Email>().concurrency(5).handle(send_welcome);
+/// # let _ = email;
+/// ```
 #[must_use = "a processor does nothing until it is given to `QueueAppBuilder::processor`"]
-pub struct Processor {
+pub struct Processor<Q = AnyQueue> {
     pub(crate) queue: String,
+    /// More queues the same handlers serve, each with a worker of its own.
+    pub(crate) also: Vec<String>,
     pub(crate) concurrency: usize,
     pub(crate) timeout: Option<Duration>,
     pub(crate) lock_duration: Option<Duration>,
@@ -38,6 +63,43 @@ pub struct Processor {
     pub(crate) fail_unknown_names: bool,
     pub(crate) metrics_data_points: Option<usize>,
     pub(crate) handlers: Vec<RegisteredHandler>,
+    _queue: PhantomData<fn() -> Q>,
+}
+
+/// The queue type of a [`Processor`] made with [`Processor::new`]: any queue, job names
+/// as strings.
+#[derive(Debug, Clone, Copy)]
+pub enum AnyQueue {}
+
+impl<Q> Clone for Processor<Q> {
+    fn clone(&self) -> Self {
+        Processor {
+            queue: self.queue.clone(),
+            also: self.also.clone(),
+            concurrency: self.concurrency,
+            timeout: self.timeout,
+            lock_duration: self.lock_duration,
+            limiter: self.limiter,
+            stalled_interval: self.stalled_interval,
+            max_stalled_count: self.max_stalled_count,
+            cancel_grace: self.cancel_grace,
+            fail_unknown_names: self.fail_unknown_names,
+            metrics_data_points: self.metrics_data_points,
+            handlers: self.handlers.clone(),
+            _queue: PhantomData,
+        }
+    }
+}
+
+impl<Q> std::fmt::Debug for Processor<Q> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Processor")
+            .field("queue", &self.queue)
+            .field("also", &self.also)
+            .field("concurrency", &self.concurrency)
+            .field("handlers", &self.handlers)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One handler and the job name it claims (`None`: every name nobody else claims).
@@ -51,8 +113,35 @@ pub(crate) struct RegisteredHandler {
 impl Processor {
     /// A processor for `queue`, with concurrency 1 and no handlers yet.
     pub fn new(queue: impl Into<String>) -> Self {
+        Processor::named(queue.into())
+    }
+
+    /// A processor for the declared queue `Q`, whose handlers are matched to its jobs by
+    /// their payload type ([`handle`](Processor::handle)).
+    pub fn of<Q: QueueType>() -> Processor<Q> {
+        Processor::named(Q::NAME.to_owned())
+    }
+}
+
+impl<Q: QueueType> Processor<Q> {
+    /// Handles the declared job whose payload `handler` takes: `async fn(Job<P>, Dep<A>,
+    /// ..) -> Result<Output, JobError>`, with `P` a job of `Q` and `Output` the one its
+    /// declaration names. The job name comes from the declaration.
+    pub fn handle<H, Args>(self, handler: H) -> Self
+    where
+        H: Handler<Args>,
+        H::Payload: JobOf<Q>,
+        H::Output: OutputOf<H::Payload>,
+    {
+        self.job(<H::Payload as JobType>::NAME, handler)
+    }
+}
+
+impl<Q> Processor<Q> {
+    fn named(queue: String) -> Self {
         Processor {
-            queue: queue.into(),
+            queue,
+            also: Vec::new(),
             concurrency: 1,
             timeout: None,
             lock_duration: None,
@@ -63,7 +152,15 @@ impl Processor {
             fail_unknown_names: false,
             metrics_data_points: None,
             handlers: Vec::new(),
+            _queue: PhantomData,
         }
+    }
+
+    /// Serves `queue` too, with the same handlers and settings and a worker of its own
+    /// (one code path for `email` and `email-eu`, say).
+    pub fn also_serve(mut self, queue: impl Into<String>) -> Self {
+        self.also.push(queue.into());
+        self
     }
 
     /// How many jobs of this queue run at once in this process.
@@ -170,8 +267,41 @@ impl Processor {
         self
     }
 
-    /// The queue this processor serves.
+    /// The queue this processor serves (the first, with [`also_serve`](Self::also_serve)).
     pub fn queue(&self) -> &str {
         &self.queue
+    }
+
+    /// This processor once per queue it serves, its queue's type dropped, each queue
+    /// name through `rename` (the app's renames).
+    pub(crate) fn per_queue(&self, rename: impl Fn(&str) -> String) -> Vec<Processor> {
+        std::iter::once(&self.queue)
+            .chain(&self.also)
+            .map(|queue| {
+                let renamed = rename(queue);
+                Processor {
+                    queue: renamed.clone(),
+                    also: Vec::new(),
+                    concurrency: self.concurrency,
+                    timeout: self.timeout,
+                    lock_duration: self.lock_duration,
+                    limiter: self.limiter,
+                    stalled_interval: self.stalled_interval,
+                    max_stalled_count: self.max_stalled_count,
+                    cancel_grace: self.cancel_grace,
+                    fail_unknown_names: self.fail_unknown_names,
+                    metrics_data_points: self.metrics_data_points,
+                    handlers: self
+                        .handlers
+                        .iter()
+                        .map(|h| RegisteredHandler {
+                            label: h.label.replacen(&self.queue, &renamed, 1),
+                            ..h.clone()
+                        })
+                        .collect(),
+                    _queue: PhantomData,
+                }
+            })
+            .collect()
     }
 }

@@ -1,10 +1,13 @@
 //! The shared shape of our attribute arguments: a leading string literal (the queue
-//! name), then `key = value`, `key(..)` or bare `key` items, separated by commas.
+//! name) or queue type (`Email`, `crate::jobs::Email`), then `key = value`, `key(..)` or
+//! bare `key` items, separated by commas.
 
 use proc_macro2::Span;
+use proc_macro2::TokenStream;
+use quote::quote;
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
-use syn::{Ident, Lit, LitStr, Token};
+use syn::{Ident, Lit, LitStr, Path, Token};
 
 use crate::diagnostics::Errors;
 
@@ -28,12 +31,61 @@ pub(crate) struct Item {
 pub(crate) struct Args {
     /// The leading string literal, if there was one.
     pub(crate) name: Option<LitStr>,
+    /// The leading queue type, if there was one instead.
+    pub(crate) queue_type: Option<Path>,
     pub(crate) items: Vec<Item>,
+}
+
+/// The queue an attribute names: by string, or by its declared type.
+#[derive(Clone)]
+pub(crate) enum QueueRef {
+    Name(LitStr),
+    Type(Box<syn::Type>),
+}
+
+impl QueueRef {
+    /// The queue name as a `&'static str` expression.
+    pub(crate) fn name_tokens(&self, krate: &TokenStream) -> TokenStream {
+        match self {
+            QueueRef::Name(lit) => quote!(#lit),
+            QueueRef::Type(path) => quote!(<#path as #krate::QueueType>::NAME),
+        }
+    }
+}
+
+/// A leading `Email` or `a::b::Email` (a type: its first letter is upper case, or it has
+/// `::`), followed by a comma or the end.
+fn peek_queue_type(input: ParseStream<'_>) -> Option<Path> {
+    let fork = input.fork();
+    let path: Path = fork.parse().ok()?;
+    if !(fork.is_empty() || fork.peek(Token![,])) {
+        return None;
+    }
+    let typed = path.segments.len() > 1
+        || path.leading_colon.is_some()
+        || path.segments.first().is_some_and(|s| {
+            s.ident
+                .to_string()
+                .starts_with(|c: char| c.is_ascii_uppercase())
+        });
+    typed.then_some(path)
 }
 
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut name = None;
+        if let Some(path) = peek_queue_type(input) {
+            let _: Path = input.parse()?;
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
+            let items = parse_items(input)?;
+            return Ok(Args {
+                name: None,
+                queue_type: Some(path),
+                items,
+            });
+        }
         if input.peek(Lit) {
             match input.parse::<Lit>()? {
                 Lit::Str(s) => name = Some(s),
@@ -49,7 +101,11 @@ impl Parse for Args {
             }
         }
         let items = parse_items(input)?;
-        Ok(Args { name, items })
+        Ok(Args {
+            name,
+            queue_type: None,
+            items,
+        })
     }
 }
 
@@ -77,6 +133,17 @@ fn parse_items(input: ParseStream<'_>) -> syn::Result<Vec<Item>> {
 }
 
 impl Args {
+    /// The queue, by name (checked as [`queue`](Self::queue) does) or by type.
+    pub(crate) fn queue_ref(&self, errors: &mut Errors, attribute: &str) -> Option<QueueRef> {
+        match &self.queue_type {
+            Some(path) => Some(QueueRef::Type(Box::new(syn::Type::Path(syn::TypePath {
+                qself: None,
+                path: path.clone(),
+            })))),
+            None => self.queue(errors, attribute).map(QueueRef::Name),
+        }
+    }
+
     /// The queue name, checked: present, a string, not empty, no `:`.
     pub(crate) fn queue(&self, errors: &mut Errors, attribute: &str) -> Option<LitStr> {
         match &self.name {
@@ -92,7 +159,7 @@ impl Args {
                 match bare {
                     Some(item) => errors.at(
                         item.key.span(),
-                        format!("the queue name must be a string literal: write #[{attribute}(\"{}\")]", item.key),
+                        format!("the queue name must be a string literal: write #[{attribute}(\"{}\")], or name a queue type declared with #[job_queue]", item.key),
                     ),
                     None => errors.at(
                         span,

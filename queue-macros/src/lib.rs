@@ -9,6 +9,7 @@ mod args;
 mod crate_path;
 mod diagnostics;
 mod inject_queue;
+mod job_queue;
 mod listener;
 mod processor;
 
@@ -53,6 +54,27 @@ pub fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
         "inject_queue",
         inject_queue::inject_queue(attr.into(), item.into()),
     )
+}
+
+/// Declares a queue and the jobs it carries, on an enum whose variants wrap each job's
+/// payload type:
+///
+/// ```ignore
+/// #[job_queue("email")]
+/// pub enum Email {
+///     #[job("welcome", output = Delivery)]
+///     Welcome(WelcomeEmail),
+///     #[job("digest")] // output `()`
+///     Digest(WeeklyDigest),
+/// }
+/// ```
+///
+/// Each payload type then carries its queue, job name and output (`JobType`): adding it
+/// needs no string, a processor takes it by type, and a mismatch is a compile error.
+/// A job name or payload type declared twice in one queue is refused here.
+#[proc_macro_attribute]
+pub fn job_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
+    debug("job_queue", job_queue::job_queue(attr.into(), item.into()))
 }
 
 /// `#[on_worker_event("email", failed)]` on an `async fn(event: WorkerEvent)`: called for

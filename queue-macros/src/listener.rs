@@ -1,12 +1,14 @@
 //! `#[on_worker_event("queue", kind)]` and `#[on_queue_event("queue", kind)]` on an
-//! `async fn(event)`: the `@OnWorkerEvent` / `@OnQueueEvent` equivalents.
+//! `async fn(event, Dep<A>, ..)`: the `@OnWorkerEvent` / `@OnQueueEvent` equivalents.
+//! The queue may be a declared queue type: `#[on_worker_event(Email, failed)]`.
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::{FnArg, ItemFn, ReturnType};
+use syn::{FnArg, ItemFn, ReturnType, Type};
 
-use crate::args::{self, Args, Value};
+use crate::args::{self, Args, QueueRef, Value};
 use crate::diagnostics::{item_with_errors, Errors};
+use crate::processor::signature::single_generic;
 
 /// Which of the two listener attributes.
 #[derive(Clone, Copy)]
@@ -45,7 +47,7 @@ pub(crate) fn listener(source: Source, attr: TokenStream, item: TokenStream) -> 
     let mut kind = None;
     match syn::parse2::<Args>(attr) {
         Ok(parsed) => {
-            queue = parsed.queue(&mut errors, attribute);
+            queue = parsed.queue_ref(&mut errors, attribute);
             args::reject_duplicates(&parsed.items, &mut errors);
             for item in &parsed.items {
                 let key = item.key.to_string();
@@ -101,15 +103,16 @@ pub(crate) fn listener(source: Source, attr: TokenStream, item: TokenStream) -> 
             return item_with_errors(item, &e);
         }
     };
-    check_signature(&function, source, &mut errors);
+    let deps = check_signature(&function, source, &mut errors);
     match errors.finish((queue, kind)) {
-        Ok((Some(queue), Some(kind))) => expand(source, &krate, &function, &queue, &kind),
+        Ok((Some(queue), Some(kind))) => expand(source, &krate, &function, &queue, &kind, &deps),
         Ok(_) => item,
         Err(e) => item_with_errors(item, &e),
     }
 }
 
-fn check_signature(function: &ItemFn, source: Source, errors: &mut Errors) {
+/// Checks the signature; returns the `T` of each `Dep<T>` after the event.
+fn check_signature(function: &ItemFn, source: Source, errors: &mut Errors) -> Vec<Type> {
     let sig = &function.sig;
     let event = match source {
         Source::Worker => "WorkerEvent",
@@ -122,11 +125,25 @@ fn check_signature(function: &ItemFn, source: Source, errors: &mut Errors) {
         );
     }
     let args: Vec<&FnArg> = sig.inputs.iter().collect();
-    match args.as_slice() {
-        [FnArg::Typed(_)] => {}
+    let mut deps = Vec::new();
+    match args.split_first() {
+        Some((FnArg::Typed(_), rest)) => {
+            for arg in rest {
+                match arg {
+                    FnArg::Typed(typed) => match single_generic(&typed.ty, "Dep") {
+                        Some(inner) => deps.push(inner.clone()),
+                        None => errors.spanned(
+                            &typed.ty,
+                            "after the event, a listener takes only dependencies: `Dep<T>`, provided with `QueueApp::builder().provide(..)`",
+                        ),
+                    },
+                    FnArg::Receiver(r) => errors.spanned(r, "an event listener is a free `async fn`"),
+                }
+            }
+        }
         _ => errors.spanned(
             &sig.inputs,
-            format!("an event listener takes exactly one argument: `event: {event}`"),
+            format!("an event listener takes the event first: `event: {event}`, then any `Dep<T>`"),
         ),
     }
     if let ReturnType::Type(_, ty) = &sig.output {
@@ -137,16 +154,19 @@ fn check_signature(function: &ItemFn, source: Source, errors: &mut Errors) {
             );
         }
     }
+    deps
 }
 
 fn expand(
     source: Source,
     krate: &TokenStream,
     function: &ItemFn,
-    queue: &syn::LitStr,
+    queue: &QueueRef,
     kind: &str,
+    deps: &[Type],
 ) -> TokenStream {
     let name = &function.sig.ident;
+    let queue = queue.name_tokens(krate);
     let (record, event) = match source {
         Source::Worker => (quote!(WorkerListenerRecord), quote!(WorkerEvent)),
         Source::Queue => (quote!(QueueListenerRecord), quote!(QueueEvent)),
@@ -154,8 +174,14 @@ fn expand(
     quote! {
         #function
         const _: () = {
-            fn __queue_call(event: #krate::#event) -> #krate::__private::BoxFuture<'static, ()> {
-                ::std::boxed::Box::pin(#name(event))
+            fn __queue_call(
+                event: #krate::#event,
+                deps: &#krate::__private::Deps,
+            ) -> ::core::option::Option<#krate::__private::BoxFuture<'static, ()>> {
+                ::core::option::Option::Some(::std::boxed::Box::pin(#name(event, #(deps.get::<#deps>()?),*)))
+            }
+            fn __queue_dependencies() -> ::std::vec::Vec<#krate::__private::DepInfo> {
+                ::std::vec![#(#krate::__private::DepInfo::of::<#deps>()),*]
             }
             #krate::__private::inventory::submit! {
                 #krate::__private::#record {
@@ -163,6 +189,7 @@ fn expand(
                     event: #kind,
                     label: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#name)),
                     call: __queue_call,
+                    dependencies: __queue_dependencies,
                 }
             }
         };

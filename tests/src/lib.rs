@@ -11,6 +11,7 @@ mod cluster;
 pub mod db;
 pub mod fixtures;
 pub mod http;
+pub mod logs;
 pub mod node;
 mod private_redis;
 

@@ -434,28 +434,11 @@ fn audit_log() -> Arc<Mutex<Vec<String>>> {
 
 /// A subscriber that keeps every audit event as `field=value ...` text.
 fn audit_recorder(events: Arc<Mutex<Vec<String>>>) -> impl tracing::Subscriber {
-    use tracing_subscriber::layer::{Context, SubscriberExt};
-
-    struct Recorder(Arc<Mutex<Vec<String>>>);
-    struct Fields(String);
-    impl tracing::field::Visit for Fields {
-        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-            self.0.push_str(&format!("{}={:?} ", field.name(), value));
+    queue_tests::logs::recorder(move |event| {
+        if event.target == AUDIT_TARGET {
+            events.lock().unwrap().push(event.fields);
         }
-        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-            self.0.push_str(&format!("{}={} ", field.name(), value));
-        }
-    }
-    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Recorder {
-        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-            if event.metadata().target() == AUDIT_TARGET {
-                let mut fields = Fields(String::new());
-                event.record(&mut fields);
-                self.0.lock().unwrap().push(fields.0);
-            }
-        }
-    }
-    tracing_subscriber::registry().with(Recorder(events))
+    })
 }
 
 /// A POST with a form body, as the dashboard's own forms send it.

@@ -103,10 +103,25 @@ pub(super) async fn submit(
                     "No handler of this app takes `{job_name}` on this queue."
                 ))
             }
+            Err(PayloadError::SchemaMismatch {
+                payload_type,
+                at,
+                reason,
+            }) => {
+                let place = if at.is_empty() {
+                    "the data".to_owned()
+                } else {
+                    format!("`{at}`")
+                };
+                errors.data = Some(format!(
+                    "Does not follow the schema of `{payload_type}` at {place}: {reason}."
+                ))
+            }
             Err(PayloadError::DoesNotFit {
                 payload_type,
                 reason,
             }) => errors.data = Some(format!("Does not fit `{payload_type}`: {reason}")),
+            Err(other) => errors.data = Some(other.to_string()),
         }
     }
     let mut options = JobOptions::new();

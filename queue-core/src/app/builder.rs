@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+use super::renames::Renames;
 use super::{
     AppInner, QueueApp, Registrations, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
+use crate::contract::{check_declarations, declared_jobs, DeclaredJob};
 use crate::deps::Deps;
 use crate::engine::{Connection, Endpoint};
 use crate::error::Error;
@@ -30,6 +32,7 @@ struct Plan {
     queues: Vec<QueuePlan>,
     deps: Deps,
     registered: Registered,
+    declared: Vec<DeclaredJob>,
 }
 
 /// Builds a [`QueueApp`]; see there for an example.
@@ -41,6 +44,7 @@ pub struct QueueAppBuilder {
     prefix: String,
     defaults: JobOptions,
     queue_defaults: HashMap<String, JobOptions>,
+    renames: Renames,
     deps: Deps,
     processors: Vec<Processor>,
     registrations: Registrations,
@@ -62,6 +66,7 @@ impl Default for QueueAppBuilder {
             prefix: DEFAULT_PREFIX.to_owned(),
             defaults: JobOptions::default(),
             queue_defaults: HashMap::new(),
+            renames: Renames::default(),
             deps: Deps::default(),
             processors: Vec::new(),
             registrations: Registrations::All,
@@ -164,8 +169,29 @@ impl QueueAppBuilder {
         self
     }
 
-    /// Makes `value` available to handlers that take a `Dep<T>`. (`Dep<QueueApp>` is
-    /// always available, for handlers that add follow-up jobs.)
+    /// Gives the queue the code calls `from` the name `to` in Redis, decided at start-up
+    /// (from configuration: a region, a tenant, a test's own name). Processors, producers,
+    /// listeners, declared queues, [`queue_defaults`](Self::queue_defaults) and
+    /// [`QueueApp::queue`] all use `to` for `from`.
+    ///
+    /// ```
+    /// use queue_core::{Job, JobError, Processor, QueueApp};
+    ///
+    /// async fn send(job: Job<String>) -> Result<(), JobError> { Ok(()) }
+    ///
+    /// let region = "eu"; // from the environment, say
+    /// let builder = QueueApp::builder()
+    ///     .rename_queue("email", format!("email-{region}"))
+    ///     .processor(Processor::new("email").job("welcome", send));
+    /// assert!(builder.check().is_ok());
+    /// ```
+    pub fn rename_queue(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {
+        self.renames.insert(from.into(), to.into());
+        self
+    }
+
+    /// Makes `value` available to handlers and event listeners that take a `Dep<T>`.
+    /// (`Dep<QueueApp>` is always available, for handlers that add follow-up jobs.)
     pub fn provide<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.deps.insert(Arc::new(value));
         self
@@ -177,9 +203,10 @@ impl QueueAppBuilder {
         self
     }
 
-    /// Registers a queue's handlers.
-    pub fn processor(mut self, processor: Processor) -> Self {
-        self.processors.push(processor);
+    /// Registers a queue's handlers (`Processor::new("queue")` or, for a declared queue,
+    /// `Processor::of::<Queue>()`).
+    pub fn processor<Q>(mut self, processor: Processor<Q>) -> Self {
+        self.processors.extend(processor.per_queue(str::to_owned));
         self
     }
 
@@ -252,6 +279,8 @@ impl QueueAppBuilder {
         for (queue, defaults) in &self.queue_defaults {
             check_queue_defaults(queue, defaults)?;
         }
+        let renames = &self.renames;
+        let rename = |queue: &str| renames.owned(queue);
         #[cfg(feature = "sqlx")]
         if let Some(outbox) = &self.outbox {
             outbox.validate()?;
@@ -269,32 +298,40 @@ impl QueueAppBuilder {
                 }
             }
         }
+        let from_records: Vec<Processor> = registered
+            .processors
+            .iter()
+            .map(|r| processor_from_record(r))
+            .collect();
         let processors: Vec<Processor> = self
             .processors
             .iter()
-            .cloned()
-            .chain(
-                registered
-                    .processors
-                    .iter()
-                    .map(|r| processor_from_record(r)),
-            )
+            .chain(&from_records)
+            .flat_map(|p| p.per_queue(rename))
             .collect();
-        let mut problems = Vec::new();
+        let mut problems = renames.problems();
         let queues = merge_processors(&processors, &deps, &mut problems);
-        problems.extend(check_registrations(&queues, &registered));
+        problems.extend(check_registrations(&queues, &registered, &deps, rename));
+        problems.extend(check_declarations(&registered.job_types, &queues, rename));
         RegistryError::from_problems(problems)?;
         if matches!(self.endpoint, Endpoint::Cluster(_)) {
+            let producers: Vec<String> = registered
+                .producers
+                .iter()
+                .map(|p| rename(p.queue))
+                .collect();
             let named = queues
                 .iter()
                 .map(|plan| plan.queue.as_str())
-                .chain(registered.producers.iter().map(|p| p.queue));
+                .chain(producers.iter().map(String::as_str));
             crate::cluster::check_tags(&self.prefix, named)?;
         }
+        let declared = declared_jobs(&registered.job_types, &queues, rename);
         Ok(Plan {
             queues,
             deps,
             registered,
+            declared,
         })
     }
 
@@ -305,6 +342,7 @@ impl QueueAppBuilder {
             queues: plans,
             deps,
             registered,
+            declared,
         } = self.plan()?;
         let conn = Connection::open(
             &self.endpoint,
@@ -322,6 +360,17 @@ impl QueueAppBuilder {
             };
             tracing::info!(queue = %plan.queue, jobs = %format!("{names}{catch_all}"), concurrency = plan.concurrency, "processor registered");
         }
+        let unhandled: Vec<String> = declared
+            .iter()
+            .filter(|job| !job.handled)
+            .map(|job| format!("{}/{} ({})", job.queue, job.name, job.payload_type))
+            .collect();
+        if !unhandled.is_empty() {
+            tracing::warn!(
+                jobs = %unhandled.join(", "),
+                "declared job types that no processor of this app handles; fine if their consumer is another service"
+            );
+        }
         tracing::info!(
             url = conn.display_url(),
             prefix = conn.prefix(),
@@ -332,10 +381,26 @@ impl QueueAppBuilder {
             outbox.migrate().await?;
         }
         let (worker_events, _) = broadcast::channel(local::CAPACITY);
+        let renames = self.renames;
         let registered_queues = plans
             .iter()
             .map(|p| p.queue.clone())
-            .chain(registered.producers.iter().map(|p| p.queue.to_owned()))
+            .chain(registered.producers.iter().map(|p| renames.owned(p.queue)))
+            .collect();
+        let queue_defaults = self
+            .queue_defaults
+            .into_iter()
+            .map(|(queue, defaults)| (renames.owned(&queue), defaults))
+            .collect();
+        let worker_listeners = registered
+            .worker_listeners
+            .iter()
+            .map(|r| (renames.owned(r.queue), *r))
+            .collect();
+        let queue_listeners = registered
+            .queue_listeners
+            .iter()
+            .map(|r| (renames.owned(r.queue), *r))
             .collect();
         let app = QueueApp {
             inner: Arc::new(AppInner {
@@ -344,7 +409,7 @@ impl QueueAppBuilder {
                 deps: Arc::new(deps),
                 producer: ProducerSettings {
                     defaults: self.defaults,
-                    queue_defaults: Arc::new(self.queue_defaults),
+                    queue_defaults: Arc::new(queue_defaults),
                     max_payload_bytes: self.max_payload_bytes,
                     backoffs: self.backoffs.clone(),
                     command_timeout: self.command_timeout,
@@ -355,8 +420,10 @@ impl QueueAppBuilder {
                 queues: Mutex::new(HashMap::new()),
                 worker_events,
                 registered_queues,
-                worker_listeners: registered.worker_listeners,
-                queue_listeners: registered.queue_listeners,
+                worker_listeners,
+                queue_listeners,
+                renames,
+                declared,
                 #[cfg(feature = "sqlx")]
                 relay: Mutex::new(None),
                 #[cfg(feature = "metrics")]

@@ -4,13 +4,14 @@
 mod builder;
 mod from_app;
 mod registrations;
+mod renames;
+mod typed;
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::sync::broadcast;
 
 pub use builder::QueueAppBuilder;
@@ -81,8 +82,12 @@ pub(crate) struct AppInner {
     backoffs: BackoffRegistry,
     queues: Mutex<HashMap<String, Arc<QueueShared>>>,
     worker_events: broadcast::Sender<WorkerEvent>,
-    worker_listeners: Vec<&'static WorkerListenerRecord>,
-    queue_listeners: Vec<&'static QueueListenerRecord>,
+    /// Each listener with the queue it listens to (after renames).
+    worker_listeners: Vec<(String, &'static WorkerListenerRecord)>,
+    queue_listeners: Vec<(String, &'static QueueListenerRecord)>,
+    renames: renames::Renames,
+    /// The job types the declarations linked into this binary declare.
+    declared: Vec<crate::contract::DeclaredJob>,
     /// Queues with a processor or an `#[inject_queue]` producer in this app.
     registered_queues: std::collections::BTreeSet<String>,
     /// The relay `build` started, if the app has an outbox.
@@ -98,8 +103,10 @@ impl QueueApp {
         QueueAppBuilder::default()
     }
 
-    /// A typed producer for `name`. Cheap: handles are cached and share the connection.
-    pub fn queue<T: Serialize>(&self, name: &str) -> Result<Queue<T>, Error> {
+    /// A typed producer for `name` (or the name the app renamed it to). Cheap: handles
+    /// are cached and share the connection.
+    pub fn queue<T>(&self, name: &str) -> Result<Queue<T>, Error> {
+        let name = self.inner.renames.actual(name);
         if name.is_empty() || name.contains(':') {
             return Err(Error::invalid(
                 "queue",
@@ -146,7 +153,11 @@ impl QueueApp {
     /// with the event listeners of these queues. A queue without a processor in this
     /// app is refused, naming the ones there are.
     pub async fn start_workers_for(&self, queues: &[&str]) -> Result<Workers, Error> {
-        self.start(queues, |q| queues.contains(&q)).await
+        let queues: Vec<&str> = queues
+            .iter()
+            .map(|q| self.inner.renames.actual(q))
+            .collect();
+        self.start(&queues, |q| queues.contains(&q)).await
     }
 
     async fn start(
@@ -211,16 +222,17 @@ impl QueueApp {
             self.inner
                 .worker_listeners
                 .iter()
-                .copied()
-                .filter(|r| listen_to(r.queue))
+                .filter(|(queue, _)| listen_to(queue))
+                .cloned()
                 .collect(),
             self.worker_events(),
             self.inner
                 .queue_listeners
                 .iter()
-                .copied()
-                .filter(|r| listen_to(r.queue))
+                .filter(|(queue, _)| listen_to(queue))
+                .cloned()
                 .collect(),
+            &deps,
         )
         .await?;
         Workers::start(&self.inner.conn, dispatchers, listeners).await
@@ -274,8 +286,9 @@ impl QueueApp {
 
     /// Checks `data` against the payload type of the handler this app has for
     /// `job_name` on `queue`, before an add from untyped input (a form, another
-    /// system's JSON). Fails when no handler of this app takes the job, or when the
-    /// data does not deserialize into its type, with serde's reason.
+    /// system's JSON). Fails when the job is declared with a JSON Schema that the data
+    /// does not follow (with the place), when no handler of this app takes the job, or
+    /// when the data does not deserialize into its type, with serde's reason.
     ///
     /// ```
     /// # async fn demo() -> queue_core::Result<()> {
@@ -300,6 +313,18 @@ impl QueueApp {
         job_name: &str,
         data: &serde_json::Value,
     ) -> Result<(), PayloadError> {
+        let schema = self
+            .declared_job(queue, job_name)
+            .and_then(|job| Some((job.payload_type, job.payload_schema.as_ref()?)));
+        if let Some((payload_type, schema)) = schema {
+            crate::contract::check_schema(schema, data).map_err(|e| {
+                PayloadError::SchemaMismatch {
+                    payload_type,
+                    at: e.at,
+                    reason: e.reason,
+                }
+            })?;
+        }
         let planned = self
             .inner
             .plans

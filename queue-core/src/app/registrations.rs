@@ -10,7 +10,8 @@ pub enum Registrations {
     /// All of them (the default).
     #[default]
     All,
-    /// None: only what is given to the builder explicitly.
+    /// None: only what is given to the builder explicitly (still checked against the
+    /// `#[job_queue]` declarations linked into the binary).
     None,
     /// Those of these queues only (several apps in one binary, e.g. tests).
     Queues(Vec<String>),
@@ -20,7 +21,9 @@ impl Registrations {
     pub(super) fn collect(&self) -> Registered {
         match self {
             Registrations::All => Registered::collect(|_| true),
-            Registrations::None => Registered::default(),
+            // Declarations are contracts, not behaviour: a handler given explicitly is
+            // still checked against them.
+            Registrations::None => Registered::declarations_only(),
             Registrations::Queues(queues) => Registered::collect(|q| queues.iter().any(|k| k == q)),
         }
     }

@@ -173,6 +173,7 @@ impl Error {
 
 /// Why [`QueueApp::check_payload`](crate::QueueApp::check_payload) refused a payload.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PayloadError {
     /// No handler of this app takes jobs of that name on that queue.
     #[error("no handler of this app takes job `{job_name}` on queue `{queue}`")]
@@ -181,6 +182,16 @@ pub enum PayloadError {
         queue: String,
         /// The job name.
         job_name: String,
+    },
+    /// The data does not follow the JSON Schema of the job's declared payload.
+    #[error("does not follow the schema of {payload_type}: {reason} (at `{at}`)")]
+    SchemaMismatch {
+        /// The payload type's Rust name.
+        payload_type: &'static str,
+        /// A JSON pointer to the value at fault (`""`: the whole document).
+        at: String,
+        /// What is wrong.
+        reason: String,
     },
     /// The data does not deserialize into the handler's payload type.
     #[error("does not fit {payload_type}: {reason}")]

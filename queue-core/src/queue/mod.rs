@@ -6,6 +6,7 @@ mod manage;
 #[cfg(feature = "sqlx")]
 mod outbox;
 mod schedule;
+mod typed;
 
 use std::future::Future;
 use std::io;

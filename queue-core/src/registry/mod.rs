@@ -9,8 +9,8 @@ use std::time::Duration;
 
 pub(crate) use records::Registered;
 pub use records::{
-    Instance, MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord, TypeInfo,
-    WorkerListenerRecord,
+    Instance, JobTypeRecord, MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord,
+    TypeInfo, WorkerListenerRecord,
 };
 pub(crate) use validate::{check_registrations, merge_processors};
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+use crate::deps::{DepInfo, Deps};
 use crate::events::{QueueEvent, WorkerEvent};
 use crate::handler::ErasedHandler;
 
@@ -72,6 +73,9 @@ pub struct ProducerRecord {
     pub queue: &'static str,
     /// The payload type of the field's `Queue<T>`.
     pub payload: TypeInfo,
+    /// The field is a declared queue's `Queue<Q>`: its jobs are typed by their
+    /// declarations, not by `payload`.
+    pub declared: bool,
     /// `Struct.field`, for messages.
     pub label: &'static str,
 }
@@ -85,8 +89,10 @@ pub struct WorkerListenerRecord {
     pub event: &'static str,
     /// `path::to::function`, for messages and logs.
     pub label: &'static str,
-    /// Calls the function.
-    pub call: fn(WorkerEvent) -> BoxFuture<'static, ()>,
+    /// Calls the function with its dependencies (`None`: one is not provided).
+    pub call: fn(WorkerEvent, &Deps) -> Option<BoxFuture<'static, ()>>,
+    /// The `Dep<T>` types the function takes after the event.
+    pub dependencies: fn() -> Vec<DepInfo>,
 }
 
 /// An `#[on_queue_event]` function.
@@ -98,10 +104,32 @@ pub struct QueueListenerRecord {
     pub event: &'static str,
     /// `path::to::function`, for messages and logs.
     pub label: &'static str,
-    /// Calls the function.
-    pub call: fn(QueueEvent) -> BoxFuture<'static, ()>,
+    /// Calls the function with its dependencies (`None`: one is not provided).
+    pub call: fn(QueueEvent, &Deps) -> Option<BoxFuture<'static, ()>>,
+    /// The `Dep<T>` types the function takes after the event.
+    pub dependencies: fn() -> Vec<DepInfo>,
 }
 
+/// One job of a `#[job_queue]` declaration.
+#[derive(Debug)]
+pub struct JobTypeRecord {
+    /// The queue, as declared.
+    pub queue: &'static str,
+    /// The job name.
+    pub name: &'static str,
+    /// The payload type.
+    pub payload: TypeInfo,
+    /// The output type.
+    pub output: TypeInfo,
+    /// The payload's JSON Schema, when it has one.
+    pub payload_schema: fn() -> Option<serde_json::Value>,
+    /// The output's JSON Schema, when it has one.
+    pub output_schema: fn() -> Option<serde_json::Value>,
+    /// `path::Queue::Variant`, for messages.
+    pub label: &'static str,
+}
+
+inventory::collect!(JobTypeRecord);
 inventory::collect!(ProcessorRecord);
 inventory::collect!(ProducerRecord);
 inventory::collect!(WorkerListenerRecord);
@@ -115,9 +143,18 @@ pub(crate) struct Registered {
     pub(crate) producers: Vec<&'static ProducerRecord>,
     pub(crate) worker_listeners: Vec<&'static WorkerListenerRecord>,
     pub(crate) queue_listeners: Vec<&'static QueueListenerRecord>,
+    pub(crate) job_types: Vec<&'static JobTypeRecord>,
 }
 
 impl Registered {
+    /// The `#[job_queue]` declarations of this binary, and no other record.
+    pub(crate) fn declarations_only() -> Self {
+        Registered {
+            job_types: Self::collect(|_| true).job_types,
+            ..Registered::default()
+        }
+    }
+
     /// The records of this binary whose queue `keep` accepts.
     pub(crate) fn collect(keep: impl Fn(&str) -> bool) -> Self {
         let mut processors: Vec<_> = inventory::iter::<ProcessorRecord>
@@ -140,7 +177,13 @@ impl Registered {
             .filter(|r| keep(r.queue))
             .collect();
         queue_listeners.sort_by_key(|r| (r.queue, r.event, r.label));
+        let mut job_types: Vec<_> = inventory::iter::<JobTypeRecord>
+            .into_iter()
+            .filter(|r| keep(r.queue))
+            .collect();
+        job_types.sort_by_key(|r| (r.queue, r.name, r.label));
         Registered {
+            job_types,
             processors,
             producers,
             worker_listeners,

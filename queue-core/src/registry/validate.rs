@@ -175,15 +175,27 @@ fn merge_settings(plan: &mut QueuePlan, processor: &Processor, problems: &mut Ve
 }
 
 /// The checks that involve the macro records: producers whose payload no handler of
-/// their queue takes, and listeners of queues this binary neither produces to nor
-/// processes. Returns the problems (empty when all is well).
-pub(crate) fn check_registrations(plans: &[QueuePlan], registered: &Registered) -> Vec<String> {
+/// their queue takes, listeners of queues this binary neither produces to nor
+/// processes, and listeners' dependencies nobody provided. Records name queues as
+/// written; `rename` gives the app's name for each. Returns the problems (empty when
+/// all is well).
+pub(crate) fn check_registrations(
+    plans: &[QueuePlan],
+    registered: &Registered,
+    deps: &Deps,
+    rename: impl Fn(&str) -> String,
+) -> Vec<String> {
     let mut problems = Vec::new();
-    let processed: BTreeSet<&str> = plans.iter().map(|p| p.queue.as_str()).collect();
-    let produced: BTreeSet<&str> = registered.producers.iter().map(|p| p.queue).collect();
+    let processed: BTreeSet<String> = plans.iter().map(|p| p.queue.clone()).collect();
+    let produced: BTreeSet<String> = registered
+        .producers
+        .iter()
+        .map(|p| rename(p.queue))
+        .collect();
 
-    for producer in &registered.producers {
-        let Some(plan) = plans.iter().find(|p| p.queue == producer.queue) else {
+    for producer in registered.producers.iter().filter(|p| !p.declared) {
+        let queue = rename(producer.queue);
+        let Some(plan) = plans.iter().find(|p| p.queue == queue) else {
             continue;
         };
         let sent = (producer.payload.id)();
@@ -198,17 +210,16 @@ pub(crate) fn check_registrations(plans: &[QueuePlan], registered: &Registered) 
                 .map(|(name, h)| format!("{name}: `{}`", h.handler.payload_type))
                 .collect();
             problems.push(format!(
-                "producer {} sends `{}` to queue `{}`, but no handler of that queue takes it (they take {})",
+                "producer {} sends `{}` to queue `{queue}`, but no handler of that queue takes it (they take {})",
                 producer.label,
                 (producer.payload.name)(),
-                producer.queue,
                 taken.join(", ")
             ));
         }
     }
 
     let known = || -> String {
-        let all: BTreeSet<&str> = processed.union(&produced).copied().collect();
+        let all: BTreeSet<&str> = processed.union(&produced).map(String::as_str).collect();
         if all.is_empty() {
             "none".to_owned()
         } else {
@@ -218,14 +229,22 @@ pub(crate) fn check_registrations(plans: &[QueuePlan], registered: &Registered) 
     let listeners = registered
         .worker_listeners
         .iter()
-        .map(|l| (l.queue, l.label, "on_worker_event"))
+        .map(|l| (l.queue, l.label, "on_worker_event", (l.dependencies)()))
         .chain(
             registered
                 .queue_listeners
                 .iter()
-                .map(|l| (l.queue, l.label, "on_queue_event")),
+                .map(|l| (l.queue, l.label, "on_queue_event", (l.dependencies)())),
         );
-    for (queue, label, kind) in listeners {
+    for (queue, label, kind, needs) in listeners {
+        for dep in needs.iter().filter(|d| !deps.contains(d)) {
+            problems.push(format!(
+                "#[{kind}] {label} needs Dep<{}>, which nobody provided; add `.provide(..)` to the app builder",
+                dep.type_name
+            ));
+        }
+        let queue = rename(queue);
+        let queue = queue.as_str();
         if !processed.contains(queue) && !produced.contains(queue) {
             problems.push(format!(
                 "#[{kind}] {label} listens to queue `{queue}`, which nothing in this binary produces to or processes (known queues: {})",

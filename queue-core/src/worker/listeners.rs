@@ -14,6 +14,7 @@ use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::deps::Deps;
 use crate::engine::{Connection, EngineQueueEvents};
 use crate::error::Error;
 use crate::events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents};
@@ -45,12 +46,17 @@ struct Mailbox<E> {
 
 impl<E: Send + 'static> Mailbox<E> {
     /// The mailbox and the task that calls `call` for each event in it.
-    fn start(label: &'static str, call: fn(E) -> BoxFuture<'static, ()>) -> (Self, JoinHandle<()>) {
+    fn start(label: &'static str, call: Call<E>) -> (Self, JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<E>(LISTENER_MAILBOX);
         let task = tokio::spawn(async move {
             while let Some(event) = rx.recv().await {
                 tracing::debug!(listener = label, "event listener called");
-                if let Err(panic) = AssertUnwindSafe(call(event)).catch_unwind().await {
+                // `build` checked the listener's dependencies; none missing here.
+                let Some(call) = call(event) else {
+                    tracing::error!(listener = label, "event listener's dependency not provided");
+                    continue;
+                };
+                if let Err(panic) = AssertUnwindSafe(call).catch_unwind().await {
                     let message = panic
                         .downcast_ref::<&str>()
                         .copied()
@@ -113,35 +119,46 @@ impl std::fmt::Debug for Listeners {
 }
 
 /// The mailboxes of a set of records, keyed by what each listens to.
-type Routed<E> = Vec<(&'static str, &'static str, Arc<Mailbox<E>>)>;
+type Routed<E> = Vec<(String, &'static str, Arc<Mailbox<E>>)>;
+
+/// One call of a listener with its dependencies (`None`: one is not provided).
+type Call<E> = Box<dyn Fn(E) -> Option<BoxFuture<'static, ()>> + Send + Sync>;
 
 impl Listeners {
+    /// Starts the listeners; each record comes with the queue it listens to (its own,
+    /// or the app's rename of it).
     pub(crate) async fn start(
         conn: &Connection,
-        worker_records: Vec<&'static WorkerListenerRecord>,
+        worker_records: Vec<(String, &'static WorkerListenerRecord)>,
         events: WorkerEvents,
-        queue_records: Vec<&'static QueueListenerRecord>,
+        queue_records: Vec<(String, &'static QueueListenerRecord)>,
+        deps: &Arc<Deps>,
     ) -> Result<Self, Error> {
         let mut listeners = Listeners::default();
         let worker: Routed<WorkerEvent> = worker_records
-            .iter()
-            .map(|r| (r.queue, r.event, listeners.mailbox(r.label, r.call)))
+            .into_iter()
+            .map(|(queue, r)| {
+                let (call, deps) = (r.call, deps.clone());
+                let mailbox = listeners.mailbox(r.label, Box::new(move |e| call(e, &deps)));
+                (queue, r.event, mailbox)
+            })
             .collect();
         if !worker.is_empty() {
             let (stop, stopped) = oneshot::channel();
             let task = tokio::spawn(dispatch_worker_events(worker, events, stopped));
             listeners.worker = Some((stop, task));
         }
-        let mut by_queue: BTreeMap<&'static str, Routed<QueueEvent>> = BTreeMap::new();
-        for r in queue_records {
-            let mailbox = listeners.mailbox(r.label, r.call);
+        let mut by_queue: BTreeMap<String, Routed<QueueEvent>> = BTreeMap::new();
+        for (queue, r) in queue_records {
+            let (call, deps) = (r.call, deps.clone());
+            let mailbox = listeners.mailbox(r.label, Box::new(move |e| call(e, &deps)));
             by_queue
-                .entry(r.queue)
+                .entry(queue.clone())
                 .or_default()
-                .push((r.queue, r.event, mailbox));
+                .push((queue, r.event, mailbox));
         }
         for (name, routed) in by_queue {
-            let events = QueueEvents::new(Box::new(EngineQueueEvents::open(conn, name).await?));
+            let events = QueueEvents::new(Box::new(EngineQueueEvents::open(conn, &name).await?));
             listeners
                 .queue
                 .push(tokio::spawn(dispatch_queue_events(routed, events)));
@@ -152,7 +169,7 @@ impl Listeners {
     fn mailbox<E: Send + 'static>(
         &mut self,
         label: &'static str,
-        call: fn(E) -> BoxFuture<'static, ()>,
+        call: Call<E>,
     ) -> Arc<Mailbox<E>> {
         let (mailbox, task) = Mailbox::start(label, call);
         let mailbox = Arc::new(mailbox);
@@ -195,7 +212,7 @@ async fn dispatch_worker_events(
     let deliver = |event: WorkerEvent| {
         for (_, _, mailbox) in routed
             .iter()
-            .filter(|(queue, kind, _)| *queue == event.queue() && *kind == event.kind())
+            .filter(|(queue, kind, _)| queue == event.queue() && *kind == event.kind())
         {
             mailbox.offer(event.clone());
         }

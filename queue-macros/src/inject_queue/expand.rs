@@ -6,6 +6,7 @@ use quote::quote;
 use syn::ItemStruct;
 
 use super::QueueField;
+use crate::args::QueueRef;
 
 /// With `axum`, the struct also extracts in axum handlers, through queue-axum (which
 /// must then be a dependency of the crate: hence a flag, not the default).
@@ -17,8 +18,19 @@ pub(crate) fn expand(
 ) -> TokenStream {
     let ident = &strct.ident;
     let names: Vec<_> = fields.iter().map(|f| &f.ident).collect();
-    let queues: Vec<_> = fields.iter().map(|f| &f.queue).collect();
+    let queues: Vec<_> = fields.iter().map(|f| f.queue.name_tokens(krate)).collect();
     let payloads: Vec<_> = fields.iter().map(|f| &f.payload).collect();
+    let declared: Vec<bool> = fields
+        .iter()
+        .map(|f| matches!(f.queue, QueueRef::Type(_)))
+        .collect();
+    let handles: Vec<TokenStream> = fields
+        .iter()
+        .map(|f| match &f.queue {
+            QueueRef::Name(name) => quote!(app.queue(#name)?),
+            QueueRef::Type(queue) => quote!(app.queue_of::<#queue>()?),
+        })
+        .collect();
     let extractor = axum.then(|| quote!(::queue_axum::__impl_from_request_parts!(#ident);));
     quote! {
         #strct
@@ -27,7 +39,7 @@ pub(crate) fn expand(
         impl #krate::FromApp for #ident {
             fn from_app(app: &#krate::QueueApp) -> #krate::Result<Self> {
                 ::core::result::Result::Ok(Self {
-                    #(#names: app.queue(#queues)?,)*
+                    #(#names: #handles,)*
                 })
             }
         }
@@ -46,6 +58,7 @@ pub(crate) fn expand(
                     #krate::__private::ProducerRecord {
                         queue: #queues,
                         payload: #krate::__private::TypeInfo::of::<#payloads>(),
+                        declared: #declared,
                         label: ::core::concat!(::core::stringify!(#ident), ".", ::core::stringify!(#names)),
                     }
                 }

@@ -6,14 +6,15 @@ mod expand;
 use proc_macro2::TokenStream;
 use syn::{Fields, ItemStruct, LitStr};
 
-use crate::args::{self, Args};
+use crate::args::{self, Args, QueueRef};
 use crate::diagnostics::{item_with_errors, Errors};
 use crate::processor::signature::single_generic;
 
 /// One checked `#[queue("..")]` field.
 pub(crate) struct QueueField {
     pub(crate) ident: syn::Ident,
-    pub(crate) queue: LitStr,
+    /// `#[queue("name")]`, or none: the field is `Queue<DeclaredQueue>`.
+    pub(crate) queue: QueueRef,
     pub(crate) payload: syn::Type,
 }
 
@@ -84,7 +85,15 @@ fn queue_fields(strct: &mut ItemStruct, errors: &mut Errors) -> Vec<QueueField> 
     for field in &mut named.named {
         let ident = field.ident.clone().expect("named field");
         let Some(index) = field.attrs.iter().position(|a| a.path().is_ident("queue")) else {
-            errors.spanned(&ident, format!("field `{ident}` needs #[queue(\"queue-name\")]: every field of an #[inject_queue] struct is a queue"));
+            // `Queue<Email>`: a declared queue, named by its type.
+            match single_generic(&field.ty, "Queue") {
+                Some(queue) => fields.push(QueueField {
+                    ident,
+                    queue: QueueRef::Type(Box::new(queue.clone())),
+                    payload: queue.clone(),
+                }),
+                None => errors.spanned(&field.ty, format!("field `{ident}` must be a queue: `Queue<DeclaredQueue>`, or `Queue<Payload>` with #[queue(\"queue-name\")]")),
+            }
             continue;
         };
         let attr = field.attrs.remove(index);
@@ -112,7 +121,7 @@ fn queue_fields(strct: &mut ItemStruct, errors: &mut Errors) -> Vec<QueueField> 
         match single_generic(&field.ty, "Queue") {
             Some(payload) => fields.push(QueueField {
                 ident,
-                queue,
+                queue: QueueRef::Name(queue),
                 payload: payload.clone(),
             }),
             None => errors.spanned(

@@ -5,7 +5,7 @@
 use proc_macro2::TokenStream;
 use syn::LitStr;
 
-use crate::args::{self, Args, Item, Value};
+use crate::args::{self, Args, Item, QueueRef, Value};
 use crate::diagnostics::Errors;
 
 const OPTIONS: &[&str] = &[
@@ -20,7 +20,7 @@ const OPTIONS: &[&str] = &[
 
 /// Checked processor options.
 pub(crate) struct ProcessorConfig {
-    pub(crate) queue: LitStr,
+    pub(crate) queue: QueueRef,
     pub(crate) job: Option<LitStr>,
     pub(crate) concurrency: Option<u64>,
     pub(crate) timeout_ms: Option<u64>,
@@ -34,12 +34,12 @@ pub(crate) struct ProcessorConfig {
 impl ProcessorConfig {
     /// Validates every option, reporting all problems at once.
     pub(crate) fn from_args(args: &Args, errors: &mut Errors) -> Option<Self> {
-        let queue = args.queue(errors, "processor");
+        let queue = args.queue_ref(errors, "processor");
         args::reject_duplicates(&args.items, errors);
         let mut config = ProcessorConfig {
             queue: queue
                 .clone()
-                .unwrap_or_else(|| LitStr::new("", proc_macro2::Span::call_site())),
+                .unwrap_or_else(|| QueueRef::Name(LitStr::new("", proc_macro2::Span::call_site()))),
             job: None,
             concurrency: None,
             timeout_ms: None,
@@ -51,11 +51,16 @@ impl ProcessorConfig {
         // A bare first word was reported as an unquoted queue name already.
         let skip = usize::from(
             args.name.is_none()
+                && args.queue_type.is_none()
                 && matches!(args.items.first(), Some(i) if matches!(i.value, Value::Flag)),
         );
         for item in args.items.iter().skip(skip) {
             match item.key.to_string().as_str() {
                 "concurrency" => config.concurrency = args::positive_integer(item, errors),
+                "job" if matches!(config.queue, QueueRef::Type(_)) => errors.spanned(
+                    &item.key,
+                    "a processor of a declared queue handles the job its payload type declares; leave `job = ..` out",
+                ),
                 "job" => {
                     config.job = args::string(item, errors);
                     if let Some(job) = config.job.as_ref().filter(|j| j.value().is_empty()) {

@@ -8,6 +8,7 @@ use syn::{ItemFn, ItemImpl, LitStr, Type};
 
 use super::args::ProcessorConfig;
 use super::signature::HandlerSignature;
+use crate::args::QueueRef;
 
 /// Compile-time checks whose errors point at the user's types.
 fn checks(config: &ProcessorConfig, sig: &HandlerSignature, name: &Ident) -> TokenStream {
@@ -25,6 +26,25 @@ fn checks(config: &ProcessorConfig, sig: &HandlerSignature, name: &Ident) -> Tok
             #krate::__private::assert_child_results::<#children>();
         }
     });
+    // A declared queue's handler: its payload is a job of that queue, and it returns
+    // what the job declares.
+    let contract_checks = match &config.queue {
+        QueueRef::Type(queue) => {
+            let queue_check = quote_spanned! {queue.span()=>
+                #krate::__private::assert_queue_type::<#queue>();
+            };
+            let job_check = quote_spanned! {payload.span()=>
+                #krate::__private::assert_job_of::<#queue, #payload>();
+            };
+            let returned = super::signature::result_ok_type(output).map(|ok| {
+                quote_spanned! {ok.span()=>
+                    #krate::__private::assert_output_of::<#payload, #ok>();
+                }
+            });
+            quote!(#queue_check #job_check #returned)
+        }
+        QueueRef::Name(_) => TokenStream::new(),
+    };
     let checks = format_ident!("__queue_checks_{}", name);
     quote! {
         #[allow(dead_code, non_snake_case)]
@@ -32,7 +52,21 @@ fn checks(config: &ProcessorConfig, sig: &HandlerSignature, name: &Ident) -> Tok
             #payload_check
             #children_check
             #output_check
+            #contract_checks
         }
+    }
+}
+
+/// The job name a handler's record claims: the one written, the payload's declared one
+/// for a processor of a declared queue, or none (every name nobody else claims).
+fn job_name(config: &ProcessorConfig, written: Option<&LitStr>, payload: &Type) -> TokenStream {
+    let krate = &config.krate;
+    match (written, &config.queue) {
+        (Some(name), _) => quote!(::core::option::Option::Some(#name)),
+        (None, QueueRef::Type(_)) => {
+            quote!(::core::option::Option::Some(<#payload as #krate::JobType>::NAME))
+        }
+        (None, QueueRef::Name(_)) => quote!(::core::option::Option::None),
     }
 }
 
@@ -46,14 +80,13 @@ fn option<T: ToTokens>(value: Option<T>) -> TokenStream {
 /// The record for one handler.
 fn record(
     config: &ProcessorConfig,
-    job: Option<&LitStr>,
+    job: TokenStream,
     label: TokenStream,
     make: &Ident,
     instance: TokenStream,
 ) -> TokenStream {
     let krate = &config.krate;
-    let queue = &config.queue;
-    let job = option(job);
+    let queue = config.queue.name_tokens(krate);
     let concurrency = option(config.concurrency.map(|c| quote!(#c as usize)));
     let timeout = option(config.timeout_ms);
     let lock = option(config.lock_duration_ms);
@@ -94,7 +127,7 @@ pub(crate) fn on_fn(
     let make = format_ident!("__queue_make_handler");
     let record = record(
         config,
-        config.job.as_ref(),
+        job_name(config, config.job.as_ref(), &sig.payload),
         label,
         &make,
         quote!(::core::option::Option::None),
@@ -111,9 +144,10 @@ pub(crate) fn on_fn(
     }
 }
 
-/// One `#[job("name")]` method of a processor impl.
+/// One `#[job("name")]` (or, in a declared queue's processor, `#[job]`) method of a
+/// processor impl.
 pub(crate) struct JobMethod {
-    pub(crate) job: LitStr,
+    pub(crate) job: Option<LitStr>,
     pub(crate) method: Ident,
     pub(crate) sig: HandlerSignature,
     pub(crate) job_ty: Type,
@@ -157,7 +191,13 @@ pub(crate) fn on_impl(
         let instance = quote! {
             ::core::option::Option::Some((#krate::__private::TypeInfo::of::<#self_ty>(), __queue_instance))
         };
-        let record = record(config, Some(job), label, &make, instance);
+        let record = record(
+            config,
+            job_name(config, job.as_ref(), &sig.payload),
+            label,
+            &make,
+            instance,
+        );
         helpers.extend(quote! {
             fn #make() -> #krate::__private::ErasedHandler {
                 #krate::__private::ErasedHandler::new(

@@ -9,7 +9,7 @@ use syn::{ImplItem, Item, LitStr};
 
 use self::args::ProcessorConfig;
 use self::expand::JobMethod;
-use crate::args::Args;
+use crate::args::{Args, QueueRef};
 use crate::diagnostics::{item_with_errors, Errors};
 
 pub(crate) fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -35,7 +35,10 @@ pub(crate) fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
             }
         }
         Ok(Item::Impl(mut item_impl)) => {
-            let methods = job_methods(&mut item_impl, &mut errors);
+            let typed = config
+                .as_ref()
+                .is_some_and(|c| matches!(c.queue, QueueRef::Type(_)));
+            let methods = job_methods(&mut item_impl, typed, &mut errors);
             cleaned = Some(quote::ToTokens::to_token_stream(&item_impl));
             if let Some(config) = config.as_ref().filter(|c| c.job.is_some()) {
                 errors.spanned(config.job.as_ref(), "`job = ..` is for a processor fn; in an impl block, name each method's job with #[job(\"..\")]");
@@ -72,8 +75,9 @@ pub(crate) fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-/// Finds `#[job("name")]` methods, removes the attribute, checks each signature.
-fn job_methods(item: &mut syn::ItemImpl, errors: &mut Errors) -> Vec<JobMethod> {
+/// Finds `#[job("name")]` methods (`#[job]` in a declared queue's processor, `typed`),
+/// removes the attribute, checks each signature.
+fn job_methods(item: &mut syn::ItemImpl, typed: bool, errors: &mut Errors) -> Vec<JobMethod> {
     let mut methods = Vec::new();
     for impl_item in &mut item.items {
         let ImplItem::Fn(method) = impl_item else {
@@ -83,16 +87,29 @@ fn job_methods(item: &mut syn::ItemImpl, errors: &mut Errors) -> Vec<JobMethod> 
             continue;
         };
         let attr = method.attrs.remove(index);
-        let job = match attr.parse_args::<LitStr>() {
-            Ok(job) if !job.value().is_empty() => Some(job),
-            Ok(job) => {
-                errors.spanned(&job, "the job name cannot be empty");
+        let bare = matches!(attr.meta, syn::Meta::Path(_));
+        // `Some(None)`: the name comes from the payload's declaration.
+        let job = match (typed, bare) {
+            (true, true) => Some(None),
+            (true, false) => {
+                errors.spanned(&attr, "in a processor of a declared queue, the job name comes from the payload's declaration: write #[job]");
                 None
             }
-            Err(_) => {
-                errors.spanned(&attr, "write the job name as #[job(\"welcome\")]");
+            (false, true) => {
+                errors.spanned(&attr, "write the job name as #[job(\"welcome\")] (a bare #[job] is for a processor of a declared queue: #[processor(Email)])");
                 None
             }
+            (false, false) => match attr.parse_args::<LitStr>() {
+                Ok(job) if !job.value().is_empty() => Some(Some(job)),
+                Ok(job) => {
+                    errors.spanned(&job, "the job name cannot be empty");
+                    None
+                }
+                Err(_) => {
+                    errors.spanned(&attr, "write the job name as #[job(\"welcome\")]");
+                    None
+                }
+            },
         };
         let sig = signature::check(&method.sig, true, errors);
         let job_ty = method.sig.inputs.iter().nth(1).and_then(|arg| match arg {

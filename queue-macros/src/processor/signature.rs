@@ -127,6 +127,18 @@ pub(crate) fn check(
     })
 }
 
+/// `R` of a `Result<R, E>` (or of an alias with the value type first).
+pub(crate) fn result_ok_type(ty: &Type) -> Option<&Type> {
+    let Type::Path(path) = ty else { return None };
+    let PathArguments::AngleBracketed(args) = &path.path.segments.last()?.arguments else {
+        return None;
+    };
+    match args.args.first()? {
+        GenericArgument::Type(ok) => Some(ok),
+        _ => None,
+    }
+}
+
 fn last_segment_ends_with(ty: &Type, suffix: &str) -> bool {
     match ty {
         Type::Path(path) => path
