@@ -9,6 +9,7 @@ mod error;
 mod events;
 mod flow;
 mod handler;
+mod inline;
 mod job;
 mod options;
 mod processor;

@@ -18,6 +18,7 @@ use crate::engine::{Connection, Endpoint};
 use crate::error::Error;
 use crate::error::RegistryError;
 use crate::events::local;
+use crate::inline::InlineRunner;
 use crate::options::BackoffRegistry;
 use crate::options::{BackoffContext, JobOptions};
 use crate::processor::Processor;
@@ -263,6 +264,14 @@ impl QueueAppBuilder {
         self
     }
 
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    pub(crate) fn tls_settings(&self) -> Option<&Tls> {
+        self.tls.as_ref()
+    }
+
     /// Runs the start-up checks without connecting: every registration problem at once.
     pub fn check(&self) -> Result<(), Error> {
         self.plan().map(drop)
@@ -338,12 +347,7 @@ impl QueueAppBuilder {
     /// Checks the registrations, connects and checks that Redis answers. Fails with a
     /// clear error (the URL, without password, and the cause) instead of hanging.
     pub async fn build(self) -> Result<QueueApp, Error> {
-        let Plan {
-            queues: plans,
-            deps,
-            registered,
-            declared,
-        } = self.plan()?;
+        let plan = self.plan()?;
         let conn = Connection::open(
             &self.endpoint,
             self.tls.as_ref(),
@@ -351,26 +355,6 @@ impl QueueAppBuilder {
             self.connect_timeout,
         )
         .await?;
-        for plan in &plans {
-            let names = plan.known_names();
-            let catch_all = if plan.fallback.is_some() {
-                " + catch-all"
-            } else {
-                ""
-            };
-            tracing::info!(queue = %plan.queue, jobs = %format!("{names}{catch_all}"), concurrency = plan.concurrency, "processor registered");
-        }
-        let unhandled: Vec<String> = declared
-            .iter()
-            .filter(|job| !job.handled)
-            .map(|job| format!("{}/{} ({})", job.queue, job.name, job.payload_type))
-            .collect();
-        if !unhandled.is_empty() {
-            tracing::warn!(
-                jobs = %unhandled.join(", "),
-                "declared job types that no processor of this app handles; fine if their consumer is another service"
-            );
-        }
         tracing::info!(
             url = conn.display_url(),
             prefix = conn.prefix(),
@@ -380,6 +364,59 @@ impl QueueAppBuilder {
         if let Some(outbox) = &self.outbox {
             outbox.migrate().await?;
         }
+        #[cfg(feature = "sqlx")]
+        let relay = self.outbox.clone().filter(|o| o.settings.start_relay);
+        let app = self.assemble(plan, conn, None);
+        #[cfg(feature = "sqlx")]
+        if let Some(outbox) = relay {
+            app.keep_relay(crate::store::Relay::start(&app, outbox));
+        }
+        Ok(app)
+    }
+
+    /// Checks the registrations as [`build`](Self::build) does, and builds an app
+    /// without Redis whose adds run their handler at once, in the caller's task: for
+    /// unit tests of the code that adds jobs. What it simulates, and what it does not,
+    /// is in [`testing`](crate::testing#inline-mode-no-redis); everything that needs
+    /// Redis fails with [`Error::Inline`]. [`testing::inline_jobs`](crate::testing::inline_jobs)
+    /// tells what each job did.
+    ///
+    /// ```
+    /// # async fn demo() -> queue_core::Result<()> {
+    /// use queue_core::prelude::*;
+    /// use queue_core::testing::{inline_jobs, InlineOutcome};
+    ///
+    /// async fn double(job: Job<u32>) -> Result<u32, JobError> { Ok(job.data * 2) }
+    ///
+    /// let app = QueueApp::builder()
+    ///     .processor(Processor::new("math").job("double", double))
+    ///     .build_inline()?;
+    /// let added = app.queue::<u32>("math")?.add("double", 21, JobOptions::new()).await?;
+    /// assert_eq!(added.state, Some(JobState::Completed));
+    /// assert_eq!(
+    ///     inline_jobs(&app)[0].outcome,
+    ///     InlineOutcome::Completed { value: serde_json::json!(42) }
+    /// );
+    /// # Ok(()) }
+    /// ```
+    pub fn build_inline(self) -> Result<QueueApp, Error> {
+        let plan = self.plan()?;
+        let conn = Connection::inline(&self.prefix);
+        let runner = Arc::new(InlineRunner::new(plan.queues.clone(), plan.deps.clone()));
+        let app = self.assemble(plan, conn, Some(runner.clone()));
+        runner.attach(&app);
+        Ok(app)
+    }
+
+    /// The app from a checked plan and its connection.
+    fn assemble(self, plan: Plan, conn: Connection, inline: Option<Arc<InlineRunner>>) -> QueueApp {
+        let Plan {
+            queues: plans,
+            deps,
+            registered,
+            declared,
+        } = plan;
+        log_plan(&plans, &declared);
         let (worker_events, _) = broadcast::channel(local::CAPACITY);
         let renames = self.renames;
         let registered_queues = plans
@@ -402,7 +439,7 @@ impl QueueAppBuilder {
             .iter()
             .map(|r| (renames.owned(r.queue), *r))
             .collect();
-        let app = QueueApp {
+        QueueApp {
             inner: Arc::new(AppInner {
                 conn,
                 plans,
@@ -413,8 +450,9 @@ impl QueueAppBuilder {
                     max_payload_bytes: self.max_payload_bytes,
                     backoffs: self.backoffs.clone(),
                     command_timeout: self.command_timeout,
+                    inline,
                     #[cfg(feature = "sqlx")]
-                    outbox: self.outbox.clone(),
+                    outbox: self.outbox,
                 },
                 backoffs: self.backoffs,
                 queues: Mutex::new(HashMap::new()),
@@ -429,12 +467,31 @@ impl QueueAppBuilder {
                 #[cfg(feature = "metrics")]
                 metrics: self.metrics,
             }),
-        };
-        #[cfg(feature = "sqlx")]
-        if let Some(outbox) = self.outbox.filter(|o| o.settings.start_relay) {
-            app.keep_relay(crate::store::Relay::start(&app, outbox));
         }
-        Ok(app)
+    }
+}
+
+/// Logs each queue's handlers, and warns of the declared jobs no handler takes.
+fn log_plan(plans: &[QueuePlan], declared: &[DeclaredJob]) {
+    for plan in plans {
+        let names = plan.known_names();
+        let catch_all = if plan.fallback.is_some() {
+            " + catch-all"
+        } else {
+            ""
+        };
+        tracing::info!(queue = %plan.queue, jobs = %format!("{names}{catch_all}"), concurrency = plan.concurrency, "processor registered");
+    }
+    let unhandled: Vec<String> = declared
+        .iter()
+        .filter(|job| !job.handled)
+        .map(|job| format!("{}/{} ({})", job.queue, job.name, job.payload_type))
+        .collect();
+    if !unhandled.is_empty() {
+        tracing::warn!(
+            jobs = %unhandled.join(", "),
+            "declared job types that no processor of this app handles; fine if their consumer is another service"
+        );
     }
 }
 

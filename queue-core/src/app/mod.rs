@@ -165,6 +165,11 @@ impl QueueApp {
         queues: &[&str],
         listen_to: impl Fn(&str) -> bool,
     ) -> Result<Workers, Error> {
+        if self.inner.conn.is_inline() {
+            return Err(Error::Inline {
+                operation: "start_workers (an inline app runs each job when it is added)",
+            });
+        }
         let mut deps = (*self.inner.deps).clone();
         deps.insert(Arc::new(self.clone()));
         let deps = Arc::new(deps);
@@ -365,6 +370,11 @@ impl QueueApp {
 
     /// Reads `queue`'s Redis event stream (events from every process), from now on.
     pub async fn queue_events(&self, queue: &str) -> Result<QueueEvents, Error> {
+        if self.inner.conn.is_inline() {
+            return Err(Error::Inline {
+                operation: "queue_events",
+            });
+        }
         Ok(QueueEvents::new(Box::new(
             EngineQueueEvents::open(&self.inner.conn, queue).await?,
         )))
@@ -382,6 +392,32 @@ impl QueueApp {
 
     pub(crate) fn connection(&self) -> &Connection {
         &self.inner.conn
+    }
+
+    /// An inline app's runner.
+    pub(crate) fn inline_runner(&self) -> Option<&crate::inline::InlineRunner> {
+        self.inner.producer.inline.as_deref()
+    }
+
+    /// The handler this app has for job `name` on `queue` (after renames), if any.
+    pub(crate) fn planned(
+        &self,
+        queue: &str,
+        name: &str,
+    ) -> Option<&crate::registry::PlannedHandler> {
+        let queue = self.inner.renames.actual(queue);
+        self.inner
+            .plans
+            .iter()
+            .find(|p| p.queue == queue)
+            .and_then(|plan| plan.handler_for(name))
+    }
+
+    /// What handlers are given: the provided dependencies, and this app.
+    pub(crate) fn handler_deps(&self) -> Arc<Deps> {
+        let mut deps = (*self.inner.deps).clone();
+        deps.insert(Arc::new(self.clone()));
+        Arc::new(deps)
     }
 }
 

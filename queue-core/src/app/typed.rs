@@ -4,7 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use super::QueueApp;
-use crate::contract::{DeclaredJob, JobOf, JobType, QueueType};
+use crate::contract::{DeclaredJob, JobType, QueueType};
 use crate::error::Error;
 use crate::options::JobOptions;
 use crate::queue::{AddedJob, Queue};
@@ -34,11 +34,16 @@ impl QueueApp {
     /// assert_eq!((added.queue.as_str(), added.name.as_str()), ("coupon", "birthday-grant"));
     /// # Ok(()) }
     /// ```
-    pub async fn add_job<J>(&self, job: J, options: JobOptions) -> Result<AddedJob, Error>
-    where
-        J: JobType + JobOf<<J as JobType>::Queue>,
-    {
-        self.queue_of::<J::Queue>()?.add_job(job, options).await
+    pub async fn add_job<J: JobType>(
+        &self,
+        job: J,
+        options: JobOptions,
+    ) -> Result<AddedJob, Error> {
+        // The queue is the type's own: there is no other to get wrong.
+        self.queue_of::<J::Queue>()?
+            .retyped::<J>()
+            .add(J::NAME, job, options)
+            .await
     }
 
     /// Every job type the [`#[job_queue]`](crate::job_queue) declarations of this app's

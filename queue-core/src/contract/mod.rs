@@ -40,7 +40,8 @@ use serde::Serialize;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a declared queue",
     label = "not declared with #[job_queue]",
-    note = "declare it: `#[job_queue(\"name\")] enum {Self} {{ #[job(\"job-name\")] Variant(Payload), .. }}`, or name a queue with a string: `app.queue::<Payload>(\"name\")`"
+    note = "declare a queue as a type: `#[job_queue(\"name\")] enum YourQueue {{ #[job(\"job-name\")] Variant(Payload), .. }}`",
+    note = "or name the queue with a string: `app.queue::<Payload>(\"name\")`, and in an #[inject_queue] struct `#[queue(\"name\")] field: Queue<Payload>`"
 )]
 pub trait QueueType: 'static {
     /// The queue's name in Redis (before any [`rename_queue`](crate::QueueAppBuilder::rename_queue)).

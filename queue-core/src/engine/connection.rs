@@ -47,7 +47,8 @@ impl Endpoint {
 /// master).
 #[derive(Clone)]
 pub(crate) struct Connection {
-    redis: RedisConnection,
+    /// `None` for an inline app (`QueueAppBuilder::build_inline`): no Redis at all.
+    redis: Option<RedisConnection>,
     options: RedisConnectionOptions,
     /// One client per server or seed node, for dedicated connections (pub/sub).
     clients: Arc<[redis::Client]>,
@@ -134,7 +135,7 @@ impl Connection {
         };
         Ok(Connection {
             cluster: redis.is_cluster(),
-            redis,
+            redis: Some(redis),
             options,
             clients: clients.into(),
             next_client: Arc::new(AtomicUsize::new(0)),
@@ -142,6 +143,31 @@ impl Connection {
             prefix: prefix.to_owned(),
             display_url,
         })
+    }
+
+    /// The connection of an inline app: none. Every call that needs Redis fails with
+    /// [`Error::Inline`], naming it.
+    pub(crate) fn inline(prefix: &str) -> Self {
+        Connection {
+            redis: None,
+            options: RedisConnectionOptions::new(),
+            clients: Arc::from(Vec::new()),
+            next_client: Arc::new(AtomicUsize::new(0)),
+            cluster: false,
+            tls: None,
+            prefix: prefix.to_owned(),
+            display_url: "inline (no Redis)".to_owned(),
+        }
+    }
+
+    /// Whether this is an inline app's connection (no Redis).
+    pub(crate) fn is_inline(&self) -> bool {
+        self.redis.is_none()
+    }
+
+    /// The Redis connection, or the inline app's refusal of `what`.
+    fn redis(&self, what: &'static str) -> Result<&RedisConnection, Error> {
+        self.redis.as_ref().ok_or(Error::Inline { operation: what })
     }
 
     /// Whether the app runs on a Redis Cluster.
@@ -166,14 +192,16 @@ impl Connection {
 
     /// An engine queue handle on the shared connection.
     pub(super) async fn engine_queue(&self, name: &str) -> Result<bullmq::Queue, Error> {
-        bullmq::Queue::with_connection(name, self.redis.clone(), self.queue_options())
+        let redis = self.redis("this queue call")?.clone();
+        bullmq::Queue::with_connection(name, redis, self.queue_options())
             .await
             .map_err(engine_error)
     }
 
     /// The engine's flow producer on the shared connection.
     pub(super) fn flow_producer(&self) -> Result<bullmq::FlowProducer, Error> {
-        bullmq::FlowProducer::with_connection(self.redis.clone(), Some(self.prefix.clone()))
+        let redis = self.redis("add_flow")?.clone();
+        bullmq::FlowProducer::with_connection(redis, Some(self.prefix.clone()))
             .map_err(engine_error)
     }
 
@@ -191,7 +219,10 @@ impl Connection {
         &self,
         cmd: &mut redis::Cmd,
     ) -> Result<T, Error> {
-        self.redis.cmd(cmd).await.map_err(engine_error)
+        self.redis("a Redis command")?
+            .cmd(cmd)
+            .await
+            .map_err(engine_error)
     }
 
     /// Runs a pipeline of plain commands on the shared connection, in one round trip.
@@ -199,7 +230,7 @@ impl Connection {
         &self,
         pipe: &redis::Pipeline,
     ) -> Result<T, Error> {
-        let mut conn = self.redis.connection();
+        let mut conn = self.redis("a Redis command")?.connection();
         pipe.query_async(&mut conn)
             .await
             .map_err(|e| Error::Redis(Box::new(e)))

@@ -30,6 +30,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// The app runs inline, without Redis ([`QueueAppBuilder::build_inline`]), and this
+    /// call needs Redis.
+    ///
+    /// [`QueueAppBuilder::build_inline`]: crate::QueueAppBuilder::build_inline
+    #[error("{operation} needs Redis, and this app runs inline without it (built with `build_inline`; see `queue_core::testing` for what inline mode does)")]
+    Inline {
+        /// What was asked for.
+        operation: &'static str,
+    },
+
     /// A Redis command failed (connection lost, timeout, server error).
     #[error("redis error: {0}")]
     Redis(#[source] BoxError),

@@ -113,6 +113,34 @@ impl<T> Job<T> {
         )
     }
 
+    /// A job run in this process without Redis (an inline app's), with what a worker
+    /// would give its handler.
+    pub(crate) fn in_process(
+        data: T,
+        queue: &str,
+        id: &str,
+        name: &str,
+        attempts_made: u32,
+        options: JobOptions,
+    ) -> Self {
+        let meta = JobMeta {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            queue: queue.to_owned(),
+            attempts_made,
+            attempts_started: attempts_made + 1,
+            timestamp_ms: now_ms(),
+            options,
+        };
+        let recorder = Arc::new(testing::Recorder::default());
+        Job::from_parts(
+            data,
+            Arc::new(meta),
+            JobContext::Test(recorder),
+            CancelSignal::new(),
+        )
+    }
+
     /// For a test job: set the id, name and attempts already made.
     pub fn with_test_meta(mut self, id: &str, name: &str, attempts_made: u32) -> Self {
         let meta = Arc::make_mut(&mut self.meta);

@@ -48,6 +48,8 @@ pub(crate) struct ProducerSettings {
     pub(crate) max_payload_bytes: usize,
     pub(crate) backoffs: BackoffRegistry,
     pub(crate) command_timeout: Duration,
+    /// An inline app's runner: adds run their handler at once, without Redis.
+    pub(crate) inline: Option<Arc<crate::inline::InlineRunner>>,
     /// Where `add_in` writes jobs.
     #[cfg(feature = "sqlx")]
     pub(crate) outbox: Option<crate::store::Outbox>,
@@ -276,6 +278,10 @@ impl<T: Serialize> Queue<T> {
         data: T,
         options: JobOptions,
     ) -> Result<AddedJob, Error> {
+        if let Some(inline) = &self.shared.settings.inline {
+            let data = self.to_json(&data)?;
+            return Ok(self.added_inline(inline, name, data, &options).await);
+        }
         // The size limit is checked by the engine, on the JSON it writes anyway, unless
         // Redis is asked something first (the duplicate check, or the queue's first
         // open): a payload that is too big must be refused as such, before any I/O,
@@ -345,6 +351,13 @@ impl<T: Serialize> Queue<T> {
         &self,
         prepared: Vec<(String, serde_json::Value, JobOptions)>,
     ) -> Result<Vec<AddedJob>, Error> {
+        if let Some(inline) = &self.shared.settings.inline {
+            let mut added = Vec::with_capacity(prepared.len());
+            for (name, data, options) in prepared {
+                added.push(self.added_inline(inline, &name, data, &options).await);
+            }
+            return Ok(added);
+        }
         let names_and_options: Vec<(String, JobOptions)> = prepared
             .iter()
             .map(|(n, _, o)| (n.clone(), o.clone()))
@@ -376,6 +389,24 @@ impl<T: Serialize> Queue<T> {
             what: "job data",
             source,
         })
+    }
+
+    /// An inline app's add: the handler runs now (boxed: a handler may add again).
+    async fn added_inline(
+        &self,
+        inline: &crate::inline::InlineRunner,
+        name: &str,
+        data: serde_json::Value,
+        options: &JobOptions,
+    ) -> AddedJob {
+        let (id, duplicate, state) = Box::pin(inline.add(self.name(), name, data, options)).await;
+        AddedJob {
+            queue: self.shared.name.clone(),
+            id,
+            name: name.to_owned(),
+            duplicate,
+            state: Some(state),
+        }
     }
 
     /// What an add did, as the caller sees it: for a duplicate, the existing job's state.

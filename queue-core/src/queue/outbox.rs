@@ -39,6 +39,10 @@ impl<T: Serialize> Queue<T> {
         data: T,
         options: JobOptions,
     ) -> Result<AddedJob, Error> {
+        // Inline: no outbox to write, no relay to wait for; the job runs now.
+        if self.shared.settings.inline.is_some() {
+            return self.add(name, data, options).await;
+        }
         let outbox = self.shared.settings.outbox.as_ref().ok_or_else(|| {
             Error::invalid(
                 "outbox",

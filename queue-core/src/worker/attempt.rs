@@ -284,7 +284,7 @@ fn unrecoverable(reason: String) -> AttemptFailure {
     }
 }
 
-fn panic_message(panic: &(dyn Any + Send)) -> &str {
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> &str {
     panic
         .downcast_ref::<&str>()
         .copied()

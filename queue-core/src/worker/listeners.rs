@@ -57,11 +57,7 @@ impl<E: Send + 'static> Mailbox<E> {
                     continue;
                 };
                 if let Err(panic) = AssertUnwindSafe(call).catch_unwind().await {
-                    let message = panic
-                        .downcast_ref::<&str>()
-                        .copied()
-                        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                        .unwrap_or("a non-string panic payload");
+                    let message = super::attempt::panic_message(panic.as_ref());
                     tracing::error!(listener = label, panic = message, "event listener panicked");
                 }
             }

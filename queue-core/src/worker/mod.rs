@@ -14,7 +14,7 @@ use futures::future::join_all;
 use crate::engine::{EngineWorker, EventSink, WorkerSettings};
 use crate::error::Error;
 
-pub(crate) use attempt::Dispatcher;
+pub(crate) use attempt::{panic_message, Dispatcher};
 pub(crate) use listeners::Listeners;
 pub use listeners::{ListenerStats, LISTENER_MAILBOX};
 pub(crate) use tracker::AttemptTracker;

@@ -1,0 +1,214 @@
+//! Inline mode: an app without Redis whose adds run their handler at once, in the
+//! caller's task, for unit tests of the code that adds jobs (request handlers). What
+//! it does and does not simulate is listed in `testing`'s docs; everything that needs
+//! Redis fails with `Error::Inline`.
+
+use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use crate::app::{AppInner, QueueApp};
+use crate::deps::Deps;
+use crate::handler::JobError;
+use crate::job::{Job, JobState};
+use crate::options::JobOptions;
+use crate::registry::QueuePlan;
+
+/// One job an inline app was given, and what became of it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct InlineJob {
+    /// The queue.
+    pub queue: String,
+    /// The job id (yours, or `inline-<n>`).
+    pub id: String,
+    /// The job name.
+    pub name: String,
+    /// The payload, as JSON (as Redis would store it).
+    pub data: serde_json::Value,
+    /// The options it was added with, the app's defaults applied.
+    pub options: JobOptions,
+    /// Attempts run.
+    pub attempts_made: u32,
+    /// What became of it.
+    pub outcome: InlineOutcome,
+}
+
+/// What became of an inline job.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum InlineOutcome {
+    /// Its handler returned this.
+    Completed {
+        /// The return value, as JSON.
+        value: serde_json::Value,
+    },
+    /// Its last attempt failed with this reason.
+    Failed {
+        /// The failure reason.
+        reason: String,
+    },
+    /// No handler of this app takes it: it would wait in Redis for another service.
+    NotHandled,
+}
+
+/// The runner an inline app's queues add through.
+#[derive(Debug)]
+pub(crate) struct InlineRunner {
+    plans: Vec<QueuePlan>,
+    deps: Deps,
+    /// The app, for `Dep<QueueApp>` (weak: the app owns this runner).
+    app: OnceLock<Weak<AppInner>>,
+    jobs: Mutex<Vec<InlineJob>>,
+    ids: Mutex<HashSet<(String, String)>>,
+}
+
+impl InlineRunner {
+    pub(crate) fn new(plans: Vec<QueuePlan>, deps: Deps) -> Self {
+        InlineRunner {
+            plans,
+            deps,
+            app: OnceLock::new(),
+            jobs: Mutex::new(Vec::new()),
+            ids: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub(crate) fn attach(&self, app: &QueueApp) {
+        let _ = self.app.set(Arc::downgrade(&app.inner));
+    }
+
+    /// Every job given so far, in the order they were added.
+    pub(crate) fn jobs(&self) -> Vec<InlineJob> {
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Adds a job: a duplicate id adds nothing; otherwise its handler runs now, its
+    /// attempts one after the other without backoff. Returns the id, whether it was a
+    /// duplicate, and the state it ended in.
+    pub(crate) async fn add(
+        &self,
+        queue: &str,
+        name: &str,
+        data: serde_json::Value,
+        options: &JobOptions,
+    ) -> (String, bool, JobState) {
+        let id = {
+            let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
+            let id = options
+                .job_id
+                .clone()
+                .unwrap_or_else(|| format!("inline-{}", ids.len() + 1));
+            if !ids.insert((queue.to_owned(), id.clone())) {
+                let state = self.state_of(queue, &id);
+                return (id, true, state);
+            }
+            id
+        };
+        let (attempts_made, outcome) = self.run(queue, &id, name, &data, options).await;
+        let state = match outcome {
+            InlineOutcome::Completed { .. } => JobState::Completed,
+            InlineOutcome::Failed { .. } => JobState::Failed,
+            InlineOutcome::NotHandled => options.initial_state(),
+        };
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(InlineJob {
+                queue: queue.to_owned(),
+                id: id.clone(),
+                name: name.to_owned(),
+                data,
+                options: options.clone(),
+                attempts_made,
+                outcome,
+            });
+        (id, false, state)
+    }
+
+    fn state_of(&self, queue: &str, id: &str) -> JobState {
+        let jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        match jobs.iter().find(|j| j.queue == queue && j.id == id) {
+            Some(InlineJob {
+                outcome: InlineOutcome::Completed { .. },
+                ..
+            }) => JobState::Completed,
+            Some(InlineJob {
+                outcome: InlineOutcome::Failed { .. },
+                ..
+            }) => JobState::Failed,
+            // Still running (a handler re-adding its own id), or waiting for a handler.
+            _ => JobState::Active,
+        }
+    }
+
+    async fn run(
+        &self,
+        queue: &str,
+        id: &str,
+        name: &str,
+        data: &serde_json::Value,
+        options: &JobOptions,
+    ) -> (u32, InlineOutcome) {
+        let Some(planned) = self
+            .plans
+            .iter()
+            .find(|p| p.queue == queue)
+            .and_then(|p| p.handler_for(name))
+        else {
+            return (0, InlineOutcome::NotHandled);
+        };
+        let mut deps = self.deps.clone();
+        if let Some(app) = self.app.get().and_then(Weak::upgrade) {
+            deps.insert(Arc::new(QueueApp { inner: app }));
+        }
+        let deps = Arc::new(deps);
+        let attempts = options.attempts.unwrap_or(1).max(1);
+        let timeout = options.timeout.or(planned.timeout);
+        let mut made = 0;
+        loop {
+            let job = Job::in_process(data.clone(), queue, id, name, made, options.clone());
+            made += 1;
+            let result = attempt(planned.handler.run(job, &deps), timeout).await;
+            match result {
+                Ok(value) => return (made, InlineOutcome::Completed { value }),
+                Err((reason, retryable)) if !retryable || made >= attempts => {
+                    return (made, InlineOutcome::Failed { reason });
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// One attempt: its value, or its reason and whether a retry may follow.
+pub(crate) async fn attempt(
+    handler: futures::future::BoxFuture<'static, Result<serde_json::Value, JobError>>,
+    timeout: Option<Duration>,
+) -> Result<serde_json::Value, (String, bool)> {
+    let guarded = AssertUnwindSafe(handler).catch_unwind();
+    let outcome = match timeout {
+        Some(after) => match tokio::time::timeout(after, guarded).await {
+            Ok(outcome) => outcome,
+            Err(_) => return Err((format!("timed out after {after:?}"), true)),
+        },
+        None => guarded.await,
+    };
+    match outcome {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err((e.message().to_owned(), e.is_retryable())),
+        Err(panic) => Err((
+            format!(
+                "handler panicked: {}",
+                crate::worker::panic_message(panic.as_ref())
+            ),
+            true,
+        )),
+    }
+}

@@ -1,0 +1,14 @@
+use queue_core::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+pub struct WelcomeEmail { pub to: String }
+
+#[job_queue("email")]
+pub enum Email {
+    #[job("welcome")]
+    Welcome(WelcomeEmail),
+    #[job("welcome-again")]
+    Again(WelcomeEmail),
+}
+
+fn main() {}
