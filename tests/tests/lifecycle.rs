@@ -378,3 +378,108 @@ async fn a_scheduler_adds_its_job_on_schedule_and_upserting_again_keeps_one() {
     workers.shutdown(SOON).await;
     assert!(q.remove_scheduler("bounded").await.unwrap());
 }
+
+#[tokio::test]
+async fn workers_started_when_ready_fetch_nothing_before_the_app_says_so() {
+    let redis = TestRedis::new("ready");
+    let app = redis
+        .app(|b| b.processor(Processor::new("ready").any_job(slow)))
+        .await;
+    let queue = app.queue::<u64>("ready").unwrap();
+    let (ready, is_ready) = tokio::sync::oneshot::channel::<()>();
+    let mut workers = app
+        .start_workers_when(async move {
+            let _ = is_ready.await;
+        })
+        .await
+        .unwrap();
+    assert_eq!(workers.queues(), ["ready"]);
+    let added = queue.add("sleep", 1, JobOptions::new()).await.unwrap();
+    // No worker is connected to the queue: nothing can take the job.
+    assert!(queue.get_workers().await.unwrap().is_empty());
+    assert_eq!(
+        queue.get_job_state(&added.id).await.unwrap(),
+        Some(JobState::Waiting)
+    );
+
+    ready.send(()).unwrap();
+    workers.started().await.unwrap();
+    wait_for_state(&queue, &added.id, JobState::Completed, SOON).await;
+    if queue_tests::cluster_nodes().is_none() {
+        // (A cluster answers `CLIENT LIST` for one node.)
+        assert_eq!(queue.get_workers().await.unwrap().len(), 1);
+    }
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
+
+#[tokio::test]
+async fn a_shutdown_before_the_app_is_ready_starts_nothing() {
+    let redis = TestRedis::new("ready-never");
+    let app = redis
+        .app(|b| b.processor(Processor::new("ready-never").any_job(slow)))
+        .await;
+    let queue = app.queue::<u64>("ready-never").unwrap();
+    let added = queue.add("sleep", 1, JobOptions::new()).await.unwrap();
+    let workers = app
+        .start_workers_when(std::future::pending())
+        .await
+        .unwrap();
+    assert!(workers.shutdown(SOON).await.is_clean());
+    assert!(queue.get_workers().await.unwrap().is_empty());
+    assert_eq!(
+        queue.get_job_state(&added.id).await.unwrap(),
+        Some(JobState::Waiting)
+    );
+}
+
+/// Holds its job until the test lets it go, then adds a follow-up through the app.
+async fn follow_up(job: Job<()>, app: queue_core::Dep<QueueApp>) -> Result<String, JobError> {
+    let gate = GATE.get().expect("gate set").clone();
+    gate.notified().await;
+    let added = app
+        .queue::<()>("follow-ups")
+        .map_err(JobError::retry)?
+        .add(
+            "after",
+            (),
+            JobOptions::new().job_id(format!("after-{}", job.id())),
+        )
+        .await
+        .map_err(JobError::retry)?;
+    Ok(added.id)
+}
+
+static GATE: std::sync::OnceLock<std::sync::Arc<tokio::sync::Notify>> = std::sync::OnceLock::new();
+
+#[tokio::test]
+async fn the_app_shuts_down_workers_before_what_their_jobs_use() {
+    let redis = TestRedis::new("shutdown-order");
+    let gate = GATE
+        .get_or_init(|| std::sync::Arc::new(tokio::sync::Notify::new()))
+        .clone();
+    let app = redis
+        .app(|b| b.processor(Processor::new("holding").any_job(follow_up)))
+        .await;
+    let queue = app.queue::<()>("holding").unwrap();
+    let workers = app.start_workers().await.unwrap();
+    let added = queue
+        .add("hold", (), JobOptions::new().job_id("held"))
+        .await
+        .unwrap();
+    wait_for_state(&queue, &added.id, JobState::Active, SOON).await;
+    // The job is let go only once the shutdown is under way.
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        gate.notify_one();
+    });
+    let report = app.shutdown(workers, SOON).await;
+    release.await.unwrap();
+    assert!(report.is_clean());
+    let done = queue.get_job("held").await.unwrap().unwrap();
+    assert_eq!(done.return_value, Some(serde_json::json!("after-held")));
+    let follow_ups = app.queue::<()>("follow-ups").unwrap();
+    assert_eq!(
+        follow_ups.get_job_state("after-held").await.unwrap(),
+        Some(JobState::Waiting)
+    );
+}

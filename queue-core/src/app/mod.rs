@@ -146,7 +146,43 @@ impl QueueApp {
     /// `#[on_worker_event]` / `#[on_queue_event]` listener.
     pub async fn start_workers(&self) -> Result<Workers, Error> {
         let all: Vec<&str> = self.inner.plans.iter().map(|p| p.queue.as_str()).collect();
-        self.start(&all, |_| true).await
+        self.start(&all, |_| true, None).await
+    }
+
+    /// Like [`start_workers`](Self::start_workers), but no job is fetched before `ready`
+    /// resolves: the app says when it is ready (its database migrated, its caches
+    /// warm). The checks run and the event listeners start now, so a mistake is
+    /// reported at once; [`Workers::started`] waits for the workers themselves, and a
+    /// shutdown before `ready` starts nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(app: queue_core::QueueApp) -> queue_core::Result<()> {
+    /// let (ready, is_ready) = tokio::sync::oneshot::channel::<()>();
+    /// let mut workers = app.start_workers_when(async move { let _ = is_ready.await; }).await?;
+    /// // ... migrate the database, warm the caches ...
+    /// let _ = ready.send(());
+    /// workers.started().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_workers_when<F>(&self, ready: F) -> Result<Workers, Error>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let all: Vec<&str> = self.inner.plans.iter().map(|p| p.queue.as_str()).collect();
+        self.start(&all, |_| true, Some(Box::pin(ready))).await
+    }
+
+    /// Stops the app in the order its parts depend on each other: the workers first
+    /// (they stop fetching, and their running jobs finish within `deadline`, free to add
+    /// follow-up jobs), their event listeners with them, then the outbox relay (after its
+    /// batch in flight; rows left wait for the next relay). The connection closes when
+    /// the last clone of the app is dropped, so nothing a running job uses is closed
+    /// under it.
+    pub async fn shutdown(&self, workers: Workers, deadline: Duration) -> crate::ShutdownReport {
+        let report = workers.shutdown(deadline).await;
+        #[cfg(feature = "sqlx")]
+        self.stop_relay().await;
+        report
     }
 
     /// Starts workers for these queues only (a worker-only process for some queues),
@@ -157,13 +193,14 @@ impl QueueApp {
             .iter()
             .map(|q| self.inner.renames.actual(q))
             .collect();
-        self.start(&queues, |q| queues.contains(&q)).await
+        self.start(&queues, |q| queues.contains(&q), None).await
     }
 
     async fn start(
         &self,
         queues: &[&str],
         listen_to: impl Fn(&str) -> bool,
+        ready: Option<futures::future::BoxFuture<'static, ()>>,
     ) -> Result<Workers, Error> {
         if self.inner.conn.is_inline() {
             return Err(Error::Inline {
@@ -240,7 +277,15 @@ impl QueueApp {
             &deps,
         )
         .await?;
-        Workers::start(&self.inner.conn, dispatchers, listeners).await
+        match ready {
+            None => Workers::start(&self.inner.conn, dispatchers, listeners).await,
+            Some(ready) => Ok(Workers::deferred(
+                self.inner.conn.clone(),
+                dispatchers,
+                listeners,
+                ready,
+            )),
+        }
     }
 
     /// Whether this app knows `queue`: it has a processor or an `#[inject_queue]` producer

@@ -9,7 +9,9 @@ mod tracker;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::join_all;
+use futures::future::{join_all, BoxFuture};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 use crate::engine::{EngineWorker, EventSink, WorkerSettings};
 use crate::error::Error;
@@ -38,6 +40,16 @@ pub(crate) use tracker::AttemptTracker;
 pub struct Workers {
     workers: Vec<EngineWorker>,
     listeners: Listeners,
+    /// Workers that start once the app says it is ready.
+    deferred: Option<Deferred>,
+}
+
+/// A start waiting for the app's readiness: cancelled by a shutdown before it.
+#[derive(Debug)]
+struct Deferred {
+    queues: Vec<String>,
+    cancel: oneshot::Sender<()>,
+    task: JoinHandle<Result<Vec<EngineWorker>, Error>>,
 }
 
 /// What a shutdown left behind.
@@ -62,24 +74,66 @@ impl Workers {
         dispatchers: Vec<(WorkerSettings, Dispatcher)>,
         listeners: Listeners,
     ) -> Result<Self, Error> {
-        let mut workers = Vec::with_capacity(dispatchers.len());
-        for (settings, dispatcher) in dispatchers {
-            let sink: Arc<dyn EventSink> = dispatcher.tracker.clone();
-            match EngineWorker::start(conn, settings, dispatcher.into_process_fn(), sink).await {
-                Ok(worker) => {
-                    tracing::info!(queue = worker.queue(), "worker started");
-                    workers.push(worker);
-                }
-                Err(e) => {
-                    // Do not leave half a set running.
-                    Workers { workers, listeners }
-                        .shutdown(Duration::from_secs(5))
-                        .await;
-                    return Err(e);
-                }
+        match start_engine_workers(conn, dispatchers).await {
+            Ok(workers) => Ok(Workers {
+                workers,
+                listeners,
+                deferred: None,
+            }),
+            Err(e) => {
+                listeners.stop().await;
+                Err(e)
             }
         }
-        Ok(Workers { workers, listeners })
+    }
+
+    /// Workers whose engine workers start once `ready` resolves (the listeners run
+    /// already). A shutdown before then cancels the start.
+    pub(crate) fn deferred(
+        conn: crate::engine::Connection,
+        dispatchers: Vec<(WorkerSettings, Dispatcher)>,
+        listeners: Listeners,
+        ready: BoxFuture<'static, ()>,
+    ) -> Self {
+        let queues = dispatchers.iter().map(|(s, _)| s.queue.clone()).collect();
+        let (cancel, cancelled) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            tokio::select! {
+                biased;
+                _ = cancelled => Ok(Vec::new()),
+                () = ready => {
+                    tracing::info!("the app is ready; workers start");
+                    start_engine_workers(&conn, dispatchers).await
+                }
+            }
+        });
+        Workers {
+            workers: Vec::new(),
+            listeners,
+            deferred: Some(Deferred {
+                queues,
+                cancel,
+                task,
+            }),
+        }
+    }
+
+    /// Waits until the workers have started: at once for [`QueueApp::start_workers`],
+    /// after the readiness future for [`QueueApp::start_workers_when`]. Fails when they
+    /// could not start (Redis down, say).
+    ///
+    /// [`QueueApp::start_workers`]: crate::QueueApp::start_workers
+    /// [`QueueApp::start_workers_when`]: crate::QueueApp::start_workers_when
+    pub async fn started(&mut self) -> Result<(), Error> {
+        let Some(deferred) = self.deferred.take() else {
+            return Ok(());
+        };
+        let workers = deferred
+            .task
+            .await
+            .map_err(|e| Error::Redis(Box::new(e)))??;
+        self.workers = workers;
+        Ok(())
     }
 
     /// What each `#[on_worker_event]` / `#[on_queue_event]` listener has dropped
@@ -88,16 +142,27 @@ impl Workers {
         self.listeners.stats()
     }
 
-    /// The queues these workers serve.
+    /// The queues these workers serve (or will, once the app is ready).
     pub fn queues(&self) -> Vec<&str> {
-        self.workers.iter().map(EngineWorker::queue).collect()
+        match &self.deferred {
+            Some(deferred) => deferred.queues.iter().map(String::as_str).collect(),
+            None => self.workers.iter().map(EngineWorker::queue).collect(),
+        }
     }
 
     /// Stops fetching new jobs, waits up to `deadline` for active ones to finish, then
     /// stops. Jobs still running at the deadline stay `active` until their lock
     /// expires and another worker recovers them.
     pub async fn shutdown(self, deadline: Duration) -> ShutdownReport {
-        let still_active = join_all(self.workers.into_iter().map(|w| w.close(deadline)))
+        let mut workers = self.workers;
+        if let Some(deferred) = self.deferred {
+            // Before readiness: nothing starts. After: the workers it started stop.
+            let _ = deferred.cancel.send(());
+            if let Ok(Ok(started)) = deferred.task.await {
+                workers.extend(started);
+            }
+        }
+        let still_active = join_all(workers.into_iter().map(|w| w.close(deadline)))
             .await
             .into_iter()
             .sum();
@@ -112,4 +177,27 @@ impl Workers {
         }
         ShutdownReport { still_active }
     }
+}
+
+/// Starts one engine worker per dispatcher; on a failure, stops those started.
+async fn start_engine_workers(
+    conn: &crate::engine::Connection,
+    dispatchers: Vec<(WorkerSettings, Dispatcher)>,
+) -> Result<Vec<EngineWorker>, Error> {
+    let mut workers = Vec::with_capacity(dispatchers.len());
+    for (settings, dispatcher) in dispatchers {
+        let sink: Arc<dyn EventSink> = dispatcher.tracker.clone();
+        match EngineWorker::start(conn, settings, dispatcher.into_process_fn(), sink).await {
+            Ok(worker) => {
+                tracing::info!(queue = worker.queue(), "worker started");
+                workers.push(worker);
+            }
+            Err(e) => {
+                // Do not leave half a set running.
+                join_all(workers.into_iter().map(|w| w.close(Duration::from_secs(5)))).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(workers)
 }
