@@ -5,28 +5,43 @@
 use std::future::Future;
 use std::sync::OnceLock;
 
-use tokio::runtime::{Builder, Handle, Runtime};
+use tokio::runtime::{Builder, Handle};
 
 use crate::error::Error;
 
-/// One thread: it only sends a lock renewal now and then, and parses the reply.
-const ENGINE_THREADS: usize = 1;
-
-static ENGINE: OnceLock<Result<Runtime, String>> = OnceLock::new();
+static ENGINE: OnceLock<Result<Handle, String>> = OnceLock::new();
 
 /// The process-wide engine runtime, started on first use and kept for the life of the
 /// process (a runtime cannot be dropped from async code, and every app shares it).
+///
+/// One thread, driving a current-thread runtime: it only sends a lock renewal now and
+/// then and parses the reply. (A current-thread runtime on a thread of our own, rather
+/// than a multi-thread one with one worker, so that tokio's `rt-multi-thread` is not
+/// asked of the application.)
 fn engine(queue: &str) -> Result<&'static Handle, Error> {
     let runtime = ENGINE.get_or_init(|| {
-        Builder::new_multi_thread()
-            .worker_threads(ENGINE_THREADS)
-            .thread_name("queue-engine")
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())
+        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("queue-engine".to_owned())
+            .spawn(move || {
+                match Builder::new_current_thread().enable_all().build() {
+                    Ok(runtime) => {
+                        let _ = handle_tx.send(Ok(runtime.handle().clone()));
+                        // Drives every task spawned through the handle, for ever.
+                        runtime.block_on(std::future::pending::<()>());
+                    }
+                    Err(e) => {
+                        let _ = handle_tx.send(Err(e.to_string()));
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        handle_rx
+            .recv()
+            .map_err(|_| "the engine thread stopped at start".to_owned())?
     });
     match runtime {
-        Ok(runtime) => Ok(runtime.handle()),
+        Ok(handle) => Ok(handle),
         Err(reason) => Err(Error::Worker {
             queue: queue.to_owned(),
             reason: format!("cannot start the engine's threads: {reason}"),
