@@ -12,6 +12,13 @@
 //                                                          children}); prints its ids
 //   node peer.mjs board <queue> <status>                  what Bull Board's API shows of the
 //                                                          queue and its jobs in <status>
+//   node peer.mjs produce-validated <queue> '<{schemas, jobs}>'
+//                                                          checks each job's data against the
+//                                                          payload schema of its name in
+//                                                          `schemas` (our QueueApp::job_schemas
+//                                                          document) with ajv, adds the ones
+//                                                          that pass, and prints {added} or
+//                                                          {refused, errors} for each
 //
 // The traced commands print every span they ended as {span: {name, kind, traceId,
 // spanId, parentSpanId}}.
@@ -23,6 +30,7 @@ import { Cluster } from 'ioredis';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { queuesHandler } from '@bull-board/api/dist/handlers/queues.js';
 import { BullMQOtel } from 'bullmq-otel';
+import Ajv2020 from 'ajv/dist/2020.js';
 import { context, propagation, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -171,6 +179,31 @@ async function board() {
   await queue.close();
 }
 
+// What a Node producer does with the schemas a Rust service exports: validate before adding.
+async function produceValidated() {
+  const { schemas, jobs } = JSON.parse(arg);
+  const ajv = new Ajv2020({ allErrors: true, strict: false });
+  const queue = new Queue(queueName, { connection, prefix });
+  for (const { name, data, opts } of jobs) {
+    const schema = schemas.queues?.[queueName]?.[name]?.payload;
+    if (!schema) {
+      print({ refused: name, errors: [{ instancePath: '', message: 'no schema for this job' }] });
+      continue;
+    }
+    const validate = ajv.compile(schema);
+    if (!validate(data)) {
+      print({
+        refused: name,
+        errors: validate.errors.map(({ instancePath, message }) => ({ instancePath, message })),
+      });
+      continue;
+    }
+    const job = await queue.add(name, data, opts);
+    print({ added: job.id });
+  }
+  await queue.close();
+}
+
 const commands = {
   board,
   flow,
@@ -179,6 +212,7 @@ const commands = {
   events,
   counts,
   'produce-traced': produceTraced,
+  'produce-validated': produceValidated,
   'work-traced': workTraced,
 };
 if (!commands[command]) {

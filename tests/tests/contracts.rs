@@ -412,3 +412,44 @@ async fn event_listeners_take_dependencies_as_processors_do() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_node_producer_validates_what_it_adds_with_the_exported_schemas() {
+    let redis = TestRedis::new("contracts-node");
+    let app = redis.app(mail_app).await;
+    let workers = app.start_workers().await.unwrap();
+    let request = serde_json::json!({
+        "schemas": app.job_schemas(),
+        "jobs": [
+            {"name": "welcome", "data": {"to": "ada@example.com", "user_id": 9}, "opts": {"jobId": "welcome-9"}},
+            {"name": "welcome", "data": {"to": "ada@example.com", "user_id": "nine"}, "opts": {}},
+            {"name": "welcome", "data": {"to": "ada@example.com"}, "opts": {}},
+        ],
+    })
+    .to_string();
+    let lines = queue_tests::node::run(
+        redis.prefix(),
+        &["produce-validated", "contract-mail", &request],
+    )
+    .await;
+    assert_eq!(lines[0], serde_json::json!({"added": "welcome-9"}));
+    assert_eq!(lines[1]["refused"], "welcome");
+    assert_eq!(lines[1]["errors"][0]["instancePath"], "/user_id");
+    assert_eq!(lines[2]["refused"], "welcome");
+    assert!(
+        lines[2]["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("user_id"),
+        "{}",
+        lines[2]
+    );
+    // What passed runs here, typed.
+    let mail = app.queue_of::<Mail>().unwrap();
+    assert_eq!(
+        completed(&mail, "welcome-9").await,
+        Some(serde_json::json!({"accepted": true, "to": "ada@example.com"}))
+    );
+    assert_eq!(mail.get_job_counts().await.unwrap().total(), 1);
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
