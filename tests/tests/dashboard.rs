@@ -756,6 +756,67 @@ async fn welcome(job: Job<Welcome>) -> Result<(), JobError> {
     Ok(())
 }
 
+#[derive(Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+struct Signup {
+    email: String,
+    age: u8,
+}
+
+#[queue_core::job_queue("dash-declared")]
+enum Declared {
+    #[job("signup")]
+    Signup(Signup),
+}
+
+async fn signup(job: Job<Signup>) -> Result<(), JobError> {
+    let _ = (&job.data.email, job.data.age);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_add_form_shows_a_declared_jobs_schema_and_checks_the_json_against_it() {
+    let redis = TestRedis::new("dash-schema");
+    let app = redis
+        .app(|b| b.processor(Processor::of::<Declared>().handle(signup)))
+        .await;
+    let addr = serve(&app).await;
+    let path = "/admin/queues/queues/dash-declared/add";
+    let form = text(&get(addr, path, "operator").await);
+    assert!(
+        form.contains("data of <code>signup</code>") && form.contains("&quot;age&quot;"),
+        "{form}"
+    );
+    let refused = post_form(
+        addr,
+        path,
+        &format!(
+            "name=signup&data={}",
+            form_encode(r#"{"email": "ada@example.com", "age": 300}"#)
+        ),
+    )
+    .await;
+    assert_eq!(refused.status, 400);
+    let body = text(&refused);
+    assert!(
+        body.contains("Does not follow the schema of")
+            && body.contains("at `/age`: 300 is above the maximum 255"),
+        "{body}"
+    );
+    let q = app.queue_of::<Declared>().unwrap();
+    assert_eq!(q.get_job_counts().await.unwrap().total(), 0);
+    let added = post_form(
+        addr,
+        path,
+        &format!(
+            "name=signup&data={}&job_id=signup-1",
+            form_encode(r#"{"email": "ada@example.com", "age": 30}"#)
+        ),
+    )
+    .await;
+    assert_eq!(added.status, 303, "{}", text(&added));
+    assert!(q.get_job("signup-1").await.unwrap().is_some());
+}
+
 #[tokio::test]
 async fn the_add_form_checks_the_json_against_the_handlers_payload_type() {
     let redis = TestRedis::new("dash-add");

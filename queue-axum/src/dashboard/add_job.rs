@@ -1,6 +1,7 @@
-//! Adding a job from a form. The JSON is checked against the payload type of the
-//! handler this app has for the job's name before anything is added, and serde's
-//! complaint is shown beside the field.
+//! Adding a job from a form. The JSON is checked against the JSON Schema of the job's
+//! declared payload (`#[job_queue]`), then against the payload type of the handler this
+//! app has for the job's name, before anything is added; the complaint is shown beside
+//! the field. The form shows each declared job's schema.
 
 use std::sync::Arc;
 
@@ -209,11 +210,27 @@ fn page(
         .iter()
         .map(|n| format!("<option value=\"{}\">", esc(n)))
         .collect();
+    let schemas: String = shared
+        .app
+        .declared_jobs()
+        .iter()
+        .filter(|job| job.queue == queue)
+        .filter_map(|job| Some((job, job.payload_schema.as_ref()?)))
+        .map(|(job, schema)| {
+            let pretty = serde_json::to_string_pretty(schema).unwrap_or_default();
+            format!(
+                "<details class=\"schema\"><summary>data of <code>{}</code> ({})</summary><pre>{}</pre></details>",
+                esc(&job.name),
+                esc(job.payload_type),
+                esc(&pretty)
+            )
+        })
+        .collect();
     let body = format!(
         "<h1><a href=\"{here}\">{queue_html}</a> · add a job</h1>\
          <form method=\"post\" action=\"{here}/add\" class=\"add\">\
          <dl><dt><label for=\"name\">name</label></dt><dd><input id=\"name\" name=\"name\" list=\"names\" value=\"{name}\" required> <span class=\"muted\">{hint}</span><datalist id=\"names\">{options}</datalist>{name_error}</dd>\
-         <dt><label for=\"data\">data (JSON)</label></dt><dd><textarea id=\"data\" name=\"data\" rows=\"10\" cols=\"70\">{data}</textarea>{data_error}</dd>\
+         <dt><label for=\"data\">data (JSON)</label></dt><dd><textarea id=\"data\" name=\"data\" rows=\"10\" cols=\"70\">{data}</textarea>{data_error}{schemas}</dd>\
          <dt><label for=\"job_id\">job id</label></dt><dd><input id=\"job_id\" name=\"job_id\" value=\"{job_id}\" placeholder=\"automatic\">{job_id_error}</dd>\
          <dt><label for=\"delay_ms\">delay (ms)</label></dt><dd><input id=\"delay_ms\" name=\"delay_ms\" value=\"{delay}\" placeholder=\"0\">{delay_error}</dd></dl>\
          <button>Add</button></form>",
