@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use chrono::{Datelike, NaiveDate};
 use queue_core::{
-    AddedJob, DoneStage, JobOptions, Operation, OperationError, Operations, Queue, Stages,
+    AddedJob, DoneStage, JobOf, JobOptions, Operation, OperationError, Operations, Queue,
+    QueueType, Stages,
 };
 use serde::Serialize;
 use sqlx::postgres::{PgPool, PgPoolOptions};
@@ -405,16 +406,15 @@ impl Tx {
     }
 
     /// Writes a job into the outbox, inside this transaction.
-    pub async fn add_job<T: Serialize>(
+    pub async fn add_job<Q: QueueType, J: JobOf<Q>>(
         &mut self,
-        queue: &Queue<T>,
-        name: &str,
-        data: T,
+        queue: &Queue<Q>,
+        job: J,
         options: JobOptions,
     ) -> Result<AddedJob, queue_core::Error> {
         match self {
-            Tx::Sqlite(tx) => queue.add_in(&mut **tx, name, data, options).await,
-            Tx::Postgres(tx) => queue.add_in(&mut **tx, name, data, options).await,
+            Tx::Sqlite(tx) => queue.add_job_in(&mut **tx, job, options).await,
+            Tx::Postgres(tx) => queue.add_job_in(&mut **tx, job, options).await,
         }
     }
 

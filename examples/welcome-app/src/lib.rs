@@ -94,11 +94,10 @@ pub async fn build(
         .await?;
     if config.role != Role::Web {
         // Idempotent: restarts and replicas keep one scheduler and one next scan.
-        app.queue::<BirthdayScan>(jobs::COUPON_QUEUE)?
-            .upsert_scheduler(
+        app.queue_of::<jobs::Coupon>()?
+            .upsert_scheduler_of(
                 SCHEDULER_ID,
                 Schedule::cron(DAILY_CRON).tz(config.tz.name()),
-                "birthday-scan",
                 BirthdayScan::default(),
                 JobOptions::new().attempts(3),
             )

@@ -6,7 +6,7 @@ use super::{AddedJob, BulkJob, Queue};
 use crate::contract::{JobOf, QueueType};
 use crate::error::Error;
 use crate::flow::FlowJob;
-use crate::options::JobOptions;
+use crate::options::{JobOptions, Schedule};
 
 impl<Q: QueueType> Queue<Q> {
     /// Adds `job` under the name its declaration gives it; otherwise exactly
@@ -55,6 +55,20 @@ impl<Q: QueueType> Queue<Q> {
     /// `job` as a job of a flow, as [`flow_job`](Queue::flow_job) makes it.
     pub fn flow_job_of<J: JobOf<Q>>(&self, job: J) -> FlowJob {
         self.retyped::<J>().flow_job(J::NAME, job)
+    }
+
+    /// Creates or updates the scheduler `id`, which adds `job` on `schedule`, as
+    /// [`upsert_scheduler`](Queue::upsert_scheduler) does.
+    pub async fn upsert_scheduler_of<J: JobOf<Q>>(
+        &self,
+        id: &str,
+        schedule: Schedule,
+        job: J,
+        options: JobOptions,
+    ) -> Result<(), Error> {
+        self.retyped::<J>()
+            .upsert_scheduler(id, schedule, J::NAME, job, options)
+            .await
     }
 
     /// Writes `job` into the app's outbox inside `conn`'s transaction, as

@@ -63,7 +63,7 @@ pub(crate) async fn run(
     };
     let job = producers
         .coupon
-        .add("birthday-scan", scan, JobOptions::new().attempts(3))
+        .add_job(scan, JobOptions::new().attempts(3))
         .await?;
     Ok(job.into())
 }

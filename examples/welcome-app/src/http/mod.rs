@@ -20,11 +20,8 @@ pub use birthdays::{SCAN_DAYS_AHEAD, SCAN_DAYS_BACK};
 pub use error::ApiError;
 
 use crate::db::Db;
-use crate::jobs::coupons::BirthdayScan;
-use crate::jobs::email::WelcomeEmail;
-use crate::jobs::exports::{ExportRequest, ExportSettings};
-use crate::jobs::reports::ReportMonth;
-use crate::jobs::{COUPON_QUEUE, EMAIL_QUEUE};
+use crate::jobs::exports::ExportSettings;
+use crate::jobs::{Coupon, Email, Export, Report, COUPON_QUEUE, EMAIL_QUEUE};
 
 /// What handlers share.
 #[derive(Debug, Clone)]
@@ -53,17 +50,13 @@ impl AppState {
 #[derive(Debug)]
 pub struct Producers {
     /// Welcome emails.
-    #[queue("email")]
-    pub email: Queue<WelcomeEmail>,
+    pub email: Queue<Email>,
     /// Birthday scans.
-    #[queue("coupon")]
-    pub coupon: Queue<BirthdayScan>,
+    pub coupon: Queue<Coupon>,
     /// Monthly reports.
-    #[queue("report")]
-    pub report: Queue<ReportMonth>,
+    pub report: Queue<Report>,
     /// Exports.
-    #[queue("export")]
-    pub export: Queue<ExportRequest>,
+    pub export: Queue<Export>,
 }
 
 /// The whole API, with the queue layer.

@@ -51,7 +51,6 @@ pub(crate) async fn create(
     let job = tx
         .add_job(
             &producers.email,
-            "welcome",
             welcome,
             email::options(&public_id, state.welcome_backoff),
         )

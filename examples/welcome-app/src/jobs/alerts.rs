@@ -22,13 +22,13 @@ fn alert(event: &WorkerEvent) {
 }
 
 /// Alerts on welcome emails that gave up.
-#[on_worker_event("email", failed)]
+#[on_worker_event(super::Email, failed)]
 pub async fn email_gave_up(event: WorkerEvent) {
     alert(&event);
 }
 
 /// Alerts on coupon jobs that gave up.
-#[on_worker_event("coupon", failed)]
+#[on_worker_event(super::Coupon, failed)]
 pub async fn coupon_gave_up(event: WorkerEvent) {
     alert(&event);
 }

@@ -3,7 +3,7 @@
 
 use chrono::{NaiveDate, Utc};
 use queue_core::prelude::*;
-use queue_core::{processor, BulkJob, Operation};
+use queue_core::{processor, Operation};
 use serde::{Deserialize, Serialize};
 
 use crate::db::Db;
@@ -51,10 +51,10 @@ pub struct ScanZone(pub chrono_tz::Tz);
 #[derive(Debug, Default)]
 pub struct Coupons;
 
-#[processor("coupon", concurrency = 5)]
+#[processor(super::Coupon, concurrency = 5)]
 impl Coupons {
     /// Adds one grant job per user born on the day.
-    #[job("birthday-scan")]
+    #[job]
     pub async fn scan(
         &self,
         job: Job<BirthdayScan>,
@@ -70,25 +70,17 @@ impl Coupons {
         };
         let users = db.users_born_on(date).await?;
         let date = date.format("%Y-%m-%d").to_string();
-        let grants = app.queue::<BirthdayGrant>(super::COUPON_QUEUE)?;
-        let jobs = users
-            .iter()
-            .map(|user| {
-                BulkJob::new(
-                    "birthday-grant",
-                    BirthdayGrant {
-                        user_id: user.public_id.clone(),
-                        date: date.clone(),
-                    },
-                )
-                .options(
-                    JobOptions::new()
-                        .job_id(grant_job_id(&user.public_id, &date))
-                        .attempts(5),
-                )
-            })
-            .collect();
-        let added = grants.add_bulk(jobs).await?;
+        let grants = users.iter().map(|user| {
+            let grant = BirthdayGrant {
+                user_id: user.public_id.clone(),
+                date: date.clone(),
+            };
+            let options = JobOptions::new()
+                .job_id(grant_job_id(&user.public_id, &date))
+                .attempts(5);
+            (grant, options)
+        });
+        let added = app.queue_of::<super::Coupon>()?.add_jobs(grants).await?;
         let new = added.iter().filter(|a| !a.duplicate).count();
         tracing::info!(%date, birthdays = users.len(), new_grant_jobs = new, "birthday scan done");
         Ok(users.len())
@@ -98,13 +90,13 @@ impl Coupons {
     /// per user, campaign and day (an operation record), then `notified` mails the user
     /// about it (once per grant: the mail log's key). A re-run (a retry, a second grant
     /// job, a worker killed between the two) skips the stages that are done.
-    #[job("birthday-grant")]
+    #[job]
     pub async fn grant(
         &self,
         job: Job<BirthdayGrant>,
         db: Dep<Db>,
         mailer: Dep<Mailer>,
-    ) -> Result<&'static str, JobError> {
+    ) -> Result<String, JobError> {
         let BirthdayGrant { user_id, date } = &job.data;
         let Some(user) = db.user(user_id).await? else {
             return Err(JobError::unrecoverable(std::io::Error::other(format!(
@@ -140,6 +132,6 @@ impl Coupons {
                 .map_err(JobError::from)
         })
         .await?;
-        Ok(if new { "granted" } else { "already granted" })
+        Ok(if new { "granted" } else { "already granted" }.to_owned())
     }
 }

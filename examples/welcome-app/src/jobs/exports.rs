@@ -40,7 +40,7 @@ impl Default for ExportSettings {
     }
 }
 
-/// Data of both jobs of an export.
+/// What both jobs of an export are about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExportRequest {
@@ -49,6 +49,16 @@ pub struct ExportRequest {
     /// Users per batch.
     pub batch_size: u32,
 }
+
+/// Data of `rows` (stored as the request itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ExportRows(pub ExportRequest);
+
+/// Data of `deliver` (stored as the request itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DeliverExport(pub ExportRequest);
 
 /// What `rows` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,12 +80,12 @@ pub fn rows_job_id(export_id: &str) -> String {
 }
 
 /// The export's flow: `deliver` waiting for `rows`.
-pub fn flow(queue: &Queue<ExportRequest>, export_id: &str, settings: &ExportSettings) -> FlowJob {
+pub fn flow(queue: &Queue<super::Export>, export_id: &str, settings: &ExportSettings) -> FlowJob {
     let request = ExportRequest {
         export_id: export_id.to_owned(),
         batch_size: settings.batch_size,
     };
-    let rows = queue.flow_job("rows", request.clone()).options(
+    let rows = queue.flow_job_of(ExportRows(request.clone())).options(
         JobOptions::new()
             .job_id(rows_job_id(export_id))
             .attempts(3)
@@ -83,7 +93,7 @@ pub fn flow(queue: &Queue<ExportRequest>, export_id: &str, settings: &ExportSett
             .timeout(settings.timeout),
     );
     queue
-        .flow_job("deliver", request)
+        .flow_job_of(DeliverExport(request))
         .options(
             JobOptions::new()
                 .job_id(export_job_id(export_id))
@@ -108,21 +118,21 @@ fn csv_line(user: &crate::db::User) -> String {
 #[derive(Debug, Default)]
 pub struct Exports;
 
-#[processor("export", concurrency = 2)]
+#[processor(super::Export, concurrency = 2)]
 impl Exports {
     /// Writes the users in batches, resuming after the batches already stored, and
     /// stops between batches when cancelled.
-    #[job("rows")]
+    #[job]
     pub async fn rows(
         &self,
-        job: Job<ExportRequest>,
+        job: Job<ExportRows>,
         db: Dep<Db>,
         settings: Dep<ExportSettings>,
     ) -> Result<RowsWritten, JobError> {
         let ExportRequest {
             export_id,
             batch_size,
-        } = &job.data;
+        } = &job.data.0;
         let size = i64::from((*batch_size).max(1));
         // Resume after what an earlier attempt stored.
         let stored = db.export_batches(export_id).await?;
@@ -159,17 +169,17 @@ impl Exports {
     }
 
     /// Joins the batches into the export file (once: a file already there is kept).
-    #[job("deliver")]
+    #[job]
     pub async fn deliver(
         &self,
-        job: Job<ExportRequest>,
+        job: Job<DeliverExport>,
         rows: ChildResults<RowsWritten>,
         db: Dep<Db>,
     ) -> Result<RowsWritten, JobError> {
         let written = rows.values().next().copied().ok_or_else(|| {
             JobError::unrecoverable(std::io::Error::other("deliver: `rows` left no result"))
         })?;
-        let export_id = &job.data.export_id;
+        let export_id = &job.data.0.export_id;
         let content = db.export_batches(export_id).await?.concat();
         db.store_export_file(export_id, written.rows, &content)
             .await?;

@@ -14,6 +14,7 @@ use std::time::Duration;
 use queue_core::prelude::*;
 use queue_core::{processor, FlowJob};
 
+use super::Report;
 use crate::db::{Db, Inserted, MonthTotals};
 use crate::mailer::{Delivery, Mailer};
 
@@ -35,12 +36,37 @@ pub const REPORT_STEPS: [(&str, &str); 4] = [
 #[derive(Debug, Clone)]
 pub struct ReportRecipient(pub String);
 
-/// Data of every step: the month, `YYYY-MM`.
+/// What every step is about: the month, `YYYY-MM`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportMonth {
     /// `YYYY-MM`.
     pub month: String,
 }
+
+/// Each step's payload: its own type (so that the type names the job), the month as
+/// JSON (`{"month": ..}`, as the steps always stored it), read through to `ReportMonth`.
+macro_rules! step_payloads {
+    ($($step:ident: $doc:literal),* $(,)?) => {$(
+        #[doc = $doc]
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $step(pub ReportMonth);
+
+        impl std::ops::Deref for $step {
+            type Target = ReportMonth;
+            fn deref(&self) -> &ReportMonth {
+                &self.0
+            }
+        }
+    )*};
+}
+
+step_payloads!(
+    Aggregate: "Data of `aggregate`.",
+    Render: "Data of `render`.",
+    Upload: "Data of `upload`.",
+    Notify: "Data of `notify`, the flow's root.",
+);
 
 /// `render`'s result: the document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,27 +102,31 @@ pub fn step_job_id(month: &str, step: &str) -> String {
 /// The report's flow: `notify` waits for `upload`, which waits for `render`, which
 /// waits for `aggregate`. A step that fails for good fails every step after it, naming
 /// it. Each step has 3 attempts, 1 s apart and doubling.
-pub fn flow(queue: &Queue<ReportMonth>, month: &str) -> FlowJob {
-    let step = |name: &str| {
-        queue
-            .flow_job(
-                name,
-                ReportMonth {
-                    month: month.to_owned(),
-                },
-            )
-            .options(
-                JobOptions::new()
-                    .job_id(step_job_id(month, name))
-                    .attempts(3)
-                    .backoff(Backoff::exponential(Duration::from_secs(1))),
-            )
+pub fn flow(queue: &Queue<Report>, month: &str) -> FlowJob {
+    let options = |step: &str| {
+        JobOptions::new()
+            .job_id(step_job_id(month, step))
+            .attempts(3)
+            .backoff(Backoff::exponential(Duration::from_secs(1)))
     };
-    let mut chain = step("aggregate");
-    for (name, _) in &REPORT_STEPS[1..] {
-        chain = step(name).child(OnChildFailure::FailParent, chain);
-    }
-    chain
+    let month = ReportMonth {
+        month: month.to_owned(),
+    };
+    let aggregate = queue
+        .flow_job_of(Aggregate(month.clone()))
+        .options(options("aggregate"));
+    let render = queue
+        .flow_job_of(Render(month.clone()))
+        .options(options("render"))
+        .child(OnChildFailure::FailParent, aggregate);
+    let upload = queue
+        .flow_job_of(Upload(month.clone()))
+        .options(options("upload"))
+        .child(OnChildFailure::FailParent, render);
+    queue
+        .flow_job_of(Notify(month))
+        .options(options("notify"))
+        .child(OnChildFailure::FailParent, upload)
 }
 
 /// The one result of a step's single child.
@@ -112,13 +142,13 @@ fn previous<R: Clone>(results: &ChildResults<R>, step: &str) -> Result<R, JobErr
 #[derive(Debug, Default)]
 pub struct Reports;
 
-#[processor("report", concurrency = 2)]
+#[processor(Report, concurrency = 2)]
 impl Reports {
     /// Counts the month's birthdays and coupons.
-    #[job("aggregate")]
+    #[job]
     pub async fn aggregate(
         &self,
-        job: Job<ReportMonth>,
+        job: Job<Aggregate>,
         db: Dep<Db>,
     ) -> Result<MonthTotals, JobError> {
         let key = report_id(&job.data.month);
@@ -131,10 +161,10 @@ impl Reports {
     }
 
     /// Renders the document from the figures.
-    #[job("render")]
+    #[job]
     pub async fn render(
         &self,
-        job: Job<ReportMonth>,
+        job: Job<Render>,
         totals: ChildResults<MonthTotals>,
         db: Dep<Db>,
     ) -> Result<Rendered, JobError> {
@@ -154,10 +184,10 @@ impl Reports {
     }
 
     /// Stores the document as the month's file (once: a file already there is kept).
-    #[job("upload")]
+    #[job]
     pub async fn upload(
         &self,
-        job: Job<ReportMonth>,
+        job: Job<Upload>,
         rendered: ChildResults<Rendered>,
         db: Dep<Db>,
     ) -> Result<Uploaded, JobError> {
@@ -176,10 +206,10 @@ impl Reports {
     }
 
     /// Mails the recipient where the report is (once per report: the mail log's key).
-    #[job("notify")]
+    #[job]
     pub async fn notify(
         &self,
-        job: Job<ReportMonth>,
+        job: Job<Notify>,
         uploaded: ChildResults<Uploaded>,
         db: Dep<Db>,
         mailer: Dep<Mailer>,
