@@ -19,6 +19,8 @@ pub(crate) enum Value {
     Lit(Lit),
     /// `key(a = 1, b = "x")`
     List(Vec<Item>),
+    /// `key = ["a", "b"]`
+    Strings(Vec<LitStr>),
 }
 
 /// One `key ...` item.
@@ -113,7 +115,13 @@ fn parse_items(input: ParseStream<'_>) -> syn::Result<Vec<Item>> {
     let mut items = Vec::new();
     while !input.is_empty() {
         let key = input.call(Ident::parse_any)?;
-        let value = if input.peek(Token![=]) {
+        let value = if input.peek(Token![=]) && input.peek2(syn::token::Bracket) {
+            input.parse::<Token![=]>()?;
+            let inner;
+            syn::bracketed!(inner in input);
+            let strings = inner.parse_terminated(<LitStr as Parse>::parse, Token![,])?;
+            Value::Strings(strings.into_iter().collect())
+        } else if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
             Value::Lit(input.parse()?)
         } else if input.peek(syn::token::Paren) {

@@ -26,9 +26,13 @@ fn debug(attribute: &str, expansion: proc_macro2::TokenStream) -> TokenStream {
 /// Registers an `async fn(Job<T>, Dep<A>, ..) -> Result<R, JobError>` as the handler of
 /// a queue, or an `impl` block whose `#[job("name")]` methods handle one job name each.
 ///
-/// Options: `concurrency = 5`, `job = "welcome"` (on a fn: the job name it handles;
-/// default every name nobody else claims), `timeout = "30s"`, `lock_duration = "30s"`,
-/// `limiter(max = 10, per = "1s")`, `crate = "path::to::queue_core"`.
+/// The queue is a string literal, or a queue type declared with `#[job_queue]`
+/// (`#[processor(Email)]`: each handler's job is the one its payload type declares).
+///
+/// Options: `concurrency = 5`, `job = "welcome"` (on a fn of a queue named by string:
+/// the job name it handles; default every name nobody else claims), `timeout = "30s"`,
+/// `lock_duration = "30s"`, `limiter(max = 10, per = "1s")`, `per_minute_metrics = 1440`,
+/// `also_serve = ["email-eu"]` (more queues, the same handlers), `crate = "path::to::queue_core"`.
 #[proc_macro_attribute]
 pub fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
     debug("processor", processor::processor(attr.into(), item.into()))

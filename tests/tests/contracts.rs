@@ -363,6 +363,52 @@ async fn one_processor_serves_several_queues() {
     assert!(workers.shutdown(SOON).await.is_clean());
 }
 
+static NOTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+#[processor("contract-notes-a", also_serve = ["contract-notes-b"], job = "note")]
+async fn note(job: Job<String>) -> Result<(), JobError> {
+    NOTED
+        .lock()
+        .unwrap()
+        .push(format!("{}: {}", job.queue(), job.data));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_macro_processor_serves_the_queues_it_lists_and_renamed_ones_follow() {
+    let redis = TestRedis::new("contracts-notes");
+    let app = redis
+        .app(|b| {
+            b.registrations(Registrations::Queues(vec!["contract-notes-a".into()]))
+                .rename_queue("contract-notes-b", "contract-notes-eu")
+        })
+        .await;
+    assert_eq!(
+        app.processor_queues(),
+        ["contract-notes-a", "contract-notes-eu"]
+    );
+    let workers = app.start_workers().await.unwrap();
+    for queue in ["contract-notes-a", "contract-notes-b"] {
+        app.queue::<String>(queue)
+            .unwrap()
+            .add("note", queue.to_owned(), Options::new())
+            .await
+            .unwrap();
+    }
+    wait_until(SOON, "both notes", || async {
+        let mut seen = NOTED.lock().unwrap().clone();
+        seen.sort();
+        (seen
+            == [
+                "contract-notes-a: contract-notes-a",
+                "contract-notes-eu: contract-notes-b",
+            ])
+        .then_some(())
+    })
+    .await;
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
+
 /// What the listener below was given.
 #[derive(Default)]
 struct Audit {

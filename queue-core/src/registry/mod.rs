@@ -92,5 +92,8 @@ pub(crate) fn processor_from_record(record: &ProcessorRecord) -> crate::Processo
     if let Some(points) = record.per_minute_metrics {
         processor = processor.per_minute_metrics(points);
     }
+    for queue in record.also_serve {
+        processor = processor.also_serve(*queue);
+    }
     processor.erased(record.job, (record.handler)(), record.label)
 }

@@ -57,6 +57,10 @@ pub struct ProcessorRecord {
     ///
     /// [`Processor::per_minute_metrics`]: crate::Processor::per_minute_metrics
     pub per_minute_metrics: Option<usize>,
+    /// More queues the same handler serves ([`Processor::also_serve`]).
+    ///
+    /// [`Processor::also_serve`]: crate::Processor::also_serve
+    pub also_serve: &'static [&'static str],
     /// `path::to::function`, for messages and logs.
     pub label: &'static str,
     /// Builds the type-erased handler.

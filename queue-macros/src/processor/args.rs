@@ -9,6 +9,7 @@ use crate::args::{self, Args, Item, QueueRef, Value};
 use crate::diagnostics::Errors;
 
 const OPTIONS: &[&str] = &[
+    "also_serve",
     "concurrency",
     "job",
     "timeout",
@@ -28,6 +29,8 @@ pub(crate) struct ProcessorConfig {
     pub(crate) limiter: Option<(u64, u64)>,
     /// BullMQ's per-minute metrics: how many minutes Redis keeps.
     pub(crate) per_minute_metrics: Option<u64>,
+    /// More queues the same handlers serve (`also_serve = ["email-eu"]`).
+    pub(crate) also_serve: Vec<LitStr>,
     pub(crate) krate: TokenStream,
 }
 
@@ -46,6 +49,7 @@ impl ProcessorConfig {
             lock_duration_ms: None,
             limiter: None,
             per_minute_metrics: None,
+            also_serve: Vec::new(),
             krate: quote::quote!(::queue_core),
         };
         // A bare first word was reported as an unquoted queue name already.
@@ -70,6 +74,7 @@ impl ProcessorConfig {
                         );
                     }
                 }
+                "also_serve" => config.also_serve = also_serve(item, errors),
                 "timeout" => config.timeout_ms = args::duration(item, errors),
                 "lock_duration" => config.lock_duration_ms = args::duration(item, errors),
                 "limiter" => config.limiter = limiter(item, errors),
@@ -89,6 +94,26 @@ impl ProcessorConfig {
         }
         queue.map(|_| config)
     }
+}
+
+/// `also_serve = ["email-eu", "email-us"]`: queue names, checked as the first one is.
+fn also_serve(item: &Item, errors: &mut Errors) -> Vec<LitStr> {
+    let Value::Strings(queues) = &item.value else {
+        errors.spanned(
+            &item.key,
+            "write the other queues as also_serve = [\"email-eu\"]",
+        );
+        return Vec::new();
+    };
+    for queue in queues {
+        if queue.value().is_empty() || queue.value().contains(':') {
+            errors.spanned(
+                queue,
+                "a queue name is non-empty and without ':' (BullMQ's key separator)",
+            );
+        }
+    }
+    queues.clone()
 }
 
 /// `limiter(max = 10, per = "1s")`.

@@ -92,6 +92,7 @@ fn record(
     let lock = option(config.lock_duration_ms);
     let limiter = option(config.limiter.map(|(max, per)| quote!((#max, #per))));
     let per_minute = option(config.per_minute_metrics.map(|n| quote!(#n as usize)));
+    let also_serve = &config.also_serve;
     quote! {
         #krate::__private::inventory::submit! {
             #krate::__private::ProcessorRecord {
@@ -102,6 +103,7 @@ fn record(
                 lock_duration_ms: #lock,
                 limiter: #limiter,
                 per_minute_metrics: #per_minute,
+                also_serve: &[#(#also_serve),*],
                 label: #label,
                 handler: #make,
                 instance: #instance,
