@@ -80,6 +80,6 @@ trap 'scripts/redis-cluster.sh stop "$cluster_dir"' EXIT
 nodes=$(scripts/redis-cluster.sh start "$cluster_dir")
 echo "$nodes"
 core=(producer worker retries options lifecycle events listeners stalled flows axum
-  dashboard outbox metrics bad_input worker_holes macros serve interop)
+  dashboard outbox metrics bad_input worker_holes macros serve interop contracts testing_kit)
 REDIS_CLUSTER_NODES=$nodes cargo test -p queue-tests $(printf -- '--test %s ' "${core[@]}")
 REDIS_CLUSTER_NODES=$nodes cargo test -p welcome-app --test service --test long_work

@@ -73,21 +73,7 @@ pub enum AnyQueue {}
 
 impl<Q> Clone for Processor<Q> {
     fn clone(&self) -> Self {
-        Processor {
-            queue: self.queue.clone(),
-            also: self.also.clone(),
-            concurrency: self.concurrency,
-            timeout: self.timeout,
-            lock_duration: self.lock_duration,
-            limiter: self.limiter,
-            stalled_interval: self.stalled_interval,
-            max_stalled_count: self.max_stalled_count,
-            cancel_grace: self.cancel_grace,
-            fail_unknown_names: self.fail_unknown_names,
-            metrics_data_points: self.metrics_data_points,
-            handlers: self.handlers.clone(),
-            _queue: PhantomData,
-        }
+        self.retyped()
     }
 }
 
@@ -272,6 +258,25 @@ impl<Q> Processor<Q> {
         &self.queue
     }
 
+    /// A copy, typed by another queue type.
+    fn retyped<R>(&self) -> Processor<R> {
+        Processor {
+            queue: self.queue.clone(),
+            also: self.also.clone(),
+            concurrency: self.concurrency,
+            timeout: self.timeout,
+            lock_duration: self.lock_duration,
+            limiter: self.limiter,
+            stalled_interval: self.stalled_interval,
+            max_stalled_count: self.max_stalled_count,
+            cancel_grace: self.cancel_grace,
+            fail_unknown_names: self.fail_unknown_names,
+            metrics_data_points: self.metrics_data_points,
+            handlers: self.handlers.clone(),
+            _queue: PhantomData,
+        }
+    }
+
     /// This processor once per queue it serves, its queue's type dropped, each queue
     /// name through `rename` (the app's renames).
     pub(crate) fn per_queue(&self, rename: impl Fn(&str) -> String) -> Vec<Processor> {
@@ -279,28 +284,13 @@ impl<Q> Processor<Q> {
             .chain(&self.also)
             .map(|queue| {
                 let renamed = rename(queue);
-                Processor {
-                    queue: renamed.clone(),
-                    also: Vec::new(),
-                    concurrency: self.concurrency,
-                    timeout: self.timeout,
-                    lock_duration: self.lock_duration,
-                    limiter: self.limiter,
-                    stalled_interval: self.stalled_interval,
-                    max_stalled_count: self.max_stalled_count,
-                    cancel_grace: self.cancel_grace,
-                    fail_unknown_names: self.fail_unknown_names,
-                    metrics_data_points: self.metrics_data_points,
-                    handlers: self
-                        .handlers
-                        .iter()
-                        .map(|h| RegisteredHandler {
-                            label: h.label.replacen(&self.queue, &renamed, 1),
-                            ..h.clone()
-                        })
-                        .collect(),
-                    _queue: PhantomData,
+                let mut one = self.retyped::<AnyQueue>();
+                for handler in &mut one.handlers {
+                    handler.label = handler.label.replacen(&self.queue, &renamed, 1);
                 }
+                one.queue = renamed;
+                one.also = Vec::new();
+                one
             })
             .collect()
     }

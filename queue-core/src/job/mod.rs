@@ -95,22 +95,7 @@ impl<T> Job<T> {
     /// Its id is `test-job`, its name `test`, its queue `test`; progress and log
     /// lines are recorded in memory and read through [`Job::test_handle`].
     pub fn for_test(data: T) -> Self {
-        let meta = JobMeta {
-            id: "test-job".to_owned(),
-            name: "test".to_owned(),
-            queue: "test".to_owned(),
-            attempts_made: 0,
-            attempts_started: 1,
-            timestamp_ms: now_ms(),
-            options: JobOptions::default(),
-        };
-        let recorder = Arc::new(testing::Recorder::default());
-        Job::from_parts(
-            data,
-            Arc::new(meta),
-            JobContext::Test(recorder),
-            CancelSignal::new(),
-        )
+        Job::in_process(data, "test", "test-job", "test", 0, JobOptions::default())
     }
 
     /// A job run in this process without Redis (an inline app's), with what a worker
