@@ -81,7 +81,7 @@ impl InlineRunner {
         let _ = self.app.set(Arc::downgrade(&app.inner));
     }
 
-    /// Every job given so far, in the order they were added.
+    /// Every job given so far, in the order they finished.
     pub(crate) fn jobs(&self) -> Vec<InlineJob> {
         self.jobs
             .lock()

@@ -96,7 +96,8 @@ pub async fn delete_prefix(app: &QueueApp) -> Result<u64, Error> {
 }
 
 /// Every job an inline app ([`build_inline`](crate::QueueAppBuilder::build_inline)) was
-/// given, in the order they were added, with what became of each (empty for other apps).
+/// given, with what became of each, in the order they finished: a job's follow-ups,
+/// which run inside it, come before it. Empty for other apps.
 pub fn inline_jobs(app: &QueueApp) -> Vec<InlineJob> {
     app.inline_runner()
         .map_or_else(Vec::new, |runner| runner.jobs())

@@ -128,10 +128,10 @@ impl Workers {
         let Some(deferred) = self.deferred.take() else {
             return Ok(());
         };
-        let workers = deferred
-            .task
-            .await
-            .map_err(|e| Error::Redis(Box::new(e)))??;
+        let workers = deferred.task.await.map_err(|e| Error::Worker {
+            queue: deferred.queues.join(", "),
+            reason: format!("the start after readiness stopped: {e}"),
+        })??;
         self.workers = workers;
         Ok(())
     }
