@@ -285,3 +285,33 @@ async fn run_handler_says_when_no_handler_takes_the_job() {
         "no handler of this app takes job `receipt` on queue `kit-billing`"
     );
 }
+
+async fn count(_job: Job<u32>) -> Result<u32, JobError> {
+    Ok(1)
+}
+
+#[tokio::test]
+async fn a_drain_reports_every_job_of_a_large_queue() {
+    let kit = TestApp::new(
+        redis_builder()
+            .registrations(Registrations::None)
+            .processor(
+                Processor::new("kit-many")
+                    .concurrency(20)
+                    .job("count", count),
+            ),
+    )
+    .await
+    .unwrap();
+    let queue = kit.app().queue::<u32>("kit-many").unwrap();
+    // More events than the worker-event channel keeps (1,024): three per job.
+    let jobs: Vec<_> = (0..600)
+        .map(|n| queue_core::BulkJob::new("count", n))
+        .collect();
+    queue.add_bulk(jobs).await.unwrap();
+    let drained = kit.drain_queue("kit-many").await.unwrap();
+    assert_eq!(drained.len(), 600);
+    assert!(drained
+        .iter()
+        .all(|d| d.attempts == 1 && d.outcome == DrainOutcome::Completed(serde_json::json!(1))));
+}

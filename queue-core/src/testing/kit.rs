@@ -200,7 +200,10 @@ impl TestApp {
     /// drain deadline, and when the app has no processor for `queue`.
     pub async fn drain_queue(&self, queue: &str) -> Result<Vec<Drained>, Error> {
         let handle = self.app.queue::<()>(queue)?;
-        let mut events = self.app.worker_events();
+        // Collected as they come: the channel keeps the last 1,024 events only, and a
+        // drain of a few hundred jobs makes more.
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let collector = tokio::spawn(collect_events(self.app.worker_events(), stopped));
         let workers = self.app.start_workers_for(&[queue]).await?;
         let started = tokio::time::Instant::now();
         let emptied = loop {
@@ -215,6 +218,8 @@ impl TestApp {
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         workers.shutdown(self.drain_deadline).await;
+        let _ = stop.send(());
+        let events = collector.await.unwrap_or_default();
         if !emptied {
             return Err(Error::invalid(
                 "drain",
@@ -225,55 +230,84 @@ impl TestApp {
                 ),
             ));
         }
-        let mut order: Vec<String> = Vec::new();
-        let mut drained: BTreeMap<String, Drained> = BTreeMap::new();
-        while let Some(event) = events.try_recv() {
-            if event.queue() != handle.name() {
-                continue;
-            }
-            // An attempt's start, or the job's end (a failure with a retry to come is
-            // neither).
-            let (id, name, step) = match event {
-                WorkerEvent::Active {
-                    job_id,
-                    name,
-                    attempt,
-                    ..
-                } => (job_id, name, Err(attempt)),
-                WorkerEvent::Completed {
-                    job_id,
-                    name,
-                    return_value,
-                    ..
-                } => (job_id, name, Ok(DrainOutcome::Completed(return_value))),
-                WorkerEvent::Failed {
-                    job_id,
-                    name,
-                    reason,
-                    is_final: true,
-                    ..
-                } => (job_id, name, Ok(DrainOutcome::Failed(reason))),
-                _ => continue,
-            };
-            let entry = drained.entry(id.clone()).or_insert_with(|| {
-                order.push(id.clone());
-                Drained {
-                    id,
-                    name,
-                    attempts: 0,
-                    outcome: DrainOutcome::Failed("did not finish".to_owned()),
+        Ok(outcomes(handle.name(), events))
+    }
+}
+
+/// The worker events sent until `stopped`, in order.
+async fn collect_events(
+    mut events: crate::events::WorkerEvents,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) -> Vec<WorkerEvent> {
+    let mut seen = Vec::new();
+    loop {
+        tokio::select! {
+            biased;
+            event = events.recv() => match event {
+                Some(event) => seen.push(event),
+                None => return seen,
+            },
+            _ = &mut stopped => {
+                while let Some(event) = events.try_recv() {
+                    seen.push(event);
                 }
-            });
-            match step {
-                Err(attempt) => entry.attempts = entry.attempts.max(attempt),
-                Ok(outcome) => entry.outcome = outcome,
+                return seen;
             }
         }
-        Ok(order
-            .into_iter()
-            .filter_map(|id| drained.remove(&id))
-            .collect())
     }
+}
+
+/// What became of each job of `queue`, from its worker events, in the order they first
+/// started.
+fn outcomes(queue: &str, events: Vec<WorkerEvent>) -> Vec<Drained> {
+    let mut order: Vec<String> = Vec::new();
+    let mut drained: BTreeMap<String, Drained> = BTreeMap::new();
+    for event in events {
+        if event.queue() != queue {
+            continue;
+        }
+        // An attempt's start, or the job's end (a failure with a retry to come is
+        // neither).
+        let (id, name, step) = match event {
+            WorkerEvent::Active {
+                job_id,
+                name,
+                attempt,
+                ..
+            } => (job_id, name, Err(attempt)),
+            WorkerEvent::Completed {
+                job_id,
+                name,
+                return_value,
+                ..
+            } => (job_id, name, Ok(DrainOutcome::Completed(return_value))),
+            WorkerEvent::Failed {
+                job_id,
+                name,
+                reason,
+                is_final: true,
+                ..
+            } => (job_id, name, Ok(DrainOutcome::Failed(reason))),
+            _ => continue,
+        };
+        let entry = drained.entry(id.clone()).or_insert_with(|| {
+            order.push(id.clone());
+            Drained {
+                id,
+                name,
+                attempts: 0,
+                outcome: DrainOutcome::Failed("did not finish".to_owned()),
+            }
+        });
+        match step {
+            Err(attempt) => entry.attempts = entry.attempts.max(attempt),
+            Ok(outcome) => entry.outcome = outcome,
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|id| drained.remove(&id))
+        .collect()
 }
 
 impl Drop for TestApp {
