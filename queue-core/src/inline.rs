@@ -5,12 +5,11 @@
 
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
 
-use crate::app::{AppInner, QueueApp};
 use crate::deps::Deps;
 use crate::handler::JobError;
 use crate::job::{Job, JobState};
@@ -55,15 +54,25 @@ pub enum InlineOutcome {
     NotHandled,
 }
 
+/// Adds the app itself to a job's dependencies (`Dep<QueueApp>`), given by the app once
+/// it exists (it holds this runner, so the runner cannot hold it).
+type ProvideApp = Box<dyn Fn(&mut Deps) + Send + Sync>;
+
 /// The runner an inline app's queues add through.
-#[derive(Debug)]
 pub(crate) struct InlineRunner {
     plans: Vec<QueuePlan>,
     deps: Deps,
-    /// The app, for `Dep<QueueApp>` (weak: the app owns this runner).
-    app: OnceLock<Weak<AppInner>>,
+    provide_app: OnceLock<ProvideApp>,
     jobs: Mutex<Vec<InlineJob>>,
     ids: Mutex<HashSet<(String, String)>>,
+}
+
+impl std::fmt::Debug for InlineRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InlineRunner")
+            .field("queues", &self.plans.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl InlineRunner {
@@ -71,14 +80,15 @@ impl InlineRunner {
         InlineRunner {
             plans,
             deps,
-            app: OnceLock::new(),
+            provide_app: OnceLock::new(),
             jobs: Mutex::new(Vec::new()),
             ids: Mutex::new(HashSet::new()),
         }
     }
 
-    pub(crate) fn attach(&self, app: &QueueApp) {
-        let _ = self.app.set(Arc::downgrade(&app.inner));
+    /// How jobs get `Dep<QueueApp>`: set once, by the app that owns this runner.
+    pub(crate) fn attach(&self, provide_app: impl Fn(&mut Deps) + Send + Sync + 'static) {
+        let _ = self.provide_app.set(Box::new(provide_app));
     }
 
     /// Every job given so far, in the order they finished.
@@ -165,8 +175,8 @@ impl InlineRunner {
             return (0, InlineOutcome::NotHandled);
         };
         let mut deps = self.deps.clone();
-        if let Some(app) = self.app.get().and_then(Weak::upgrade) {
-            deps.insert(Arc::new(QueueApp { inner: app }));
+        if let Some(provide_app) = self.provide_app.get() {
+            provide_app(&mut deps);
         }
         let deps = Arc::new(deps);
         let attempts = options.attempts.unwrap_or(1).max(1);

@@ -404,7 +404,13 @@ impl QueueAppBuilder {
         let conn = Connection::inline(&self.prefix);
         let runner = Arc::new(InlineRunner::new(plan.queues.clone(), plan.deps.clone()));
         let app = self.assemble(plan, conn, Some(runner.clone()));
-        runner.attach(&app);
+        // Weak: the app holds the runner.
+        let weak = Arc::downgrade(&app.inner);
+        runner.attach(move |deps| {
+            if let Some(inner) = weak.upgrade() {
+                deps.insert(Arc::new(QueueApp { inner }));
+            }
+        });
         Ok(app)
     }
 
