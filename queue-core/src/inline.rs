@@ -14,6 +14,7 @@ use crate::deps::Deps;
 use crate::handler::JobError;
 use crate::job::{Job, JobState};
 use crate::options::JobOptions;
+use crate::queue::InlineAdds;
 use crate::registry::QueuePlan;
 
 /// One job an inline app was given, and what became of it.
@@ -102,7 +103,7 @@ impl InlineRunner {
     /// Adds a job: a duplicate id adds nothing; otherwise its handler runs now, its
     /// attempts one after the other without backoff. Returns the id, whether it was a
     /// duplicate, and the state it ended in.
-    pub(crate) async fn add(
+    async fn add_now(
         &self,
         queue: &str,
         name: &str,
@@ -194,6 +195,19 @@ impl InlineRunner {
                 Err(_) => {}
             }
         }
+    }
+}
+
+impl InlineAdds for InlineRunner {
+    fn add<'a>(
+        &'a self,
+        queue: &'a str,
+        name: &'a str,
+        data: serde_json::Value,
+        options: &'a JobOptions,
+    ) -> futures::future::BoxFuture<'a, (String, bool, JobState)> {
+        // Boxed: a handler may add again, nested.
+        Box::pin(self.add_now(queue, name, data, options))
     }
 }
 

@@ -456,7 +456,9 @@ impl QueueAppBuilder {
                     max_payload_bytes: self.max_payload_bytes,
                     backoffs: self.backoffs.clone(),
                     command_timeout: self.command_timeout,
-                    inline,
+                    inline: inline
+                        .clone()
+                        .map(|runner| runner as Arc<dyn crate::queue::InlineAdds>),
                     #[cfg(feature = "sqlx")]
                     outbox: self.outbox,
                 },
@@ -467,6 +469,7 @@ impl QueueAppBuilder {
                 worker_listeners,
                 queue_listeners,
                 renames,
+                inline,
                 declared,
                 #[cfg(feature = "sqlx")]
                 relay: Mutex::new(None),

@@ -86,6 +86,8 @@ pub(crate) struct AppInner {
     worker_listeners: Vec<(String, &'static WorkerListenerRecord)>,
     queue_listeners: Vec<(String, &'static QueueListenerRecord)>,
     renames: renames::Renames,
+    /// An inline app's runner (its queues add through it).
+    inline: Option<Arc<crate::inline::InlineRunner>>,
     /// The job types the declarations linked into this binary declare.
     declared: Vec<crate::contract::DeclaredJob>,
     /// Queues with a processor or an `#[inject_queue]` producer in this app.
@@ -441,7 +443,7 @@ impl QueueApp {
 
     /// An inline app's runner.
     pub(crate) fn inline_runner(&self) -> Option<&crate::inline::InlineRunner> {
-        self.inner.producer.inline.as_deref()
+        self.inner.inline.as_deref()
     }
 
     /// The handler this app has for job `name` on `queue` (after renames), if any.

@@ -39,6 +39,20 @@ pub(crate) struct QueueShared {
     defaults: JobOptions,
 }
 
+/// Where an inline app's adds go instead of Redis: they run their handler at once
+/// (`inline::InlineRunner`, the testing kit's). A trait, so that the queue does not
+/// depend on what runs the handlers.
+pub(crate) trait InlineAdds: Send + Sync + std::fmt::Debug {
+    /// Adds a job; its id, whether it was a duplicate, and the state it ended in.
+    fn add<'a>(
+        &'a self,
+        queue: &'a str,
+        name: &'a str,
+        data: serde_json::Value,
+        options: &'a JobOptions,
+    ) -> futures::future::BoxFuture<'a, (String, bool, JobState)>;
+}
+
 /// The app settings every queue handle applies.
 #[derive(Debug, Clone)]
 pub(crate) struct ProducerSettings {
@@ -49,7 +63,7 @@ pub(crate) struct ProducerSettings {
     pub(crate) backoffs: BackoffRegistry,
     pub(crate) command_timeout: Duration,
     /// An inline app's runner: adds run their handler at once, without Redis.
-    pub(crate) inline: Option<Arc<crate::inline::InlineRunner>>,
+    pub(crate) inline: Option<Arc<dyn InlineAdds>>,
     /// Where `add_in` writes jobs.
     #[cfg(feature = "sqlx")]
     pub(crate) outbox: Option<crate::store::Outbox>,
@@ -394,12 +408,12 @@ impl<T: Serialize> Queue<T> {
     /// An inline app's add: the handler runs now (boxed: a handler may add again).
     async fn added_inline(
         &self,
-        inline: &crate::inline::InlineRunner,
+        inline: &Arc<dyn InlineAdds>,
         name: &str,
         data: serde_json::Value,
         options: &JobOptions,
     ) -> AddedJob {
-        let (id, duplicate, state) = Box::pin(inline.add(self.name(), name, data, options)).await;
+        let (id, duplicate, state) = inline.add(self.name(), name, data, options).await;
         AddedJob {
             queue: self.shared.name.clone(),
             id,
