@@ -39,7 +39,10 @@ pub fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// Marks a method of a `#[processor]` impl block as the handler of one job name:
-/// `#[job("welcome")]`. Anywhere else it is an error.
+/// `#[job("welcome")]`, or a bare `#[job]` in a processor of a declared queue
+/// (`#[processor(Email)]`), whose job is the one its payload type declares. Anywhere
+/// else it is an error. (Inside a `#[job_queue]` enum, `#[job("name", output = T)]`
+/// declares a job; that enum's macro reads it.)
 #[proc_macro_attribute]
 pub fn job(_attr: TokenStream, item: TokenStream) -> TokenStream {
     let error = syn::Error::new(
