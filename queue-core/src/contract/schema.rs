@@ -76,24 +76,28 @@ struct Checker<'a> {
     root: &'a Value,
 }
 
+/// Fails the check of the value at `at` for `reason`.
+fn mismatch(at: &str, reason: String) -> Result<(), SchemaError> {
+    Err(SchemaError {
+        at: at.to_owned(),
+        reason,
+    })
+}
+
 impl<'a> Checker<'a> {
     fn check(&self, schema: &'a Value, value: &Value, at: &str) -> Result<(), SchemaError> {
-        let fail = |reason: String| {
-            Err(SchemaError {
-                at: at.to_owned(),
-                reason,
-            })
-        };
         let schema = match schema {
             Value::Bool(true) => return Ok(()),
-            Value::Bool(false) => return fail("no value is allowed here".to_owned()),
+            Value::Bool(false) => return mismatch(at, "no value is allowed here".to_owned()),
             Value::Object(map) => map,
             _ => return Ok(()),
         };
         if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
             match self.resolve(reference) {
                 Some(target) => self.check(target, value, at)?,
-                None => return fail(format!("the schema's `$ref` {reference} is not local")),
+                None => {
+                    return mismatch(at, format!("the schema's `$ref` {reference} is not local"))
+                }
             }
         }
         if let Some(types) = schema.get("type") {
@@ -103,22 +107,25 @@ impl<'a> Checker<'a> {
                 _ => Vec::new(),
             };
             if !allowed.is_empty() && !allowed.iter().any(|t| is_type(value, t)) {
-                return fail(format!(
-                    "expected {}, found {}",
-                    allowed.join(" or "),
-                    type_of(value)
-                ));
+                return mismatch(
+                    at,
+                    format!(
+                        "expected {}, found {}",
+                        allowed.join(" or "),
+                        type_of(value)
+                    ),
+                );
             }
         }
         if let Some(Value::Array(options)) = schema.get("enum") {
             if !options.contains(value) {
                 let listed: Vec<String> = options.iter().map(Value::to_string).collect();
-                return fail(format!("expected one of {}", listed.join(", ")));
+                return mismatch(at, format!("expected one of {}", listed.join(", ")));
             }
         }
         if let Some(constant) = schema.get("const") {
             if constant != value {
-                return fail(format!("expected {constant}"));
+                return mismatch(at, format!("expected {constant}"));
             }
         }
         self.check_bounds(schema, value, at)?;
@@ -141,44 +148,38 @@ impl<'a> Checker<'a> {
         value: &Value,
         at: &str,
     ) -> Result<(), SchemaError> {
-        let fail = |reason: String| {
-            Err(SchemaError {
-                at: at.to_owned(),
-                reason,
-            })
-        };
         let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
         if let Some(n) = value.as_f64() {
             if let Some(min) = bound("minimum").filter(|min| n < *min) {
-                return fail(format!("{n} is below the minimum {min}"));
+                return mismatch(at, format!("{n} is below the minimum {min}"));
             }
             if let Some(max) = bound("maximum").filter(|max| n > *max) {
-                return fail(format!("{n} is above the maximum {max}"));
+                return mismatch(at, format!("{n} is above the maximum {max}"));
             }
             if let Some(min) = bound("exclusiveMinimum").filter(|min| n <= *min) {
-                return fail(format!("{n} must be above {min}"));
+                return mismatch(at, format!("{n} must be above {min}"));
             }
             if let Some(max) = bound("exclusiveMaximum").filter(|max| n >= *max) {
-                return fail(format!("{n} must be below {max}"));
+                return mismatch(at, format!("{n} must be below {max}"));
             }
         }
         let count = |key: &str| schema.get(key).and_then(Value::as_u64);
         if let Some(text) = value.as_str() {
             let chars = text.chars().count() as u64;
             if let Some(min) = count("minLength").filter(|min| chars < *min) {
-                return fail(format!("at least {min} characters, found {chars}"));
+                return mismatch(at, format!("at least {min} characters, found {chars}"));
             }
             if let Some(max) = count("maxLength").filter(|max| chars > *max) {
-                return fail(format!("at most {max} characters, found {chars}"));
+                return mismatch(at, format!("at most {max} characters, found {chars}"));
             }
         }
         if let Some(items) = value.as_array() {
             let len = items.len() as u64;
             if let Some(min) = count("minItems").filter(|min| len < *min) {
-                return fail(format!("at least {min} items, found {len}"));
+                return mismatch(at, format!("at least {min} items, found {len}"));
             }
             if let Some(max) = count("maxItems").filter(|max| len > *max) {
-                return fail(format!("at most {max} items, found {len}"));
+                return mismatch(at, format!("at most {max} items, found {len}"));
             }
         }
         Ok(())
@@ -222,10 +223,7 @@ impl<'a> Checker<'a> {
                 }));
             }
             if key == "oneOf" && matched > 1 {
-                return Err(SchemaError {
-                    at: at.to_owned(),
-                    reason: "matches more than one of the allowed shapes".to_owned(),
-                });
+                return mismatch(at, "matches more than one of the allowed shapes".to_owned());
             }
         }
         Ok(())
@@ -240,10 +238,7 @@ impl<'a> Checker<'a> {
         if let Some(Value::Array(required)) = schema.get("required") {
             for field in required.iter().filter_map(Value::as_str) {
                 if !object.contains_key(field) {
-                    return Err(SchemaError {
-                        at: at.to_owned(),
-                        reason: format!("missing field `{field}`"),
-                    });
+                    return mismatch(at, format!("missing field `{field}`"));
                 }
             }
         }
@@ -254,10 +249,7 @@ impl<'a> Checker<'a> {
                 Some(property) => self.check(property, value, &here)?,
                 None => match schema.get("additionalProperties") {
                     Some(Value::Bool(false)) => {
-                        return Err(SchemaError {
-                            at: here,
-                            reason: format!("unknown field `{field}`"),
-                        })
+                        return mismatch(&here, format!("unknown field `{field}`"));
                     }
                     Some(extra @ Value::Object(_)) => self.check(extra, value, &here)?,
                     _ => {}
