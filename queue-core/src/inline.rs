@@ -15,7 +15,7 @@ use crate::handler::JobError;
 use crate::job::{Job, JobState};
 use crate::options::JobOptions;
 use crate::queue::InlineAdds;
-use crate::registry::QueuePlan;
+use crate::registry::{plan_of, QueuePlan};
 
 /// One job an inline app was given, and what became of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -167,12 +167,7 @@ impl InlineRunner {
         data: &serde_json::Value,
         options: &JobOptions,
     ) -> (u32, InlineOutcome) {
-        let Some(planned) = self
-            .plans
-            .iter()
-            .find(|p| p.queue == queue)
-            .and_then(|p| p.handler_for(name))
-        else {
+        let Some(planned) = plan_of(&self.plans, queue).and_then(|p| p.handler_for(name)) else {
             return (0, InlineOutcome::NotHandled);
         };
         let mut deps = self.deps.clone();

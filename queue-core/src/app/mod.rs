@@ -147,8 +147,7 @@ impl QueueApp {
     /// Starts a worker for every queue with a registered processor, and every
     /// `#[on_worker_event]` / `#[on_queue_event]` listener.
     pub async fn start_workers(&self) -> Result<Workers, Error> {
-        let all: Vec<&str> = self.inner.plans.iter().map(|p| p.queue.as_str()).collect();
-        self.start(&all, |_| true, None).await
+        self.start(&self.processor_queues(), |_| true, None).await
     }
 
     /// Like [`start_workers`](Self::start_workers), but no job is fetched before `ready`
@@ -170,8 +169,8 @@ impl QueueApp {
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        let all: Vec<&str> = self.inner.plans.iter().map(|p| p.queue.as_str()).collect();
-        self.start(&all, |_| true, Some(Box::pin(ready))).await
+        self.start(&self.processor_queues(), |_| true, Some(Box::pin(ready)))
+            .await
     }
 
     /// Stops the app in the order its parts depend on each other: the workers first
@@ -204,18 +203,11 @@ impl QueueApp {
         listen_to: impl Fn(&str) -> bool,
         ready: Option<futures::future::BoxFuture<'static, ()>>,
     ) -> Result<Workers, Error> {
-        if self.inner.conn.is_inline() {
-            return Err(Error::Inline {
-                operation: "start_workers (an inline app runs each job when it is added)",
-            });
-        }
-        let mut deps = (*self.inner.deps).clone();
-        deps.insert(Arc::new(self.clone()));
-        let deps = Arc::new(deps);
+        let deps = self.handler_deps();
         let producer = &self.inner.producer;
         let mut dispatchers = Vec::new();
         for queue in queues {
-            let Some(plan) = self.inner.plans.iter().find(|p| p.queue == *queue) else {
+            let Some(plan) = self.plan(queue) else {
                 return Err(Error::invalid(
                     "queues",
                     format!(
@@ -327,7 +319,7 @@ impl QueueApp {
     /// catch-all handler takes every other name. Empty and `false` for a queue this app
     /// does not process.
     pub fn job_names(&self, queue: &str) -> (Vec<&str>, bool) {
-        match self.inner.plans.iter().find(|p| p.queue == queue) {
+        match self.plan(queue) {
             Some(plan) => (
                 plan.by_name.keys().map(String::as_str).collect(),
                 plan.fallback.is_some(),
@@ -378,10 +370,7 @@ impl QueueApp {
             })?;
         }
         let planned = self
-            .inner
-            .plans
-            .iter()
-            .find(|p| p.queue == queue)
+            .plan(queue)
             .and_then(|plan| plan.handler_for(job_name))
             .ok_or_else(|| PayloadError::NoHandler {
                 queue: queue.to_owned(),
@@ -417,11 +406,6 @@ impl QueueApp {
 
     /// Reads `queue`'s Redis event stream (events from every process), from now on.
     pub async fn queue_events(&self, queue: &str) -> Result<QueueEvents, Error> {
-        if self.inner.conn.is_inline() {
-            return Err(Error::Inline {
-                operation: "queue_events",
-            });
-        }
         Ok(QueueEvents::new(Box::new(
             EngineQueueEvents::open(&self.inner.conn, queue).await?,
         )))
@@ -452,12 +436,13 @@ impl QueueApp {
         queue: &str,
         name: &str,
     ) -> Option<&crate::registry::PlannedHandler> {
-        let queue = self.inner.renames.actual(queue);
-        self.inner
-            .plans
-            .iter()
-            .find(|p| p.queue == queue)
+        self.plan(self.inner.renames.actual(queue))
             .and_then(|plan| plan.handler_for(name))
+    }
+
+    /// The worker plan of `queue` (its name in Redis), if this app processes it.
+    fn plan(&self, queue: &str) -> Option<&QueuePlan> {
+        crate::registry::plan_of(&self.inner.plans, queue)
     }
 
     /// What handlers are given: the provided dependencies, and this app.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::registry::{JobTypeRecord, QueuePlan};
+use crate::registry::{plan_of, JobTypeRecord, PlannedHandler, QueuePlan};
 
 /// A job type a [`#[job_queue]`](crate::job_queue) declaration linked into this binary
 /// declares, as [`QueueApp::declared_jobs`](crate::QueueApp::declared_jobs) reports it.
@@ -39,10 +39,7 @@ pub(crate) fn declared_jobs(
         .iter()
         .map(|record| {
             let queue = rename(record.queue);
-            let handled = plans
-                .iter()
-                .find(|p| p.queue == queue)
-                .and_then(|p| p.by_name.get(record.name))
+            let handled = claimed(plans, &queue, record.name)
                 .is_some_and(|h| h.handler.payload_id == (record.payload.id)());
             DeclaredJob {
                 queue,
@@ -71,19 +68,17 @@ pub(crate) fn check_declarations(
     let mut first: BTreeMap<(String, &str), &JobTypeRecord> = BTreeMap::new();
     for record in records {
         let queue = rename(record.queue);
-        if let Some(plan) = plans.iter().find(|p| p.queue == queue) {
-            if let Some(planned) = plan.by_name.get(record.name) {
-                if planned.handler.payload_id != (record.payload.id)() {
-                    problems.push(format!(
-                        "job `{}` on queue `{queue}` is declared with payload `{}` ({}), but its handler takes `{}`; take `Job<{}>`",
-                        record.name,
-                        (record.payload.name)(),
-                        record.label,
-                        planned.handler.payload_type,
-                        short_name((record.payload.name)()),
-                    ));
-                }
-            }
+        let mismatched = claimed(plans, &queue, record.name)
+            .filter(|planned| planned.handler.payload_id != (record.payload.id)());
+        if let Some(planned) = mismatched {
+            problems.push(format!(
+                "job `{}` on queue `{queue}` is declared with payload `{}` ({}), but its handler takes `{}`; take `Job<{}>`",
+                record.name,
+                (record.payload.name)(),
+                record.label,
+                planned.handler.payload_type,
+                short_name((record.payload.name)()),
+            ));
         }
         let key = (queue.clone(), record.name);
         match first.get(&key) {
@@ -104,6 +99,12 @@ pub(crate) fn check_declarations(
         }
     }
     problems
+}
+
+/// The handler `plans` register by name for job `name` of `queue` (a catch-all does not
+/// count: it takes whatever comes, declared or not).
+fn claimed<'a>(plans: &'a [QueuePlan], queue: &str, name: &str) -> Option<&'a PlannedHandler> {
+    plan_of(plans, queue).and_then(|p| p.by_name.get(name))
 }
 
 /// `a::b::Welcome` -> `Welcome`, for a suggestion.

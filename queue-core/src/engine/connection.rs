@@ -160,11 +160,6 @@ impl Connection {
         }
     }
 
-    /// Whether this is an inline app's connection (no Redis).
-    pub(crate) fn is_inline(&self) -> bool {
-        self.redis.is_none()
-    }
-
     /// The Redis connection, or the inline app's refusal of `what`.
     fn redis(&self, what: &'static str) -> Result<&RedisConnection, Error> {
         self.redis.as_ref().ok_or(Error::Inline { operation: what })
@@ -205,13 +200,19 @@ impl Connection {
             .map_err(engine_error)
     }
 
-    /// Worker options carrying this connection and prefix.
-    pub(super) fn worker_options(&self) -> bullmq::WorkerOptions {
-        bullmq::WorkerOptions {
+    /// Worker options carrying this connection and prefix, for what opens connections
+    /// of its own (workers, event readers); `what`, named, is refused for an inline app,
+    /// whose options point at no Redis of its own.
+    pub(super) fn worker_options(
+        &self,
+        what: &'static str,
+    ) -> Result<bullmq::WorkerOptions, Error> {
+        self.redis(what)?;
+        Ok(bullmq::WorkerOptions {
             connection: self.options.clone(),
             prefix: self.prefix.clone(),
             ..Default::default()
-        }
+        })
     }
 
     /// Runs one plain Redis command on the shared connection.

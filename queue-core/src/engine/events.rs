@@ -22,6 +22,9 @@ impl EngineQueueEvents {
     /// Starts reading after the stream's current last entry, so that nothing written
     /// after `open` returns is missed (reading from `$` would race the reader task).
     pub(crate) async fn open(conn: &Connection, queue: &str) -> Result<Self, Error> {
+        let connection = conn
+            .worker_options("queue events (`queue_events`, `#[on_queue_event]` listeners)")?
+            .connection;
         let last_id = last_entry_id(conn, queue).await?;
         let mut options = QueueEventsOptions {
             prefix: conn.prefix().to_owned(),
@@ -29,7 +32,7 @@ impl EngineQueueEvents {
             blocking_timeout: 1000,
             ..Default::default()
         };
-        options.connection = conn.worker_options().connection;
+        options.connection = connection;
         let inner = bullmq::QueueEvents::with_options(queue, options)
             .await
             .map_err(engine_error)?;

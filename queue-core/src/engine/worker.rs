@@ -103,7 +103,8 @@ impl EngineWorker {
         sink: Arc<dyn EventSink>,
     ) -> Result<Self, Error> {
         let queue = settings.queue.clone();
-        let mut options = conn.worker_options();
+        let mut options =
+            conn.worker_options("start_workers (an inline app runs each job when it is added)")?;
         options.concurrency = settings.concurrency;
         options.run_retry_delay = millis(RUN_RETRY_DELAY);
         if let Some(lock) = settings.lock_duration {

@@ -75,6 +75,11 @@ impl QueuePlan {
     }
 }
 
+/// The plan of `queue` (its name in Redis) among `plans`, if it is processed.
+pub(crate) fn plan_of<'a>(plans: &'a [QueuePlan], queue: &str) -> Option<&'a QueuePlan> {
+    plans.iter().find(|p| p.queue == queue)
+}
+
 /// A `#[processor]` record as an explicit `Processor`, so both kinds go through the
 /// same checks.
 pub(crate) fn processor_from_record(record: &ProcessorRecord) -> crate::Processor {

@@ -154,7 +154,7 @@ impl Registered {
     /// The `#[job_queue]` declarations of this binary, and no other record.
     pub(crate) fn declarations_only() -> Self {
         Registered {
-            job_types: Self::collect(|_| true).job_types,
+            job_types: job_types(|_| true),
             ..Registered::default()
         }
     }
@@ -181,17 +181,22 @@ impl Registered {
             .filter(|r| keep(r.queue))
             .collect();
         queue_listeners.sort_by_key(|r| (r.queue, r.event, r.label));
-        let mut job_types: Vec<_> = inventory::iter::<JobTypeRecord>
-            .into_iter()
-            .filter(|r| keep(r.queue))
-            .collect();
-        job_types.sort_by_key(|r| (r.queue, r.name, r.label));
         Registered {
-            job_types,
+            job_types: job_types(keep),
             processors,
             producers,
             worker_listeners,
             queue_listeners,
         }
     }
+}
+
+/// The `#[job_queue]` jobs of this binary whose queue `keep` accepts, sorted.
+fn job_types(keep: impl Fn(&str) -> bool) -> Vec<&'static JobTypeRecord> {
+    let mut job_types: Vec<_> = inventory::iter::<JobTypeRecord>
+        .into_iter()
+        .filter(|r| keep(r.queue))
+        .collect();
+    job_types.sort_by_key(|r| (r.queue, r.name, r.label));
+    job_types
 }

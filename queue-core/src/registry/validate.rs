@@ -195,7 +195,7 @@ pub(crate) fn check_registrations(
 
     for producer in registered.producers.iter().filter(|p| !p.declared) {
         let queue = rename(producer.queue);
-        let Some(plan) = plans.iter().find(|p| p.queue == queue) else {
+        let Some(plan) = super::plan_of(plans, &queue) else {
             continue;
         };
         let sent = (producer.payload.id)();
