@@ -255,6 +255,14 @@ pub(crate) fn duration(item: &Item, errors: &mut Errors) -> Option<u64> {
     }
 }
 
+/// `crate = "path::to::queue_core"`: the path generated code reaches queue-core by.
+pub(crate) fn crate_option(item: &Item, errors: &mut Errors) -> Option<TokenStream> {
+    let path = string(item, errors)?;
+    crate::crate_path::crate_path(Some(&path))
+        .map_err(|e| errors.push(e))
+        .ok()
+}
+
 /// `key = N` with `N >= 1`.
 pub(crate) fn positive_integer(item: &Item, errors: &mut Errors) -> Option<u64> {
     let message = format!(

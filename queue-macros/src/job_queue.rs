@@ -29,11 +29,8 @@ pub(crate) fn job_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
             for option in &parsed.items {
                 match option.key.to_string().as_str() {
                     "crate" => {
-                        if let Some(path) = args::string(option, &mut errors) {
-                            match crate::crate_path::crate_path(Some(&path)) {
-                                Ok(tokens) => krate = tokens,
-                                Err(e) => errors.push(e),
-                            }
+                        if let Some(path) = args::crate_option(option, &mut errors) {
+                            krate = path;
                         }
                     }
                     _ if queue.is_none() => {}

@@ -53,11 +53,8 @@ pub(crate) fn listener(source: Source, attr: TokenStream, item: TokenStream) -> 
                 let key = item.key.to_string();
                 match (&item.value, key.as_str()) {
                     (Value::Lit(_), "crate") => {
-                        if let Some(path) = args::string(item, &mut errors) {
-                            match crate::crate_path::crate_path(Some(&path)) {
-                                Ok(tokens) => krate = tokens,
-                                Err(e) => errors.push(e),
-                            }
+                        if let Some(path) = args::crate_option(item, &mut errors) {
+                            krate = path;
                         }
                     }
                     (Value::Flag, k)

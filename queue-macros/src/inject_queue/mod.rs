@@ -34,11 +34,8 @@ pub(crate) fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream 
             for item in &args.items {
                 match item.key.to_string().as_str() {
                     "crate" => {
-                        if let Some(path) = args::string(item, &mut errors) {
-                            match crate::crate_path::crate_path(Some(&path)) {
-                                Ok(tokens) => krate = tokens,
-                                Err(e) => errors.push(e),
-                            }
+                        if let Some(path) = args::crate_option(item, &mut errors) {
+                            krate = path;
                         }
                     }
                     "axum" if matches!(item.value, args::Value::Flag) => axum = true,

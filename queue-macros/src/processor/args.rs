@@ -82,11 +82,8 @@ impl ProcessorConfig {
                     config.per_minute_metrics = args::positive_integer(item, errors)
                 }
                 "crate" => {
-                    if let Some(path) = args::string(item, errors) {
-                        match crate::crate_path::crate_path(Some(&path)) {
-                            Ok(tokens) => config.krate = tokens,
-                            Err(e) => errors.push(e),
-                        }
+                    if let Some(path) = args::crate_option(item, errors) {
+                        config.krate = path;
                     }
                 }
                 _ => args::unknown(item, OPTIONS, errors),
