@@ -120,6 +120,15 @@ type Routed<E> = Vec<(String, &'static str, Arc<Mailbox<E>>)>;
 /// One call of a listener with its dependencies (`None`: one is not provided).
 type Call<E> = Box<dyn Fn(E) -> Option<BoxFuture<'static, ()>> + Send + Sync>;
 
+/// A listener's function, called with the app's dependencies.
+fn with_deps<E: 'static>(
+    call: fn(E, &Deps) -> Option<BoxFuture<'static, ()>>,
+    deps: &Arc<Deps>,
+) -> Call<E> {
+    let deps = deps.clone();
+    Box::new(move |event| call(event, &deps))
+}
+
 impl Listeners {
     /// Starts the listeners; each record comes with the queue it listens to (its own,
     /// or the app's rename of it).
@@ -134,8 +143,7 @@ impl Listeners {
         let worker: Routed<WorkerEvent> = worker_records
             .into_iter()
             .map(|(queue, r)| {
-                let (call, deps) = (r.call, deps.clone());
-                let mailbox = listeners.mailbox(r.label, Box::new(move |e| call(e, &deps)));
+                let mailbox = listeners.mailbox(r.label, with_deps(r.call, deps));
                 (queue, r.event, mailbox)
             })
             .collect();
@@ -146,8 +154,7 @@ impl Listeners {
         }
         let mut by_queue: BTreeMap<String, Routed<QueueEvent>> = BTreeMap::new();
         for (queue, r) in queue_records {
-            let (call, deps) = (r.call, deps.clone());
-            let mailbox = listeners.mailbox(r.label, Box::new(move |e| call(e, &deps)));
+            let mailbox = listeners.mailbox(r.label, with_deps(r.call, deps));
             by_queue
                 .entry(queue.clone())
                 .or_default()
