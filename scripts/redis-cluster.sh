@@ -9,12 +9,15 @@ set -euo pipefail
 command=${1:?start or stop}
 dir=${2:?a directory for the nodes}
 
-# A port nothing listens on, whose cluster bus port (10000 higher) is free too.
+# A port nothing listens on, whose cluster bus port (10000 higher) is free too. Both
+# stay below Linux's ephemeral ports (32768 and up): there an outgoing connection of any
+# process can hold the port without listening on it, which the check cannot see, and
+# the node then fails to bind ("Address already in use").
 in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 taken=" "
 free_port() {
   while :; do
-    port=$((20000 + RANDOM % 25000))
+    port=$((10000 + RANDOM % 12000))
     case "$taken" in *" $port "*) continue ;; esac
     if ! in_use "$port" && ! in_use $((port + 10000)); then
       taken="$taken$port "
@@ -42,8 +45,20 @@ start)
       --pidfile "$dir/$port/redis.pid"
     ports+=("$port")
   done
+  # Each node must answer before the cluster is made of them; one that never does is
+  # reported with the end of its log (a port taken between the check and the bind,
+  # say), instead of as a bare "Could not connect" from `--cluster create`.
   for port in "${ports[@]}"; do
-    for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    up=no
+    for _ in $(seq 1 200); do
+      if redis-cli -p "$port" ping >/dev/null 2>&1; then up=yes; break; fi
+      sleep 0.1
+    done
+    if [ "$up" = no ]; then
+      echo "redis-cluster.sh: the node on port $port did not answer within 20 s; its log:" >&2
+      tail -n 20 "$dir/$port/redis.log" >&2 || true
+      exit 1
+    fi
   done
   addrs=()
   for port in "${ports[@]}"; do addrs+=("127.0.0.1:$port"); done

@@ -281,9 +281,10 @@ impl Drop for RedisCluster {
     }
 }
 
-/// A free port whose cluster bus port (10000 higher, so at most 55535) is free too.
-/// Handed out once per process, so that clusters started at once never pick the same
-/// port before its server binds it.
+/// A free port whose cluster bus port (10000 higher) is free too, both below Linux's
+/// ephemeral ports (32768 and up: there an outgoing connection can hold a port the bind
+/// check does not see, and the node fails to start). Handed out once per process, so
+/// that clusters started at once never pick the same port before its server binds it.
 fn cluster_port() -> u16 {
     static NEXT: std::sync::Mutex<u16> = std::sync::Mutex::new(0);
     let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
@@ -292,12 +293,12 @@ fn cluster_port() -> u16 {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if *next == 0 {
         // Processes (test binaries) running at once start far apart.
-        *next = 20000 + (std::process::id() % 25) as u16 * 1000;
+        *next = 10000 + (std::process::id() % 12) as u16 * 1000;
     }
     loop {
         let candidate = *next;
-        *next = if candidate >= 45000 {
-            20000
+        *next = if candidate >= 22000 {
+            10000
         } else {
             candidate + 1
         };
