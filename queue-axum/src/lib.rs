@@ -45,8 +45,12 @@
 //! `bullmq-otel` reads it too; the worker's `job` span carries the trace id. The
 //! `x-request-id` response header echoes the client's own id, or gives the trace id.
 
+// docs.rs builds with `--cfg docsrs` (Cargo.toml) and marks each feature-gated item.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod accepted;
 #[cfg(feature = "dashboard")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
 pub mod dashboard;
 mod error;
 mod extract;
@@ -84,6 +88,7 @@ pub use json_errors::json_errors;
 pub use layer::{QueueLayer, QueueService};
 pub use limits::MAX_IDEMPOTENCY_KEY_LEN;
 #[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metrics::metrics_route;
 pub use rejection::{InvalidIdempotencyKey, InvalidQueue, MissingQueueLayer, QueueRejection};
 pub use routes::{job_routes, JobRoutes};

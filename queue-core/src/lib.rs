@@ -1,4 +1,6 @@
 #![doc = include_str!("../docs/overview.md")]
+// docs.rs builds with `--cfg docsrs` (Cargo.toml) and marks each feature-gated item.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod app;
 mod cluster;
@@ -23,6 +25,7 @@ mod worker;
 pub mod __private;
 #[doc(hidden)]
 #[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
 pub mod prelude;
 pub mod testing;
@@ -49,6 +52,7 @@ pub use queue::{
     SchedulerInfo, WorkerInfo,
 };
 #[cfg(feature = "sqlx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 pub use store::{
     Backend, DoneStage, Effect, Operation, OperationError, Operations, Outbox, OutboxConnection,
     OutboxCounts, OutboxEntry, Relay, RelayStats, Stages,
@@ -68,4 +72,5 @@ pub mod guide_flows {}
 #[doc = include_str!("../docs/exactly-once.md")]
 pub mod guide_exactly_once {}
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use queue_macros::{inject_queue, job, job_queue, on_queue_event, on_worker_event, processor};

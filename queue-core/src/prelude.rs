@@ -9,4 +9,5 @@ pub use crate::{
 };
 
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use crate::{inject_queue, job, job_queue, on_queue_event, on_worker_event, processor};

@@ -251,6 +251,7 @@ impl QueueAppBuilder {
     /// [`Queue::add_in`](crate::Queue::add_in). `build` creates its table if missing
     /// and starts a relay (see [`Outbox::start_relay`](crate::Outbox::start_relay)).
     #[cfg(feature = "sqlx")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
     pub fn outbox(mut self, outbox: crate::store::Outbox) -> Self {
         self.outbox = Some(outbox);
         self
@@ -259,6 +260,7 @@ impl QueueAppBuilder {
     /// Records Prometheus metrics into `metrics` (see [`Metrics`](crate::metrics::Metrics)):
     /// the workers count and time every attempt, and a scrape reads queue depth.
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
         self.metrics = Some(metrics);
         self

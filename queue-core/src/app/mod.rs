@@ -311,6 +311,7 @@ impl QueueApp {
 
     /// The app's metrics, if it records them ([`QueueAppBuilder::metrics`]).
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(&self) -> Option<&crate::metrics::Metrics> {
         self.inner.metrics.as_ref()
     }
@@ -454,6 +455,7 @@ impl QueueApp {
 }
 
 #[cfg(feature = "sqlx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 impl QueueApp {
     /// The app's outbox, if it has one ([`QueueAppBuilder::outbox`]).
     pub fn outbox(&self) -> Option<&crate::store::Outbox> {

@@ -15,6 +15,7 @@ fn outbox_job_id() -> String {
     format!("o-{}", uuid::Uuid::new_v4().simple())
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 impl<T: Serialize> Queue<T> {
     /// Writes the job into the app's outbox inside `conn`'s transaction (pass `&mut *tx`):
     /// it reaches Redis when, and only if, that transaction commits. The relay adds it

@@ -74,6 +74,7 @@ impl<Q: QueueType> Queue<Q> {
     /// Writes `job` into the app's outbox inside `conn`'s transaction, as
     /// [`add_in`](Queue::add_in) does.
     #[cfg(feature = "sqlx")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
     pub async fn add_job_in<J: JobOf<Q>, C: crate::store::OutboxConnection + ?Sized>(
         &self,
         conn: &mut C,
