@@ -1,4 +1,4 @@
-//! The changes we carry in `vendor/bullmq-official` (listed in `vendor/PATCHES.md`),
+//! The changes we carry in `queue-engine` (listed in `queue-engine/PATCHES.md`),
 //! tested on the engine's own API, against a real Redis.
 
 use std::sync::Arc;

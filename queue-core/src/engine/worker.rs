@@ -253,7 +253,7 @@ fn engine_backoff(backoff: BackoffFn) -> bullmq::BackoffStrategyFn {
     })
 }
 
-/// The engine's event channel is bounded (`vendor/PATCHES.md`), but events left in it
+/// The engine's event channel is bounded (`queue-engine/PATCHES.md`), but events left in it
 /// would be stale by the time someone listens: drain it always. While nobody listens,
 /// drain it in batches instead of waking for every event: that wake-up per job cost
 /// measurable throughput.
