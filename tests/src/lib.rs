@@ -9,6 +9,7 @@ use queue_core::{testing, QueueApp, QueueAppBuilder};
 pub mod chaos;
 mod cluster;
 pub mod db;
+mod doc_pages;
 pub mod fixtures;
 pub mod http;
 pub mod logs;
