@@ -35,6 +35,8 @@
 
 /// Error types for BullMQ operations.
 pub mod error;
+/// The worker's bounded event channel (PATCHES.md, change 3).
+mod event_channel;
 /// FlowProducer — atomically add trees of dependent jobs (flows).
 pub mod flow_producer;
 /// Job representation and lifecycle management.
@@ -46,7 +48,6 @@ pub mod keys;
 /// Configuration options for queues, workers, and jobs.
 pub mod options;
 /// Shared pagination parsing helpers for Lua `paginate` replies.
-mod event_channel;
 mod paginate;
 /// Queue management and job submission.
 pub mod queue;

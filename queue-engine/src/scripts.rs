@@ -374,10 +374,7 @@ mod tests {
             .expect("execute");
 
         assert_eq!(result, redis::Value::Int(1));
-        assert_eq!(
-            script_exists(&mut conn, &[&*script.sha]).await,
-            vec![true]
-        );
+        assert_eq!(script_exists(&mut conn, &[&*script.sha]).await, vec![true]);
     }
 
     #[tokio::test]
@@ -398,11 +395,7 @@ mod tests {
 
         let add_standard = registry.get("addStandardJob").expect("addStandardJob");
         let add_parent = registry.get("addParentJob").expect("addParentJob");
-        let existing = script_exists(
-            &mut conn,
-            &[&*add_standard.sha, &*add_parent.sha],
-        )
-        .await;
+        let existing = script_exists(&mut conn, &[&*add_standard.sha, &*add_parent.sha]).await;
 
         assert_eq!(existing, vec![true, false]);
     }

@@ -10,6 +10,7 @@ use bullmq::redis_connection::RedisConnection;
 use bullmq::QueueOptions;
 
 use super::convert::engine_error;
+use super::server_version::{ServerVersion, MINIMUM};
 use crate::error::Error;
 use crate::tls::Tls;
 
@@ -112,14 +113,14 @@ impl Connection {
             let mut last = None;
             for client in &clients {
                 match ping(client).await {
-                    Ok(()) => return Ok(()),
+                    Ok(version) => return Ok(version),
                     Err(e) => last = Some(e),
                 }
             }
             Err(last.map_or_else(String::new, |e| e.to_string()))
         };
         match tokio::time::timeout(timeout, probe).await {
-            Ok(Ok(())) => {}
+            Ok(Ok(version)) => check_version(version, &display_url)?,
             Ok(Err(reason)) => return Err(connect_error(reason)),
             Err(_) => return Err(connect_error(format!("no answer within {timeout:?}"))),
         }
@@ -317,9 +318,37 @@ fn certificates(tls: &Tls) -> redis::TlsCertificates {
     }
 }
 
-async fn ping(client: &redis::Client) -> redis::RedisResult<()> {
+/// Pings the server and reads its version (`None` where `INFO` is refused, as some
+/// managed services do, or does not say).
+async fn ping(client: &redis::Client) -> redis::RedisResult<Option<ServerVersion>> {
     let mut probe = client.get_multiplexed_async_connection().await?;
-    redis::cmd("PING").query_async::<()>(&mut probe).await
+    redis::cmd("PING").query_async::<()>(&mut probe).await?;
+    let info = redis::cmd("INFO")
+        .arg("server")
+        .query_async::<String>(&mut probe)
+        .await;
+    Ok(info.ok().as_deref().and_then(ServerVersion::from_info))
+}
+
+/// Refuses a server older than the scripts need; one that does not say its version is
+/// let through with a warning (the scripts will tell).
+fn check_version(version: Option<ServerVersion>, url: &str) -> Result<(), Error> {
+    match version {
+        Some(version) if !version.is_supported() => Err(Error::UnsupportedRedis {
+            url: url.to_owned(),
+            found: version.to_string(),
+            minimum: MINIMUM.to_string(),
+        }),
+        Some(_) => Ok(()),
+        None => {
+            tracing::warn!(
+                url,
+                minimum = %MINIMUM,
+                "Redis did not report its version (INFO refused?); BullMQ's scripts need Redis {MINIMUM} or newer"
+            );
+            Ok(())
+        }
+    }
 }
 
 /// `rediss://` makes the redis crate build a rustls client config, which panics unless a

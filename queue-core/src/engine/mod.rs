@@ -14,6 +14,7 @@ mod lock_keeper;
 mod queue;
 mod raw_data;
 mod runtime;
+mod server_version;
 mod sink;
 mod worker;
 

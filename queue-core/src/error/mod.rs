@@ -30,6 +30,18 @@ pub enum Error {
         reason: String,
     },
 
+    /// The Redis server is older than BullMQ's scripts need (6.2): the app refuses to
+    /// start rather than fail job by job.
+    #[error("Redis at {url} is version {found}; queue-core needs Redis {minimum} or newer (BullMQ's scripts use commands an older server lacks)")]
+    UnsupportedRedis {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// The version the server reported.
+        found: String,
+        /// The oldest version the scripts run on.
+        minimum: String,
+    },
+
     /// The app runs inline, without Redis ([`QueueAppBuilder::build_inline`]), and this
     /// call needs Redis.
     ///
