@@ -67,7 +67,11 @@ async fn create_greeting(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = std::env::var("QUEUE_PREFIX").unwrap_or_else(|_| "bull".into());
-    let app = QueueApp::builder().redis(redis).prefix(prefix).build().await?;
+    let app = QueueApp::builder()
+        .redis(redis)
+        .prefix(prefix)
+        .build()
+        .await?;
     let workers = app.start_workers().await?;
     let router = Router::new()
         .route("/greetings", post(create_greeting))
