@@ -2,36 +2,57 @@
 //! Accepted** with where to look, serve the job's status, and shut down in the right
 //! order.
 //!
+//! # Quick start
+//!
+//! A queue, a worker with retries, and a route that answers 202 (the README's quick
+//! start, without the dashboard: see the module `dashboard`, feature `dashboard`):
+//!
 //! ```no_run
 //! use std::time::Duration;
+//!
 //! use axum::{routing::post, Json, Router};
-//! use queue_axum::{job_routes, Accepted, IdempotencyKey, QueueError, QueueLayer};
+//! use queue_axum::{Accepted, QueueError, QueueLayer};
 //! use queue_core::prelude::*;
-//! use queue_core::inject_queue;
 //!
 //! #[derive(Serialize, Deserialize)]
 //! struct WelcomeEmail { to: String }
 //!
-//! #[inject_queue(axum)]
-//! struct EmailService {
-//!     #[queue("email")]
-//!     email: Queue<WelcomeEmail>,
+//! #[job_queue("email")]
+//! enum Email {
+//!     #[job("welcome")]
+//!     Welcome(WelcomeEmail),
 //! }
 //!
-//! // The whole handler: enqueue, answer 202.
-//! async fn signup(svc: EmailService, key: IdempotencyKey, Json(to): Json<String>) -> Result<Accepted, QueueError> {
-//!     let opts = JobOptions::new().attempts(5).job_id(key.job_id("signup", "welcome").unwrap_or_else(|| format!("welcome-{to}")));
-//!     let job = svc.email.add("welcome", WelcomeEmail { to }, opts).await?;
-//!     Ok(job.into())
+//! #[processor(Email, concurrency = 5)]
+//! async fn send_welcome(job: Job<WelcomeEmail>) -> Result<(), JobError> {
+//!     println!("welcome, {}", job.data.to);
+//!     Ok(())
+//! }
+//!
+//! // `(axum)` makes the struct an extractor: a route takes it as an argument.
+//! #[inject_queue(axum)]
+//! struct Producers { email: Queue<Email> }
+//!
+//! async fn sign_up(producers: Producers, Json(to): Json<String>) -> Result<Accepted, QueueError> {
+//!     let options = JobOptions::new().delay(Duration::from_secs(5));
+//!     let job = producers.email.add_job(WelcomeEmail { to }, options).await?;
+//!     Ok(job.into()) // 202, {"jobId":..}, Location: /jobs/email/<id>
 //! }
 //!
 //! #[tokio::main]
 //! async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//!     let app = QueueApp::builder().build().await?;
+//!     let retries = JobOptions::new()
+//!         .attempts(5)
+//!         .backoff(Backoff::exponential(Duration::from_secs(3)));
+//!     let app = QueueApp::builder()
+//!         .redis("redis://127.0.0.1:6379")
+//!         .queue_defaults("email", retries)
+//!         .build()
+//!         .await?;
 //!     let workers = app.start_workers().await?;
 //!     let router = Router::new()
-//!         .route("/users", post(signup))
-//!         .merge(job_routes())                  // GET /jobs/{queue}/{id}
+//!         .route("/users", post(sign_up))
+//!         .merge(queue_axum::job_routes()) // GET /jobs/{queue}/{id}
 //!         .layer(QueueLayer::new(&app));
 //!     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
 //!     // Stops accepting on SIGINT/SIGTERM, finishes requests, then stops the workers.
@@ -39,6 +60,46 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! # The pieces
+//!
+//! - [`QueueLayer`] hands the app to the extractors: an `#[inject_queue(axum)]` struct,
+//!   [`Inject<T>`], [`QueueHandle<T, Q>`](QueueHandle), [`Queues`] and
+//!   [`IdempotencyKey`]. A router without it answers 500, naming the layer.
+//! - [`Accepted`] is the 202 answer; [`QueueError`] turns a `queue_core::Error` into 503
+//!   with `Retry-After` (Redis down), 4xx (the client's mistake) or 500.
+//! - [`job_routes`] and [`JobRoutes`] serve `GET /jobs/{queue}/{id}`; [`json_errors`]
+//!   makes axum's own errors JSON.
+//! - [`serve`] serves with client time limits and shuts down in order: requests, then
+//!   workers.
+//! - With features: `metrics_route` (`metrics`), the `dashboard` (`dashboard`), the
+//!   request as an OpenTelemetry span (`opentelemetry`).
+//!
+//! # "`Handler<_, _>` is not implemented"
+//!
+//! A route that takes an `#[inject_queue]` struct declared **without** `(axum)` does not
+//! compile: the struct is no extractor, and the compiler says, at the `.route(..)` line,
+//! that the function does not implement axum's `Handler`. Write
+//! `#[inject_queue(axum)]`, or take the struct as [`Inject<T>`]. Adding
+//! `#[axum::debug_handler]` to the function (axum's feature `macros`) makes the
+//! compiler name the argument at fault.
+//!
+//! ```compile_fail
+//! use axum::{routing::post, Router};
+//! use queue_core::prelude::*;
+//!
+//! #[inject_queue] // missing: (axum)
+//! struct Producers {
+//!     #[queue("email")]
+//!     email: Queue<String>,
+//! }
+//!
+//! async fn sign_up(producers: Producers) -> &'static str { "ok" }
+//!
+//! let router: Router = Router::new().route("/users", post(sign_up));
+//! ```
+//!
+//! # Traces
 //!
 //! Each request runs in a trace scope: the W3C trace context of its `traceparent`, or a
 //! new trace. The jobs it adds carry the context in BullMQ's telemetry field, where Node's
