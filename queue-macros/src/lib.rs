@@ -1,5 +1,43 @@
 //! Attribute macros for `queue-core`; use them through `queue_core` (they are
-//! re-exported there), not from this crate directly.
+//! re-exported there, and in `queue_core::prelude`), not from this crate directly.
+//!
+//! The quick start's worker side: a declared queue, a processor and a listener.
+//! `queue_core`'s crate page has the whole program, and `queue_axum`'s the route that
+//! adds the job and answers 202.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use queue_core::prelude::*;
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct WelcomeEmail { to: String }
+//!
+//! #[job_queue("email")]
+//! enum Email {
+//!     #[job("welcome")]
+//!     Welcome(WelcomeEmail),
+//! }
+//!
+//! #[processor(Email, concurrency = 5, timeout = "30s")]
+//! async fn send_welcome(job: Job<WelcomeEmail>) -> Result<(), JobError> {
+//!     println!("welcome, {}", job.data.to);
+//!     Ok(())
+//! }
+//!
+//! #[on_worker_event(Email, failed)]
+//! async fn gave_up(event: WorkerEvent) {
+//!     if let WorkerEvent::Failed { job_id, is_final: true, .. } = event {
+//!         eprintln!("job {job_id} gave up");
+//!     }
+//! }
+//!
+//! # async fn demo() -> queue_core::Result<()> {
+//! let app = QueueApp::builder().build().await?; // collects and checks the registrations
+//! let workers = app.start_workers().await?;
+//! app.add_job(WelcomeEmail { to: "ada@example.com".into() }, JobOptions::new()).await?;
+//! workers.shutdown(Duration::from_secs(30)).await;
+//! # Ok(()) }
+//! ```
 //!
 //! Each expansion re-emits the user's item, adds spanned compile-time checks, and
 //! submits one static record (through `queue_core::__private`) that `QueueApp::build`
@@ -52,9 +90,40 @@ pub fn job(_attr: TokenStream, item: TokenStream) -> TokenStream {
     diagnostics::item_with_errors(item.into(), &error).into()
 }
 
-/// On a struct whose fields are `#[queue("email")] email: Queue<T>`: builds it from a
-/// `QueueApp` (`Service::from_app(&app)`, or extraction through queue-axum) and
-/// registers each field as a producer for the start-up checks.
+/// On a struct whose fields are `#[queue("email")] email: Queue<T>` (or, for a queue
+/// declared with `#[job_queue]`, `email: Queue<Email>` with no `#[queue]`): builds it
+/// from a `QueueApp` (`Service::from_app(&app)`) and registers each field as a producer
+/// for the start-up checks. The NestJS service with `@InjectQueue`.
+///
+/// Options: `axum` and `crate = "path::to::queue_core"`.
+///
+/// **To take the struct in an axum route, write `#[inject_queue(axum)]`.** The flag
+/// implements axum's `FromRequestParts` for it (through `queue_axum`, which the crate
+/// must then depend on; hence a flag, not the default). Without it, the route does not
+/// compile: rustc says, at the `.route(..)` line, that the handler function does not
+/// implement `Handler<_, _>`. The fix is the flag, or taking the struct as
+/// `queue_axum::Inject<Service>`.
+///
+/// ```no_run
+/// use queue_core::prelude::*;
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct WelcomeEmail { to: String }
+///
+/// #[inject_queue] // in a crate with axum routes: #[inject_queue(axum)]
+/// struct Producers {
+///     #[queue("email")]
+///     email: Queue<WelcomeEmail>,
+/// }
+///
+/// # async fn demo(app: QueueApp) -> queue_core::Result<()> {
+/// let producers = Producers::from_app(&app)?;
+/// let to = "ada@example.com".to_owned();
+/// producers.email.add("welcome", WelcomeEmail { to }, JobOptions::new()).await?;
+/// # Ok(()) }
+/// ```
+///
+/// `queue_axum`'s crate docs show the `(axum)` form in a whole service.
 #[proc_macro_attribute]
 pub fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
     debug(
@@ -66,7 +135,11 @@ pub fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Declares a queue and the jobs it carries, on an enum whose variants wrap each job's
 /// payload type:
 ///
-/// ```ignore
+/// ```
+/// # use queue_core::prelude::*;
+/// # #[derive(Serialize, Deserialize)] pub struct WelcomeEmail { pub to: String }
+/// # #[derive(Serialize, Deserialize)] pub struct WeeklyDigest { pub week: u32 }
+/// # #[derive(Serialize, Deserialize)] pub enum Delivery { Sent }
 /// #[job_queue("email")]
 /// pub enum Email {
 ///     #[job("welcome", output = Delivery)]
