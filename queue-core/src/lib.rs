@@ -40,9 +40,12 @@ pub use contract::{DeclaredJob, JobOf, JobType, OutputOf, QueueType, SchemaError
 pub use deps::Dep;
 pub use error::{Error, PayloadError, RegistryError, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
-pub use flow::{AddedFlow, ChildKey, ChildResults, FailedChild, FlowJob, OnChildFailure};
+pub use flow::{AddedFlow, FlowJob, OnChildFailure};
 pub use handler::{Handler, JobError};
-pub use job::{Job, JobCounts, JobInfo, JobState, ParentJob, TestJobHandle};
+pub use job::{
+    ChildKey, ChildResults, FailedChild, Job, JobCounts, JobInfo, JobState, ParentJob,
+    TestJobHandle,
+};
 pub use options::{
     Backoff, BackoffContext, Deduplication, JobOptions, Keep, Schedule, MAX_PRIORITY,
 };

@@ -9,8 +9,7 @@ use tokio::sync::Mutex;
 use super::connection::Connection;
 use super::convert::engine_error;
 use crate::error::Error;
-use crate::flow::RawChildren;
-use crate::job::JobWriter;
+use crate::job::{JobWriter, RawChildren};
 
 /// The engine's job, shared by the handler's `Job<T>` for progress and logs, with the
 /// connection and queue it came from, for what the engine's job cannot do itself.

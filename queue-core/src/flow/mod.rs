@@ -1,14 +1,9 @@
 //! Flows: a parent job and its children, across queues, added atomically; the parent
 //! runs once its children are done and reads their results as typed values
-//! ([`ChildResults`]).
-
-mod results;
+//! ([`ChildResults`](crate::ChildResults)).
 
 use serde::Serialize;
 use tracing::Instrument;
-
-pub(crate) use results::RawChildren;
-pub use results::{ChildKey, ChildResults, FailedChild};
 
 use crate::error::Error;
 use crate::job::JobState;
@@ -31,14 +26,16 @@ pub enum OnChildFailure {
     /// that is itself a child passes the failure up by its own policy.
     FailParent,
     /// The parent runs at once, even with other children still pending, and finds the
-    /// failure in [`ChildResults::failed`] (BullMQ's `continueParentOnFailure`).
+    /// failure in [`ChildResults::failed`](crate::ChildResults::failed) (BullMQ's
+    /// `continueParentOnFailure`).
     ContinueParent,
     /// The parent runs when its other children are done, and finds the failure in
-    /// [`ChildResults::failed`] (BullMQ's `ignoreDependencyOnFailure`).
+    /// [`ChildResults::failed`](crate::ChildResults::failed) (BullMQ's
+    /// `ignoreDependencyOnFailure`).
     IgnoreDependency,
     /// The parent runs when its other children are done, as if this child had never
-    /// been part of the flow: no trace of it in [`ChildResults`] (BullMQ's
-    /// `removeDependencyOnFailure`).
+    /// been part of the flow: no trace of it in [`ChildResults`](crate::ChildResults)
+    /// (BullMQ's `removeDependencyOnFailure`).
     RemoveDependency,
 }
 

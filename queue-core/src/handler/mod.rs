@@ -14,8 +14,7 @@ use serde::Serialize;
 pub use error::JobError;
 
 use crate::deps::{Dep, DepInfo, Deps};
-use crate::flow::ChildResults;
-use crate::job::Job;
+use crate::job::{ChildResults, Job};
 
 /// An async function that handles a job: its first argument is `Job<T>`, the others are
 /// [`Dep`]s, and it returns `Result<R, JobError>` with `R: Serialize` (stored as the

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio::sync::Notify;
 
+use super::children::RawChildren;
 use crate::error::Error;
-use crate::flow::RawChildren;
 
 /// A live job's link to Redis: where its progress and log lines are written, and
 /// where its flow children are read and removed.

@@ -1,5 +1,6 @@
 //! `Job<T>`: what a handler receives.
 
+mod children;
 mod info;
 mod link;
 mod state;
@@ -11,14 +12,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use children::{ChildKey, ChildResults, FailedChild};
 pub use info::{JobInfo, ParentJob};
 pub use state::{JobCounts, JobState};
 pub use testing::TestJobHandle;
 
+pub(crate) use children::RawChildren;
 pub(crate) use link::{CancelSignal, CancelSource, JobWriter};
 
 use crate::error::Error;
-use crate::flow::ChildResults;
 use crate::handler::JobError;
 use crate::options::JobOptions;
 

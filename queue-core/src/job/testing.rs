@@ -2,8 +2,8 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::CancelSignal;
-use crate::flow::RawChildren;
+use super::children::RawChildren;
+use super::link::CancelSignal;
 
 /// What a test job's handler reported.
 #[derive(Debug, Default)]

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::EngineQueue;
 use crate::error::Error;
-use crate::flow::{ChildKey, FailedChild};
+use crate::job::{ChildKey, FailedChild};
 use crate::queue::{ChildJob, Children, GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
 
 impl EngineQueue {

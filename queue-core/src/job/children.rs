@@ -1,4 +1,6 @@
-//! What a flow parent's children returned, typed.
+//! What a flow parent's children returned, typed: the second argument a parent's handler
+//! receives. It sits with `Job<T>`, below the flows that add the children, because a
+//! handler reads it without knowing how its children were added.
 
 use std::any::type_name;
 
