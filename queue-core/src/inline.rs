@@ -11,8 +11,7 @@ use std::time::Duration;
 use futures::FutureExt;
 
 use crate::deps::Deps;
-use crate::handler::JobError;
-use crate::job::{Job, JobState};
+use crate::job::{Job, JobError, JobState};
 use crate::options::JobOptions;
 use crate::queue::InlineAdds;
 use crate::registry::{plan_of, QueuePlan};

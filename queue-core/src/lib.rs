@@ -41,9 +41,9 @@ pub use deps::Dep;
 pub use error::{Error, PayloadError, RegistryError, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
 pub use flow::{AddedFlow, FlowJob, OnChildFailure};
-pub use handler::{Handler, JobError};
+pub use handler::Handler;
 pub use job::{
-    ChildKey, ChildResults, FailedChild, Job, JobCounts, JobInfo, JobState, ParentJob,
+    ChildKey, ChildResults, FailedChild, Job, JobCounts, JobError, JobInfo, JobState, ParentJob,
     TestJobHandle,
 };
 pub use options::{

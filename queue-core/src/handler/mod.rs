@@ -1,8 +1,6 @@
 //! Handlers: plain async functions `fn(Job<T>, Dep<A>, ...) -> Result<R, JobError>`,
 //! and their type-erased form that the worker dispatches to.
 
-mod error;
-
 use std::any::type_name;
 use std::future::Future;
 use std::sync::Arc;
@@ -11,10 +9,8 @@ use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-pub use error::JobError;
-
 use crate::deps::{Dep, DepInfo, Deps};
-use crate::job::{ChildResults, Job};
+use crate::job::{ChildResults, Job, JobError};
 
 /// An async function that handles a job: its first argument is `Job<T>`, the others are
 /// [`Dep`]s, and it returns `Result<R, JobError>` with `R: Serialize` (stored as the

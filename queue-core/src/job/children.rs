@@ -6,7 +6,7 @@ use std::any::type_name;
 
 use serde::de::DeserializeOwned;
 
-use crate::handler::JobError;
+use super::error::JobError;
 
 /// A flow child, named by its queue and job id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

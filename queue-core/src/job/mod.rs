@@ -1,6 +1,12 @@
-//! `Job<T>`: what a handler receives.
+//! `Job<T>`: what a handler receives, and what it answers with.
+//!
+//! Everything a handler touches lives here: the job itself (with its link to Redis,
+//! or the recording of a test job), its flow children's results, and [`JobError`].
+//! This layer stands below the producers, the flows and the store, and imports none of
+//! them: a handler's types do not depend on how its job was added.
 
 mod children;
+mod error;
 mod info;
 mod link;
 mod state;
@@ -13,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use children::{ChildKey, ChildResults, FailedChild};
+pub use error::JobError;
 pub use info::{JobInfo, ParentJob};
 pub use state::{JobCounts, JobState};
 pub use testing::TestJobHandle;
@@ -21,7 +28,6 @@ pub(crate) use children::RawChildren;
 pub(crate) use link::{CancelSignal, CancelSource, JobWriter};
 
 use crate::error::Error;
-use crate::handler::JobError;
 use crate::options::JobOptions;
 
 /// Facts about a job that do not depend on its payload type.

@@ -13,8 +13,7 @@ use crate::contract::{JobType, QueueType};
 use crate::engine::{Connection, Endpoint};
 use crate::error::Error;
 use crate::events::WorkerEvent;
-use crate::handler::JobError;
-use crate::job::{Job, JobState};
+use crate::job::{Job, JobError, JobState};
 use crate::options::JobOptions;
 use crate::tls::Tls;
 

@@ -16,8 +16,7 @@ use super::blocking::{PollWatch, BLOCKING_REPORT_AFTER};
 use super::tracker::AttemptTracker;
 use crate::deps::Deps;
 use crate::engine::{AttemptFailure, ProcessFn, RawAttempt};
-use crate::handler::JobError;
-use crate::job::{CancelSignal, Job};
+use crate::job::{CancelSignal, Job, JobError};
 use crate::options::{Backoff, BackoffContext, BackoffFn};
 use crate::registry::QueuePlan;
 

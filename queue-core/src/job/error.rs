@@ -1,4 +1,6 @@
 //! `JobError`: how a handler says an attempt failed, and whether retrying can help.
+//! It lives beside `Job<T>` rather than with the handlers that return it, because
+//! `Job::child_results` and `ChildResults` fail with it too.
 
 use std::fmt;
 
