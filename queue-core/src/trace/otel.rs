@@ -6,7 +6,8 @@
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::{HexId, TraceContext};
+use super::context::TraceContext;
+use super::id::HexId;
 
 /// The OpenTelemetry context of `span`, as ours; `None` when no OpenTelemetry layer
 /// records the span (none installed, or the span is disabled).

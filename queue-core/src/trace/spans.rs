@@ -1,0 +1,125 @@
+//! The spans a job's life opens, named and attributed as BullMQ's telemetry does it:
+//! a producer span per add, a consumer span per attempt, and the context each hands on
+//! to the jobs added under it. So that a trace reads the same whichever of our
+//! processes or Node's took part.
+
+use std::fmt;
+
+use super::bridge::{context_of, set_parent, set_parent_if_unparented};
+use super::context::TraceContext;
+use super::scope::{current_child, with_current};
+
+/// The context a job added now carries: the current span's, when OpenTelemetry records
+/// it (inside `add`, that is the add's producer span), else a child of the current
+/// [`scope`](super::scope)'s.
+pub(crate) fn for_new_job() -> Option<TraceContext> {
+    context_of(&tracing::Span::current()).or_else(current_child)
+}
+
+/// The producer span of one add, as BullMQ's telemetry names it (`add <queue>.<job>`,
+/// `addBulk <queue>` for a batch), with OpenTelemetry's messaging attributes. A job
+/// given its own context hangs below that context; otherwise below the current span,
+/// or the current scope.
+pub(crate) fn producer_span(
+    operation: &'static str,
+    queue: &str,
+    job_name: Option<&str>,
+    explicit: Option<&TraceContext>,
+) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: "queue_core::queue",
+        "add",
+        otel.name = %ProducerSpanName { operation, queue, job_name },
+        otel.kind = "producer",
+        messaging.system = "bullmq",
+        messaging.operation.type = "send",
+        messaging.operation.name = operation,
+        messaging.destination.name = queue,
+        messaging.message.id = tracing::field::Empty,
+        bullmq.queue.name = queue,
+        bullmq.queue.operation = operation,
+        bullmq.job.name = job_name,
+        bullmq.job.id = tracing::field::Empty,
+    );
+    match explicit {
+        Some(parent) => set_parent(&span, parent),
+        // Borrowed, not cloned: every add passes here, and without OpenTelemetry
+        // nothing reads it.
+        None => {
+            let _ = with_current(|scope| set_parent_if_unparented(&span, Some(scope)));
+        }
+    }
+    span
+}
+
+/// The OpenTelemetry name of a queue's attempt spans, as BullMQ's telemetry names them.
+pub(crate) fn consumer_span_name(queue: &str) -> String {
+    format!("process {queue}")
+}
+
+/// The consumer span of one attempt, named `span_name` ([`consumer_span_name`], made
+/// once per queue rather than formatted per job), with OpenTelemetry's messaging
+/// attributes; its parent is the context the job carries. The status fields are
+/// recorded when the attempt fails.
+///
+/// Also returns the context the attempt runs in, so that jobs its handler adds continue
+/// the trace: the span's own when OpenTelemetry records it, else the carried one.
+pub(crate) fn consumer_span(
+    span_name: &str,
+    queue: &str,
+    job_id: &str,
+    job_name: &str,
+    attempt: u32,
+    carried: Option<&TraceContext>,
+) -> (tracing::Span, Option<TraceContext>) {
+    let span = tracing::info_span!(
+        target: "queue_core::worker",
+        "job",
+        queue,
+        job_id,
+        name = job_name,
+        // As i64: the bridge keeps integers as integers only when they are signed.
+        attempt = i64::from(attempt),
+        // For logs; an OpenTelemetry span has its trace id already.
+        trace_id = tracing::field::Empty,
+        otel.name = span_name,
+        otel.kind = "consumer",
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
+        messaging.system = "bullmq",
+        messaging.operation.type = "process",
+        messaging.operation.name = "process",
+        messaging.destination.name = queue,
+        messaging.message.id = job_id,
+        bullmq.queue.name = queue,
+        bullmq.queue.operation = "process",
+        bullmq.job.id = job_id,
+        bullmq.job.name = job_name,
+        bullmq.job.attempts.made = i64::from(attempt.saturating_sub(1)),
+    );
+    if let Some(parent) = carried {
+        set_parent(&span, parent);
+    }
+    let own = context_of(&span);
+    if let (None, Some(parent)) = (&own, carried) {
+        span.record("trace_id", parent.trace_id());
+    }
+    let context = own.or_else(|| carried.cloned());
+    (span, context)
+}
+
+/// `add <queue>.<job>` or `<operation> <queue>`, written only if a layer records it.
+struct ProducerSpanName<'a> {
+    operation: &'static str,
+    queue: &'a str,
+    job_name: Option<&'a str>,
+}
+
+impl fmt::Display for ProducerSpanName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.job_name {
+            Some(job) => write!(f, "{} {}.{job}", self.operation, self.queue),
+            None => write!(f, "{} {}", self.operation, self.queue),
+        }
+    }
+}
