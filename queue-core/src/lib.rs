@@ -3,6 +3,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod app;
+mod clock;
 mod cluster;
 mod contract;
 mod deps;

@@ -3,9 +3,9 @@
 
 use super::connection::Connection;
 use super::convert::{engine_error, options_to_engine};
+use crate::clock::now_ms;
 use crate::error::Error;
 use crate::flow::{AddedIds, OnChildFailure, PreparedJob};
-use crate::job::now_ms;
 
 /// Adds `root` and its descendants in one atomic pipeline (MULTI/EXEC).
 pub(crate) async fn add_flow(conn: &Connection, root: &PreparedJob) -> Result<AddedIds, Error> {

@@ -27,6 +27,7 @@ pub use testing::TestJobHandle;
 pub(crate) use children::RawChildren;
 pub(crate) use link::{CancelSignal, CancelSource, JobWriter};
 
+use crate::clock::now_ms;
 use crate::error::Error;
 use crate::options::JobOptions;
 
@@ -330,12 +331,6 @@ impl<T> Job<T> {
             cancel: self.cancel,
         }
     }
-}
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -29,5 +29,5 @@ pub(crate) use record::StoredOptions;
 /// Now, as the store's tables keep time: milliseconds since the epoch, from this
 /// application's clock, as the columns' `BIGINT`.
 pub(crate) fn db_now_ms() -> i64 {
-    i64::try_from(crate::job::now_ms()).unwrap_or(i64::MAX)
+    i64::try_from(crate::clock::now_ms()).unwrap_or(i64::MAX)
 }

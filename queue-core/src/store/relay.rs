@@ -19,8 +19,8 @@ use super::backend::ClaimedRow;
 use super::outbox::{database, Outbox};
 use super::record::StoredOptions;
 use crate::app::{AppInner, QueueApp};
+use crate::clock::now_ms;
 use crate::error::Error;
-use crate::job::now_ms;
 use crate::options::{Deduplication, JobOptions};
 use crate::queue::BulkJob;
 

@@ -10,9 +10,9 @@ use std::future::IntoFuture;
 use futures::future::try_join_all;
 
 use super::EngineQueue;
+use crate::clock::now_ms;
 use crate::engine::convert::options_to_engine;
 use crate::error::Error;
-use crate::job::now_ms;
 use crate::options::JobOptions;
 
 /// `opts` with the engine's size check on the job's JSON (not stored with the job).

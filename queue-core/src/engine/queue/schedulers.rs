@@ -1,9 +1,9 @@
 //! Job schedulers: BullMQ's repeatable jobs, by cron pattern or interval.
 
 use super::EngineQueue;
+use crate::clock::now_ms;
 use crate::engine::convert::{millis, options_to_engine};
 use crate::error::Error;
-use crate::job::now_ms;
 use crate::options::{JobOptions, Schedule};
 
 impl EngineQueue {
