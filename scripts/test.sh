@@ -2,12 +2,24 @@
 # Runs the whole suite on a fresh machine: brings up what the tests need (a Redis on
 # 127.0.0.1:6379, a PostgreSQL on 127.0.0.1:5432, openssl for the TLS test, the Node
 # test peer where present), then
-# fmt, clippy, docs and every test of the workspace, and then the core of the suite
-# once more on a private Redis Cluster (scripts/redis-cluster.sh).
+# fmt, clippy, docs, the guide, every test of the workspace (each library crate's on its
+# own), the core of the suite once more on a private Redis Cluster
+# (scripts/redis-cluster.sh), and the packaging: the crates as tarballs, a user's project
+# built from them (scripts/downstream.sh), each feature alone (scripts/features.sh) and
+# the MSRV build (scripts/msrv.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-say() { printf '\n==> %s\n' "$*"; }
+# Each step says how long the one before it took, and the run its total.
+step_started=$SECONDS
+say() {
+  if [ -n "${step_name:-}" ]; then
+    printf '    (%s: %d s)\n' "$step_name" $((SECONDS - step_started))
+  fi
+  step_name=$*
+  step_started=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
 
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
@@ -69,8 +81,20 @@ cargo clippy --workspace --all-targets -- -D warnings
 say "cargo doc -D warnings"
 RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --quiet
 
-say "cargo test --workspace"
-cargo test --workspace
+say "the guide (scripts/docs.sh)"
+bash scripts/docs.sh
+
+# The library crates' tests run once each, on their own: `-p` resolves that crate's
+# features alone, so a test (or doctest) that only builds because another member turns a
+# feature on fails here. The rest of the workspace (end-to-end tests, the example, the
+# benchmark) runs together.
+libs=(queue-engine queue-vocab queue-macros queue-core queue-axum)
+say "cargo test: the end-to-end tests and the example"
+cargo test --workspace $(printf -- '--exclude %s ' "${libs[@]}")
+for lib in "${libs[@]}"; do
+  say "cargo test -p $lib --all-features (on its own)"
+  cargo test -p "$lib" --all-features
+done
 
 # The core of the suite again, on a Redis Cluster: the same tests, with every app on
 # REDIS_CLUSTER_NODES and every test prefix a hash tag (tests/src/lib.rs).
@@ -83,3 +107,22 @@ core=(producer worker retries options lifecycle events listeners stalled flows a
   dashboard outbox metrics bad_input worker_holes macros serve interop contracts testing_kit)
 REDIS_CLUSTER_NODES=$nodes cargo test -p queue-tests $(printf -- '--test %s ' "${core[@]}")
 REDIS_CLUSTER_NODES=$nodes cargo test -p welcome-app --test service --test long_work
+scripts/redis-cluster.sh stop "$cluster_dir"
+trap - EXIT
+
+# What a user gets: each library crate packaged and built from its own tarball, as
+# crates.io would serve it.
+say "cargo package (each library crate built from its tarball)"
+cargo package --allow-dirty $(printf -- '-p %s ' "${libs[@]}")
+
+say "a user's project built from those packages (scripts/downstream.sh)"
+bash scripts/downstream.sh
+
+say "each feature alone (scripts/features.sh)"
+bash scripts/features.sh
+
+say "the library crates on their minimum Rust (scripts/msrv.sh)"
+bash scripts/msrv.sh
+
+say "done"
+echo "the whole suite passed in $SECONDS s"

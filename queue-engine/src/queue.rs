@@ -955,7 +955,7 @@ impl Queue {
     /// `start`/`end` are zero-based inclusive indices (`-1` = last). When `asc`
     /// is true, jobs are returned in ascending (oldest-first) order.
     ///
-    /// The requested types are sanitized via [`Queue::sanitize_job_types`]: an
+    /// The requested types are sanitized via `Queue::sanitize_job_types` (private): an
     /// empty slice expands to all states, `waiting` also queries `paused`, and
     /// duplicate types are removed. Results from all requested states are
     /// concatenated and de-duplicated while preserving order.
