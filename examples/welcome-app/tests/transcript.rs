@@ -13,6 +13,10 @@
 //! - Every other line runs in `bash`, with `localhost:3000` and port 6391 pointed at this
 //!   run's service and Redis.
 //!
+//! The log lines of the ```` ```text ```` blocks must appear in the service's log by the
+//! end of the walk, with their fields (from the first `key=value` on, and a span's `{..}`)
+//! left out.
+//!
 //! An answer matches when its status line, the headers shown, and its JSON body match:
 //! the same keys, the same values. Values that differ by nature from run to run match by
 //! shape: hex ids and tokens (16 hex digits or more), numeric job ids, dates, and
@@ -81,6 +85,42 @@ fn console_steps(markdown: &str) -> Vec<Step> {
         }
     }
     steps
+}
+
+/// The lines of every ```` ```text ```` block: log lines the service prints.
+fn text_lines(markdown: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut in_text = false;
+    for line in markdown.lines().map(str::trim_end) {
+        if !in_text {
+            in_text = line == "```text";
+        } else if line == "```" {
+            in_text = false;
+        } else if !line.trim().is_empty() {
+            lines.push(line.to_owned());
+        }
+    }
+    lines
+}
+
+/// A log line without its fields: no span fields in `{..}`, nothing from the first
+/// `key=value` on.
+fn without_fields(line: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0;
+    for c in line.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    // Fields follow the message, and a value may hold spaces: the line ends at the first.
+    out.split_whitespace()
+        .take_while(|word| !word.contains('='))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A piece of a string that differs from run to run.
@@ -462,6 +502,28 @@ fn the_readme_walk_through_answers_as_shown() {
     for step in &steps {
         walk.run(step);
     }
+    let wanted = text_lines(readme);
+    assert!(!wanted.is_empty(), "the README's text blocks");
+    let start = Instant::now();
+    loop {
+        let missing: Vec<String> = {
+            let logs = walk.logs.lock().expect("logs");
+            let logs: Vec<String> = logs.iter().map(|l| without_fields(l)).collect();
+            wanted
+                .iter()
+                .map(|line| without_fields(line))
+                .filter(|line| !logs.iter().any(|l| l.ends_with(line.as_str())))
+                .collect()
+        };
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "welcome-app never logged, fields aside: {missing:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -477,6 +539,14 @@ fn shapes_and_learning() {
     assert_eq!(
         learnt.apply("/users/0123456789abcdef"),
         "/users/fedcba9876543210"
+    );
+    assert_eq!(
+        without_fields("INFO job{queue=email id=7}: app::email: sent user_id=7 delivery=Sent"),
+        "INFO job: app::email: sent"
+    );
+    assert_eq!(
+        without_fields("WARN relay: cannot move jobs error=redis error: broken pipe"),
+        "WARN relay: cannot move jobs"
     );
     let steps = console_steps("```console\n$ curl a \\\n    -d b\n{\"x\": 1}\n```\n");
     assert_eq!(steps[0].command, "curl a -d b");
