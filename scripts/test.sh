@@ -59,6 +59,9 @@ fi
 # The fault tests start private redis-servers (plain and TLS) on free ports.
 command -v redis-server >/dev/null || apt_install redis-server
 command -v openssl >/dev/null || apt_install openssl
+# curl: the example's transcript test and scripts/downstream.sh speak HTTP with it;
+# redis-cli (with redis-server): downstream.sh removes its keys.
+command -v curl >/dev/null || apt_install curl
 
 # The dashboard's browser test drives Debian's chromium (tests/tests/dashboard_browser.rs).
 if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
