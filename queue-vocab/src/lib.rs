@@ -3,6 +3,9 @@
 //! ranges the worker's durations must fall in. The macro crate cannot depend on
 //! `queue-core` (which depends on it), so both depend on this.
 //!
+//! An implementation detail: applications depend on `queue-core`, whose crate page
+//! starts from the quick start, and never on this crate.
+//!
 //! ```
 //! assert!(queue_vocab::WORKER_EVENT_KINDS.contains(&"lock-lost"));
 //! assert_eq!(queue_vocab::attribute_spelling("lock-lost"), "lock_lost");
