@@ -20,6 +20,18 @@ fi
 echo "==> the guide (mdbook build docs -> target/book)"
 mdbook build docs
 
+echo "==> every page of the guide is a doctest somewhere"
+# tests/src/doc_pages.rs lists the pages by hand; queue-core includes four of them as its
+# own docs (queue-core/docs/ links to them). A page in neither would never be compiled.
+for page in $(find docs -name '*.md' ! -name SUMMARY.md | sort); do
+  name=${page#docs/}
+  if ! grep -qF "\"../../docs/$name\"" tests/src/doc_pages.rs &&
+    [ "$(readlink "queue-core/docs/$(basename "$page")" 2>/dev/null)" != "../../$page" ]; then
+    echo "$page is not compiled as a doctest: list it in tests/src/doc_pages.rs" >&2
+    exit 1
+  fi
+done
+
 echo "==> links of the README, the guide and the example's README"
 root=$(pwd -P)
 pages=(README.md examples/welcome-app/README.md)

@@ -12,31 +12,56 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-# A target dir of its own that outlives the run: a second run rebuilds only the app.
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+# The vendored crates and the build outlive the run, in places that do not move: Cargo
+# fingerprints a registry crate by its path, so a fresh directory each run would rebuild
+# every dependency. The vendored set is made again only when Cargo.lock changes.
+registry=$root/target/downstream-registry
 export CARGO_TARGET_DIR=$root/target/downstream
 
 work=$(mktemp -d /tmp/queue-downstream.XXXXXX)
+log=$work/app.log
 app_pid=
 prefix="downstream-$$-$RANDOM"
 redis_url=${REDIS_URL:-redis://127.0.0.1:6379}
 cleanup() {
-  [ -n "$app_pid" ] && kill "$app_pid" 2>/dev/null && wait "$app_pid" 2>/dev/null
+  local status=$?
+  if [ -n "$app_pid" ]; then
+    kill "$app_pid" 2>/dev/null || true
+    wait "$app_pid" 2>/dev/null || true
+  fi
+  if [ "$status" -ne 0 ] && [ -s "$log" ]; then
+    echo "--- the app's output:" >&2
+    cat "$log" >&2
+  fi
   redis-cli -u "$redis_url" --scan --pattern "$prefix:*" 2>/dev/null |
     xargs -r redis-cli -u "$redis_url" del >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
+fail() {
+  echo "downstream: $*" >&2
+  exit 1
+}
 
-# The directory source: every crates.io package of our lock, then our own packages.
-cargo vendor --locked --quiet --versioned-dirs "$work/registry" >/dev/null
-version=$(cargo metadata --format-version 1 --no-deps |
-  python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"]=="queue-core"))')
-for crate in queue-engine queue-vocab queue-macros queue-core queue-axum; do
+lock_sum=$(sha256sum Cargo.lock | cut -d' ' -f1)
+if [ "$(cat "$registry/.lock-sum" 2>/dev/null)" != "$lock_sum" ]; then
+  echo "vendoring the crates.io packages of Cargo.lock into $registry"
+  rm -rf "$registry"
+  cargo vendor --locked --quiet --versioned-dirs "$registry" >/dev/null
+  echo "$lock_sum" >"$registry/.lock-sum"
+fi
+# Our packages, from their tarballs, each with the checksum Cargo checks.
+version=$(package_field queue-core version)
+for crate in "${library_crates[@]}"; do
   tarball=target/package/$crate-$version.crate
-  [ -f "$tarball" ] || { echo "missing $tarball: run cargo package first" >&2; exit 1; }
-  tar -xzf "$tarball" -C "$work/registry"
+  [ -f "$tarball" ] || fail "missing $tarball: run cargo package first"
+  rm -rf "${registry:?}/$crate-$version"
+  tar -xzf "$tarball" -C "$registry"
   sum=$(sha256sum "$tarball" | cut -d' ' -f1)
-  printf '{"files":{},"package":"%s"}' "$sum" >"$work/registry/$crate-$version/.cargo-checksum.json"
+  printf '{"files":{},"package":"%s"}' "$sum" >"$registry/$crate-$version/.cargo-checksum.json"
 done
 
 cp -r tests/downstream "$work/app"
@@ -46,42 +71,47 @@ cat >"$work/app/.cargo/config.toml" <<TOML
 replace-with = "packaged"
 
 [source.packaged]
-directory = "$work/registry"
+directory = "$registry"
 TOML
 
+# The user's code is held to our own standards: formatted, and no warning.
+rustfmt --edition 2021 --check "$work/app/src/main.rs"
 echo "building tests/downstream from the packaged crates (warnings are errors)"
 (cd "$work/app" && RUSTFLAGS="-D warnings" cargo build --offline --quiet)
 
-# The lock a user would commit: our engine under our name, never the upstream crate.
-if grep -q 'name = "bullmq-official"' "$work/app/Cargo.lock"; then
-  echo "the downstream lock holds bullmq-official" >&2
-  exit 1
+# The lock a user would commit: our engine as a package under our name, never the
+# upstream crate.
+if grep -q '^name = "bullmq-official"$' "$work/app/Cargo.lock"; then
+  fail "the project's Cargo.lock holds bullmq-official: something depends on the upstream engine"
 fi
-grep -q 'name = "queue-engine"' "$work/app/Cargo.lock"
+grep -A2 '^name = "queue-engine"$' "$work/app/Cargo.lock" | grep -q '^source = "registry+' ||
+  fail "the project's Cargo.lock has no queue-engine from the registry"
 
 echo "running it against $redis_url (prefix $prefix)"
-log=$work/app.log
 REDIS_URL=$redis_url QUEUE_PREFIX=$prefix "$CARGO_TARGET_DIR/debug/greeter" >"$log" 2>&1 &
 app_pid=$!
 addr=
-for _ in $(seq 1 100); do
+deadline=$((SECONDS + 60))
+while [ -z "$addr" ] && [ "$SECONDS" -lt "$deadline" ]; do
+  kill -0 "$app_pid" 2>/dev/null || fail "the app exited before it listened"
   addr=$(sed -n 's/^listening on //p' "$log")
-  [ -n "$addr" ] && break
-  kill -0 "$app_pid" 2>/dev/null || break
-  sleep 0.1
+  [ -n "$addr" ] || sleep 0.1
 done
-[ -n "$addr" ] || { echo "the app did not start:" >&2; cat "$log" >&2; exit 1; }
+[ -n "$addr" ] || fail "the app did not listen within 60 s"
 
-accepted=$(curl -sS -o "$work/accepted.json" -w '%{http_code} %header{location}' \
-  -H 'content-type: application/json' -d '{"to":"ada"}' "http://$addr/greetings")
+http() { curl -sS --noproxy '*' --max-time 5 "$@"; }
+accepted=$(http -o "$work/accepted.json" -w '%{http_code} %header{location}' \
+  -H 'content-type: application/json' -d '{"to":"ada"}' "http://$addr/greetings") ||
+  fail "POST /greetings failed"
 echo "POST /greetings -> $accepted $(cat "$work/accepted.json")"
 read -r code location <<<"$accepted"
-[ "$code" = 202 ] || { echo "expected 202" >&2; cat "$log" >&2; exit 1; }
+[ "$code" = 202 ] || fail "expected 202"
 
-# Wait for the job to finish: the first attempt fails, the retry after the backoff succeeds.
+# The first attempt fails, the retry after the backoff succeeds.
 status=
-for _ in $(seq 1 150); do
-  status=$(curl -sS "http://$addr$location")
+deadline=$((SECONDS + 30))
+while [ "$SECONDS" -lt "$deadline" ]; do
+  status=$(http "http://$addr$location" || true)
   case "$status" in *'"state":"completed"'* | *'"state":"failed"'*) break ;; esac
   sleep 0.1
 done
@@ -94,5 +124,5 @@ assert status["attemptsMade"] == 2, status
 assert status["returnValue"] == "hello, ada", status
 PY
 grep -q 'failed listener: job .* attempt 1: the mail server is busy' "$log" ||
-  { echo "the failed listener did not run:" >&2; cat "$log" >&2; exit 1; }
+  fail "the failed listener did not run"
 echo "the downstream app's job completed on its retry, and its failed listener ran"

@@ -6,20 +6,16 @@
 # fails here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
-crates=(queue-engine queue-vocab queue-macros queue-core queue-axum)
-features_of() {
-  cargo metadata --format-version 1 --no-deps | python3 -c '
-import json, sys
-name = sys.argv[1]
-package = next(p for p in json.load(sys.stdin)["packages"] if p["name"] == name)
-print(" ".join(f for f in package["features"] if f != "default"))' "$1"
-}
-
-for crate in "${crates[@]}"; do
+for crate in "${library_crates[@]}"; do
+  # An assignment of its own: a failing lookup stops the script here, where inside the
+  # `for` list it would leave an empty list and a check that checked nothing.
+  features=$(package_field "$crate" features)
   echo "$crate: no default features"
   cargo check --quiet -p "$crate" --lib --no-default-features
-  for feature in $(features_of "$crate"); do
+  for feature in $features; do
     echo "$crate: --features $feature alone"
     cargo check --quiet -p "$crate" --lib --no-default-features --features "$feature"
   done

@@ -12,3 +12,38 @@ apt_install() {
   if [ -z "$apt_updated" ]; then as_root apt-get update -qq; apt_updated=1; fi
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
+
+# The crates we publish, in dependency order: each is packaged, feature-checked, built on
+# the MSRV and tested on its own.
+library_crates=(queue-engine queue-vocab queue-macros queue-core queue-axum)
+
+# A field of one of the workspace's packages, from `cargo metadata` (FIELD: a key of the
+# package object; a list or map prints as space-separated keys).
+package_field() {
+  cargo metadata --format-version 1 --no-deps | python3 -c '
+import json, sys
+name, field = sys.argv[1], sys.argv[2]
+package = next(p for p in json.load(sys.stdin)["packages"] if p["name"] == name)
+value = package[field]
+print(" ".join(k for k in value if k != "default") if isinstance(value, (dict, list)) else value)
+' "$1" "$2"
+}
+
+# A port nothing listens on, whose cluster bus port (10000 higher) is free too. Both
+# stay below Linux's ephemeral ports (32768 and up): there an outgoing connection of any
+# process can hold the port without listening on it, which the check cannot see, and
+# a node then fails to bind ("Address already in use"). Call it in the shell that starts
+# the servers, not as `$(free_port)`: a subshell would forget the ports already taken.
+in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+taken=" "
+free_port() {
+  while :; do
+    port=$((10000 + RANDOM % 12000))
+    case "$taken" in *" $port "*) continue ;; esac
+    if ! in_use "$port" && ! in_use $((port + 10000)); then
+      taken="$taken$port "
+      echo "$port"
+      return
+    fi
+  done
+}

@@ -12,15 +12,18 @@
 # Our own code's use of newer standard-library items is caught by clippy's
 # `incompatible_msrv` lint, which the main clippy run applies against the same
 # `rust-version`. Why 1.88 and not 1.85: `redis` 1.3 and later need 1.88 (the engine
-# needs redis 1.7 or later); Debian offers rustc 1.85 and 1.96 and no toolchain in
-# between can be installed here, so the build runs on the machine's toolchain.
+# needs redis 1.7 or later). The build runs on the machine's toolchain: no 1.88 compiler
+# can be installed here (rustup cannot download toolchains on our machines, and Debian
+# offers rustc-web 1.85 and 1.96 only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 [ -n "$msrv" ] || { echo "no rust-version in Cargo.toml" >&2; exit 1; }
-libs=(queue-engine queue-vocab queue-macros queue-core queue-axum)
+libs=("${library_crates[@]}")
 
 work=$(mktemp -d /tmp/queue-msrv.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -37,11 +40,15 @@ PY
 (cd "$work" && CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback cargo generate-lockfile --quiet)
 
 echo "resolved for Rust $msrv: every dependency's own rust-version fits"
-(cd "$work" && cargo metadata --format-version 1 --locked) | python3 -c '
+# What the build below compiles: this platform's packages (a Windows-only crate's
+# rust-version is no concern of a Linux build).
+host=$(rustc -vV | sed -n 's/^host: //p')
+(cd "$work" && cargo metadata --format-version 1 --locked --filter-platform "$host") | python3 -c '
 import json, sys
 msrv = sys.argv[1]
 def version(text):
-    return tuple(int(part) for part in text.split("."))
+    # "1.88" and "1.88.0" are the same version.
+    return (tuple(int(part) for part in text.split(".")) + (0, 0))[:3]
 too_new = sorted(
     "%s %s needs Rust %s" % (p["name"], p["version"], p["rust_version"])
     for p in json.load(sys.stdin)["packages"]

@@ -9,23 +9,8 @@ set -euo pipefail
 command=${1:?start or stop}
 dir=${2:?a directory for the nodes}
 
-# A port nothing listens on, whose cluster bus port (10000 higher) is free too. Both
-# stay below Linux's ephemeral ports (32768 and up): there an outgoing connection of any
-# process can hold the port without listening on it, which the check cannot see, and
-# the node then fails to bind ("Address already in use").
-in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-taken=" "
-free_port() {
-  while :; do
-    port=$((10000 + RANDOM % 12000))
-    case "$taken" in *" $port "*) continue ;; esac
-    if ! in_use "$port" && ! in_use $((port + 10000)); then
-      taken="$taken$port "
-      echo "$port"
-      return
-    fi
-  done
-}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 case "$command" in
 start)
