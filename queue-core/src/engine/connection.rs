@@ -112,7 +112,7 @@ impl Connection {
         let probe = async {
             let mut last = None;
             for client in &clients {
-                match ping(client).await {
+                match probe_version(client).await {
                     Ok(version) => return Ok(version),
                     Err(e) => last = Some(e),
                 }
@@ -320,7 +320,7 @@ fn certificates(tls: &Tls) -> redis::TlsCertificates {
 
 /// Pings the server and reads its version (`None` where `INFO` is refused, as some
 /// managed services do, or does not say).
-async fn ping(client: &redis::Client) -> redis::RedisResult<Option<ServerVersion>> {
+async fn probe_version(client: &redis::Client) -> redis::RedisResult<Option<ServerVersion>> {
     let mut probe = client.get_multiplexed_async_connection().await?;
     redis::cmd("PING").query_async::<()>(&mut probe).await?;
     let info = redis::cmd("INFO")
@@ -343,8 +343,7 @@ fn check_version(version: Option<ServerVersion>, url: &str) -> Result<(), Error>
         None => {
             tracing::warn!(
                 url,
-                minimum = %MINIMUM,
-                "Redis did not report its version (INFO refused?); BullMQ's scripts need Redis {MINIMUM} or newer"
+                "Redis did not report a usable version (INFO refused or unreadable); BullMQ's scripts need Redis {MINIMUM} or newer"
             );
             Ok(())
         }

@@ -1,12 +1,13 @@
 //! Which Redis the app talks to, checked once at start-up: BullMQ's scripts need
-//! commands an older server does not have, and there they would fail job by job (a
-//! worker's first `getState`, the relay's first touch) instead of at start-up.
+//! commands an older server does not have, and there they would fail job by job (the
+//! first add with a deduplication id) instead of at start-up.
 
 use std::fmt;
 
-/// The oldest Redis the scripts run on: BullMQ's `getStateV2` uses `LPOS` (6.0.6) and
-/// our relay's namespace touch uses `ZADD .. GT` (6.2).
-pub(crate) const MINIMUM: ServerVersion = ServerVersion(6, 2, 0);
+/// The oldest Redis the scripts the engine runs can work on: the add scripts use `LPOS`
+/// (6.0.6) and `SET .. KEEPTTL` (6.0) for deduplication. Upstream recommends 6.2 or
+/// newer; we test on 7.0.
+pub(crate) const MINIMUM: ServerVersion = ServerVersion(6, 0, 6);
 
 /// A Redis server's version, as `INFO server` reports it (`redis_version:7.0.15`).
 /// Valkey and other Redis-compatible servers report the Redis version they implement
@@ -72,12 +73,14 @@ mod tests {
     }
 
     #[test]
-    fn six_point_two_is_the_oldest_supported() {
+    fn six_point_zero_point_six_is_the_oldest_supported() {
+        assert!(ServerVersion(6, 0, 6).is_supported());
+        assert!(ServerVersion(6, 0, 16).is_supported());
         assert!(ServerVersion(6, 2, 0).is_supported());
         assert!(ServerVersion(7, 0, 15).is_supported());
         assert!(ServerVersion(10, 0, 0).is_supported());
-        assert!(!ServerVersion(6, 0, 16).is_supported());
+        assert!(!ServerVersion(6, 0, 5).is_supported());
         assert!(!ServerVersion(5, 0, 14).is_supported());
-        assert_eq!(MINIMUM.to_string(), "6.2.0");
+        assert_eq!(MINIMUM.to_string(), "6.0.6");
     }
 }

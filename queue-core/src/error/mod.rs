@@ -30,7 +30,7 @@ pub enum Error {
         reason: String,
     },
 
-    /// The Redis server is older than BullMQ's scripts need (6.2): the app refuses to
+    /// The Redis server is older than BullMQ's scripts need (6.0.6): the app refuses to
     /// start rather than fail job by job.
     #[error("Redis at {url} is version {found}; queue-core needs Redis {minimum} or newer (BullMQ's scripts use commands an older server lacks)")]
     UnsupportedRedis {
