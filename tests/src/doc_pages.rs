@@ -3,7 +3,9 @@
 //! queue-tests --doc`, so a page cannot drift from the API. Blocks that would need a
 //! running service are marked `no_run`; they still compile.
 //!
-//! Only built under `cfg(doctest)`: the items exist for their docs alone.
+//! Only built under `cfg(doctest)`: the items exist for their docs alone. The four guide
+//! pages `queue-core` includes as its own docs (`registration`, `contracts`, `flows`,
+//! `exactly-once`) are doctests of that crate already, and are not repeated here.
 #![cfg(doctest)]
 
 /// Includes `$path` (relative to this file) as the docs of an empty item.
@@ -19,12 +21,8 @@ page!(ExampleReadme, "../../examples/welcome-app/README.md");
 page!(GuideIndex, "../../docs/index.md");
 page!(GettingStarted, "../../docs/getting-started.md");
 page!(JobsAndOptions, "../../docs/jobs-and-options.md");
-page!(Registration, "../../docs/registration.md");
 page!(Axum, "../../docs/axum.md");
-page!(Contracts, "../../docs/contracts.md");
 page!(Testing, "../../docs/testing.md");
-page!(ExactlyOnce, "../../docs/exactly-once.md");
-page!(Flows, "../../docs/flows.md");
 page!(Scheduling, "../../docs/scheduling.md");
 page!(Operations, "../../docs/operations.md");
 page!(ScaleOut, "../../docs/scale-out.md");

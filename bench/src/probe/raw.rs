@@ -1,5 +1,5 @@
-//! The raw engine (`bullmq-official`) used directly, as the baseline our layer must
-//! not fall far behind.
+//! The raw engine (`queue-engine`, BullMQ's port with our patches) used directly, as the
+//! baseline our layer must not fall far behind.
 
 use std::future::IntoFuture;
 use std::sync::Arc;
