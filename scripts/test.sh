@@ -99,15 +99,17 @@ for lib in "${library_crates[@]}"; do
   say "cargo test -p $lib --all-features (on its own)"
   if [ "$lib" = queue-engine ]; then
     # Upstream's tests flush Redis's script cache (SCRIPT FLUSH), and two of them race
-    # each other doing so: they get a private Redis and one thread.
-    engine_redis=$(mktemp -d /tmp/queue-tests-engine.XXXXXX)
-    port=$(free_port)
-    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
-      --dir "$engine_redis" --pidfile "$engine_redis/redis.pid" --logfile "$engine_redis/redis.log"
-    for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-    REDIS_URL=redis://127.0.0.1:$port cargo test -p "$lib" --all-features -- --test-threads=1
-    kill "$(cat "$engine_redis/redis.pid")"
-    rm -rf "$engine_redis"
+    # each other doing so: they get a private Redis, stopped by pid however they end,
+    # and one thread.
+    (
+      engine_redis=$(mktemp -d /tmp/queue-tests-engine.XXXXXX)
+      trap 'kill "$(cat "$engine_redis/redis.pid" 2>/dev/null)" 2>/dev/null; rm -rf "$engine_redis"' EXIT
+      port=$(free_port)
+      redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
+        --dir "$engine_redis" --pidfile "$engine_redis/redis.pid" --logfile "$engine_redis/redis.log"
+      for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+      REDIS_URL=redis://127.0.0.1:$port cargo test -p "$lib" --all-features -- --test-threads=1
+    )
   else
     cargo test -p "$lib" --all-features
   fi
