@@ -54,14 +54,13 @@ if [ "$(cat "$registry/.lock-sum" 2>/dev/null)" != "$lock_sum" ]; then
   echo "$lock_sum" >"$registry/.lock-sum"
 fi
 # Our packages, from their tarballs, each with the checksum Cargo checks.
-version=$(package_field queue-core version)
 for crate in "${library_crates[@]}"; do
-  tarball=target/package/$crate-$version.crate
-  [ -f "$tarball" ] || fail "missing $tarball: run cargo package first"
-  rm -rf "${registry:?}/$crate-$version"
+  tarball=$(package_tarball "$crate")
+  unpacked=$registry/$(basename "$tarball" .crate)
+  rm -rf "$unpacked"
   tar -xzf "$tarball" -C "$registry"
   sum=$(sha256sum "$tarball" | cut -d' ' -f1)
-  printf '{"files":{},"package":"%s"}' "$sum" >"$registry/$crate-$version/.cargo-checksum.json"
+  printf '{"files":{},"package":"%s"}' "$sum" >"$unpacked/.cargo-checksum.json"
 done
 
 cp -r tests/downstream "$work/app"

@@ -29,6 +29,16 @@ print(" ".join(k for k in value if k != "default") if isinstance(value, (dict, l
 ' "$1" "$2"
 }
 
+# The tarball `cargo package` made of a library crate (target/package/NAME-VERSION.crate),
+# or a failure that says to package first. Its unpacked folder is the name without
+# `.crate`.
+package_tarball() {
+  local tarball
+  tarball=target/package/$1-$(package_field "$1" version).crate
+  [ -f "$tarball" ] || { echo "missing $tarball: run cargo package first" >&2; return 1; }
+  echo "$tarball"
+}
+
 # A port nothing listens on, whose cluster bus port (10000 higher) is free too. Both
 # stay below Linux's ephemeral ports (32768 and up): there an outgoing connection of any
 # process can hold the port without listening on it, which the check cannot see, and

@@ -28,17 +28,16 @@ root=$PWD
 
 msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 [ -n "$msrv" ] || { echo "no rust-version in Cargo.toml" >&2; exit 1; }
-version=$(package_field queue-core version)
 work=$(mktemp -d /tmp/queue-msrv.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 members=()
 patches=()
 for crate in "${library_crates[@]}"; do
-  tarball=target/package/$crate-$version.crate
-  [ -f "$tarball" ] || { echo "missing $tarball: run cargo package first" >&2; exit 1; }
+  tarball=$(package_tarball "$crate")
+  unpacked=$(basename "$tarball" .crate)
   tar -xzf "$tarball" -C "$work"
-  members+=("\"$crate-$version\"")
-  patches+=("$crate = { path = \"$crate-$version\" }")
+  members+=("\"$unpacked\"")
+  patches+=("$crate = { path = \"$unpacked\" }")
 done
 {
   echo '[workspace]'
