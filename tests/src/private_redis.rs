@@ -81,6 +81,25 @@ impl PrivateRedis {
         self.port
     }
 
+    /// Stops it (SIGSTOP) without closing its connections: commands sent to it get no
+    /// answer until [`PrivateRedis::thaw`], as from a server that hangs.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a frozen server go on (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill {signal} {}", self.child.id());
+    }
+
     /// Kills it (SIGKILL) and waits for it to exit.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
