@@ -12,6 +12,7 @@ use queue_tests::{wait_for_state, TestRedis, SOON};
 queue_tests::on_both_databases!(
     processes_starting_together_all_migrate,
     a_database_of_the_previous_release_is_upgraded_by_processes_starting_together,
+    a_process_starting_during_an_open_add_in_transaction_does_not_wait_for_it,
 );
 
 /// Eight processes (each its own pool) migrate a fresh database at once, three times
@@ -101,4 +102,47 @@ async fn a_database_of_the_previous_release_is_upgraded_by_processes_starting_to
         .await;
     assert!(!added[0].duplicate);
     wait_for_state(&email, "welcome-2", JobState::Waiting, SOON).await;
+}
+
+/// A process starting while another's transaction has written an outbox row (and holds
+/// it until its commit) does not wait for that transaction: the tables exist already,
+/// so its migration takes no lock on them. (PostgreSQL's `CREATE INDEX IF NOT EXISTS`
+/// and `ALTER TABLE ... IF NOT EXISTS` lock the table before they look, and waited for
+/// the transaction, with every `add_in` queued behind them; SQLite's `BEGIN IMMEDIATE`
+/// waits for the open write transaction.)
+async fn a_process_starting_during_an_open_add_in_transaction_does_not_wait_for_it(db: AnyDb) {
+    let redis = TestRedis::new("outbox-migrate-open-tx");
+    let app = redis
+        .app(|b| b.outbox(db.outbox().start_relay(false)))
+        .await;
+    let email = app.queue::<WelcomeEmail>("email").unwrap();
+    let starting = db.another_outbox().await;
+    let job = || JobOptions::new().job_id("welcome-1");
+    let migrated = match &db {
+        AnyDb::Sqlite(_, pool) => {
+            let mut open = pool.begin().await.unwrap();
+            email
+                .add_in(&mut *open, "welcome", welcome(1), job())
+                .await
+                .unwrap();
+            let migrated = tokio::time::timeout(SOON, starting.migrate()).await;
+            open.commit().await.unwrap();
+            migrated
+        }
+        AnyDb::Postgres(_, pool) => {
+            let mut open = pool.begin().await.unwrap();
+            email
+                .add_in(&mut *open, "welcome", welcome(1), job())
+                .await
+                .unwrap();
+            let migrated = tokio::time::timeout(SOON, starting.migrate()).await;
+            open.commit().await.unwrap();
+            migrated
+        }
+    };
+    assert!(
+        matches!(migrated, Ok(Ok(()))),
+        "the migration waited for the open transaction ({}): {migrated:?}",
+        db.kind()
+    );
 }
