@@ -206,14 +206,16 @@ async fn a_row_this_relay_cannot_add_waits_for_a_relay_that_can(db: AnyDb) {
         .backoff(Backoff::custom("gentle"));
     db.add_in(&email, vec![("welcome", welcome(1), options)], true)
         .await;
+    // Until the older relay has tried the row and settled it, one way or the other.
     wait_until(SOON, "the older relay to try the row", || async {
-        let attempts = db
+        let tried = db
             .count(
-                "SELECT CAST(COALESCE(MAX(attempts), 0) AS BIGINT) FROM queue_outbox \
-                 WHERE job_id = 'welcome-1'",
+                "SELECT COUNT(*) FROM queue_outbox \
+                 WHERE job_id = 'welcome-1' AND last_error IS NOT NULL",
             )
             .await;
-        (attempts >= 1).then_some(())
+        let stats = older.relay_stats().unwrap();
+        (tried == 1 && stats.deferred + stats.set_aside >= 1).then_some(())
     })
     .await;
     let outbox = producer.outbox().unwrap();
@@ -231,6 +233,9 @@ async fn a_row_this_relay_cannot_add_waits_for_a_relay_that_can(db: AnyDb) {
     let waiting = outbox.pending(10).await.unwrap();
     let reason = waiting[0].last_error.clone().unwrap_or_default();
     assert!(reason.contains("gentle"), "{reason}");
+
+    let stats = older.relay_stats().unwrap();
+    assert!(stats.deferred >= 1 && stats.set_aside == 0, "{stats:?}");
 
     // The older process is replaced by the new build: the row goes through.
     older.stop_relay().await;
