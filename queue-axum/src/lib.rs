@@ -120,6 +120,7 @@ mod layer;
 mod limits;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod quote;
 mod rejection;
 mod routes;
 mod serve;
@@ -151,8 +152,9 @@ pub use limits::MAX_IDEMPOTENCY_KEY_LEN;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metrics::metrics_route;
+pub use quote::{quote, MAX_QUOTED_CHARS};
 pub use rejection::{InvalidIdempotencyKey, InvalidQueue, MissingQueueLayer, QueueRejection};
-pub use routes::{job_routes, JobRoutes};
+pub use routes::{job_routes, JobRoutes, DEFAULT_STATUS_REDIS_WAIT};
 pub use serve::{serve, serve_until, serve_with_limits, shutdown_signal, ServeLimits};
 pub use trace_context::{MAX_REQUEST_ID_LEN, REQUEST_ID_HEADER};
 

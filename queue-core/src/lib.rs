@@ -48,7 +48,8 @@ pub use job::{
     TestJobHandle,
 };
 pub use options::{
-    Backoff, BackoffContext, Deduplication, JobOptions, Keep, Schedule, MAX_PRIORITY,
+    could_be_job_id, Backoff, BackoffContext, Deduplication, JobOptions, Keep, Schedule, MAX_DELAY,
+    MAX_JOB_ID_BYTES, MAX_PRIORITY,
 };
 pub use processor::{AnyQueue, Processor};
 pub use queue::{

@@ -213,10 +213,27 @@ impl Shared {
     fn queue(&self, name: &str) -> Result<queue_core::Queue<serde_json::Value>, Problem> {
         if !self.app.known_queues().iter().any(|q| q == name) {
             return Err(Problem::NotFound(format!(
-                "No queue named `{name}` in this app."
+                "No queue named {} in this app.",
+                crate::quote(name)
             )));
         }
         Ok(self.app.queue::<serde_json::Value>(name)?)
+    }
+}
+
+/// The job id in a path, if it could name a job. Checked before any read or action, as
+/// the status route checks it: an id that names one of the queue's own keys (`meta`, or
+/// `repeat:<scheduler>`, a scheduler's definition) is no job, and an action on it would
+/// act on that key.
+fn job_id<'a>(queue: &str, id: &'a str) -> Result<&'a str, Problem> {
+    if queue_core::could_be_job_id(id) {
+        Ok(id)
+    } else {
+        Err(Problem::NotFound(format!(
+            "No job {} in queue {}.",
+            crate::quote(id),
+            crate::quote(queue)
+        )))
     }
 }
 
