@@ -3,6 +3,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod app;
+mod claims;
 mod clock;
 mod cluster;
 mod contract;
@@ -36,6 +37,7 @@ pub use app::{
     FromApp, QueueApp, QueueAppBuilder, Registrations, DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
+pub use claims::{Claim, ClaimToken, Claims};
 pub use cluster::queue_slot;
 pub use contract::{DeclaredJob, JobOf, JobType, OutputOf, QueueType, SchemaError};
 pub use deps::Dep;

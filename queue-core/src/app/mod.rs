@@ -426,6 +426,11 @@ impl QueueApp {
         &self.inner.conn
     }
 
+    /// How long a queue call waits for Redis.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.inner.producer.command_timeout
+    }
+
     /// An inline app's runner.
     pub(crate) fn inline_runner(&self) -> Option<&crate::inline::InlineRunner> {
         self.inner.inline.as_deref()
