@@ -145,6 +145,17 @@ async fn job_actions_with_ids_that_are_no_job_answer_4xx_and_touch_nothing() {
                 text(&response)
             );
         }
+        // A scheduler's actions take a scheduler's id: these name no scheduler.
+        for action in ["remove", "run"] {
+            let path = format!("/admin/queues/queues/{QUEUE}/schedulers/{id}/{action}");
+            let response = post(addr, &path, "").await;
+            assert!(
+                (400..500).contains(&response.status),
+                "scheduler {action} {id:.40}: {} {}",
+                response.status,
+                text(&response)
+            );
+        }
         let page = request(
             addr,
             "GET",
