@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::error::QueueError;
 use crate::extract::app_of;
+use crate::quote;
 
 /// The status route with default settings: `GET /jobs/{queue}/{id}` for every queue
 /// the app knows, answering state, progress, attempts and timestamps only. Needs
@@ -191,10 +192,13 @@ async fn status(
     };
     match lookup(&app, &queue, &id, &settings).await {
         Ok(Some(status)) => Json(status).into_response(),
-        Ok(None) => not_found("job not found", format!("no job `{id}` in queue `{queue}`")),
+        Ok(None) => not_found(
+            "job not found",
+            format!("no job {} in queue {}", quote(&id), quote(&queue)),
+        ),
         Err(Lookup::UnknownQueue) => not_found(
             "unknown queue",
-            format!("this service has no queue `{queue}`"),
+            format!("this service has no queue {}", quote(&queue)),
         ),
         Err(Lookup::Queue(e)) => e.into_response(),
     }
