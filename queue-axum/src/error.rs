@@ -129,7 +129,9 @@ impl IntoResponse for QueueError {
         }
         let body = Json(serde_json::json!({ "error": self.kind(), "message": self.body_text() }));
         let retry_after = match &self.0 {
-            Error::RateLimited { retry_after, .. } => Some(retry_after.as_secs_f64().ceil() as u64),
+            Error::RateLimited { retry_after, .. } | Error::RedisMemoryHigh { retry_after, .. } => {
+                Some(retry_after.as_secs_f64().ceil() as u64)
+            }
             _ => (status == StatusCode::SERVICE_UNAVAILABLE).then_some(RETRY_AFTER_SECONDS),
         };
         let mut response = (status, body).into_response();

@@ -115,6 +115,7 @@ mod accepted;
 pub mod dashboard;
 mod error;
 mod extract;
+mod health;
 mod json_errors;
 mod layer;
 mod limits;
@@ -145,6 +146,7 @@ pub use error::{QueueError, RETRY_AFTER_SECONDS};
 pub use extract::{
     from_app, IdempotencyKey, Inject, QueueHandle, QueueName, Queues, IDEMPOTENCY_KEY_HEADER,
 };
+pub use health::HealthRoutes;
 pub use json_errors::json_errors;
 pub use layer::{QueueLayer, QueueService};
 pub use limits::MAX_IDEMPOTENCY_KEY_LEN;

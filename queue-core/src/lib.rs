@@ -12,6 +12,7 @@ mod error;
 mod events;
 mod flow;
 mod handler;
+mod health;
 mod inline;
 mod job;
 mod options;
@@ -43,6 +44,7 @@ pub use error::{Error, PayloadError, RegistryError, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
 pub use flow::{AddedFlow, FlowJob, OnChildFailure};
 pub use handler::Handler;
+pub use health::{Check, CheckStatus, Health, HealthReport, HealthSettings, MemoryGuard};
 pub use job::{
     ChildKey, ChildResults, FailedChild, Job, JobCounts, JobError, JobInfo, JobState, ParentJob,
     TestJobHandle,

@@ -97,6 +97,10 @@ pub(crate) struct AppInner {
     relay: Mutex<Option<crate::store::Relay>>,
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::Metrics>,
+    /// The signs of life of the workers this process runs, for the liveness probe.
+    pulses: Arc<crate::health::PulseBoard>,
+    /// The Redis memory guard, unless Redis hides its memory (or the app is inline).
+    memory: Option<Arc<crate::health::MemoryWatch>>,
 }
 
 impl QueueApp {
@@ -234,7 +238,15 @@ impl QueueApp {
                 keep_failed: defaults.remove_on_fail.unwrap_or(Keep::DEFAULT_FAILED),
                 metrics_data_points: plan.metrics_data_points,
             };
+            let pulse = Arc::new(crate::health::WorkerPulse::new(
+                &plan.queue,
+                plan.concurrency,
+                // BullMQ's default lock when the processor sets none.
+                plan.lock_duration.unwrap_or(Duration::from_secs(30)),
+            ));
+            self.inner.pulses.add(&pulse);
             let dispatcher = Dispatcher {
+                pulse,
                 #[cfg(feature = "metrics")]
                 metrics: self
                     .inner
@@ -424,6 +436,16 @@ impl QueueApp {
 
     pub(crate) fn connection(&self) -> &Connection {
         &self.inner.conn
+    }
+
+    /// The pulses of the workers this process runs.
+    pub(crate) fn pulses(&self) -> &crate::health::PulseBoard {
+        &self.inner.pulses
+    }
+
+    /// The memory guard's last reading, if the guard runs.
+    pub(crate) fn memory_state(&self) -> Option<crate::health::MemoryState> {
+        self.inner.memory.as_ref().map(|watch| watch.state())
     }
 
     /// An inline app's runner.

@@ -4,6 +4,7 @@
 //! errors into ours, and runs the engine's worker with our dispatcher. When the
 //! engine changes version, this folder changes and nothing else.
 
+mod backlog;
 mod cancel;
 mod connection;
 mod convert;
@@ -18,6 +19,7 @@ mod server_version;
 mod sink;
 mod worker;
 
+pub(crate) use backlog::Backlog;
 pub(crate) use connection::{Connection, Endpoint};
 pub(crate) use events::EngineQueueEvents;
 pub(crate) use flow::add_flow;

@@ -255,6 +255,7 @@ pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
     if conn.is_cluster() {
         crate::cluster::check_same_slot(conn.prefix(), prepared.queues())?;
     }
+    queue.admit()?;
     let work = async {
         let engine = queue.engine().await?;
         if engine.claimed_before(&prepared.options).await? {

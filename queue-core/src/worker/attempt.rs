@@ -23,6 +23,8 @@ use crate::registry::QueuePlan;
 /// Everything an attempt of one queue needs, shared by its concurrent attempts.
 pub(crate) struct Dispatcher {
     pub(crate) plan: QueuePlan,
+    /// The worker's signs of life, for the liveness probe.
+    pub(crate) pulse: Arc<crate::health::WorkerPulse>,
     pub(crate) deps: Arc<Deps>,
     pub(crate) tracker: Arc<AttemptTracker>,
     /// The app's custom backoffs: the engine asks them whether a job retries, so the
@@ -44,6 +46,9 @@ impl Dispatcher {
     }
 
     async fn run(&self, raw: RawAttempt) -> Result<serde_json::Value, AttemptFailure> {
+        self.pulse.took();
+        // Ends the attempt on the pulse however `run` ends (a dropped future included).
+        let _running = PulseEnd(&self.pulse);
         let job = raw.job;
         let (id, name, attempt, max_attempts) = (
             job.id().to_owned(),
@@ -317,5 +322,14 @@ mod tests {
     fn durations_read_naturally() {
         assert_eq!(human(Duration::from_secs(30)), "30s");
         assert_eq!(human(Duration::from_millis(250)), "250ms");
+    }
+}
+
+/// Marks an attempt ended on its worker's pulse when dropped.
+struct PulseEnd<'a>(&'a crate::health::WorkerPulse);
+
+impl Drop for PulseEnd<'_> {
+    fn drop(&mut self) {
+        self.0.ended();
     }
 }
