@@ -279,7 +279,6 @@ pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
         .timed("add_flow", work)
         .instrument(span.clone())
         .await?;
-    span.record("messaging.message.id", added.job.id.as_str());
-    span.record("bullmq.job.id", added.job.id.as_str());
+    crate::trace::record_job_id(&span, &added.job.id);
     Ok(added)
 }

@@ -292,8 +292,7 @@ impl<T: Serialize> Queue<T> {
             .add_prepared(name, data, options)
             .instrument(span.clone())
             .await?;
-        span.record("messaging.message.id", added.id.as_str());
-        span.record("bullmq.job.id", added.id.as_str());
+        crate::trace::record_job_id(&span, &added.id);
         Ok(added)
     }
 
