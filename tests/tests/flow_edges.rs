@@ -79,7 +79,10 @@ async fn child(job: Job<Step>, latches: Dep<Latches>) -> Result<u32, JobError> {
         Mode::Held => {
             latches.held_started.send_replace(true);
             let mut release = latches.release.subscribe();
-            release.wait_for(|open| *open).await.map_err(JobError::from)?;
+            release
+                .wait_for(|open| *open)
+                .await
+                .map_err(JobError::from)?;
             Ok(n * 2)
         }
         Mode::FailOnceHeldRuns => {
@@ -184,27 +187,48 @@ async fn finished<T>(queue: &queue_core::Queue<T>, id: &str) -> JobState {
 
 #[tokio::test]
 async fn a_parent_continuing_past_a_failed_child_waits_for_its_running_sibling_and_runs_once() {
-    for handler in ["collect", "plain"] {
-        let f = fixture(&format!("flow-cp-running-{handler}")).await;
+    // A typed parent and a plain one, added by us; and a typed one whose flow Node's
+    // FlowProducer added (it carries none of our options).
+    for (handler, by_node) in [("collect", false), ("plain", false), ("collect", true)] {
+        let label = format!(
+            "flow-cp-running-{handler}{}",
+            if by_node { "-node" } else { "" }
+        );
+        let f = fixture(&label).await;
         let steps = f.app.queue::<Step>("steps").unwrap();
         let parents = f.app.queue::<String>("parents").unwrap();
         // `a` fails once `b` runs; `b` runs until the test releases it.
-        let flow = parents
-            .flow_job(handler, "p".into())
-            .options(JobOptions::new().job_id("p").attempts(3))
-            .child(
-                OnChildFailure::ContinueParent,
-                steps
-                    .flow_job("step", step(1, Mode::FailOnceHeldRuns))
-                    .options(JobOptions::new().job_id("p-a")),
-            )
-            .child(
-                OnChildFailure::FailParent,
-                steps
-                    .flow_job("step", step(3, Mode::Held))
-                    .options(JobOptions::new().job_id("p-b")),
-            );
-        f.app.add_flow(flow).await.unwrap();
+        if by_node {
+            let tree = serde_json::json!({
+                "name": handler, "queueName": "parents", "data": "p",
+                "opts": {"jobId": "p", "attempts": 3},
+                "children": [
+                    {"name": "step", "queueName": "steps", "data": step(1, Mode::FailOnceHeldRuns),
+                     "opts": {"jobId": "p-a", "continueParentOnFailure": true}},
+                    {"name": "step", "queueName": "steps", "data": step(3, Mode::Held),
+                     "opts": {"jobId": "p-b", "failParentOnFailure": true}}
+                ]
+            })
+            .to_string();
+            queue_tests::node::run(f.redis.prefix(), &["flow", "-", &tree]).await;
+        } else {
+            let flow = parents
+                .flow_job(handler, "p".into())
+                .options(JobOptions::new().job_id("p").attempts(3))
+                .child(
+                    OnChildFailure::ContinueParent,
+                    steps
+                        .flow_job("step", step(1, Mode::FailOnceHeldRuns))
+                        .options(JobOptions::new().job_id("p-a")),
+                )
+                .child(
+                    OnChildFailure::FailParent,
+                    steps
+                        .flow_job("step", step(3, Mode::Held))
+                        .options(JobOptions::new().job_id("p-b")),
+                );
+            f.app.add_flow(flow).await.unwrap();
+        }
         let workers = f.app.start_workers().await.unwrap();
         wait_for_state(&steps, "p-a", JobState::Failed, SOON).await;
 
@@ -215,7 +239,7 @@ async fn a_parent_continuing_past_a_failed_child_waits_for_its_running_sibling_a
         assert_eq!(
             (state, f.runs.get()),
             (JobState::WaitingChildren, 0),
-            "{handler}: the parent ran while `b` was running: {info:?}"
+            "{label}: the parent ran while `b` was running: {info:?}"
         );
         assert_eq!(
             steps.get_job_state("p-b").await.unwrap(),
@@ -223,11 +247,19 @@ async fn a_parent_continuing_past_a_failed_child_waits_for_its_running_sibling_a
         );
 
         f.latches.release.send_replace(true);
-        assert_eq!(finished(&parents, "p").await, JobState::Completed, "{handler}");
+        assert_eq!(
+            finished(&parents, "p").await,
+            JobState::Completed,
+            "{label}"
+        );
         let info = parents.get_job("p").await.unwrap().unwrap();
-        assert_eq!(f.runs.get(), 1, "{handler}: {info:?}");
+        assert_eq!(f.runs.get(), 1, "{label}: {info:?}");
         // No attempt was spent waiting, and the second take is not taken for a stall.
-        assert_eq!((info.attempts_made, info.attempts_started), (1, 1), "{handler}");
+        assert_eq!(
+            (info.attempts_made, info.attempts_started),
+            (1, 1),
+            "{label}"
+        );
         if handler == "collect" {
             let seen: Seen = serde_json::from_value(info.return_value.unwrap()).unwrap();
             assert_eq!(
@@ -249,7 +281,11 @@ async fn a_cancelled_parent_never_runs_whatever_its_children_do() {
     // stops as asked, and its policy would let the parent run.
     for (label, policy, mode) in [
         ("ignored", OnChildFailure::FailParent, Mode::Held),
-        ("honoured", OnChildFailure::ContinueParent, Mode::StopOnCancel),
+        (
+            "honoured",
+            OnChildFailure::ContinueParent,
+            Mode::StopOnCancel,
+        ),
     ] {
         let f = fixture(&format!("flow-cancel-{label}")).await;
         let steps = f.app.queue::<Step>("steps").unwrap();
@@ -337,7 +373,10 @@ async fn a_child_id_that_failed_on_its_own_is_refused_and_nothing_is_written() {
         "a parent would wait for ever on a failed child: {answer:?}"
     );
     let message = answer.unwrap_err().to_string();
-    assert!(message.contains("root.1") && message.contains("steps/lone") && message.contains("failed"), "{message}");
+    assert!(
+        message.contains("root.1") && message.contains("steps/lone") && message.contains("failed"),
+        "{message}"
+    );
     assert_eq!(parents.get_job_state("f").await.unwrap(), None);
     assert_eq!(steps.get_job_state("f-fresh").await.unwrap(), None);
     let lone = steps.get_job("lone").await.unwrap().unwrap();
@@ -495,10 +534,9 @@ async fn concurrent_flows_sharing_a_child_id_write_one_flow_and_nothing_of_the_o
             )
     };
     let roots: Vec<String> = (0..8).map(|i| format!("r{i}")).collect();
-    let answers = futures::future::join_all(
-        roots.iter().map(|root| f.app.add_flow(flow(root.clone()))),
-    )
-    .await;
+    let answers =
+        futures::future::join_all(roots.iter().map(|root| f.app.add_flow(flow(root.clone()))))
+            .await;
     let winners: Vec<&String> = roots
         .iter()
         .zip(&answers)

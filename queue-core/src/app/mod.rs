@@ -233,6 +233,13 @@ impl QueueApp {
                     .unwrap_or(Keep::DEFAULT_COMPLETED),
                 keep_failed: defaults.remove_on_fail.unwrap_or(Keep::DEFAULT_FAILED),
                 metrics_data_points: plan.metrics_data_points,
+                reads_children: {
+                    let plan = plan.clone();
+                    Arc::new(move |name: &str| {
+                        plan.handler_for(name)
+                            .is_some_and(|planned| planned.handler.reads_children)
+                    })
+                },
             };
             let dispatcher = Dispatcher {
                 #[cfg(feature = "metrics")]

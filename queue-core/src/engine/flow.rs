@@ -3,6 +3,7 @@
 
 use super::connection::Connection;
 use super::convert::{engine_error, options_to_engine};
+use super::flow_gate::CONTINUES_PAST_FAILURES;
 use crate::clock::now_ms;
 use crate::error::Error;
 use crate::flow::{AddedIds, OnChildFailure, PreparedJob};
@@ -25,6 +26,16 @@ fn to_engine(job: &PreparedJob, timestamp: u64) -> bullmq::FlowJob {
         Some(OnChildFailure::ContinueParent) => opts.continue_parent_on_failure = Some(true),
         Some(OnChildFailure::IgnoreDependency) => opts.ignore_dependency_on_failure = Some(true),
         Some(OnChildFailure::RemoveDependency) => opts.remove_dependency_on_failure = Some(true),
+    }
+    // A child's failure may release this parent while its other children run: the
+    // worker that takes it checks them first, whatever its handler (`flow_gate`).
+    if job
+        .children
+        .iter()
+        .any(|c| c.on_failure == Some(OnChildFailure::ContinueParent))
+    {
+        opts.extensions
+            .insert(CONTINUES_PAST_FAILURES.to_owned(), true.into());
     }
     bullmq::FlowJob {
         name: job.name.clone(),

@@ -9,6 +9,7 @@ mod connection;
 mod convert;
 mod events;
 mod flow;
+mod flow_gate;
 mod job;
 mod lock_keeper;
 mod queue;

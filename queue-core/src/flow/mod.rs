@@ -25,9 +25,19 @@ pub enum OnChildFailure {
     /// `child <prefix>:<queue>:<id> failed` (BullMQ's `failParentOnFailure`). A parent
     /// that is itself a child passes the failure up by its own policy.
     FailParent,
-    /// The parent runs at once, even with other children still pending, and finds the
-    /// failure in [`ChildResults::failed`](crate::ChildResults::failed) (BullMQ's
+    /// The parent goes on without its other children: it finds the failure in
+    /// [`ChildResults::failed`](crate::ChildResults::failed) (BullMQ's
     /// `continueParentOnFailure`).
+    ///
+    /// BullMQ releases the parent the moment the child fails, other children pending or
+    /// not. Its handler never runs alongside a child it waits for: the worker that takes
+    /// it first removes the children that have not started (the parent does not wait
+    /// for them), and if one is still running (or has a running descendant), moves the
+    /// parent back to `waiting-children` without running it and without spending an
+    /// attempt. It then runs once, when the last of them ends (completed: its value is
+    /// in `ChildResults`; failed: as that child's own policy says), or is cancelled.
+    /// This holds whatever the parent's handler, for a flow added here; for one Node's
+    /// `FlowProducer` added, when the handler takes `ChildResults`.
     ContinueParent,
     /// The parent runs when its other children are done, and finds the failure in
     /// [`ChildResults::failed`](crate::ChildResults::failed) (BullMQ's
