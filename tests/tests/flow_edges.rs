@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use queue_core::{
-    CancelOutcome, ChildResults, Dep, Job, JobError, JobOptions, JobState, OnChildFailure,
-    Processor, QueueApp,
+    CancelOutcome, ChildResults, Dep, Error, ExistingJob, FlowError, Job, JobError, JobOptions,
+    JobState, OnChildFailure, Processor, QueueApp,
 };
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
 use serde::{Deserialize, Serialize};
@@ -372,11 +372,17 @@ async fn a_child_id_that_failed_on_its_own_is_refused_and_nothing_is_written() {
         answer.is_err(),
         "a parent would wait for ever on a failed child: {answer:?}"
     );
-    let message = answer.unwrap_err().to_string();
+    let err = answer.unwrap_err();
     assert!(
-        message.contains("root.1") && message.contains("steps/lone") && message.contains("failed"),
-        "{message}"
+        matches!(
+            &err,
+            Error::Flow(FlowError::ExistingJob { path, queue, id, reason: ExistingJob::Failed })
+                if path == "root.1" && queue == "steps" && id == "lone"
+        ),
+        "{err:?}"
     );
+    let message = err.to_string();
+    assert!(message.contains("root.1 (steps/lone)"), "{message}");
     assert_eq!(parents.get_job_state("f").await.unwrap(), None);
     assert_eq!(steps.get_job_state("f-fresh").await.unwrap(), None);
     let lone = steps.get_job("lone").await.unwrap().unwrap();
@@ -410,8 +416,15 @@ async fn a_child_of_another_live_parent_is_refused_and_leaves_nothing_behind() {
             None,
             "attempt {attempt}: the root was written: {answer:?}"
         );
-        let message = answer.unwrap_err().to_string();
-        assert!(message.contains("first"), "attempt {attempt}: {message}");
+        let err = answer.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                Error::Flow(FlowError::ExistingJob { reason: ExistingJob::OtherParent { parent }, .. })
+                    if parent == "parents/first"
+            ),
+            "attempt {attempt}: {err:?}"
+        );
     }
     let shared = steps.get_job("shared").await.unwrap().unwrap();
     assert_eq!(shared.parent.map(|p| p.id).as_deref(), Some("first"));
@@ -552,6 +565,16 @@ async fn concurrent_flows_sharing_a_child_id_write_one_flow_and_nothing_of_the_o
             assert_eq!(own, Some(JobState::Delayed), "{root}");
         } else {
             assert_eq!((written, own), (None, None), "{root}: {answer:?}");
+            assert!(
+                matches!(
+                    answer,
+                    Err(Error::Flow(FlowError::ExistingJob {
+                        reason: ExistingJob::OtherParent { .. },
+                        ..
+                    }))
+                ),
+                "{root}: {answer:?}"
+            );
         }
     }
     let contested = steps.get_job("contested").await.unwrap().unwrap();
@@ -561,4 +584,27 @@ async fn concurrent_flows_sharing_a_child_id_write_one_flow_and_nothing_of_the_o
         "the child names the one parent that waits for it"
     );
     assert_eq!(parents.get_job_counts().await.unwrap().waiting_children, 1);
+}
+
+#[tokio::test]
+async fn a_flow_naming_one_job_twice_is_refused_before_anything_is_written() {
+    let f = fixture("flow-child-twice").await;
+    let steps = f.app.queue::<Step>("steps").unwrap();
+    let parents = f.app.queue::<String>("parents").unwrap();
+    let twice = || {
+        steps
+            .flow_job("step", step(1, Mode::Double))
+            .options(JobOptions::new().job_id("twice"))
+    };
+    let flow = parents
+        .flow_job("collect", "t".into())
+        .options(JobOptions::new().job_id("t"))
+        .child(OnChildFailure::FailParent, twice())
+        .child(OnChildFailure::IgnoreDependency, twice());
+    let err = f.app.add_flow(flow).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Flow(FlowError::RepeatedId { first, second, .. }) if first == "root.0" && second == "root.1"),
+        "{err:?}"
+    );
+    assert!(f.redis.keys().is_empty(), "{:?}", f.redis.keys());
 }

@@ -17,6 +17,7 @@ mod raw_data;
 mod runtime;
 mod server_version;
 mod sink;
+mod watch;
 mod worker;
 
 pub(crate) use connection::{Connection, Endpoint};

@@ -336,12 +336,7 @@ async fn forward_events(worker: Arc<bullmq::Worker>, sink: Arc<dyn EventSink>) {
 async fn listen_for_cancels(conn: Connection, queue: String, worker: Arc<bullmq::Worker>) {
     let channel = cancel_channel(&conn, &queue);
     loop {
-        match conn
-            .subscriber_client(&channel)
-            .await
-            .get_async_pubsub()
-            .await
-        {
+        match conn.client_for(&channel).await.get_async_pubsub().await {
             Ok(mut pubsub) => {
                 if let Err(e) = pubsub.subscribe(&channel).await {
                     tracing::warn!(queue = %queue, error = %e, "cannot subscribe to cancellations");

@@ -2,8 +2,14 @@
 //! runs once its children are done and reads their results as typed values
 //! ([`ChildResults`](crate::ChildResults)).
 
+mod claims;
+mod error;
+
 use serde::Serialize;
 use tracing::Instrument;
+
+pub(crate) use claims::{judge, Claim, Found};
+pub use error::{ExistingJob, FlowError};
 
 use crate::error::Error;
 use crate::job::JobState;
@@ -200,7 +206,19 @@ impl PreparedJob {
 #[derive(Debug)]
 pub(crate) struct AddedIds {
     pub(crate) id: String,
+    /// The state of the job found under this id, which the flow took in; `None` for
+    /// a job the flow added.
+    pub(crate) existing: Option<JobState>,
     pub(crate) children: Vec<AddedIds>,
+}
+
+/// What writing a flow did.
+#[derive(Debug)]
+pub(crate) enum FlowWrite {
+    /// The root's job id exists: nothing was written.
+    RootExists,
+    /// The flow was written.
+    Added(AddedIds),
 }
 
 /// What [`QueueApp::add_flow`](crate::QueueApp::add_flow) added: each job with its
@@ -236,8 +254,8 @@ impl AddedFlow {
                 queue: prepared.queue.clone(),
                 id: ids.id,
                 name: prepared.name.clone(),
-                duplicate: false,
-                state: Some(state),
+                duplicate: ids.existing.is_some(),
+                state: Some(ids.existing.unwrap_or(state)),
             },
             children: prepared
                 .children
@@ -249,8 +267,10 @@ impl AddedFlow {
     }
 }
 
-/// Adds `root` and its descendants in one atomic pipeline. A root whose `job_id`
-/// exists already adds nothing: the answer is that job, `duplicate`, without children.
+/// Adds `root` and its descendants atomically. A root whose `job_id` exists already adds
+/// nothing: the answer is that job, `duplicate`, without children. A child whose id
+/// exists is taken in (answered `duplicate`, in its state) when it can still end for its
+/// new parent; otherwise nothing is written ([`FlowError`]).
 pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
     let queue = root.queue.clone();
     let span = crate::trace::producer_span(
@@ -261,28 +281,29 @@ pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
     );
     // Prepared inside the span: every job of the flow carries the span's context.
     let prepared = span.in_scope(|| root.prepare("root", None))?;
+    let claims = claims::claims(&prepared)?;
     let conn = queue.connection();
     if conn.is_cluster() {
         crate::cluster::check_same_slot(conn.prefix(), prepared.queues())?;
     }
     let work = async {
-        let engine = queue.engine().await?;
-        if engine.claimed_before(&prepared.options).await? {
-            let id = prepared.options.job_id.clone().unwrap_or_default();
-            let outcome = crate::engine::AddOutcome {
-                id,
-                duplicate: true,
-            };
-            let job = queue
-                .added(&prepared.name, &prepared.options, outcome)
-                .await?;
-            return Ok(AddedFlow {
-                job,
-                children: Vec::new(),
-            });
+        match crate::engine::add_flow(queue.connection(), &prepared, &claims).await? {
+            FlowWrite::Added(ids) => Ok(AddedFlow::new(&prepared, ids)),
+            FlowWrite::RootExists => {
+                let id = prepared.options.job_id.clone().unwrap_or_default();
+                let outcome = crate::engine::AddOutcome {
+                    id,
+                    duplicate: true,
+                };
+                let job = queue
+                    .added(&prepared.name, &prepared.options, outcome)
+                    .await?;
+                Ok(AddedFlow {
+                    job,
+                    children: Vec::new(),
+                })
+            }
         }
-        let ids = crate::engine::add_flow(queue.connection(), &prepared).await?;
-        Ok(AddedFlow::new(&prepared, ids))
     };
     let added = queue
         .timed("add_flow", work)
