@@ -24,12 +24,14 @@ use crate::job::ChildKey;
 pub(crate) const CONTINUES_PAST_FAILURES: &str = "continuesPastFailedChildren";
 
 /// What the worker does with a parent it took.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum ParentGate {
     /// Nothing it waits for is left: run it.
     Run,
     /// Moved back to `waiting-children`: the engine must leave it there.
     BackToWaitingChildren,
+    /// A child whose failure fails it has failed meanwhile: fail it, without retries.
+    Fail(String),
 }
 
 /// Checks the parent `job` of `queue`, taken by this worker (it holds its lock), as
@@ -92,7 +94,12 @@ pub(super) async fn check_parent(
             if let Err(undo) = conn.query::<i64>(&mut ats(1)).await {
                 tracing::warn!(queue, job_id = job.id(), error = %undo, "could not restore the parent's count of started attempts");
             }
-            Err(engine_error(e))
+            match e {
+                // A `FailParent` child failed since the parent was taken (BullMQ also
+                // set its deferred failure): no retry can change that.
+                bullmq::Error::Unrecoverable(reason) => Ok(ParentGate::Fail(reason)),
+                other => Err(engine_error(other)),
+            }
         }
     }
 }

@@ -236,6 +236,9 @@ fn engine_processor(
                     Ok(ParentGate::BackToWaitingChildren) => {
                         return Err(bullmq::Error::WaitingChildren)
                     }
+                    Ok(ParentGate::Fail(reason)) => {
+                        return Err(bullmq::Error::Unrecoverable(reason))
+                    }
                     Err(e) => {
                         tracing::warn!(queue = %queue, job_id = engine_job.id(), error = %e, "could not check the parent's children; the attempt fails");
                         return Err(bullmq::Error::ProcessingError(format!(
