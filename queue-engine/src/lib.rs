@@ -64,8 +64,8 @@ pub mod worker;
 
 pub use error::Error;
 pub use flow_producer::{
-    FlowJob, FlowOptions, FlowProducer, FlowProducerOptions, FlowQueueOptions, GetFlowOptions,
-    JobNode,
+    FlowJob, FlowOptions, FlowProducer, FlowProducerOptions, FlowQueueOptions, FlowTransaction,
+    GetFlowOptions, JobNode,
 };
 pub use job::Job;
 pub use keys::QueueKeys;

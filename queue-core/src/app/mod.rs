@@ -237,6 +237,13 @@ impl QueueApp {
                     .unwrap_or(Keep::DEFAULT_COMPLETED),
                 keep_failed: defaults.remove_on_fail.unwrap_or(Keep::DEFAULT_FAILED),
                 metrics_data_points: plan.metrics_data_points,
+                reads_children: {
+                    let plan = plan.clone();
+                    Arc::new(move |name: &str| {
+                        plan.handler_for(name)
+                            .is_some_and(|planned| planned.handler.reads_children)
+                    })
+                },
             };
             let pulse = Arc::new(crate::health::WorkerPulse::new(
                 &plan.queue,
@@ -412,7 +419,14 @@ impl QueueApp {
     /// policies say.
     ///
     /// A root whose `job_id` exists already adds nothing: the answer is that job,
-    /// marked `duplicate`, without children.
+    /// marked `duplicate`, without children. A job below the root whose `job_id`
+    /// exists is taken into the flow when it can still end for its new parent (a
+    /// completed one gives the parent its value, a pending one is waited for), and is
+    /// answered `duplicate`, in its state. Otherwise nothing of the flow is written,
+    /// and the error says which job and why ([`FlowError`](crate::FlowError)): one that
+    /// failed, one another parent waits for, one the flow would give children, or one
+    /// id named twice. The checks and the write are one optimistic transaction, so a
+    /// concurrent add cannot slip between them.
     pub async fn add_flow(&self, root: crate::FlowJob) -> Result<crate::AddedFlow, Error> {
         crate::flow::add(root).await
     }

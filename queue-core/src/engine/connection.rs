@@ -11,6 +11,7 @@ use bullmq::QueueOptions;
 
 use super::convert::engine_error;
 use super::server_version::{ServerVersion, MINIMUM};
+use super::watch::{WatchPool, Watched};
 use crate::error::Error;
 use crate::tls::Tls;
 
@@ -60,6 +61,8 @@ pub(crate) struct Connection {
     tls: Option<Tls>,
     prefix: String,
     display_url: String,
+    /// Connections kept for optimistic transactions (`WATCH`), not shared while used.
+    watch_pool: Arc<WatchPool>,
 }
 
 impl Connection {
@@ -143,6 +146,7 @@ impl Connection {
             tls: tls.cloned(),
             prefix: prefix.to_owned(),
             display_url,
+            watch_pool: Arc::default(),
         })
     }
 
@@ -158,6 +162,7 @@ impl Connection {
             tls: None,
             prefix: prefix.to_owned(),
             display_url: "inline (no Redis)".to_owned(),
+            watch_pool: Arc::default(),
         }
     }
 
@@ -238,17 +243,18 @@ impl Connection {
             .map_err(|e| Error::Redis(Box::new(e)))
     }
 
-    /// A client for subscribing to `channel`. On a cluster, one to the master that
-    /// serves the channel's slot now: a `PUBLISH` is routed there, and the count it
-    /// answers is of that node's subscribers (a cluster delivers it to every node's, but
-    /// counts only its own). When the slot map cannot be read, the next seed node.
-    pub(super) async fn subscriber_client(&self, channel: &str) -> redis::Client {
+    /// A client for a connection of its own to the server of `key` (a key, or a pub/sub
+    /// channel). On a cluster, one to the master that serves its slot now: a `PUBLISH`
+    /// is routed there, and the count it answers is of that node's subscribers (a
+    /// cluster delivers it to every node's, but counts only its own); a transaction on
+    /// its keys runs there. When the slot map cannot be read, the next seed node.
+    pub(super) async fn client_for(&self, key: &str) -> redis::Client {
         let next = self.next_client.fetch_add(1, Ordering::Relaxed);
         let seed = &self.clients[next % self.clients.len()];
         if !self.cluster {
             return seed.clone();
         }
-        let Some((host, port)) = self.master_of(crate::cluster::key_slot(channel)).await else {
+        let Some((host, port)) = self.master_of(crate::cluster::key_slot(key)).await else {
             return seed.clone();
         };
         let info = seed.get_connection_info().clone();
@@ -271,6 +277,16 @@ impl Connection {
             Some(tls) => redis::Client::build_with_tls(info, certificates(tls)),
         };
         client.unwrap_or_else(|_| seed.clone())
+    }
+
+    /// A connection of its own that watches `keys` (one slot's, non-empty), for an
+    /// optimistic transaction on them ([`super::watch`]).
+    pub(super) async fn watch(&self, keys: &[String]) -> Result<Watched, Error> {
+        self.redis("add_flow")?;
+        let client = self
+            .client_for(keys.first().map_or("", String::as_str))
+            .await;
+        self.watch_pool.watch(&client, keys).await
     }
 
     /// The host and port of the master serving `slot`, from `CLUSTER SLOTS`: entries

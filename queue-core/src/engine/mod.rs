@@ -10,6 +10,7 @@ mod connection;
 mod convert;
 mod events;
 mod flow;
+mod flow_gate;
 mod job;
 mod lock_keeper;
 mod queue;
@@ -17,6 +18,7 @@ mod raw_data;
 mod runtime;
 mod server_version;
 mod sink;
+mod watch;
 mod worker;
 
 pub(crate) use backlog::Backlog;

@@ -170,6 +170,10 @@ pub enum Error {
         operation: &'static str,
     },
 
+    /// A flow was refused; nothing of it was written.
+    #[error(transparent)]
+    Flow(#[from] crate::flow::FlowError),
+
     /// Start-up checks of registered processors and producers failed.
     #[error(transparent)]
     Registry(#[from] RegistryError),
