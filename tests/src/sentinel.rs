@@ -79,7 +79,13 @@ impl RedisSentinel {
         let secured = security.acl_user.is_some() || security.sentinel_password.is_some();
         if secured {
             data_args.extend(
-                ["--requirepass", DATA_PASSWORD, "--masterauth", DATA_PASSWORD].map(str::to_owned),
+                [
+                    "--requirepass",
+                    DATA_PASSWORD,
+                    "--masterauth",
+                    DATA_PASSWORD,
+                ]
+                .map(str::to_owned),
             );
             data_cli.extend(["-a".to_owned(), DATA_PASSWORD.to_owned()]);
         }
@@ -103,7 +109,11 @@ impl RedisSentinel {
             common.extend(certs.server_args());
             common.extend(["--tls-replication", "yes"].map(str::to_owned));
             for cli in [&mut data_cli, &mut sentinel_cli] {
-                cli.extend(["--tls".to_owned(), "--cacert".to_owned(), certs.ca().to_owned()]);
+                cli.extend([
+                    "--tls".to_owned(),
+                    "--cacert".to_owned(),
+                    certs.ca().to_owned(),
+                ]);
             }
         }
 
@@ -303,7 +313,10 @@ impl RedisSentinel {
     /// A plain connection to the data node on `port` (for plain deployments), as another
     /// client would open one.
     pub fn data_connection(&self, port: u16) -> redis::Connection {
-        assert!(!self.security.tls, "data_connection is for plain deployments");
+        assert!(
+            !self.security.tls,
+            "data_connection is for plain deployments"
+        );
         let auth = if self.security.acl_user.is_some() || self.security.sentinel_password.is_some()
         {
             format!(":{DATA_PASSWORD}@")

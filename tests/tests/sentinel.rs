@@ -248,7 +248,10 @@ async fn a_master_killed_under_load_is_followed_and_every_job_has_one_effect() {
     // Only an add acknowledged just before the kill may have missed the replica.
     for (id, at) in &produced.acked {
         if !produced.replicated.contains(id) {
-            assert!(*at <= killed_at, "{id} was acknowledged after the kill but not found");
+            assert!(
+                *at <= killed_at,
+                "{id} was acknowledged after the kill but not found"
+            );
         }
     }
 
@@ -392,14 +395,132 @@ async fn auth_and_tls_reach_the_master_through_the_sentinels() {
         };
         let err = refused(sentinel.url().replace("s3cret-app", "wrong")).await;
         assert!(
-            err.contains("authentication failed") || err.contains("WRONGPASS"),
+            err.contains("cannot use the master the sentinels name")
+                && err.contains("authentication failed"),
             "tls {tls}: {err}"
         );
         assert!(!err.contains("s3cret") && !err.contains("wrong@"), "{err}");
         let err = refused(sentinel.url().replace("s3cret-sentinel", "wrong")).await;
-        assert!(err.contains("sentinel"), "tls {tls}: {err}");
+        assert!(
+            err.contains("no sentinel answered") && err.contains("authentication failed"),
+            "tls {tls}: {err}"
+        );
         assert!(!err.contains("s3cret") && !err.contains("=wrong"), "{err}");
         let err = refused(sentinel.url().replace("/mymaster", "/nosuch")).await;
-        assert!(err.contains("nosuch"), "tls {tls}: {err}");
+        assert!(
+            err.contains("monitors a master named `nosuch`"),
+            "tls {tls}: {err}"
+        );
+        // The same deployment from the builder instead of a URL.
+        let (user, password) = ("app", "s3cret-app");
+        let built = queue_core::Sentinel::new(
+            queue_tests::sentinel::MASTER_NAME,
+            sentinel
+                .sentinel_ports()
+                .iter()
+                .map(|port| format!("127.0.0.1:{port}")),
+        )
+        .username(user)
+        .password(password)
+        .tls(tls)
+        .sentinel_tls(tls)
+        .sentinel_password("s3cret-sentinel");
+        let app = with_tls(QueueApp::builder().redis_sentinel(built))
+            .prefix(prefix)
+            .build()
+            .await
+            .unwrap_or_else(|e| panic!("tls {tls}: {e}"));
+        let q = app.queue::<u32>("q").unwrap();
+        q.add("double", 1, JobOptions::new().job_id("b"))
+            .await
+            .unwrap();
+        assert_eq!(q.get_job_state("b").await.unwrap(), Some(JobState::Waiting));
+        queue_core::testing::delete_prefix(&app).await.unwrap();
     }
+}
+
+/// The engine's own connection (PATCHES.md, change 13): a master demoted under a live
+/// connection, without its clients being closed, answers `READONLY`; the connection
+/// asks the sentinels again and sends the refused write to the master they name.
+#[tokio::test]
+async fn a_write_refused_by_a_demoted_master_goes_to_the_one_the_sentinels_name() {
+    use bullmq::options::RedisConnectionOptions;
+    use bullmq::redis_connection::{AnyConnection, RedisConnection};
+    use bullmq::sentinel::SentinelOptions;
+    use queue_tests::sentinel::MASTER_NAME;
+
+    let sentinel = RedisSentinel::start();
+    let (master, replica) = sentinel.data_ports();
+    let sentinels = sentinel
+        .sentinel_ports()
+        .into_iter()
+        .map(|port| format!("127.0.0.1:{port}"));
+    let options =
+        RedisConnectionOptions::new().sentinel(SentinelOptions::new(MASTER_NAME, sentinels));
+    let redis = RedisConnection::new_managed_only(&options).await.unwrap();
+    let AnyConnection::Sentinel(connection) = redis.connection() else {
+        panic!("a sentinel connection");
+    };
+    assert_eq!(
+        connection.current_master(),
+        Some(format!("127.0.0.1:{master}"))
+    );
+    let key = prefix("sentinel-demoted");
+    redis
+        .cmd::<()>(redis::cmd("SET").arg(&key).arg("before"))
+        .await
+        .unwrap();
+
+    // An operator moves the master by hand: the sentinels are pointed at the replica,
+    // the replica promoted and the master made its replica. Nobody closes the clients.
+    for port in sentinel.sentinel_ports() {
+        sentinel.sentinel_cli(port, &["sentinel", "remove", MASTER_NAME]);
+        let monitor = [
+            "sentinel",
+            "monitor",
+            MASTER_NAME,
+            "127.0.0.1",
+            &replica.to_string(),
+            "2",
+        ];
+        assert_eq!(sentinel.sentinel_cli(port, &monitor).trim(), "OK");
+    }
+    sentinel.data_cli(replica, &["replicaof", "no", "one"]);
+    sentinel.data_cli(master, &["replicaof", "127.0.0.1", &replica.to_string()]);
+    wait_until(SOON, "the old master to replicate the new one", || async {
+        let info = sentinel.data_cli(master, &["info", "replication"]);
+        info.contains("master_link_status:up").then_some(())
+    })
+    .await;
+    // What any client still connected to it gets now:
+    let mut old = sentinel.data_connection(master);
+    let refused = redis::cmd("SET")
+        .arg(&key)
+        .arg("refused")
+        .query::<()>(&mut old)
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("READONLY"), "{refused}");
+
+    // The engine's connection sends the write, and a script's, to the new master.
+    redis
+        .cmd::<()>(redis::cmd("SET").arg(&key).arg("after"))
+        .await
+        .unwrap();
+    assert_eq!(
+        connection.current_master(),
+        Some(format!("127.0.0.1:{replica}"))
+    );
+    let mut new = sentinel.data_connection(replica);
+    let stored: String = redis::cmd("GET").arg(&key).query(&mut new).unwrap();
+    assert_eq!(stored, "after");
+    let appended: i64 = redis
+        .cmd(
+            redis::cmd("EVAL")
+                .arg("return redis.call('APPEND', KEYS[1], '!')")
+                .arg(1)
+                .arg(&key),
+        )
+        .await
+        .unwrap();
+    assert_eq!(appended, "after!".len() as i64);
 }

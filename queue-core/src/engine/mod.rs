@@ -7,6 +7,7 @@
 mod cancel;
 mod connection;
 mod convert;
+mod endpoint;
 mod events;
 mod flow;
 mod job;
@@ -14,6 +15,7 @@ mod lock_keeper;
 mod queue;
 mod raw_data;
 mod runtime;
+mod sentinel;
 mod server_version;
 mod sink;
 mod worker;
