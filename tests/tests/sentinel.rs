@@ -278,26 +278,34 @@ async fn a_master_killed_under_load_is_followed_and_every_job_has_one_effect() {
     assert!(doubled.is_empty(), "effects recorded twice: {doubled:?}");
 
     // The producer, the workers and the queue events followed the promotion within
-    // the failover plus a few seconds.
+    // the failover plus a few seconds. Processing is timed on the first job added after
+    // the promotion: one the old master took for a worker whose reply it never sent
+    // (`moveToActive`) waits out its lock and the stalled check, as it must.
     let first_add = after_kill[0].1;
-    let first_add_id = after_kill[0].0.clone();
+    let (first_new_id, first_new_at) = produced
+        .acked
+        .iter()
+        .find(|(_, at)| *at > promoted_at)
+        .cloned()
+        .expect("adds after the promotion");
     let runs = ledger.runs.lock().unwrap().clone();
     let first_run = runs
         .iter()
-        .filter(|(id, _)| id == &first_add_id)
+        .filter(|(id, _)| id == &first_new_id)
         .map(|(_, at)| *at)
         .min()
-        .expect("the first job added after the kill ran");
+        .expect("the first job added after the promotion ran");
     let first_event = wait_until(SOON, "its completed event", || async {
-        completed_events.lock().unwrap().get(&first_add_id).copied()
+        completed_events.lock().unwrap().get(&first_new_id).copied()
     })
     .await;
     let late = |at: Instant| at.saturating_duration_since(promoted_at);
     eprintln!(
-        "after the promotion: first add {:?}, its run {:?}, its event {:?}; {} adds \
-         acknowledged ({} after the kill, {} not replicated before it), {} outbox rows, \
-         {} runs for {} effects",
+        "after the promotion: first add {:?}; the first job added after it added at {:?}, \
+         run at {:?}, its completed event at {:?}; {} adds acknowledged ({} after the \
+         kill, {} not replicated before it), {} outbox rows, {} runs for {} effects",
         late(first_add),
+        late(first_new_at),
         late(first_run),
         late(first_event),
         produced.acked.len(),
