@@ -21,7 +21,7 @@ const RETRY_MAX: Duration = Duration::from_secs(1);
 /// A multiplexed connection to the master that Redis Sentinel names, following it
 /// through failovers.
 ///
-/// The first command connects (see [`MasterResolver::connect`]); after that, commands
+/// The first command connects (see the [module](crate::sentinel)); after that, commands
 /// share one multiplexed socket until it fails. A command that fails because the
 /// master is gone (a dropped socket, a timeout) or no longer a master (`READONLY`,
 /// `MASTERDOWN`) returns its error, and the next command asks the sentinels again, so a

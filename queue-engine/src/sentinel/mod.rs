@@ -8,10 +8,10 @@
 //! back as a replica, gets `READONLY` for every write). Node BullMQ follows failovers
 //! through ioredis's sentinel support; this module gives the port the same:
 //!
-//! - [`SentinelOptions`] on [`RedisConnectionOptions::sentinel`](crate::options::RedisConnectionOptions::sentinel)
+//! - [`SentinelOptions`](crate::sentinel::SentinelOptions) on [`RedisConnectionOptions::sentinel`](crate::options::RedisConnectionOptions::sentinel)
 //!   names the sentinels and the master;
 //! - every connection the crate opens (queues, workers' blocking reads, queue events)
-//!   is then a [`SentinelConnection`]: it asks the sentinels for the master
+//!   is then a [`SentinelConnection`](crate::sentinel::SentinelConnection): it asks the sentinels for the master
 //!   (`SENTINEL GET-MASTER-ADDR-BY-NAME`), checks the server it reaches is a master
 //!   (`ROLE`), and asks again whenever it loses it: a dropped socket, a timeout, or a
 //!   `READONLY` / `MASTERDOWN` reply (the server was demoted; a command refused so is
