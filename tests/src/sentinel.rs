@@ -14,8 +14,9 @@ pub const MASTER_NAME: &str = "mymaster";
 /// How a [`RedisSentinel`] is secured.
 #[derive(Debug, Clone, Default)]
 pub struct SentinelSecurity {
-    /// An ACL user of the master and replica, `(name, password)`, allowed everything
-    /// (the default user stays on for replication and the sentinels, with `data_password`).
+    /// An ACL user of the master and replica, `(name, password)`, allowed everything but
+    /// `ROLE`, an admin command a locked-down user may lack (the default user stays on
+    /// for replication and the sentinels, with a password of its own).
     pub acl_user: Option<(String, String)>,
     /// The password of the sentinels themselves (`requirepass` in their config).
     pub sentinel_password: Option<String>,
@@ -99,6 +100,7 @@ impl RedisSentinel {
                 "~*".to_owned(),
                 "&*".to_owned(),
                 "+@all".to_owned(),
+                "-role".to_owned(),
             ]);
         }
         if let Some(password) = &security.sentinel_password {

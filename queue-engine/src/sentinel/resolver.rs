@@ -5,14 +5,15 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, RedisResult, Value};
 use tokio::sync::Mutex;
+use tracing::debug;
 
 use super::{parse_address, SentinelOptions};
 use crate::error::Error;
 use crate::options::RedisConnectionOptions;
 use crate::redis_connection::build_client;
 
-/// Connecting to a sentinel and its answer: sentinels answer at once, and a silent one
-/// must not hold up asking the next.
+/// Connecting to a sentinel and its answer, and the master's answer to `ROLE`: they
+/// answer at once, and a silent one must not hold up asking the next.
 const SENTINEL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One sentinel, and the connection kept to it between lookups.
@@ -214,7 +215,27 @@ impl MasterResolver {
         let mut connection = client
             .get_multiplexed_async_connection_with_config(config)
             .await?;
-        let role: Vec<Value> = redis::cmd("ROLE").query_async(&mut connection).await?;
+        // Bounded even on a connection made without a response timeout (a blocking
+        // one): a master that accepts the connection and never answers is not one.
+        let role_cmd = redis::cmd("ROLE");
+        let role = role_cmd.query_async::<Vec<Value>>(&mut connection);
+        let role = match tokio::time::timeout(SENTINEL_TIMEOUT, role).await {
+            Ok(Ok(role)) => role,
+            // `ROLE` is an admin command: an ACL user may not run it (`NOPERM`). The
+            // sentinels' word is then all there is; a write refused with `READONLY`
+            // still sends the connection back to them.
+            Ok(Err(e)) if e.code().is_some() => {
+                debug!(master = %format!("{host}:{port}"), error = %e, "cannot check the master's role; trusting the sentinels");
+                return Ok((client, connection));
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "ROLE did not answer",
+                )))
+            }
+        };
         let role: Option<String> = role
             .into_iter()
             .next()
