@@ -19,6 +19,7 @@ mod options;
 mod processor;
 mod queue;
 mod registry;
+mod sentinel;
 #[cfg(feature = "sqlx")]
 mod store;
 mod tls;
@@ -57,6 +58,7 @@ pub use queue::{
     AddedJob, BulkJob, CancelOutcome, ChildJob, Children, GlobalLimits, JobLogs, Outcome, Queue,
     SchedulerInfo, WorkerInfo,
 };
+pub use sentinel::Sentinel;
 #[cfg(feature = "sqlx")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 pub use store::{

@@ -57,6 +57,8 @@ pub mod queue_events;
 pub mod redis_connection;
 /// Lua script registry and execution.
 mod scripts;
+/// Redis Sentinel: finding the master, and following it through a failover.
+pub mod sentinel;
 /// Shared types: job state, progress, backoff strategies.
 pub mod types;
 /// Worker implementation for processing jobs...

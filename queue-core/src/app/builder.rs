@@ -87,9 +87,36 @@ impl Default for QueueAppBuilder {
 }
 
 impl QueueAppBuilder {
-    /// The Redis URL: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
+    /// The Redis URL: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS;
+    /// or a Redis Sentinel deployment,
+    /// `redis+sentinel://[user:password@]host:port[,host:port...]/master_name[/db]` (see
+    /// [`Sentinel`](crate::Sentinel) for the whole form, and `build`'s refusal of one
+    /// that does not fit).
     pub fn redis(mut self, url: impl Into<String>) -> Self {
         self.endpoint = Endpoint::Single(url.into());
+        self
+    }
+
+    /// A Redis Sentinel deployment: the app asks the sentinels for the master, and
+    /// every connection asks them again when it loses it, so producers, workers, queue
+    /// events and the outbox relay follow a failover. The same as a `redis+sentinel://`
+    /// URL given to [`redis`](Self::redis).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> queue_core::Result<()> {
+    /// use queue_core::{QueueApp, Sentinel};
+    ///
+    /// let app = QueueApp::builder()
+    ///     .redis_sentinel(
+    ///         Sentinel::new("mymaster", ["10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"])
+    ///             .password("master-secret"),
+    ///     )
+    ///     .build()
+    ///     .await?;
+    /// # let _ = app; Ok(()) }
+    /// ```
+    pub fn redis_sentinel(mut self, sentinel: crate::Sentinel) -> Self {
+        self.endpoint = Endpoint::Sentinel(sentinel);
         self
     }
 

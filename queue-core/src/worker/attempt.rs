@@ -304,6 +304,15 @@ fn human(d: Duration) -> String {
     }
 }
 
+/// Marks an attempt ended on its worker's pulse when dropped.
+struct PulseEnd<'a>(&'a crate::health::WorkerPulse);
+
+impl Drop for PulseEnd<'_> {
+    fn drop(&mut self) {
+        self.0.ended();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,14 +331,5 @@ mod tests {
     fn durations_read_naturally() {
         assert_eq!(human(Duration::from_secs(30)), "30s");
         assert_eq!(human(Duration::from_millis(250)), "250ms");
-    }
-}
-
-/// Marks an attempt ended on its worker's pulse when dropped.
-struct PulseEnd<'a>(&'a crate::health::WorkerPulse);
-
-impl Drop for PulseEnd<'_> {
-    fn drop(&mut self) {
-        self.0.ended();
     }
 }
