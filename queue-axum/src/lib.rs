@@ -117,6 +117,7 @@ mod accepted;
 pub mod dashboard;
 mod error;
 mod extract;
+mod health;
 mod idempotency;
 mod json_errors;
 mod layer;
@@ -149,6 +150,7 @@ pub use error::{QueueError, RETRY_AFTER_SECONDS};
 pub use extract::{
     from_app, IdempotencyKey, Inject, QueueHandle, QueueName, Queues, IDEMPOTENCY_KEY_HEADER,
 };
+pub use health::HealthRoutes;
 pub use idempotency::{
     IdempotencyLayer, IdempotencyService, DEFAULT_IDEMPOTENCY_TTL, REPLAYED_HEADER,
 };

@@ -13,12 +13,14 @@ mod error;
 mod events;
 mod flow;
 mod handler;
+mod health;
 mod inline;
 mod job;
 mod options;
 mod processor;
 mod queue;
 mod registry;
+mod sentinel;
 #[cfg(feature = "sqlx")]
 mod store;
 mod tls;
@@ -43,8 +45,9 @@ pub use contract::{DeclaredJob, JobOf, JobType, OutputOf, QueueType, SchemaError
 pub use deps::Dep;
 pub use error::{Error, PayloadError, RegistryError, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
-pub use flow::{AddedFlow, FlowJob, OnChildFailure};
+pub use flow::{AddedFlow, ExistingJob, FlowError, FlowJob, OnChildFailure};
 pub use handler::Handler;
+pub use health::{Check, CheckStatus, Health, HealthReport, HealthSettings, MemoryGuard};
 pub use job::{
     ChildKey, ChildResults, FailedChild, Job, JobCounts, JobError, JobInfo, JobState, ParentJob,
     TestJobHandle,
@@ -58,6 +61,7 @@ pub use queue::{
     AddedJob, BulkJob, CancelOutcome, ChildJob, Children, GlobalLimits, JobLogs, Outcome, Queue,
     SchedulerInfo, WorkerInfo,
 };
+pub use sentinel::Sentinel;
 #[cfg(feature = "sqlx")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 pub use store::{

@@ -391,7 +391,6 @@ impl Walk {
         }
         let mut child = app
             .env("PORT", self.app_port.to_string())
-            .env("NO_COLOR", "1")
             .env("DATABASE_URL", self.dir.sqlite_url())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

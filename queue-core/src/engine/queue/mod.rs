@@ -1,7 +1,7 @@
 //! The engine's queue, behind our types, one responsibility per file: adds and their
 //! duplicate detection ([`add`]), reads ([`read`]), what an operator inspects
 //! ([`inspect`]), management ([`manage`]), job schedulers ([`schedulers`]) and cancel
-//! publishing ([`cancel`]).
+//! publishing and deferred failures ([`cancel`]).
 
 mod add;
 mod cancel;
