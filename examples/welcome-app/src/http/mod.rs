@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use axum::routing::{get, post};
 use axum::Router;
-use queue_axum::{IdempotencyLayer, JobRoutes, QueueLayer};
-use queue_core::{inject_queue, Queue, QueueApp};
+use queue_axum::{HealthRoutes, IdempotencyLayer, JobRoutes, QueueLayer};
+use queue_core::{inject_queue, HealthSettings, Queue, QueueApp};
 
 pub use birthdays::{SCAN_DAYS_AHEAD, SCAN_DAYS_BACK};
 pub use error::ApiError;
@@ -78,6 +78,8 @@ pub struct Producers {
 ///   header.
 /// - `/admin/queues`: the queue dashboard, for the operator (the same token, or HTTP
 ///   Basic with it as the password); mounted only when `ADMIN_TOKEN` is set.
+/// - `GET /livez`, `GET /readyz`: the liveness and readiness probes (a worker wedged
+///   for two minutes with jobs waiting fails liveness).
 pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Error> {
     let admin = JobRoutes::new()
         .include_failed_reason(true)
@@ -111,6 +113,10 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
         .merge(operator_work)
         .with_state(state)
         .merge(JobRoutes::new().queues([EMAIL_QUEUE]).router())
+        .merge(
+            HealthRoutes::new(HealthSettings::new().wedged_after(Duration::from_secs(120)))
+                .router(),
+        )
         .nest("/admin", admin);
     if let Some(token) = admin_token {
         api = api.nest("/admin/queues", dashboard::router(app, token));
