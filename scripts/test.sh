@@ -122,7 +122,7 @@ cluster_dir=$(mktemp -d /tmp/queue-tests-cluster.XXXXXX)
 trap 'scripts/redis-cluster.sh stop "$cluster_dir"' EXIT
 nodes=$(scripts/redis-cluster.sh start "$cluster_dir")
 echo "$nodes"
-core=(producer worker retries options lifecycle events listeners stalled flows axum
+core=(producer worker retries options lifecycle events listeners stalled flows flow_edges axum
   dashboard outbox metrics bad_input worker_holes macros serve interop contracts testing_kit)
 REDIS_CLUSTER_NODES=$nodes cargo test -p queue-tests $(printf -- '--test %s ' "${core[@]}")
 REDIS_CLUSTER_NODES=$nodes cargo test -p welcome-app --test service --test long_work

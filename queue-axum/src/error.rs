@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use queue_core::Error;
+use queue_core::{Error, FlowError};
 
 /// How long a client should wait before retrying when Redis is unreachable.
 pub const RETRY_AFTER_SECONDS: u64 = 5;
@@ -20,7 +20,8 @@ const OUTAGE_LOG_EVERY_SECS: u64 = 10;
 ///   can be retried as is;
 /// - 4xx when the request caused it: an option built from its input that BullMQ refuses
 ///   (422, e.g. a `:` in a job id), a payload over the limit (413), a job that does not
-///   exist (404) or is in the wrong state (409), with the refusal's own text;
+///   exist (404) or is in the wrong state (409), a flow that names an existing job it
+///   cannot take in (409), with the refusal's own text;
 /// - 500 otherwise, with no internals in the body (they are logged).
 ///
 /// ```
@@ -67,6 +68,10 @@ impl QueueError {
             Error::InvalidOption { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::JobNotFound { .. } => StatusCode::NOT_FOUND,
             Error::WrongState { .. } => StatusCode::CONFLICT,
+            // A flow naming one job twice is the request's own mistake; one naming a
+            // job that exists and cannot be its job conflicts with what is stored.
+            Error::Flow(FlowError::RepeatedId { .. }) => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::Flow(_) => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -129,7 +134,9 @@ impl IntoResponse for QueueError {
         }
         let body = Json(serde_json::json!({ "error": self.kind(), "message": self.body_text() }));
         let retry_after = match &self.0 {
-            Error::RateLimited { retry_after, .. } => Some(retry_after.as_secs_f64().ceil() as u64),
+            Error::RateLimited { retry_after, .. } | Error::RedisMemoryHigh { retry_after, .. } => {
+                Some(retry_after.as_secs_f64().ceil() as u64)
+            }
             _ => (status == StatusCode::SERVICE_UNAVAILABLE).then_some(RETRY_AFTER_SECONDS),
         };
         let mut response = (status, body).into_response();
@@ -177,5 +184,8 @@ mod tests {
         });
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(text.contains("retry"), "{text}");
+        let (status, text) = answer(Error::Flow(FlowError::Contended { tries: 10 }));
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert!(text.contains("try again"), "{text}");
     }
 }

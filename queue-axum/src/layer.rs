@@ -97,8 +97,12 @@ impl<S> QueueService<S> {
         let span = tracing::info_span!(
             "request",
             trace_id = tracing::field::Empty,
-            request_id = request_id.unwrap_or_default(),
+            // Recorded only when the client sent one: no `request_id=""` in the logs.
+            request_id = tracing::field::Empty,
         );
+        if let Some(request_id) = request_id {
+            span.record("request_id", request_id);
+        }
         trace::set_parent_if_unparented(&span, incoming.as_ref());
         let context = trace::context_of(&span).or(incoming).or_else(|| {
             // An untraced request stays untraced unless OpenTelemetry traced it.

@@ -3,6 +3,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod app;
+mod claims;
 mod clock;
 mod cluster;
 mod contract;
@@ -12,12 +13,14 @@ mod error;
 mod events;
 mod flow;
 mod handler;
+mod health;
 mod inline;
 mod job;
 mod options;
 mod processor;
 mod queue;
 mod registry;
+mod sentinel;
 #[cfg(feature = "sqlx")]
 mod store;
 mod tls;
@@ -36,25 +39,29 @@ pub use app::{
     FromApp, QueueApp, QueueAppBuilder, Registrations, DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
+pub use claims::{Claim, ClaimToken, Claims};
 pub use cluster::queue_slot;
 pub use contract::{DeclaredJob, JobOf, JobType, OutputOf, QueueType, SchemaError};
 pub use deps::Dep;
 pub use error::{Error, PayloadError, RegistryError, Result};
 pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
-pub use flow::{AddedFlow, FlowJob, OnChildFailure};
+pub use flow::{AddedFlow, ExistingJob, FlowError, FlowJob, OnChildFailure};
 pub use handler::Handler;
+pub use health::{Check, CheckStatus, Health, HealthReport, HealthSettings, MemoryGuard};
 pub use job::{
     ChildKey, ChildResults, FailedChild, Job, JobCounts, JobError, JobInfo, JobState, ParentJob,
     TestJobHandle,
 };
 pub use options::{
-    Backoff, BackoffContext, Deduplication, JobOptions, Keep, Schedule, MAX_PRIORITY,
+    could_be_job_id, Backoff, BackoffContext, Deduplication, JobOptions, Keep, Schedule, MAX_DELAY,
+    MAX_JOB_ID_BYTES, MAX_PRIORITY,
 };
 pub use processor::{AnyQueue, Processor};
 pub use queue::{
     AddedJob, BulkJob, CancelOutcome, ChildJob, Children, GlobalLimits, JobLogs, Outcome, Queue,
     SchedulerInfo, WorkerInfo,
 };
+pub use sentinel::Sentinel;
 #[cfg(feature = "sqlx")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 pub use store::{

@@ -147,6 +147,64 @@ pub struct JobNode {
     pub children: Option<Vec<JobNode>>,
 }
 
+/// A flow's commands, built by [`FlowProducer::transaction_with_opts`] and not sent
+/// yet: one atomic pipeline (`MULTI` .. `EXEC`).
+pub struct FlowTransaction {
+    /// The producer's connection, whose script registry the pipeline's `EVALSHA`s name.
+    scripts_from: RedisConnection,
+    pipe: redis::Pipeline,
+    job_node: JobNode,
+    release_count: usize,
+    script_names: Vec<&'static str>,
+}
+
+impl std::fmt::Debug for FlowTransaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowTransaction")
+            .field("job_node", &self.job_node)
+            .field("release_count", &self.release_count)
+            .field("script_names", &self.script_names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FlowTransaction {
+    /// Loads the scripts the pipeline calls (`SCRIPT LOAD`) on `conn`, the connection
+    /// that will send it: the pipeline uses `EVALSHA`, which has no fallback inside a
+    /// transaction. `SCRIPT LOAD` writes no key, so it leaves a `WATCH` in place.
+    pub async fn load_scripts<C: redis::aio::ConnectionLike>(
+        &self,
+        conn: &mut C,
+    ) -> Result<(), Error> {
+        self.scripts_from
+            .scripts()
+            .ensure_loaded(conn, &self.script_names)
+            .await
+    }
+
+    /// The atomic pipeline that adds the flow. Its reply is `nil` when a `WATCH`ed key
+    /// changed before `EXEC` (nothing was written), else one value per command.
+    pub fn pipeline(&self) -> &redis::Pipeline {
+        &self.pipe
+    }
+
+    /// Reads the replies of [`FlowTransaction::pipeline`] as
+    /// [`FlowProducer::add_with_opts`] does: the tree, with the root's id as Redis
+    /// answered it, or the error of a job the scripts refused.
+    pub fn finish(self, results: &[redis::Value]) -> Result<JobNode, Error> {
+        let mut job_node = self.job_node;
+        // Validate the root result and apply root ID updates. Child results are
+        // still consumed for validation, but child IDs intentionally keep the
+        // in-memory values to mirror Node.js FlowProducer semantics.
+        let mut results_iter = results.iter();
+        FlowProducer::apply_pipeline_results(&mut job_node, &mut results_iter, true)?;
+        for _ in 0..self.release_count {
+            results_iter.next();
+        }
+        Ok(job_node)
+    }
+}
+
 /// Per-queue options used when adding a flow.
 #[derive(Debug, Clone, Default)]
 pub struct FlowQueueOptions {
@@ -288,11 +346,31 @@ impl FlowProducer {
     /// in deduplication scenarios where Redis skips descendant creation.
     /// Negative root status codes (e.g. `-5` for a missing parent key) are
     /// returned as errors.
-    pub async fn add_with_opts(
+    pub async fn add_with_opts(&self, flow: FlowJob, opts: &FlowOptions) -> Result<JobNode, Error> {
+        let transaction = self.transaction_with_opts(flow, opts)?;
+        let mut conn = self.conn.connection();
+        transaction.load_scripts(&mut conn).await?;
+        let results: Vec<redis::Value> = transaction.pipeline().query_async(&mut conn).await?;
+        let job_node = transaction.finish(&results)?;
+        debug!(job_id = %job_node.job.id(), "flow added");
+        Ok(job_node)
+    }
+
+    /// The commands that add `flow` atomically, built but not sent, for a caller that
+    /// runs them inside a transaction of its own: typically `WATCH` on the keys of jobs
+    /// whose ids it chose, a check of what it read, then the pipeline (`MULTI` ..
+    /// `EXEC`) on the same connection, and again if `EXEC` was aborted because one of
+    /// them changed. [`FlowProducer::add_with_opts`] is this, run at once.
+    ///
+    /// Load the scripts on that connection first
+    /// ([`FlowTransaction::load_scripts`]), then send
+    /// [`FlowTransaction::pipeline`] and hand its replies to
+    /// [`FlowTransaction::finish`].
+    pub fn transaction_with_opts(
         &self,
         mut flow: FlowJob,
         opts: &FlowOptions,
-    ) -> Result<JobNode, Error> {
+    ) -> Result<FlowTransaction, Error> {
         apply_queue_defaults(&mut flow, opts);
         validate_flow_queue_names(&flow)?;
         validate_deferred_child_deduplication(
@@ -302,12 +380,6 @@ impl FlowProducer {
                 .and_then(|opts| opts.parent.as_ref())
                 .is_some(),
         )?;
-
-        let mut conn = self.conn.connection();
-        self.conn
-            .scripts()
-            .ensure_loaded(&mut conn, &Self::pipeline_script_names(&flow))
-            .await?;
 
         let mut pipe = redis::pipe();
         pipe.atomic();
@@ -329,7 +401,7 @@ impl FlowProducer {
             None => None,
         };
 
-        let (mut job_node, parents) = self.add_node(&mut pipe, &flow, parent_ctx.as_ref())?;
+        let (job_node, parents) = self.add_node(&mut pipe, &flow, parent_ctx.as_ref())?;
         let mut release_parents = deduplicate_parent_contexts(parents);
         if let Some(parent) = parent_ctx {
             release_parents.insert(parent.parent_key.clone(), parent);
@@ -338,21 +410,13 @@ impl FlowProducer {
         for parent in release_parents.values() {
             self.add_release_parent_to_pipe(&mut pipe, parent)?;
         }
-
-        // Execute the atomic pipeline
-        let results: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
-
-        // Validate the root result and apply root ID updates. Child results are
-        // still consumed for validation, but child IDs intentionally keep the
-        // in-memory values to mirror Node.js FlowProducer semantics.
-        let mut results_iter = results.iter();
-        Self::apply_pipeline_results(&mut job_node, &mut results_iter, true)?;
-        for _ in 0..release_count {
-            results_iter.next();
-        }
-        debug!(job_id = %job_node.job.id(), "flow added");
-
-        Ok(job_node)
+        Ok(FlowTransaction {
+            scripts_from: self.conn.clone(),
+            pipe,
+            job_node,
+            release_count,
+            script_names: Self::pipeline_script_names(&flow),
+        })
     }
 
     /// Atomically add multiple flows.

@@ -57,6 +57,8 @@ pub mod queue_events;
 pub mod redis_connection;
 /// Lua script registry and execution.
 mod scripts;
+/// Redis Sentinel: finding the master, and following it through a failover.
+pub mod sentinel;
 /// Shared types: job state, progress, backoff strategies.
 pub mod types;
 /// Worker implementation for processing jobs...
@@ -64,8 +66,8 @@ pub mod worker;
 
 pub use error::Error;
 pub use flow_producer::{
-    FlowJob, FlowOptions, FlowProducer, FlowProducerOptions, FlowQueueOptions, GetFlowOptions,
-    JobNode,
+    FlowJob, FlowOptions, FlowProducer, FlowProducerOptions, FlowQueueOptions, FlowTransaction,
+    GetFlowOptions, JobNode,
 };
 pub use job::Job;
 pub use keys::QueueKeys;

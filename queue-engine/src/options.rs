@@ -175,6 +175,17 @@ pub struct RedisConnectionOptions {
     /// `"{my-queue}"`). Flows spanning several queues require the hash tag in
     /// the shared prefix.
     pub cluster_nodes: Vec<String>,
+    /// Redis Sentinel: the master's name and the sentinels to ask for it.
+    ///
+    /// When set, every connection asks the sentinels which server is the master, checks
+    /// that it is one (`ROLE`), and asks again whenever it loses it (a dropped socket, a
+    /// timeout, or a `READONLY` reply from a master demoted to replica), so that workers,
+    /// queues and event readers follow a failover. [`url`](Self::url),
+    /// [`host`](Self::host) and [`port`](Self::port) are not used;
+    /// [`username`](Self::username), [`password`](Self::password), [`db`](Self::db),
+    /// [`tls`](Self::tls) and [`tls_certs`](Self::tls_certs) apply to the master. Ignored
+    /// when [`cluster_nodes`](Self::cluster_nodes) is set.
+    pub sentinel: Option<crate::sentinel::SentinelOptions>,
 }
 
 pub(crate) fn redact_url_userinfo(url: &str) -> String {
@@ -207,6 +218,7 @@ impl Default for RedisConnectionOptions {
             tls: false,
             tls_certs: None,
             cluster_nodes: Vec::new(),
+            sentinel: None,
         }
     }
 }
@@ -313,6 +325,31 @@ impl RedisConnectionOptions {
         !self.cluster_nodes.is_empty()
     }
 
+    /// Find the master through Redis Sentinel; see [`sentinel`](Self::sentinel).
+    ///
+    /// ```
+    /// use bullmq::options::RedisConnectionOptions;
+    /// use bullmq::sentinel::SentinelOptions;
+    ///
+    /// let opts = RedisConnectionOptions::new()
+    ///     .password("master-secret")
+    ///     .sentinel(SentinelOptions::new(
+    ///         "mymaster",
+    ///         ["10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"],
+    ///     ));
+    /// assert!(opts.is_sentinel());
+    /// ```
+    pub fn sentinel(mut self, sentinel: crate::sentinel::SentinelOptions) -> Self {
+        self.sentinel = Some(sentinel);
+        self
+    }
+
+    /// Whether these options find the master through Redis Sentinel (and do not name
+    /// a Redis Cluster, which takes precedence).
+    pub fn is_sentinel(&self) -> bool {
+        self.sentinel.is_some() && !self.is_cluster()
+    }
+
     /// Build the effective connection URL.
     ///
     /// When [`host`](Self::host) is set, a URL is constructed from the typed
@@ -414,6 +451,7 @@ impl std::fmt::Debug for RedisConnectionOptions {
             .field("tls", &self.tls)
             .field("tls_certs", &self.tls_certs)
             .field("cluster_nodes", &redacted_cluster_nodes)
+            .field("sentinel", &self.sentinel)
             .finish()
     }
 }

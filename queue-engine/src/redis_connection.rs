@@ -17,6 +17,7 @@ use tracing::{debug, warn};
 use crate::error::Error;
 use crate::options::{redact_url_userinfo, ReconnectOptions, RedisConnectionOptions};
 use crate::scripts::ScriptRegistry;
+use crate::sentinel::{MasterResolver, SentinelConnection};
 
 /// The multiplexed connection type returned by the legacy connection APIs.
 pub type Conn = MultiplexedConnection;
@@ -25,8 +26,8 @@ pub type Conn = MultiplexedConnection;
 /// the socket dies.
 pub type ManagedConn = ConnectionManager;
 
-/// A Redis connection that works with both a standalone server and a Redis
-/// Cluster.
+/// A Redis connection that works with a standalone server, a Redis Cluster, or
+/// the master Redis Sentinel names.
 ///
 /// Implements [`redis::aio::ConnectionLike`], so it can be used anywhere a
 /// redis-rs async connection is expected (`query_async`, `AsyncCommands`, ...).
@@ -39,6 +40,9 @@ pub enum AnyConnection {
     /// the slot of their (first) key, and the topology is refreshed on
     /// `MOVED`/`ASK` redirects and reconnects.
     Cluster(ClusterConnection),
+    /// Connection to the master named by Redis Sentinel, asking the sentinels
+    /// again whenever it loses it (see [`SentinelConnection`]).
+    Sentinel(SentinelConnection),
 }
 
 impl ConnectionLike for AnyConnection {
@@ -46,6 +50,7 @@ impl ConnectionLike for AnyConnection {
         match self {
             Self::Single(conn) => conn.req_packed_command(cmd),
             Self::Cluster(conn) => conn.req_packed_command(cmd),
+            Self::Sentinel(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -58,6 +63,7 @@ impl ConnectionLike for AnyConnection {
         match self {
             Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
             Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Sentinel(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -65,6 +71,7 @@ impl ConnectionLike for AnyConnection {
         match self {
             Self::Single(conn) => conn.get_db(),
             Self::Cluster(conn) => conn.get_db(),
+            Self::Sentinel(conn) => conn.get_db(),
         }
     }
 }
@@ -100,7 +107,7 @@ fn tls_certificates(opts: &RedisConnectionOptions) -> Result<Option<TlsCertifica
 /// When [`RedisConnectionOptions::tls_certs`] is set, the client is built with
 /// the supplied TLS certificates (custom root CA and/or client certificate for
 /// mTLS); otherwise the client is opened directly from the URL scheme.
-fn build_client(opts: &RedisConnectionOptions, url: &str) -> Result<Client, Error> {
+pub(crate) fn build_client(opts: &RedisConnectionOptions, url: &str) -> Result<Client, Error> {
     match tls_certificates(opts)? {
         Some(tls_certs) => Ok(Client::build_with_tls(url, tls_certs)?),
         None => Ok(Client::open(url)?),
@@ -147,6 +154,8 @@ enum BlockingConnector {
     Single(Client),
     /// Cluster client built without a response timeout.
     Cluster(ClusterClient),
+    /// The sentinels, asked for the master on every connection made.
+    Sentinel(Arc<MasterResolver>, i64),
 }
 
 impl BlockingConnector {
@@ -161,8 +170,19 @@ impl BlockingConnector {
             Self::Cluster(client) => {
                 Ok(AnyConnection::Cluster(client.get_async_connection().await?))
             }
+            Self::Sentinel(resolver, db) => Ok(AnyConnection::Sentinel(
+                SentinelConnection::connect(resolver.clone(), sentinel_config(None), *db).await?,
+            )),
         }
     }
+}
+
+/// The configuration of connections to a master found through the sentinels:
+/// the same timeouts as [`manager_config`]'s.
+fn sentinel_config(response_timeout: Option<std::time::Duration>) -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(ReconnectOptions::default().connection_timeout)
+        .set_response_timeout(response_timeout)
 }
 
 /// Build the reconnection/backoff configuration shared by every connection.
@@ -235,6 +255,9 @@ impl RedisConnection {
         if opts.is_cluster() {
             return Self::connect_cluster(opts).await;
         }
+        if opts.is_sentinel() {
+            return Self::connect_sentinel(opts).await;
+        }
 
         let url = opts.effective_url();
         let client = build_client(opts, &url)?;
@@ -286,9 +309,49 @@ impl RedisConnection {
         Ok(Self { inner })
     }
 
+    async fn connect_sentinel(opts: &RedisConnectionOptions) -> Result<Self, Error> {
+        let resolver = Arc::new(MasterResolver::new(opts)?);
+        let db = i64::from(opts.db.unwrap_or(0));
+        let config = sentinel_config(ReconnectOptions::default().response_timeout);
+        let connection = SentinelConnection::connect(resolver.clone(), config, db).await?;
+        debug!(
+            master_name = %resolver.master_name(),
+            master = ?connection.current_master(),
+            sentinels = %resolver.sentinels(),
+            "redis connection established through the sentinels"
+        );
+        let inner = Arc::new(Inner {
+            client: None,
+            blocking: BlockingConnector::Sentinel(resolver, db),
+            opts: opts.clone(),
+            legacy_conn: None,
+            connection: AnyConnection::Sentinel(connection),
+            scripts: ScriptRegistry::new(),
+        });
+        Ok(Self { inner })
+    }
+
     /// Whether this is a Redis Cluster connection.
     pub fn is_cluster(&self) -> bool {
         matches!(self.inner.connection, AnyConnection::Cluster(_))
+    }
+
+    /// Whether this connection finds its master through Redis Sentinel.
+    pub fn is_sentinel(&self) -> bool {
+        matches!(self.inner.connection, AnyConnection::Sentinel(_))
+    }
+
+    /// A client for the server to open connections of another kind to (pub/sub): the
+    /// standalone server, or the master the sentinels name now (checked with `ROLE`).
+    /// A sentinel master's client does not follow a failover: call this again when a
+    /// connection made from it is lost.
+    ///
+    /// Returns [`Error::InvalidConfig`] on a Redis Cluster connection.
+    pub async fn master_client(&self) -> Result<Client, Error> {
+        match &self.inner.connection {
+            AnyConnection::Sentinel(connection) => Ok(connection.master_client().await?),
+            _ => Ok(self.standalone_client()?.clone()),
+        }
     }
 
     /// Get a clone of the legacy multiplexed connection for concurrent use.
@@ -316,24 +379,24 @@ impl RedisConnection {
     ///
     /// # Panics
     ///
-    /// Panics on a Redis Cluster connection; use
-    /// [`connection`](Self::connection), which works in both modes.
+    /// Panics on a Redis Cluster or Sentinel connection; use
+    /// [`connection`](Self::connection), which works in every mode.
     pub fn managed_conn(&self) -> ManagedConn {
         self.try_managed_conn()
             .unwrap_or_else(|| panic!("managed_conn is {CLUSTER_UNSUPPORTED}"))
     }
 
     /// Non-panicking variant of [`managed_conn`](Self::managed_conn); `None`
-    /// on a Redis Cluster connection.
+    /// on a Redis Cluster or Sentinel connection.
     pub fn try_managed_conn(&self) -> Option<ManagedConn> {
         match &self.inner.connection {
             AnyConnection::Single(conn) => Some(conn.clone()),
-            AnyConnection::Cluster(_) => None,
+            AnyConnection::Cluster(_) | AnyConnection::Sentinel(_) => None,
         }
     }
 
-    /// Get a clone of the auto-reconnecting connection, for either a
-    /// standalone server or a Redis Cluster.
+    /// Get a clone of the auto-reconnecting connection, for a standalone server, a
+    /// Redis Cluster or the master Redis Sentinel names.
     pub fn connection(&self) -> AnyConnection {
         self.inner.connection.clone()
     }
@@ -385,7 +448,8 @@ impl RedisConnection {
     }
 
     /// Non-panicking variant of [`client`](Self::client); `None` on a Redis
-    /// Cluster connection.
+    /// Cluster connection, and on a Sentinel connection, whose server changes (see
+    /// [`master_client`](Self::master_client)).
     pub fn try_client(&self) -> Option<&Client> {
         self.inner.client.as_ref()
     }
@@ -400,7 +464,8 @@ impl RedisConnection {
     /// "timed out" error on an otherwise healthy, idle queue. See the note on
     /// [`BlockingRedisConnection::new`] for the equivalent worker-side issue.
     ///
-    /// Returns [`Error::InvalidConfig`] on a Redis Cluster connection; use
+    /// Returns [`Error::InvalidConfig`] on a Redis Cluster or Sentinel connection
+    /// (it would not follow a failover); use
     /// [`dedicated_any_connection`](Self::dedicated_any_connection) instead.
     pub async fn dedicated_connection(&self) -> Result<MultiplexedConnection, Error> {
         let config = AsyncConnectionConfig::new().set_response_timeout(None);
@@ -412,7 +477,8 @@ impl RedisConnection {
 
     /// Create a dedicated managed connection that reconnects automatically.
     ///
-    /// Returns [`Error::InvalidConfig`] on a Redis Cluster connection; use
+    /// Returns [`Error::InvalidConfig`] on a Redis Cluster or Sentinel connection
+    /// (it would not follow a failover); use
     /// [`dedicated_any_connection`](Self::dedicated_any_connection) instead.
     pub async fn managed_dedicated_connection(&self) -> Result<ManagedConn, Error> {
         let config = manager_config(None);
@@ -420,15 +486,22 @@ impl RedisConnection {
     }
 
     /// Create a dedicated, auto-reconnecting connection with its response
-    /// timeout disabled (for blocking commands), for either a standalone
-    /// server or a Redis Cluster.
+    /// timeout disabled (for blocking commands), for a standalone server, a Redis
+    /// Cluster or the master Redis Sentinel names.
     pub async fn dedicated_any_connection(&self) -> Result<AnyConnection, Error> {
         self.inner.blocking.connect().await
     }
 
     fn standalone_client(&self) -> Result<&Client, Error> {
         self.try_client().ok_or_else(|| {
-            Error::InvalidConfig(format!("dedicated connection is {CLUSTER_UNSUPPORTED}"))
+            Error::InvalidConfig(if self.is_sentinel() {
+                "a connection to one server is not available on a Sentinel connection (it \
+                 would not follow a failover); use RedisConnection::connection or \
+                 dedicated_any_connection"
+                    .to_string()
+            } else {
+                format!("dedicated connection is {CLUSTER_UNSUPPORTED}")
+            })
         })
     }
 

@@ -98,6 +98,78 @@ async fn a_flows_jobs_keep_their_telemetry_and_unmodelled_options() {
 }
 
 #[tokio::test]
+async fn a_flows_commands_run_in_the_callers_watch_transaction() {
+    use bullmq::{FlowJob, FlowOptions, FlowProducer};
+
+    let redis = TestRedis::new("patch-flow-tx");
+    let producer = FlowProducer::with_options(
+        bullmq::FlowProducerOptions::new()
+            .connection(RedisConnectionOptions::new().url(redis_url()))
+            .prefix(redis.prefix()),
+    )
+    .await
+    .unwrap();
+    let flow = FlowJob::new("parent", "flow-tx", serde_json::json!({}))
+        .unwrap()
+        .options(JobOptions::new().job_id("p"))
+        .add_child(
+            FlowJob::new("child", "flow-tx", serde_json::json!({}))
+                .unwrap()
+                .options(JobOptions::new().job_id("c").fail_parent_on_failure()),
+        );
+    let transaction = producer
+        .transaction_with_opts(flow, &FlowOptions::default())
+        .unwrap();
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut own = client.get_multiplexed_async_connection().await.unwrap();
+    let mut other = client.get_multiplexed_async_connection().await.unwrap();
+    transaction.load_scripts(&mut own).await.unwrap();
+    let child_key = format!("{}:flow-tx:c", redis.prefix());
+
+    // A watched key written by another client: EXEC is aborted, nothing is written.
+    redis::cmd("WATCH")
+        .arg(&child_key)
+        .query_async::<()>(&mut own)
+        .await
+        .unwrap();
+    redis::cmd("HSET")
+        .arg(&child_key)
+        .arg("seen")
+        .arg(1)
+        .query_async::<()>(&mut other)
+        .await
+        .unwrap();
+    let aborted: Option<Vec<redis::Value>> =
+        transaction.pipeline().query_async(&mut own).await.unwrap();
+    assert!(aborted.is_none());
+    assert_eq!(redis.job_field("flow-tx", "p", "name"), None);
+
+    // Left alone, the same commands write the flow, read as `add` reads them.
+    redis::cmd("DEL")
+        .arg(&child_key)
+        .query_async::<()>(&mut other)
+        .await
+        .unwrap();
+    redis::cmd("WATCH")
+        .arg(&child_key)
+        .query_async::<()>(&mut own)
+        .await
+        .unwrap();
+    let replies: Option<Vec<redis::Value>> =
+        transaction.pipeline().query_async(&mut own).await.unwrap();
+    let node = transaction.finish(&replies.unwrap()).unwrap();
+    assert_eq!(node.job.id(), "p");
+    assert_eq!(
+        redis.job_field("flow-tx", "p", "name").as_deref(),
+        Some("parent")
+    );
+    assert!(redis
+        .job_field("flow-tx", "c", "parent")
+        .unwrap()
+        .contains("\"fpof\":true"));
+}
+
+#[tokio::test]
 async fn extend_locks_renews_by_id_and_token_and_names_the_lost() {
     let redis = TestRedis::new("patch-locks");
     let q = queue(&redis, "locks").await;

@@ -5,6 +5,7 @@
 mod cluster;
 mod dashboard;
 mod floor;
+mod health;
 mod outbox;
 mod redis;
 mod stats;
@@ -27,8 +28,8 @@ pub(super) struct Settings {
     /// `BENCH_LATENCY_JOBS` (default 500): probes per latency run.
     latency_jobs: u64,
     /// `BENCH_HTTP_SECS` (default 10): length of each HTTP load. (`BENCH_SUITES`, a comma list
-    /// of floor, enqueue, throughput, latency, http, outbox, status, observability, dashboard,
-    /// cluster, footprint, runs only those.)
+    /// of floor, enqueue, throughput, latency, http, outbox, status, health, observability,
+    /// dashboard, cluster, footprint, runs only those.)
     http_secs: u64,
 }
 
@@ -128,6 +129,9 @@ pub(crate) fn run_all() -> BenchResult<()> {
     }
     if wanted("status") {
         report.push_str(&status::measure(&mut redis)?);
+    }
+    if wanted("health") {
+        report.push_str(&health::measure(&mut redis, settings)?);
     }
     if wanted("dashboard") {
         report.push_str(&dashboard::measure(&mut redis)?);

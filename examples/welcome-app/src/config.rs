@@ -18,7 +18,8 @@ pub enum Role {
 pub struct Config {
     /// `PORT` (default 3000).
     pub port: u16,
-    /// `REDIS_URL` (default `redis://127.0.0.1:6379`).
+    /// `REDIS_URL` (default `redis://127.0.0.1:6379`; `redis+sentinel://...` for a master
+    /// kept by Redis Sentinel).
     pub redis_url: String,
     /// `DATABASE_URL` (default `sqlite://welcome.db`, created if missing).
     pub database_url: String,

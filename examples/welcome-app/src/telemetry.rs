@@ -1,5 +1,8 @@
 //! Logs, and OpenTelemetry traces exported over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT`
-//! is set (nothing is exported otherwise). The exporter reads OpenTelemetry's standard
+//! is set (nothing is exported otherwise).
+//!
+//! Logs are text, coloured only on a terminal, or one JSON object per line with
+//! `LOG_FORMAT=json` (for a log collector). The exporter reads OpenTelemetry's standard
 //! variables itself: `OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` is appended),
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_HEADERS`, and
 //! `OTEL_SERVICE_NAME` (default `welcome-app`).
@@ -7,6 +10,8 @@
 //! The queue's spans need no code here: with the `tracing-opentelemetry` layer in the
 //! subscriber, each request, add and attempt is an OpenTelemetry span, one trace from
 //! the HTTP request to the job's last attempt (`queue_core::trace`).
+
+use std::io::IsTerminal;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -25,15 +30,31 @@ pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
 }
 
-/// Why the exporter could not be set up (a bad endpoint, say).
+/// The variable that chooses the log format: `text` (the default) or `json`.
+pub const LOG_FORMAT: &str = "LOG_FORMAT";
+
+/// Why logs or traces could not be set up.
 #[derive(Debug, thiserror::Error)]
-#[error("OpenTelemetry's OTLP exporter cannot start: {0}")]
-pub struct TelemetryError(#[from] opentelemetry_otlp::ExporterBuildError);
+#[non_exhaustive]
+pub enum TelemetryError {
+    /// The OTLP exporter could not start (a bad endpoint, say).
+    #[error("OpenTelemetry's OTLP exporter cannot start: {0}")]
+    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    /// `LOG_FORMAT` is neither `text` nor `json`.
+    #[error("{LOG_FORMAT}={0:?} is not a log format; use `text` or `json`")]
+    LogFormat(String),
+}
 
 impl Telemetry {
     /// Installs the global subscriber: logs filtered by `RUST_LOG` (default
-    /// `info,sqlx=warn`), and the OTLP trace export when its endpoint is set.
+    /// `info,sqlx=warn`) in the `LOG_FORMAT`, and the OTLP trace export when its
+    /// endpoint is set.
     pub fn init() -> Result<Telemetry, TelemetryError> {
+        let json = match std::env::var(LOG_FORMAT).as_deref() {
+            Err(_) | Ok("" | "text") => false,
+            Ok("json") => true,
+            Ok(other) => return Err(TelemetryError::LogFormat(other.to_owned())),
+        };
         let filter =
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
         let provider = match std::env::var_os(OTLP_ENDPOINT) {
@@ -51,10 +72,21 @@ impl Telemetry {
                         .with_target("sqlx", Level::WARN),
                 )
         });
-        tracing_subscriber::registry()
-            .with(tracing_subscriber::fmt::layer().with_filter(filter))
-            .with(otel)
-            .init();
+        // Colour codes only for a person at a terminal: a file or a collector gets
+        // plain text.
+        let logs = if json {
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_current_span(false)
+                .with_filter(filter)
+                .boxed()
+        } else {
+            tracing_subscriber::fmt::layer()
+                .with_ansi(std::io::stdout().is_terminal())
+                .with_filter(filter)
+                .boxed()
+        };
+        tracing_subscriber::registry().with(logs).with(otel).init();
         match &provider {
             Some(_) => tracing::info!("exporting traces over OTLP ({OTLP_ENDPOINT} is set)"),
             None => tracing::info!("not exporting traces: set {OTLP_ENDPOINT} to export them"),

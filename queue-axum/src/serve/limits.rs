@@ -1,5 +1,6 @@
-//! What a server allows its clients: how long they may take to send headers, a body,
-//! or nothing at all, and how long shutdown waits for requests in flight.
+//! What a server allows its clients: how many connections at once, how long they may
+//! take to send headers, a body, or nothing at all, and how long shutdown waits for
+//! requests in flight.
 
 use std::time::Duration;
 
@@ -16,6 +17,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub struct ServeLimits {
+    /// `None`: derived from the process's open-file limit when serving starts.
+    max_connections: Option<usize>,
     header_read: Duration,
     body: Duration,
     idle: Duration,
@@ -25,6 +28,7 @@ pub struct ServeLimits {
 impl Default for ServeLimits {
     fn default() -> Self {
         ServeLimits {
+            max_connections: None,
             header_read: Duration::from_secs(10),
             body: Duration::from_secs(30),
             idle: Duration::from_secs(60),
@@ -34,6 +38,16 @@ impl Default for ServeLimits {
 }
 
 impl ServeLimits {
+    /// The most connections open at once (at least 1). At the cap the server takes
+    /// no more until one closes: new clients wait in the listen backlog rather than
+    /// use up the descriptors that Redis, the database and the handlers' files need.
+    /// By default, from the process's limit of open files: all but 256 of them, and
+    /// at most half (128 where the limit cannot be read).
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.max_connections = Some(max.max(1));
+        self
+    }
+
     /// A client must send a request's headers within this (default 10 s): a client
     /// holding connections open with partial headers is cut off.
     pub fn header_read(mut self, limit: Duration) -> Self {
@@ -60,6 +74,13 @@ impl ServeLimits {
     pub fn drain(mut self, limit: Duration) -> Self {
         self.drain = limit;
         self
+    }
+
+    /// The connection cap: the one set, or the default for this process.
+    pub fn max_connections_limit(&self) -> usize {
+        self.max_connections.unwrap_or_else(|| {
+            super::fd_limit::default_max_connections(super::fd_limit::open_files_limit())
+        })
     }
 
     /// The header-read limit.

@@ -1,13 +1,15 @@
 //! One shutdown: stop taking requests, finish the ones in flight (within a bound), then
-//! stop the workers with a deadline. In that order. And time limits on every client,
-//! so that slow or idle connections cannot pile up.
+//! stop the workers with a deadline. In that order. And limits on every client (a cap
+//! on connections, time limits), so that slow or idle connections cannot pile up.
 
+mod fd_limit;
 mod limits;
 mod timed_body;
 mod timed_io;
 
 use std::future::Future;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::Request;
 use axum::Router;
@@ -16,6 +18,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use queue_core::{ShutdownReport, Workers};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tower::Service;
 
@@ -79,10 +82,34 @@ pub async fn serve_with_limits(
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     let mut signal = std::pin::pin!(signal);
+    let max_connections = limits.max_connections_limit();
+    let slots = Arc::new(Semaphore::new(max_connections));
+    let mut at_cap_since: Option<Instant> = None;
     loop {
+        // At the cap, nothing is accepted until a connection ends (its task returns
+        // its slot): new clients wait in the listen backlog.
+        let free = slots.available_permits() > 0;
+        if !free && at_cap_since.is_none() {
+            at_cap_since = Some(Instant::now());
+            tracing::warn!(
+                max_connections,
+                "connection cap reached; new connections wait until one closes"
+            );
+        } else if free {
+            if let Some(since) = at_cap_since.take() {
+                tracing::info!(
+                    after = ?since.elapsed(),
+                    "below the connection cap again; accepting"
+                );
+            }
+        }
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = listener.accept(), if free => match accepted {
                 Ok((stream, _peer)) => {
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        // Only this loop takes slots: one was free above.
+                        continue;
+                    };
                     let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout()));
                     let connection = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
@@ -94,6 +121,7 @@ pub async fn serve_with_limits(
                         if let Err(e) = connection.await {
                             tracing::debug!(error = %e, "connection ended with an error");
                         }
+                        drop(slot);
                     });
                 }
                 // Out of file descriptors and the like: wait a moment, keep serving.

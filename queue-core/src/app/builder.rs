@@ -18,6 +18,7 @@ use crate::engine::{Connection, Endpoint};
 use crate::error::Error;
 use crate::error::RegistryError;
 use crate::events::local;
+use crate::health::{MemoryGuard, MemoryWatch};
 use crate::inline::InlineRunner;
 use crate::options::BackoffRegistry;
 use crate::options::{BackoffContext, JobOptions};
@@ -57,6 +58,7 @@ pub struct QueueAppBuilder {
     outbox: Option<crate::store::Outbox>,
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::Metrics>,
+    memory_guard: MemoryGuard,
 }
 
 impl Default for QueueAppBuilder {
@@ -79,14 +81,42 @@ impl Default for QueueAppBuilder {
             outbox: None,
             #[cfg(feature = "metrics")]
             metrics: None,
+            memory_guard: MemoryGuard::default(),
         }
     }
 }
 
 impl QueueAppBuilder {
-    /// The Redis URL: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
+    /// The Redis URL: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS;
+    /// or a Redis Sentinel deployment,
+    /// `redis+sentinel://[user:password@]host:port[,host:port...]/master_name[/db]` (see
+    /// [`Sentinel`](crate::Sentinel) for the whole form, and `build`'s refusal of one
+    /// that does not fit).
     pub fn redis(mut self, url: impl Into<String>) -> Self {
         self.endpoint = Endpoint::Single(url.into());
+        self
+    }
+
+    /// A Redis Sentinel deployment: the app asks the sentinels for the master, and
+    /// every connection asks them again when it loses it, so producers, workers, queue
+    /// events and the outbox relay follow a failover. The same as a `redis+sentinel://`
+    /// URL given to [`redis`](Self::redis).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> queue_core::Result<()> {
+    /// use queue_core::{QueueApp, Sentinel};
+    ///
+    /// let app = QueueApp::builder()
+    ///     .redis_sentinel(
+    ///         Sentinel::new("mymaster", ["10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"])
+    ///             .password("master-secret"),
+    ///     )
+    ///     .build()
+    ///     .await?;
+    /// # let _ = app; Ok(()) }
+    /// ```
+    pub fn redis_sentinel(mut self, sentinel: crate::Sentinel) -> Self {
+        self.endpoint = Endpoint::Sentinel(sentinel);
         self
     }
 
@@ -266,6 +296,16 @@ impl QueueAppBuilder {
         self
     }
 
+    /// The Redis memory guard (see [`MemoryGuard`]; on by default). `build` reads
+    /// Redis's `maxmemory-policy` and logs an error, or fails when told to, unless it is
+    /// `noeviction`; above the high-water mark of `maxmemory`, adds fail fast with
+    /// [`Error::RedisMemoryHigh`] and the outbox keeps its rows. Off on a Redis Cluster
+    /// (each master has its own memory) and where Redis hides `INFO memory`.
+    pub fn memory_guard(mut self, guard: MemoryGuard) -> Self {
+        self.memory_guard = guard;
+        self
+    }
+
     pub(crate) fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
@@ -280,6 +320,7 @@ impl QueueAppBuilder {
     }
 
     fn plan(&self) -> Result<Plan, Error> {
+        self.memory_guard.check()?;
         if self.prefix.is_empty() || self.prefix.contains(':') {
             return Err(Error::invalid(
                 "prefix",
@@ -362,13 +403,18 @@ impl QueueAppBuilder {
             prefix = conn.prefix(),
             "queue app connected"
         );
+        let memory = if conn.is_cluster() {
+            None
+        } else {
+            MemoryWatch::start(&conn, self.memory_guard).await?
+        };
         #[cfg(feature = "sqlx")]
         if let Some(outbox) = &self.outbox {
             outbox.migrate().await?;
         }
         #[cfg(feature = "sqlx")]
         let relay = self.outbox.clone().filter(|o| o.settings.start_relay);
-        let app = self.assemble(plan, conn, None);
+        let app = self.assemble(plan, conn, None, memory);
         #[cfg(feature = "sqlx")]
         if let Some(outbox) = relay {
             app.keep_relay(crate::store::Relay::start(&app, outbox));
@@ -405,7 +451,7 @@ impl QueueAppBuilder {
         let plan = self.plan()?;
         let conn = Connection::inline(&self.prefix);
         let runner = Arc::new(InlineRunner::new(plan.queues.clone(), plan.deps.clone()));
-        let app = self.assemble(plan, conn, Some(runner.clone()));
+        let app = self.assemble(plan, conn, Some(runner.clone()), None);
         // Weak: the app holds the runner.
         let weak = Arc::downgrade(&app.inner);
         runner.attach(move |deps| {
@@ -417,7 +463,13 @@ impl QueueAppBuilder {
     }
 
     /// The app from a checked plan and its connection.
-    fn assemble(self, plan: Plan, conn: Connection, inline: Option<Arc<InlineRunner>>) -> QueueApp {
+    fn assemble(
+        self,
+        plan: Plan,
+        conn: Connection,
+        inline: Option<Arc<InlineRunner>>,
+        memory: Option<Arc<MemoryWatch>>,
+    ) -> QueueApp {
         let Plan {
             queues: plans,
             deps,
@@ -463,6 +515,7 @@ impl QueueAppBuilder {
                         .map(|runner| runner as Arc<dyn crate::queue::InlineAdds>),
                     #[cfg(feature = "sqlx")]
                     outbox: self.outbox,
+                    memory: memory.clone(),
                 },
                 backoffs: self.backoffs,
                 queues: Mutex::new(HashMap::new()),
@@ -477,6 +530,8 @@ impl QueueAppBuilder {
                 relay: Mutex::new(None),
                 #[cfg(feature = "metrics")]
                 metrics: self.metrics,
+                pulses: Arc::default(),
+                memory,
             }),
         }
     }

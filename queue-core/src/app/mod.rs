@@ -97,6 +97,10 @@ pub(crate) struct AppInner {
     relay: Mutex<Option<crate::store::Relay>>,
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::Metrics>,
+    /// The signs of life of the workers this process runs, for the liveness probe.
+    pulses: Arc<crate::health::PulseBoard>,
+    /// The Redis memory guard, unless Redis hides its memory (or the app is inline).
+    memory: Option<Arc<crate::health::MemoryWatch>>,
 }
 
 impl QueueApp {
@@ -233,8 +237,23 @@ impl QueueApp {
                     .unwrap_or(Keep::DEFAULT_COMPLETED),
                 keep_failed: defaults.remove_on_fail.unwrap_or(Keep::DEFAULT_FAILED),
                 metrics_data_points: plan.metrics_data_points,
+                reads_children: {
+                    let plan = plan.clone();
+                    Arc::new(move |name: &str| {
+                        plan.handler_for(name)
+                            .is_some_and(|planned| planned.handler.reads_children)
+                    })
+                },
             };
+            let pulse = Arc::new(crate::health::WorkerPulse::new(
+                &plan.queue,
+                plan.concurrency,
+                // BullMQ's default lock when the processor sets none.
+                plan.lock_duration.unwrap_or(Duration::from_secs(30)),
+            ));
+            self.inner.pulses.add(&pulse);
             let dispatcher = Dispatcher {
+                pulse,
                 #[cfg(feature = "metrics")]
                 metrics: self
                     .inner
@@ -400,7 +419,14 @@ impl QueueApp {
     /// policies say.
     ///
     /// A root whose `job_id` exists already adds nothing: the answer is that job,
-    /// marked `duplicate`, without children.
+    /// marked `duplicate`, without children. A job below the root whose `job_id`
+    /// exists is taken into the flow when it can still end for its new parent (a
+    /// completed one gives the parent its value, a pending one is waited for), and is
+    /// answered `duplicate`, in its state. Otherwise nothing of the flow is written,
+    /// and the error says which job and why ([`FlowError`](crate::FlowError)): one that
+    /// failed, one another parent waits for, one the flow would give children, or one
+    /// id named twice. The checks and the write are one optimistic transaction, so a
+    /// concurrent add cannot slip between them.
     pub async fn add_flow(&self, root: crate::FlowJob) -> Result<crate::AddedFlow, Error> {
         crate::flow::add(root).await
     }
@@ -424,6 +450,21 @@ impl QueueApp {
 
     pub(crate) fn connection(&self) -> &Connection {
         &self.inner.conn
+    }
+
+    /// How long a queue call waits for Redis.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.inner.producer.command_timeout
+    }
+
+    /// The pulses of the workers this process runs.
+    pub(crate) fn pulses(&self) -> &crate::health::PulseBoard {
+        &self.inner.pulses
+    }
+
+    /// The memory guard's last reading, if the guard runs.
+    pub(crate) fn memory_state(&self) -> Option<crate::health::MemoryState> {
+        self.inner.memory.as_ref().map(|watch| watch.state())
     }
 
     /// An inline app's runner.

@@ -2,7 +2,7 @@
 //! engine handles (queues, worker options) built on it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use bullmq::options::{RedisConnectionOptions, TlsCerts};
@@ -10,42 +10,16 @@ use bullmq::redis_connection::RedisConnection;
 use bullmq::QueueOptions;
 
 use super::convert::engine_error;
+pub(crate) use super::endpoint::Endpoint;
 use super::server_version::{ServerVersion, MINIMUM};
+use super::watch::{WatchPool, Watched};
 use crate::error::Error;
 use crate::tls::Tls;
 
-/// Where the app's Redis is: one server, or a Redis Cluster by its seed nodes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Endpoint {
-    /// `redis://` or `rediss://`.
-    Single(String),
-    /// Seed nodes of a cluster, each a `redis://` or `rediss://` URL.
-    Cluster(Vec<String>),
-}
-
-impl Endpoint {
-    fn urls(&self) -> &[String] {
-        match self {
-            Endpoint::Single(url) => std::slice::from_ref(url),
-            Endpoint::Cluster(nodes) => nodes,
-        }
-    }
-
-    /// For messages and logs: the URL, or the seed nodes, without passwords.
-    fn display(&self) -> String {
-        match self {
-            Endpoint::Single(url) => redact_password(url),
-            Endpoint::Cluster(nodes) => {
-                let nodes: Vec<String> = nodes.iter().map(|n| redact_password(n)).collect();
-                format!("cluster({})", nodes.join(", "))
-            }
-        }
-    }
-}
-
 /// One multiplexed, auto-reconnecting connection shared by every queue handle of the app
 /// (on a cluster, the engine's cluster connection, routing each command to its slot's
-/// master).
+/// master; with Sentinel, the engine's connection to the master the sentinels name,
+/// following it through a failover).
 #[derive(Clone)]
 pub(crate) struct Connection {
     /// `None` for an inline app (`QueueAppBuilder::build_inline`): no Redis at all.
@@ -56,10 +30,14 @@ pub(crate) struct Connection {
     /// Which of `clients` the next dedicated connection tries first.
     next_client: Arc<AtomicUsize>,
     cluster: bool,
+    /// With Sentinel: the master found last, for when the sentinels cannot be asked.
+    sentinel_master: Option<Arc<Mutex<redis::Client>>>,
     /// For dedicated connections to a cluster node the seeds did not name.
     tls: Option<Tls>,
     prefix: String,
     display_url: String,
+    /// Connections kept for optimistic transactions (`WATCH`), not shared while used.
+    watch_pool: Arc<WatchPool>,
 }
 
 impl Connection {
@@ -70,18 +48,47 @@ impl Connection {
         prefix: &str,
         timeout: Duration,
     ) -> Result<Self, Error> {
+        let endpoint = endpoint.resolved()?;
         let display_url = endpoint.display();
         let connect_error = |reason: String| Error::Connect {
             url: display_url.clone(),
             reason,
         };
         let urls = endpoint.urls();
-        if urls.is_empty() {
-            return Err(connect_error("no cluster seed node given".to_owned()));
-        }
-        let secure = urls.iter().any(|url| url.starts_with("rediss://"));
+        let secure = match &*endpoint {
+            Endpoint::Sentinel(sentinel) => sentinel.tls || sentinel.sentinel_tls,
+            _ => urls.iter().any(|url| url.starts_with("rediss://")),
+        };
         if secure || tls.is_some() {
             install_crypto_provider();
+        }
+        if let Endpoint::Sentinel(sentinel) = &*endpoint {
+            let mut options = super::sentinel::options(sentinel);
+            if let Some(tls) = tls {
+                options = options.tls_certs(tls_certs(tls));
+            }
+            let connect = super::sentinel::connect(&options);
+            let (redis, version, master) = match tokio::time::timeout(timeout, connect).await {
+                Ok(Ok(connected)) => connected,
+                Ok(Err(reason)) => return Err(connect_error(reason)),
+                Err(_) => return Err(connect_error(format!("no answer within {timeout:?}"))),
+            };
+            check_version(version, &display_url)?;
+            return Ok(Connection {
+                cluster: false,
+                redis: Some(redis),
+                options,
+                clients: Arc::from(vec![master.clone()]),
+                next_client: Arc::new(AtomicUsize::new(0)),
+                sentinel_master: Some(Arc::new(Mutex::new(master))),
+                watch_pool: Arc::default(),
+                tls: tls.cloned(),
+                prefix: prefix.to_owned(),
+                display_url,
+            });
+        }
+        if urls.is_empty() {
+            return Err(connect_error("no cluster seed node given".to_owned()));
         }
         let clients = urls
             .iter()
@@ -91,20 +98,16 @@ impl Connection {
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| connect_error(format!("not a valid Redis URL or TLS setting ({e})")))?;
-        let mut options = match endpoint {
-            Endpoint::Single(url) => RedisConnectionOptions::new().url(url),
+        let mut options = match &*endpoint {
             Endpoint::Cluster(nodes) => RedisConnectionOptions {
                 cluster_nodes: nodes.clone(),
                 tls: secure,
                 ..RedisConnectionOptions::new()
             },
+            _ => RedisConnectionOptions::new().url(&urls[0]),
         };
         if let Some(tls) = tls {
-            options = options.tls_certs(TlsCerts {
-                root_cert: tls.root_cert_pem.clone(),
-                client_cert: tls.client_cert_pem.as_ref().map(|(cert, _)| cert.clone()),
-                client_key: tls.client_cert_pem.as_ref().map(|(_, key)| key.clone()),
-            });
+            options = options.tls_certs(tls_certs(tls));
         }
         // Plain connections first: they fail at once with the real cause ("Connection
         // refused", "WRONGPASS", a TLS error), where the engine's reconnecting manager
@@ -140,9 +143,11 @@ impl Connection {
             options,
             clients: clients.into(),
             next_client: Arc::new(AtomicUsize::new(0)),
+            sentinel_master: None,
             tls: tls.cloned(),
             prefix: prefix.to_owned(),
             display_url,
+            watch_pool: Arc::default(),
         })
     }
 
@@ -155,9 +160,11 @@ impl Connection {
             clients: Arc::from(Vec::new()),
             next_client: Arc::new(AtomicUsize::new(0)),
             cluster: false,
+            sentinel_master: None,
             tls: None,
             prefix: prefix.to_owned(),
             display_url: "inline (no Redis)".to_owned(),
+            watch_pool: Arc::default(),
         }
     }
 
@@ -238,17 +245,23 @@ impl Connection {
             .map_err(|e| Error::Redis(Box::new(e)))
     }
 
-    /// A client for subscribing to `channel`. On a cluster, one to the master that
-    /// serves the channel's slot now: a `PUBLISH` is routed there, and the count it
-    /// answers is of that node's subscribers (a cluster delivers it to every node's, but
-    /// counts only its own). When the slot map cannot be read, the next seed node.
-    pub(super) async fn subscriber_client(&self, channel: &str) -> redis::Client {
+    /// A client for a connection of its own to the server of `key` (a key, or a pub/sub
+    /// channel). On a cluster, one to the master that serves its slot now: a `PUBLISH`
+    /// is routed there, and the count it answers is of that node's subscribers (a
+    /// cluster delivers it to every node's, but counts only its own); a transaction on
+    /// its keys runs there. When the slot map cannot be read, the next seed node. With
+    /// Sentinel, one to the master the sentinels name now: what it serves is lost with
+    /// that master, and the caller asks again.
+    pub(super) async fn client_for(&self, key: &str) -> redis::Client {
+        if let (Some(redis), Some(last)) = (&self.redis, &self.sentinel_master) {
+            return super::sentinel::master_client(redis, last).await;
+        }
         let next = self.next_client.fetch_add(1, Ordering::Relaxed);
         let seed = &self.clients[next % self.clients.len()];
         if !self.cluster {
             return seed.clone();
         }
-        let Some((host, port)) = self.master_of(crate::cluster::key_slot(channel)).await else {
+        let Some((host, port)) = self.master_of(crate::cluster::key_slot(key)).await else {
             return seed.clone();
         };
         let info = seed.get_connection_info().clone();
@@ -271,6 +284,16 @@ impl Connection {
             Some(tls) => redis::Client::build_with_tls(info, certificates(tls)),
         };
         client.unwrap_or_else(|_| seed.clone())
+    }
+
+    /// A connection of its own that watches `keys` (one slot's, non-empty), for an
+    /// optimistic transaction on them ([`super::watch`]).
+    pub(super) async fn watch(&self, keys: &[String]) -> Result<Watched, Error> {
+        self.redis("add_flow")?;
+        let client = self
+            .client_for(keys.first().map_or("", String::as_str))
+            .await;
+        self.watch_pool.watch(&client, keys).await
     }
 
     /// The host and port of the master serving `slot`, from `CLUSTER SLOTS`: entries
@@ -302,6 +325,14 @@ impl std::fmt::Debug for Connection {
             .field("url", &self.display_url)
             .field("prefix", &self.prefix)
             .finish()
+    }
+}
+
+fn tls_certs(tls: &Tls) -> TlsCerts {
+    TlsCerts {
+        root_cert: tls.root_cert_pem.clone(),
+        client_cert: tls.client_cert_pem.as_ref().map(|(cert, _)| cert.clone()),
+        client_key: tls.client_cert_pem.as_ref().map(|(_, key)| key.clone()),
     }
 }
 
@@ -359,39 +390,4 @@ fn install_crypto_provider() {
         // An error only means a provider is already installed, which is what we need.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
-}
-
-/// `redis://user:secret@host` -> `redis://user:***@host`, for messages and logs.
-pub(crate) fn redact_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let Some((userinfo, host)) = rest.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None if userinfo.is_empty() => url.to_owned(),
-        // `redis://secret@host` is a password-only URL in the redis crate.
-        None => format!("{scheme}://***@{host}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact_password;
-
-    #[test]
-    fn passwords_never_reach_messages() {
-        assert_eq!(
-            redact_password("redis://u:pw@h:6379/2"),
-            "redis://u:***@h:6379/2"
-        );
-        assert_eq!(redact_password("rediss://:pw@h"), "rediss://:***@h");
-        assert_eq!(redact_password("redis://pw@h"), "redis://***@h");
-        assert_eq!(
-            redact_password("redis://127.0.0.1:6379"),
-            "redis://127.0.0.1:6379"
-        );
-    }
 }

@@ -4,20 +4,26 @@
 //! errors into ours, and runs the engine's worker with our dispatcher. When the
 //! engine changes version, this folder changes and nothing else.
 
+mod backlog;
 mod cancel;
 mod connection;
 mod convert;
+mod endpoint;
 mod events;
 mod flow;
+mod flow_gate;
 mod job;
 mod lock_keeper;
 mod queue;
 mod raw_data;
 mod runtime;
+mod sentinel;
 mod server_version;
 mod sink;
+mod watch;
 mod worker;
 
+pub(crate) use backlog::Backlog;
 pub(crate) use connection::{Connection, Endpoint};
 pub(crate) use events::EngineQueueEvents;
 pub(crate) use flow::add_flow;

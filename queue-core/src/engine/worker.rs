@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use super::connection::Connection;
 use super::convert::{engine_error, job_meta, keep_to_engine, millis};
+use super::flow_gate::{check_parent, ParentGate, CONTINUES_PAST_FAILURES};
 use super::job::LiveJob;
 use super::lock_keeper::LockKeeper;
 use super::queue::cancel_channel;
@@ -76,7 +77,13 @@ pub(crate) struct WorkerSettings {
     pub(crate) keep_failed: Keep,
     /// BullMQ's per-minute metrics, minutes kept.
     pub(crate) metrics_data_points: Option<usize>,
+    /// Whether the handler of a job name reads the job's flow children.
+    pub(crate) reads_children: ReadsChildren,
 }
+
+/// Whether the handler of a job name reads the job's flow children (takes
+/// `ChildResults`): such a job is checked for children still running before it runs.
+pub(crate) type ReadsChildren = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// A running engine worker and its helper tasks.
 pub(crate) struct EngineWorker {
@@ -134,7 +141,13 @@ impl EngineWorker {
         let renew_within = settings.command_timeout.min(lock_duration / 2);
         let keeper =
             LockKeeper::start(conn, &queue, lock_duration, renew_within, sink.clone()).await?;
-        let processor = engine_processor(conn.clone(), queue.clone(), process, keeper);
+        let processor = engine_processor(
+            conn.clone(),
+            queue.clone(),
+            process,
+            keeper,
+            settings.reads_children,
+        );
         let worker = bullmq::Worker::with_options(&queue, processor, options)
             .await
             .map_err(|e| Error::Worker {
@@ -201,20 +214,47 @@ fn engine_processor(
     queue: String,
     process: ProcessFn,
     keeper: LockKeeper,
+    reads_children: ReadsChildren,
 ) -> bullmq::worker::ProcessorFn {
+    let keeper = Arc::new(keeper);
     Arc::new(move |engine_job: bullmq::Job, token: CancellationToken| {
-        let hold = engine_job
-            .token()
-            .map(|lock_token| keeper.hold(engine_job.id(), lock_token, token.clone()));
-        // Everything the attempt needs came with the job: its timeout and trace
-        // context are in its stored options.
-        let meta = job_meta(&engine_job, &queue);
-        let data = engine_job.data().clone();
-        let ctx = JobContext::Live(Arc::new(LiveJob::new(engine_job, &queue, conn.clone())));
         let conn = conn.clone();
+        let queue = queue.clone();
         let process = process.clone();
+        let keeper = keeper.clone();
+        // A parent that may have been released with children still pending
+        // (`flow_gate`): its handler reads its children, or its flow said so.
+        let check_children = reads_children(engine_job.name())
+            || engine_job.opts().extensions.get(CONTINUES_PAST_FAILURES)
+                == Some(&serde_json::Value::Bool(true));
         Box::pin(async move {
-            let _hold = hold;
+            if check_children {
+                match check_parent(&conn, &queue, &engine_job).await {
+                    Ok(ParentGate::Run) => {}
+                    // Not run, and no attempt spent: the engine leaves the job where
+                    // it is now.
+                    Ok(ParentGate::BackToWaitingChildren) => {
+                        return Err(bullmq::Error::WaitingChildren)
+                    }
+                    Ok(ParentGate::Fail(reason)) => {
+                        return Err(bullmq::Error::Unrecoverable(reason))
+                    }
+                    Err(e) => {
+                        tracing::warn!(queue = %queue, job_id = engine_job.id(), error = %e, "could not check the parent's children; the attempt fails");
+                        return Err(bullmq::Error::ProcessingError(format!(
+                            "could not check the flow's children before running: {e}"
+                        )));
+                    }
+                }
+            }
+            let _hold = engine_job
+                .token()
+                .map(|lock_token| keeper.hold(engine_job.id(), lock_token, token.clone()));
+            // Everything the attempt needs came with the job: its timeout and trace
+            // context are in its stored options.
+            let meta = job_meta(&engine_job, &queue);
+            let data = engine_job.data().clone();
+            let ctx = JobContext::Live(Arc::new(LiveJob::new(engine_job, &queue, conn.clone())));
             let explain_null = data.is_null().then(|| {
                 let (conn, queue, id) = (conn.clone(), meta.queue.clone(), meta.id.clone());
                 let explain: BoxFuture<'static, Option<String>> =
@@ -299,12 +339,7 @@ async fn forward_events(worker: Arc<bullmq::Worker>, sink: Arc<dyn EventSink>) {
 async fn listen_for_cancels(conn: Connection, queue: String, worker: Arc<bullmq::Worker>) {
     let channel = cancel_channel(&conn, &queue);
     loop {
-        match conn
-            .subscriber_client(&channel)
-            .await
-            .get_async_pubsub()
-            .await
-        {
+        match conn.client_for(&channel).await.get_async_pubsub().await {
             Ok(mut pubsub) => {
                 if let Err(e) = pubsub.subscribe(&channel).await {
                     tracing::warn!(queue = %queue, error = %e, "cannot subscribe to cancellations");

@@ -42,6 +42,29 @@ pub enum Error {
         minimum: String,
     },
 
+    /// Redis's `maxmemory-policy` may delete jobs, and the app was told to require
+    /// `noeviction` ([`MemoryGuard::require_noeviction`](crate::MemoryGuard::require_noeviction)).
+    #[error("Redis at {url} has maxmemory-policy `{policy}`, which deletes keys (jobs among them) when memory is full; BullMQ needs `noeviction` (CONFIG SET maxmemory-policy noeviction, and in redis.conf)")]
+    EvictionPolicy {
+        /// The URL, password redacted.
+        url: String,
+        /// The policy Redis reported.
+        policy: String,
+    },
+
+    /// Redis's memory is above the guard's high-water mark ([`MemoryGuard`](crate::MemoryGuard)):
+    /// the add is refused before it is sent, so that Redis keeps room for the jobs
+    /// already in it. Try again after `retry_after`; an HTTP edge answers 503.
+    #[error("Redis memory is above the high-water mark ({used} of {max} bytes used); the add was refused, try again after {retry_after:?}")]
+    RedisMemoryHigh {
+        /// Bytes Redis used at the last reading.
+        used: u64,
+        /// Its `maxmemory`.
+        max: u64,
+        /// When to try again.
+        retry_after: std::time::Duration,
+    },
+
     /// The app runs inline, without Redis ([`QueueAppBuilder::build_inline`]), and this
     /// call needs Redis.
     ///
@@ -147,6 +170,10 @@ pub enum Error {
         operation: &'static str,
     },
 
+    /// A flow was refused; nothing of it was written.
+    #[error(transparent)]
+    Flow(#[from] crate::flow::FlowError),
+
     /// Start-up checks of registered processors and producers failed.
     #[error(transparent)]
     Registry(#[from] RegistryError),
@@ -182,13 +209,18 @@ impl Error {
     }
 
     /// Whether the error means Redis (or the application's database) could not be
-    /// reached, as opposed to a refused request.
+    /// reached, or Redis's memory is above the guard's high-water mark, as opposed to a
+    /// refused request.
     ///
     /// Useful to answer 503 instead of 500 in an HTTP handler.
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            Error::Connect { .. } | Error::Redis(_) | Error::Timeout { .. } | Error::Database(_)
+            Error::Connect { .. }
+                | Error::Redis(_)
+                | Error::Timeout { .. }
+                | Error::Database(_)
+                | Error::RedisMemoryHigh { .. }
         )
     }
 }

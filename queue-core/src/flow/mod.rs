@@ -2,8 +2,14 @@
 //! runs once its children are done and reads their results as typed values
 //! ([`ChildResults`](crate::ChildResults)).
 
+mod claims;
+mod error;
+
 use serde::Serialize;
 use tracing::Instrument;
+
+pub(crate) use claims::{judge, Claim, Found};
+pub use error::{ExistingJob, FlowError};
 
 use crate::error::Error;
 use crate::job::JobState;
@@ -25,9 +31,19 @@ pub enum OnChildFailure {
     /// `child <prefix>:<queue>:<id> failed` (BullMQ's `failParentOnFailure`). A parent
     /// that is itself a child passes the failure up by its own policy.
     FailParent,
-    /// The parent runs at once, even with other children still pending, and finds the
-    /// failure in [`ChildResults::failed`](crate::ChildResults::failed) (BullMQ's
+    /// The parent goes on without its other children: it finds the failure in
+    /// [`ChildResults::failed`](crate::ChildResults::failed) (BullMQ's
     /// `continueParentOnFailure`).
+    ///
+    /// BullMQ releases the parent the moment the child fails, other children pending or
+    /// not. Its handler never runs alongside a child it waits for: the worker that takes
+    /// it first removes the children that have not started (the parent does not wait
+    /// for them), and if one is still running (or has a running descendant), moves the
+    /// parent back to `waiting-children` without running it and without spending an
+    /// attempt. It then runs once, when the last of them ends (completed: its value is
+    /// in `ChildResults`; failed: as that child's own policy says), or is cancelled.
+    /// This holds whatever the parent's handler, for a flow added here; for one Node's
+    /// `FlowProducer` added, when the handler takes `ChildResults`.
     ContinueParent,
     /// The parent runs when its other children are done, and finds the failure in
     /// [`ChildResults::failed`](crate::ChildResults::failed) (BullMQ's
@@ -190,7 +206,19 @@ impl PreparedJob {
 #[derive(Debug)]
 pub(crate) struct AddedIds {
     pub(crate) id: String,
+    /// The state of the job found under this id, which the flow took in; `None` for
+    /// a job the flow added.
+    pub(crate) existing: Option<JobState>,
     pub(crate) children: Vec<AddedIds>,
+}
+
+/// What writing a flow did.
+#[derive(Debug)]
+pub(crate) enum FlowWrite {
+    /// The root's job id exists: nothing was written.
+    RootExists,
+    /// The flow was written.
+    Added(AddedIds),
 }
 
 /// What [`QueueApp::add_flow`](crate::QueueApp::add_flow) added: each job with its
@@ -226,8 +254,8 @@ impl AddedFlow {
                 queue: prepared.queue.clone(),
                 id: ids.id,
                 name: prepared.name.clone(),
-                duplicate: false,
-                state: Some(state),
+                duplicate: ids.existing.is_some(),
+                state: Some(ids.existing.unwrap_or(state)),
             },
             children: prepared
                 .children
@@ -239,8 +267,10 @@ impl AddedFlow {
     }
 }
 
-/// Adds `root` and its descendants in one atomic pipeline. A root whose `job_id`
-/// exists already adds nothing: the answer is that job, `duplicate`, without children.
+/// Adds `root` and its descendants atomically. A root whose `job_id` exists already adds
+/// nothing: the answer is that job, `duplicate`, without children. A child whose id
+/// exists is taken in (answered `duplicate`, in its state) when it can still end for its
+/// new parent; otherwise nothing is written ([`FlowError`]).
 pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
     let queue = root.queue.clone();
     let span = crate::trace::producer_span(
@@ -251,34 +281,35 @@ pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
     );
     // Prepared inside the span: every job of the flow carries the span's context.
     let prepared = span.in_scope(|| root.prepare("root", None))?;
+    let claims = claims::claims(&prepared)?;
     let conn = queue.connection();
     if conn.is_cluster() {
         crate::cluster::check_same_slot(conn.prefix(), prepared.queues())?;
     }
+    queue.admit()?;
     let work = async {
-        let engine = queue.engine().await?;
-        if engine.claimed_before(&prepared.options).await? {
-            let id = prepared.options.job_id.clone().unwrap_or_default();
-            let outcome = crate::engine::AddOutcome {
-                id,
-                duplicate: true,
-            };
-            let job = queue
-                .added(&prepared.name, &prepared.options, outcome)
-                .await?;
-            return Ok(AddedFlow {
-                job,
-                children: Vec::new(),
-            });
+        match crate::engine::add_flow(queue.connection(), &prepared, &claims).await? {
+            FlowWrite::Added(ids) => Ok(AddedFlow::new(&prepared, ids)),
+            FlowWrite::RootExists => {
+                let id = prepared.options.job_id.clone().unwrap_or_default();
+                let outcome = crate::engine::AddOutcome {
+                    id,
+                    duplicate: true,
+                };
+                let job = queue
+                    .added(&prepared.name, &prepared.options, outcome)
+                    .await?;
+                Ok(AddedFlow {
+                    job,
+                    children: Vec::new(),
+                })
+            }
         }
-        let ids = crate::engine::add_flow(queue.connection(), &prepared).await?;
-        Ok(AddedFlow::new(&prepared, ids))
     };
     let added = queue
         .timed("add_flow", work)
         .instrument(span.clone())
         .await?;
-    span.record("messaging.message.id", added.job.id.as_str());
-    span.record("bullmq.job.id", added.job.id.as_str());
+    crate::trace::record_job_id(&span, &added.job.id);
     Ok(added)
 }

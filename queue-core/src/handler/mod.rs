@@ -51,6 +51,12 @@ pub trait Handler<Args>: Clone + Send + Sync + Sized + 'static {
     /// The dependency types the handler asks for.
     #[doc(hidden)]
     fn dependencies() -> Vec<DepInfo>;
+
+    /// Whether the handler reads the job's flow children (takes `ChildResults`).
+    #[doc(hidden)]
+    fn reads_children() -> bool {
+        false
+    }
 }
 
 macro_rules! impl_handler {
@@ -101,21 +107,20 @@ macro_rules! impl_parent_handler {
             fn call(&self, job: Job<T>, deps: &Deps) -> Option<Self::Future> {
                 $(let $dep = deps.get::<$dep>()?;)*
                 let handler = self.clone();
+                // The worker has checked that no child it waits for still runs, and
+                // dropped those not started (`OnChildFailure::ContinueParent`).
                 Some(Box::pin(async move {
                     let children = job.child_results::<C>().await?;
-                    // Run early past a failed child: the children still pending are
-                    // dropped once it succeeds (BullMQ will not complete it otherwise).
-                    let early = (!children.failed().is_empty()).then(|| job.live_link()).flatten();
-                    let output = handler(job, children, $($dep,)*).await?;
-                    if let Some(link) = early {
-                        link.remove_pending_children().await?;
-                    }
-                    Ok(output)
+                    handler(job, children, $($dep,)*).await
                 }))
             }
 
             fn dependencies() -> Vec<DepInfo> {
                 vec![$(DepInfo::of::<$dep>(),)*]
+            }
+
+            fn reads_children() -> bool {
+                true
             }
         }
     };
@@ -149,6 +154,8 @@ pub struct ErasedHandler {
     pub(crate) dependencies: Vec<DepInfo>,
     /// The payload type takes JSON `null` (`()`, `Option<_>`, `Value`).
     pub(crate) accepts_null: bool,
+    /// The handler takes its job's flow children (`ChildResults`).
+    pub(crate) reads_children: bool,
     /// Whether a JSON value deserializes into the payload type, and serde's reason
     /// when it does not.
     pub(crate) check: fn(&serde_json::Value) -> Result<(), String>,
@@ -195,6 +202,7 @@ impl ErasedHandler {
             payload_id: std::any::TypeId::of::<H::Payload>(),
             dependencies: H::dependencies(),
             accepts_null: serde_json::from_value::<H::Payload>(serde_json::Value::Null).is_ok(),
+            reads_children: H::reads_children(),
             check: fits::<H::Payload>,
             run: Arc::new(run),
         }

@@ -288,22 +288,14 @@ impl<T> Job<T> {
     }
 
     /// Removes this job's flow children that have not started (running ones are left
-    /// alone). A parent that runs early
-    /// ([`OnChildFailure::ContinueParent`](crate::OnChildFailure::ContinueParent)) and
-    /// takes [`ChildResults`] has this done for it when it succeeds: BullMQ refuses to
-    /// complete a parent that still has pending children.
+    /// alone). A parent released early by a child's failure
+    /// ([`OnChildFailure::ContinueParent`](crate::OnChildFailure::ContinueParent)) has
+    /// this done for it before it runs, and runs only once no child it waits for is
+    /// running.
     pub async fn remove_pending_children(&self) -> Result<(), Error> {
         match &self.ctx {
             JobContext::Live(live) => live.remove_pending_children().await,
             JobContext::Test(_) => Ok(()),
-        }
-    }
-
-    /// The live job's link to Redis, which outlives the handler's `Job`.
-    pub(crate) fn live_link(&self) -> Option<Arc<dyn JobWriter>> {
-        match &self.ctx {
-            JobContext::Live(live) => Some(live.clone()),
-            JobContext::Test(_) => None,
         }
     }
 

@@ -91,6 +91,8 @@ struct OutboxLabels {
 /// | `queue_jobs` (depth, when scraped) | gauge | queue, state |
 /// | `bullmq_job_count` (the same, under Node BullMQ's name) | gauge | queue, state |
 /// | `queue_outbox_rows` (the outbox backlog: `pending`, `set_aside`) | gauge | state |
+/// | `queue_redis_memory_used_bytes`, `queue_redis_memory_max_bytes` (the memory guard's last reading) | gauge | |
+/// | `queue_redis_memory_high` (1 while adds are refused for memory) | gauge | |
 #[derive(Clone)]
 pub struct Metrics {
     inner: Arc<Inner>,
@@ -111,6 +113,9 @@ struct Inner {
     bullmq_depth: Family<StateLabels, Gauge>,
     #[cfg_attr(not(feature = "sqlx"), allow(dead_code))]
     outbox: Family<OutboxLabels, Gauge>,
+    memory_used: Gauge,
+    memory_max: Gauge,
+    memory_high: Gauge,
     depth_cache: Mutex<DepthCache>,
 }
 
@@ -203,6 +208,23 @@ impl Metrics {
             "Rows in the transactional outbox: pending, or set aside",
             outbox.clone(),
         );
+        let (memory_used, memory_max, memory_high) =
+            (Gauge::default(), Gauge::default(), Gauge::default());
+        registry.register(
+            "queue_redis_memory_used_bytes",
+            "Redis's used_memory at the memory guard's last reading",
+            memory_used.clone(),
+        );
+        registry.register(
+            "queue_redis_memory_max_bytes",
+            "Redis's maxmemory (0: no limit)",
+            memory_max.clone(),
+        );
+        registry.register(
+            "queue_redis_memory_high",
+            "1 while Redis's memory is above the guard's high-water mark and adds are refused",
+            memory_high.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -218,6 +240,9 @@ impl Metrics {
                 depth,
                 bullmq_depth,
                 outbox,
+                memory_used,
+                memory_max,
+                memory_high,
                 depth_cache: Mutex::new(DepthCache::default()),
             }),
         }
@@ -236,6 +261,12 @@ impl Metrics {
         if let Some(outbox) = app.outbox() {
             let counts = outbox.counts().await?;
             self.set_outbox(counts.pending, counts.set_aside);
+        }
+        if let Some(memory) = app.memory_state() {
+            let bytes = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            self.inner.memory_used.set(bytes(memory.used));
+            self.inner.memory_max.set(bytes(memory.max));
+            self.inner.memory_high.set(i64::from(memory.over));
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.inner.registry)

@@ -71,6 +71,8 @@ pub(crate) struct ProducerSettings {
     /// Where `add_in` writes jobs.
     #[cfg(feature = "sqlx")]
     pub(crate) outbox: Option<crate::store::Outbox>,
+    /// The Redis memory guard: above its mark, adds are refused before they are sent.
+    pub(crate) memory: Option<Arc<crate::health::MemoryWatch>>,
 }
 
 impl ProducerSettings {
@@ -242,6 +244,15 @@ impl<T> Queue<T> {
         Queue::new(Arc::new(shared), PhantomData)
     }
 
+    /// Refuses an add while Redis's memory is above the guard's mark (checked after the
+    /// job itself, so that a bad job is refused as such).
+    pub(crate) fn admit(&self) -> Result<(), Error> {
+        match &self.shared.settings.memory {
+            Some(memory) => memory.admit(),
+            None => Ok(()),
+        }
+    }
+
     pub(crate) fn connection(&self) -> &Connection {
         &self.shared.conn
     }
@@ -285,8 +296,7 @@ impl<T: Serialize> Queue<T> {
             .add_prepared(name, data, options)
             .instrument(span.clone())
             .await?;
-        span.record("messaging.message.id", added.id.as_str());
-        span.record("bullmq.job.id", added.id.as_str());
+        crate::trace::record_job_id(&span, &added.id);
         Ok(added)
     }
 
@@ -312,6 +322,7 @@ impl<T: Serialize> Queue<T> {
         } else {
             self.to_value(&data)?
         };
+        self.admit()?;
         let limit = self.shared.settings.max_payload_bytes;
         // Boxed: the engine's future is large, and a caller that keeps many adds in
         // flight moves each of ours (into `FuturesUnordered`, `join_all`...).
@@ -376,6 +387,7 @@ impl<T: Serialize> Queue<T> {
             }
             return Ok(added);
         }
+        self.admit()?;
         let names_and_options: Vec<(String, JobOptions)> = prepared
             .iter()
             .map(|(n, _, o)| (n.clone(), o.clone()))

@@ -69,8 +69,7 @@ impl<T: Serialize> Queue<T> {
         let mut options = span.in_scope(|| self.prepare(options))?;
         let data = self.to_json(&data)?;
         let job_id = options.job_id.take().unwrap_or_else(outbox_job_id);
-        span.record("messaging.message.id", job_id.as_str());
-        span.record("bullmq.job.id", job_id.as_str());
+        crate::trace::record_job_id(&span, &job_id);
         let stored = serde_json::to_string(&StoredOptions::of(&options)).map_err(|source| {
             Error::Serialize {
                 what: "job options",

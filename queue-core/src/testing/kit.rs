@@ -114,7 +114,7 @@ impl TestApp {
         let label = unique_prefix("app");
         let prefix = match builder.endpoint() {
             Endpoint::Cluster(_) => format!("{{{label}}}"),
-            Endpoint::Single(_) => label,
+            Endpoint::Single(_) | Endpoint::Sentinel(_) => label,
         };
         let cleanup = Cleanup {
             endpoint: builder.endpoint().clone(),

@@ -69,4 +69,6 @@ pub use bridge::{context_of, set_parent, set_parent_if_unparented, OPENTELEMETRY
 pub use context::{TraceContext, MAX_TRACESTATE_LEN};
 pub use scope::{current, scope};
 
-pub(crate) use spans::{consumer_span, consumer_span_name, for_new_job, producer_span};
+pub(crate) use spans::{
+    consumer_span, consumer_span_name, for_new_job, producer_span, record_job_id,
+};

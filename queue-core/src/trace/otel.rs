@@ -30,6 +30,45 @@ pub(super) fn context_of(span: &tracing::Span) -> Option<TraceContext> {
     })
 }
 
+/// Sets attributes of `span`'s OpenTelemetry span only (not `tracing` fields, so no log
+/// line shows them). Nothing happens when no layer records the span.
+pub(super) fn set_attributes<const N: usize>(
+    span: &tracing::Span,
+    attributes: [(&'static str, opentelemetry::Value); N],
+) {
+    if span.is_disabled() {
+        return;
+    }
+    for (key, value) in attributes {
+        span.set_attribute(key, value);
+    }
+}
+
+/// OpenTelemetry's messaging attributes of a queue operation, as BullMQ's telemetry
+/// sets them.
+pub(super) fn set_messaging_attributes(
+    span: &tracing::Span,
+    operation_type: &'static str,
+    operation: &'static str,
+    queue: &str,
+    job_name: Option<&str>,
+) {
+    set_attributes(
+        span,
+        [
+            ("messaging.system", "bullmq".into()),
+            ("messaging.operation.type", operation_type.into()),
+            ("messaging.operation.name", operation.into()),
+            ("messaging.destination.name", queue.to_owned().into()),
+            ("bullmq.queue.name", queue.to_owned().into()),
+            ("bullmq.queue.operation", operation.into()),
+        ],
+    );
+    if let Some(name) = job_name {
+        set_attributes(span, [("bullmq.job.name", name.to_owned().into())]);
+    }
+}
+
 /// Makes `parent`, a context from another process, the OpenTelemetry parent of `span`.
 /// Nothing happens when no layer records the span, or it has already been entered.
 pub(super) fn set_parent(span: &tracing::Span, parent: &TraceContext) {

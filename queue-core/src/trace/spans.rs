@@ -26,21 +26,35 @@ pub(crate) fn producer_span(
     job_name: Option<&str>,
     explicit: Option<&TraceContext>,
 ) -> tracing::Span {
-    let span = tracing::info_span!(
-        target: "queue_core::queue",
-        "add",
-        otel.name = %ProducerSpanName { operation, queue, job_name },
-        otel.kind = "producer",
-        messaging.system = "bullmq",
-        messaging.operation.type = "send",
-        messaging.operation.name = operation,
-        messaging.destination.name = queue,
-        messaging.message.id = tracing::field::Empty,
-        bullmq.queue.name = queue,
-        bullmq.queue.operation = operation,
-        bullmq.job.name = job_name,
-        bullmq.job.id = tracing::field::Empty,
-    );
+    // A log line's fields: the queue, the job's name, and its id once known.
+    #[cfg(not(feature = "opentelemetry"))]
+    let span = {
+        let _ = operation;
+        tracing::info_span!(
+            target: "queue_core::queue",
+            "add",
+            queue,
+            job_name,
+            job_id = tracing::field::Empty,
+        )
+    };
+    // The same, and what `tracing-opentelemetry` reads from fields (the span's name and
+    // kind). BullMQ's messaging attributes go to the OpenTelemetry span only: a log
+    // line does not repeat the queue and the name four times.
+    #[cfg(feature = "opentelemetry")]
+    let span = {
+        let span = tracing::info_span!(
+            target: "queue_core::queue",
+            "add",
+            queue,
+            job_name,
+            job_id = tracing::field::Empty,
+            otel.name = %ProducerSpanName { operation, queue, job_name },
+            otel.kind = "producer",
+        );
+        super::otel::set_messaging_attributes(&span, "send", operation, queue, job_name);
+        span
+    };
     match explicit {
         Some(parent) => set_parent(&span, parent),
         // Borrowed, not cloned: every add passes here, and without OpenTelemetry
@@ -72,43 +86,82 @@ pub(crate) fn consumer_span(
     attempt: u32,
     carried: Option<&TraceContext>,
 ) -> (tracing::Span, Option<TraceContext>) {
-    let span = tracing::info_span!(
-        target: "queue_core::worker",
-        "job",
-        queue,
-        job_id,
-        name = job_name,
-        // As i64: the bridge keeps integers as integers only when they are signed.
-        attempt = i64::from(attempt),
-        // For logs; an OpenTelemetry span has its trace id already.
-        trace_id = tracing::field::Empty,
-        otel.name = span_name,
-        otel.kind = "consumer",
-        otel.status_code = tracing::field::Empty,
-        otel.status_description = tracing::field::Empty,
-        messaging.system = "bullmq",
-        messaging.operation.type = "process",
-        messaging.operation.name = "process",
-        messaging.destination.name = queue,
-        messaging.message.id = job_id,
-        bullmq.queue.name = queue,
-        bullmq.queue.operation = "process",
-        bullmq.job.id = job_id,
-        bullmq.job.name = job_name,
-        bullmq.job.attempts.made = i64::from(attempt.saturating_sub(1)),
-    );
+    // What a log line of the attempt needs; the attempt is 1-based, as a person counts.
+    #[cfg(not(feature = "opentelemetry"))]
+    let span = {
+        let _ = span_name;
+        tracing::info_span!(
+            target: "queue_core::worker",
+            "job",
+            queue,
+            job_id,
+            job_name,
+            attempt,
+            trace_id = tracing::field::Empty,
+        )
+    };
+    // The same, with the fields `tracing-opentelemetry` reads (name, kind, status).
+    // BullMQ's messaging attributes, `bullmq.job.attempts.made` (0 on the first attempt)
+    // among them, go to the OpenTelemetry span only: a log line never says both
+    // `attempt=1` and `attempts.made=0`.
+    #[cfg(feature = "opentelemetry")]
+    let span = {
+        let span = tracing::info_span!(
+            target: "queue_core::worker",
+            "job",
+            queue,
+            job_id,
+            job_name,
+            // As i64: the bridge keeps integers as integers only when they are signed.
+            attempt = i64::from(attempt),
+            trace_id = tracing::field::Empty,
+            otel.name = span_name,
+            otel.kind = "consumer",
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
+        super::otel::set_messaging_attributes(&span, "process", "process", queue, Some(job_name));
+        super::otel::set_attributes(
+            &span,
+            [
+                ("messaging.message.id", job_id.to_owned().into()),
+                ("bullmq.job.id", job_id.to_owned().into()),
+                (
+                    "bullmq.job.attempts.made",
+                    i64::from(attempt.saturating_sub(1)).into(),
+                ),
+            ],
+        );
+        span
+    };
     if let Some(parent) = carried {
         set_parent(&span, parent);
     }
     let own = context_of(&span);
-    if let (None, Some(parent)) = (&own, carried) {
-        span.record("trace_id", parent.trace_id());
+    // For log lines: the trace the attempt is part of, its own or the carried one.
+    if let Some(trace) = own.as_ref().or(carried) {
+        span.record("trace_id", trace.trace_id());
     }
     let context = own.or_else(|| carried.cloned());
     (span, context)
 }
 
+/// Records the id an add gave its job on the add's span (`job_id`, and with the
+/// `opentelemetry` feature BullMQ's messaging attributes).
+pub(crate) fn record_job_id(span: &tracing::Span, id: &str) {
+    span.record("job_id", id);
+    #[cfg(feature = "opentelemetry")]
+    super::otel::set_attributes(
+        span,
+        [
+            ("messaging.message.id", id.to_owned().into()),
+            ("bullmq.job.id", id.to_owned().into()),
+        ],
+    );
+}
+
 /// `add <queue>.<job>` or `<operation> <queue>`, written only if a layer records it.
+#[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
 struct ProducerSpanName<'a> {
     operation: &'static str,
     queue: &'a str,

@@ -23,6 +23,8 @@ use crate::registry::QueuePlan;
 /// Everything an attempt of one queue needs, shared by its concurrent attempts.
 pub(crate) struct Dispatcher {
     pub(crate) plan: QueuePlan,
+    /// The worker's signs of life, for the liveness probe.
+    pub(crate) pulse: Arc<crate::health::WorkerPulse>,
     pub(crate) deps: Arc<Deps>,
     pub(crate) tracker: Arc<AttemptTracker>,
     /// The app's custom backoffs: the engine asks them whether a job retries, so the
@@ -44,6 +46,9 @@ impl Dispatcher {
     }
 
     async fn run(&self, raw: RawAttempt) -> Result<serde_json::Value, AttemptFailure> {
+        self.pulse.took();
+        // Ends the attempt on the pulse however `run` ends (a dropped future included).
+        let _running = PulseEnd(&self.pulse);
         let job = raw.job;
         let (id, name, attempt, max_attempts) = (
             job.id().to_owned(),
@@ -296,6 +301,15 @@ fn human(d: Duration) -> String {
         format!("{}s", d.as_secs())
     } else {
         format!("{}ms", d.as_millis())
+    }
+}
+
+/// Marks an attempt ended on its worker's pulse when dropped.
+struct PulseEnd<'a>(&'a crate::health::WorkerPulse);
+
+impl Drop for PulseEnd<'_> {
+    fn drop(&mut self) {
+        self.0.ended();
     }
 }
 

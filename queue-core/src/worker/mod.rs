@@ -39,6 +39,8 @@ pub(crate) use tracker::AttemptTracker;
 #[must_use = "keep the workers and call `shutdown` to stop them gracefully; dropped, they run on with no way to stop them in order"]
 pub struct Workers {
     workers: Vec<EngineWorker>,
+    /// Their pulses, told of the shutdown (the liveness probe stops asking).
+    pulses: Vec<Arc<crate::health::WorkerPulse>>,
     listeners: Listeners,
     /// Workers that start once the app says it is ready.
     deferred: Option<Deferred>,
@@ -74,9 +76,11 @@ impl Workers {
         dispatchers: Vec<(WorkerSettings, Dispatcher)>,
         listeners: Listeners,
     ) -> Result<Self, Error> {
+        let pulses = dispatchers.iter().map(|(_, d)| d.pulse.clone()).collect();
         match start_engine_workers(conn, dispatchers).await {
             Ok(workers) => Ok(Workers {
                 workers,
+                pulses,
                 listeners,
                 deferred: None,
             }),
@@ -96,6 +100,7 @@ impl Workers {
         ready: BoxFuture<'static, ()>,
     ) -> Self {
         let queues = dispatchers.iter().map(|(s, _)| s.queue.clone()).collect();
+        let pulses = dispatchers.iter().map(|(_, d)| d.pulse.clone()).collect();
         let (cancel, cancelled) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             tokio::select! {
@@ -109,6 +114,7 @@ impl Workers {
         });
         Workers {
             workers: Vec::new(),
+            pulses,
             listeners,
             deferred: Some(Deferred {
                 queues,
@@ -154,6 +160,9 @@ impl Workers {
     /// stops. Jobs still running at the deadline stay `active` until their lock
     /// expires and another worker recovers them.
     pub async fn shutdown(self, deadline: Duration) -> ShutdownReport {
+        for pulse in &self.pulses {
+            pulse.stopped();
+        }
         let mut workers = self.workers;
         if let Some(deferred) = self.deferred {
             // Before readiness: nothing starts. After: the workers it started stop.
@@ -187,8 +196,10 @@ async fn start_engine_workers(
     let mut workers = Vec::with_capacity(dispatchers.len());
     for (settings, dispatcher) in dispatchers {
         let sink: Arc<dyn EventSink> = dispatcher.tracker.clone();
+        let pulse = dispatcher.pulse.clone();
         match EngineWorker::start(conn, settings, dispatcher.into_process_fn(), sink).await {
             Ok(worker) => {
+                pulse.started();
                 tracing::info!(queue = worker.queue(), "worker started");
                 workers.push(worker);
             }

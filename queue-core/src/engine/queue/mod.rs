@@ -1,7 +1,8 @@
 //! The engine's queue, behind our types, one responsibility per file: adds and their
 //! duplicate detection ([`add`]), reads ([`read`]), what an operator inspects
 //! ([`inspect`]), management ([`manage`]), job schedulers ([`schedulers`]), cancel
-//! publishing ([`cancel`]) and the outbox relay's marks ([`relayed`]).
+//! publishing and deferred failures ([`cancel`]), and the outbox relay's marks
+//! ([`relayed`]).
 
 mod add;
 mod cancel;

@@ -1,0 +1,372 @@
+//! Health and readiness, as Kubernetes probes ask them: is this process able to serve
+//! (ready), and is it still working (live)? Each answer is a [`HealthReport`]: every
+//! check with its name, status and detail. `queue-axum` serves them as routes.
+//!
+//! - **Ready** when Redis answers, the workers this process runs have started, Redis's
+//!   memory is below the guard's high-water mark ([`MemoryGuard`]), and the outbox relay
+//!   (where there is one) keeps up within the lag the app sets. One `PING` per probe;
+//!   the memory reading is the guard's, polled apart.
+//! - **Live** unless a worker is wedged: jobs wait on its queue (and nothing holds the
+//!   queue back: a pause, the rate limiter, its global concurrency), it has a free
+//!   slot, and it has taken none for the period the app sets; or every slot is busy and
+//!   its lock renewals stopped. A blocked thread under the fetch loop, a connection that
+//!   never came back: a restart is the cure. A worker that took a job within the period
+//!   costs Redis nothing; one that did not costs one round trip of O(1) commands. Redis
+//!   unreachable is readiness's business, never a reason to restart a pod.
+
+mod memory;
+mod pulse;
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+pub use memory::MemoryGuard;
+pub(crate) use memory::{MemoryState, MemoryWatch};
+pub(crate) use pulse::{PulseBoard, WorkerPulse};
+
+use crate::app::QueueApp;
+use crate::engine::Backlog;
+
+/// A check's outcome. A report is `fail` when one of its checks fails, else `warn` when
+/// one warns; only `fail` answers 503.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum CheckStatus {
+    /// Fine.
+    Pass,
+    /// Works, but something needs a person's attention (an eviction policy that may
+    /// delete jobs, say).
+    Warn,
+    /// Broken: not ready, or not alive.
+    Fail,
+}
+
+/// One check of a [`HealthReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Check {
+    /// What was checked: `redis`, `memory`, `outbox`, `worker:<queue>`.
+    pub name: String,
+    /// Its outcome.
+    pub status: CheckStatus,
+    /// What was seen, for a person.
+    pub detail: String,
+}
+
+impl Check {
+    fn new(name: impl Into<String>, status: CheckStatus, detail: impl Into<String>) -> Self {
+        Check {
+            name: name.into(),
+            status,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The answer of a probe: its overall status and each check.
+///
+/// ```
+/// use queue_core::{CheckStatus, HealthReport};
+///
+/// let report = HealthReport::default();
+/// assert_eq!(report.status, CheckStatus::Pass);
+/// assert!(report.is_healthy());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct HealthReport {
+    /// The worst of the checks' statuses (`pass` with no check).
+    pub status: CheckStatus,
+    /// Every check made.
+    pub checks: Vec<Check>,
+}
+
+impl Default for HealthReport {
+    fn default() -> Self {
+        HealthReport {
+            status: CheckStatus::Pass,
+            checks: Vec::new(),
+        }
+    }
+}
+
+impl HealthReport {
+    fn from_checks(checks: Vec<Check>) -> Self {
+        let status = checks
+            .iter()
+            .map(|c| c.status)
+            .max()
+            .unwrap_or(CheckStatus::Pass);
+        HealthReport { status, checks }
+    }
+
+    /// Whether the probe passes: no check failed (a warning passes).
+    pub fn is_healthy(&self) -> bool {
+        self.status != CheckStatus::Fail
+    }
+}
+
+/// The app's probes, with the periods the app sets. Made by [`QueueApp::health`]; cheap
+/// to clone.
+///
+/// ```no_run
+/// # async fn demo(app: queue_core::QueueApp) -> queue_core::Result<()> {
+/// use std::time::Duration;
+/// use queue_core::HealthSettings;
+///
+/// let health = app.health(HealthSettings::new().wedged_after(Duration::from_secs(120)));
+/// let workers = app.start_workers().await?;
+/// assert!(health.ready().await.is_healthy());
+/// assert!(health.live().await.is_healthy());
+/// # let _ = workers; Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Health {
+    app: QueueApp,
+    settings: HealthSettings,
+}
+
+/// The periods of the probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub struct HealthSettings {
+    wedged_after: Duration,
+    relay_lag: Duration,
+    redis_timeout: Duration,
+}
+
+impl Default for HealthSettings {
+    fn default() -> Self {
+        HealthSettings {
+            wedged_after: Duration::from_secs(60),
+            relay_lag: Duration::from_secs(60),
+            redis_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+impl HealthSettings {
+    /// Defaults: a worker is wedged after 60 s without a take while jobs wait; the
+    /// relay may lag 60 s; Redis must answer a probe within 1 s.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How long a worker with a free slot may take nothing while jobs wait on its queue
+    /// before liveness fails (default 60 s).
+    pub fn wedged_after(mut self, period: Duration) -> Self {
+        self.wedged_after = period;
+        self
+    }
+
+    /// How old the oldest due row of the outbox may be before readiness fails
+    /// (default 60 s).
+    pub fn relay_lag(mut self, lag: Duration) -> Self {
+        self.relay_lag = lag;
+        self
+    }
+
+    /// How long a probe waits for Redis (default 1 s).
+    pub fn redis_timeout(mut self, timeout: Duration) -> Self {
+        self.redis_timeout = timeout;
+        self
+    }
+}
+
+impl QueueApp {
+    /// The app's liveness and readiness probes (see [`Health`]).
+    pub fn health(&self, settings: HealthSettings) -> Health {
+        Health {
+            app: self.clone(),
+            settings,
+        }
+    }
+}
+
+impl Health {
+    /// Readiness: Redis answers, this process's workers have started, Redis's memory
+    /// is below the high-water mark, the outbox relay keeps up.
+    pub async fn ready(&self) -> HealthReport {
+        let mut checks = vec![self.redis().await];
+        let readings = self.app.pulses().readings();
+        let waiting: Vec<&str> = readings
+            .iter()
+            .filter(|r| !r.started)
+            .map(|r| r.queue.as_str())
+            .collect();
+        if !readings.is_empty() {
+            checks.push(if waiting.is_empty() {
+                Check::new(
+                    "workers",
+                    CheckStatus::Pass,
+                    format!("{} started", readings.len()),
+                )
+            } else {
+                Check::new(
+                    "workers",
+                    CheckStatus::Fail,
+                    format!("not started yet: {}", waiting.join(", ")),
+                )
+            });
+        }
+        if let Some(state) = self.app.memory_state() {
+            checks.push(memory_check(&state));
+        }
+        HealthReport::from_checks(checks)
+    }
+
+    /// Liveness: no worker of this process is wedged.
+    pub async fn live(&self) -> HealthReport {
+        let period = self.settings.wedged_after;
+        let mut checks = Vec::new();
+        for reading in self.app.pulses().readings() {
+            let name = format!("worker:{}", reading.queue);
+            let busy = format!("{} of {} slots busy", reading.running, reading.concurrency);
+            if !pulse::is_suspect(&reading, period) {
+                checks.push(Check::new(
+                    name,
+                    CheckStatus::Pass,
+                    format!("took a job {:?} ago; {busy}", round(reading.since_take)),
+                ));
+                continue;
+            }
+            let backlog = tokio::time::timeout(
+                self.settings.redis_timeout,
+                Backlog::read(self.app.connection(), &reading.queue),
+            )
+            .await;
+            let (status, detail) = match backlog {
+                Ok(Ok(backlog)) if backlog.ready == 0 => {
+                    (CheckStatus::Pass, format!("idle: nothing waits; {busy}"))
+                }
+                Ok(Ok(backlog)) => match backlog.held_back_by() {
+                    Some(reason) => (
+                        CheckStatus::Pass,
+                        format!("{} jobs wait, held back: {reason}", backlog.ready),
+                    ),
+                    None => (
+                        CheckStatus::Fail,
+                        format!(
+                            "wedged: {} jobs wait and none was taken for {:?}; {busy}",
+                            backlog.ready,
+                            round(reading.since_take)
+                        ),
+                    ),
+                },
+                // Redis is readiness's business: a restart would not bring it back.
+                Ok(Err(e)) => (
+                    CheckStatus::Pass,
+                    format!("cannot ask Redis whether jobs wait ({e}); {busy}"),
+                ),
+                Err(_) => (
+                    CheckStatus::Pass,
+                    format!(
+                        "Redis did not answer within {:?} whether jobs wait; {busy}",
+                        self.settings.redis_timeout
+                    ),
+                ),
+            };
+            checks.push(Check::new(name, status, detail));
+        }
+        HealthReport::from_checks(checks)
+    }
+
+    async fn redis(&self) -> Check {
+        let started = Instant::now();
+        let mut ping = redis::cmd("PING");
+        let ping = self.app.connection().query::<String>(&mut ping);
+        match tokio::time::timeout(self.settings.redis_timeout, ping).await {
+            Ok(Ok(_)) => Check::new(
+                "redis",
+                CheckStatus::Pass,
+                format!("answered in {} ms", started.elapsed().as_millis()),
+            ),
+            Ok(Err(e)) => Check::new("redis", CheckStatus::Fail, e.to_string()),
+            Err(_) => Check::new(
+                "redis",
+                CheckStatus::Fail,
+                format!("no answer within {:?}", self.settings.redis_timeout),
+            ),
+        }
+    }
+}
+
+fn memory_check(state: &MemoryState) -> Check {
+    let usage = if state.max > 0 {
+        format!(
+            "{} of {} bytes ({:.0} %)",
+            state.used,
+            state.max,
+            state.used as f64 * 100.0 / state.max as f64
+        )
+    } else {
+        format!("{} bytes, no maxmemory", state.used)
+    };
+    if state.over {
+        let mark = state.high_water.unwrap_or(1.0) * 100.0;
+        return Check::new(
+            "memory",
+            CheckStatus::Fail,
+            format!("{usage}: above the high-water mark ({mark:.0} %); adds are refused"),
+        );
+    }
+    if state.policy != "noeviction" {
+        return Check::new(
+            "memory",
+            CheckStatus::Warn,
+            format!(
+                "{usage}; maxmemory-policy is {}, which deletes jobs when Redis is full: set noeviction",
+                state.policy
+            ),
+        );
+    }
+    Check::new("memory", CheckStatus::Pass, usage)
+}
+
+/// A duration to the tenth of a second, for a person.
+fn round(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64 / 100 * 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_is_as_bad_as_its_worst_check() {
+        let pass = Check::new("a", CheckStatus::Pass, "");
+        let warn = Check::new("b", CheckStatus::Warn, "");
+        let fail = Check::new("c", CheckStatus::Fail, "");
+        let report = HealthReport::from_checks(vec![pass.clone(), warn.clone()]);
+        assert_eq!(report.status, CheckStatus::Warn);
+        assert!(report.is_healthy());
+        let report = HealthReport::from_checks(vec![pass, fail, warn]);
+        assert_eq!(report.status, CheckStatus::Fail);
+        assert!(!report.is_healthy());
+        assert!(HealthReport::from_checks(Vec::new()).is_healthy());
+    }
+
+    #[test]
+    fn memory_above_the_mark_fails_and_an_evicting_policy_warns() {
+        let state = |used, policy: &str| MemoryState {
+            used,
+            max: 1000,
+            policy: policy.to_owned(),
+            over: used >= 900,
+            high_water: Some(0.9),
+        };
+        assert_eq!(
+            memory_check(&state(100, "noeviction")).status,
+            CheckStatus::Pass
+        );
+        assert_eq!(
+            memory_check(&state(100, "allkeys-lru")).status,
+            CheckStatus::Warn
+        );
+        let over = memory_check(&state(950, "noeviction"));
+        assert_eq!(over.status, CheckStatus::Fail);
+        assert!(over.detail.contains("95 %"), "{}", over.detail);
+    }
+}
