@@ -123,7 +123,9 @@ macro_rules! glue {
             })
         }
 
-        fn outbox_counts(pool: &Pool<Self>) -> BoxFuture<'_, sqlx::Result<(i64, i64)>> {
+        fn outbox_counts(
+            pool: &Pool<Self>,
+        ) -> BoxFuture<'_, sqlx::Result<(i64, i64, Option<i64>)>> {
             Box::pin(async move { sqlx::query_as(sql::COUNTS).fetch_one(pool).await })
         }
 

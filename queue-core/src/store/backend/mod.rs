@@ -226,8 +226,10 @@ pub(crate) mod sealed {
             failed: bool,
             limit: i64,
         ) -> BoxFuture<'_, sqlx::Result<Vec<ListedRow>>>;
-        /// How many rows are pending and how many are set aside.
-        fn outbox_counts(pool: &Pool<Self>) -> BoxFuture<'_, sqlx::Result<(i64, i64)>>;
+        /// How many rows are pending and how many are set aside, and how old the oldest
+        /// pending row is (ms, by the database's clock).
+        fn outbox_counts(pool: &Pool<Self>)
+            -> BoxFuture<'_, sqlx::Result<(i64, i64, Option<i64>)>>;
         /// Inserts the operation key; `false` when it exists (done, or being done).
         fn operation_claim<'c>(
             conn: &'c mut Self::Connection,

@@ -92,8 +92,12 @@ mod sql {
         listed!(" WHERE failed_at_ms IS NULL ORDER BY id LIMIT $1");
     pub(super) const LIST_FAILED: &str =
         listed!(" WHERE failed_at_ms IS NOT NULL ORDER BY id LIMIT $1");
-    pub(super) const COUNTS: &str = "SELECT COUNT(*) FILTER (WHERE failed_at_ms IS NULL), \
-        COUNT(*) FILTER (WHERE failed_at_ms IS NOT NULL) FROM queue_outbox";
+    pub(super) const COUNTS: &str = concat!(
+        "SELECT COUNT(*) FILTER (WHERE failed_at_ms IS NULL), \
+        COUNT(*) FILTER (WHERE failed_at_ms IS NOT NULL), ",
+        now!(),
+        " - MIN(created_at_ms) FILTER (WHERE failed_at_ms IS NULL) FROM queue_outbox"
+    );
     pub(super) const OPERATION_CLAIM: &str = concat!(
         "INSERT INTO queue_operations (operation_key, done_at_ms) VALUES ($1, ",
         now!(),

@@ -85,9 +85,12 @@ mod sql {
         listed!(" WHERE failed_at_ms IS NULL ORDER BY id LIMIT ?1");
     pub(super) const LIST_FAILED: &str =
         listed!(" WHERE failed_at_ms IS NOT NULL ORDER BY id LIMIT ?1");
-    pub(super) const COUNTS: &str =
+    pub(super) const COUNTS: &str = concat!(
         "SELECT COALESCE(SUM(CASE WHEN failed_at_ms IS NULL THEN 1 ELSE 0 END), 0), \
-        COALESCE(SUM(CASE WHEN failed_at_ms IS NULL THEN 0 ELSE 1 END), 0) FROM queue_outbox";
+        COALESCE(SUM(CASE WHEN failed_at_ms IS NULL THEN 0 ELSE 1 END), 0), ",
+        now!(),
+        " - MIN(CASE WHEN failed_at_ms IS NULL THEN created_at_ms END) FROM queue_outbox"
+    );
     pub(super) const OPERATION_CLAIM: &str = concat!(
         "INSERT INTO queue_operations (operation_key, done_at_ms) VALUES (?1, ",
         now!(),

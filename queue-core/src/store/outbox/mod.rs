@@ -122,6 +122,9 @@ pub struct OutboxCounts {
     pub pending: u64,
     /// Set aside: they can never be added as they are.
     pub set_aside: u64,
+    /// How long the oldest pending row has waited, by the database's clock: the
+    /// relay's lag (readiness fails past the lag the app allows).
+    pub oldest_pending: Option<std::time::Duration>,
 }
 
 fn entry(row: ListedRow) -> OutboxEntry {
@@ -287,11 +290,12 @@ impl Outbox {
 
     /// How many rows wait, and how many are set aside.
     pub async fn counts(&self) -> Result<OutboxCounts, Error> {
-        let (pending, set_aside) = self.store.counts().await.map_err(database)?;
+        let (pending, set_aside, oldest) = self.store.counts().await.map_err(database)?;
         let unsigned = |n: i64| u64::try_from(n).unwrap_or(0);
         Ok(OutboxCounts {
             pending: unsigned(pending),
             set_aside: unsigned(set_aside),
+            oldest_pending: oldest.map(|ms| std::time::Duration::from_millis(unsigned(ms))),
         })
     }
 

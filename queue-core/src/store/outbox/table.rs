@@ -39,7 +39,7 @@ pub(crate) trait OutboxStore: Send + Sync {
         job_id: &'a str,
     ) -> BoxFuture<'a, sqlx::Result<Option<ListedRow>>>;
     fn list(&self, failed: bool, limit: i64) -> BoxFuture<'_, sqlx::Result<Vec<ListedRow>>>;
-    fn counts(&self) -> BoxFuture<'_, sqlx::Result<(i64, i64)>>;
+    fn counts(&self) -> BoxFuture<'_, sqlx::Result<(i64, i64, Option<i64>)>>;
     /// Wakes `wake` on rows other processes commit, for as long as it runs.
     fn listen(&self, wake: Arc<Notify>) -> BoxFuture<'static, ()>;
 }
@@ -101,7 +101,7 @@ impl<DB: Backend> OutboxStore for Pool<DB> {
         DB::outbox_list(self, failed, limit)
     }
 
-    fn counts(&self) -> BoxFuture<'_, sqlx::Result<(i64, i64)>> {
+    fn counts(&self) -> BoxFuture<'_, sqlx::Result<(i64, i64, Option<i64>)>> {
         DB::outbox_counts(self)
     }
 

@@ -116,11 +116,17 @@ fn retry_delay(failures: u32) -> Duration {
     Duration::from_millis(100u64.saturating_mul(1 << failures.min(6))).min(Duration::from_secs(5))
 }
 
+/// How often a relay holding its rows for Redis's memory looks again (the guard reads
+/// the memory once a second).
+const MEMORY_RECHECK: Duration = Duration::from_secs(1);
+
 async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Control>) {
     let listener = tokio::spawn(outbox.store.listen(outbox.wake.clone()));
     let settings = outbox.settings;
     let mut failures = 0u32;
     let mut outage: Option<Instant> = None;
+    // Since when Redis's memory has been above the guard's mark: the rows stay here.
+    let mut holding: Option<Instant> = None;
     // Two overlaps keep Redis busy while the database works: when a batch was full, the
     // next batch is claimed while this one is added; and a batch's delete runs while the
     // next one is added. The rows in between are leased, so no relay takes them.
@@ -131,6 +137,22 @@ async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Co
         let Some(app) = app.upgrade().map(|inner| QueueApp { inner }) else {
             break;
         };
+        if app.memory_state().is_some_and(|memory| memory.over) {
+            if holding.is_none() {
+                holding = Some(Instant::now());
+                tracing::warn!("Redis memory is above the high-water mark: the outbox keeps its rows until it falls");
+            }
+            drop(app);
+            give_back(&outbox, &owner, prefetched.take()).await;
+            tokio::select! {
+                () = control.stop.notified() => {}
+                () = tokio::time::sleep(MEMORY_RECHECK) => {}
+            }
+            continue;
+        }
+        if let Some(since) = holding.take() {
+            tracing::info!(held_for = ?since.elapsed(), "Redis memory fell below the mark: the outbox relays again");
+        }
         let claimed = match prefetched.take() {
             Some(task) => task.await.unwrap_or_else(|e| {
                 Err(Error::Database(
