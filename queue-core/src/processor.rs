@@ -62,6 +62,7 @@ pub struct Processor<Q = AnyQueue> {
     pub(crate) cancel_grace: Duration,
     pub(crate) fail_unknown_names: bool,
     pub(crate) metrics_data_points: Option<usize>,
+    pub(crate) event_capacity: Option<usize>,
     pub(crate) handlers: Vec<RegisteredHandler>,
     _queue: PhantomData<fn() -> Q>,
 }
@@ -137,6 +138,7 @@ impl<Q> Processor<Q> {
             cancel_grace: DEFAULT_CANCEL_GRACE,
             fail_unknown_names: false,
             metrics_data_points: None,
+            event_capacity: None,
             handlers: Vec::new(),
             _queue: PhantomData,
         }
@@ -211,6 +213,15 @@ impl<Q> Processor<Q> {
         self
     }
 
+    /// How many of the engine worker's events may wait to be read (default 1,024);
+    /// past it they are dropped and counted (`queue_worker_events_dropped_total`).
+    /// For tests that must see events dropped; not part of the supported API.
+    #[doc(hidden)]
+    pub fn worker_event_capacity(mut self, capacity: usize) -> Self {
+        self.event_capacity = Some(capacity);
+        self
+    }
+
     /// How long a cancelled handler may run on before its future is dropped (default 5 s).
     pub fn cancel_grace(mut self, grace: Duration) -> Self {
         self.cancel_grace = grace;
@@ -272,6 +283,7 @@ impl<Q> Processor<Q> {
             cancel_grace: self.cancel_grace,
             fail_unknown_names: self.fail_unknown_names,
             metrics_data_points: self.metrics_data_points,
+            event_capacity: self.event_capacity,
             handlers: self.handlers.clone(),
             _queue: PhantomData,
         }

@@ -244,6 +244,7 @@ impl QueueApp {
                             .is_some_and(|planned| planned.handler.reads_children)
                     })
                 },
+                event_capacity: plan.event_capacity,
             };
             let pulse = Arc::new(crate::health::WorkerPulse::new(
                 &plan.queue,
@@ -252,22 +253,24 @@ impl QueueApp {
                 plan.lock_duration.unwrap_or(Duration::from_secs(30)),
             ));
             self.inner.pulses.add(&pulse);
+            #[cfg(feature = "metrics")]
+            let metrics = self
+                .inner
+                .metrics
+                .as_ref()
+                .map(|m| m.for_queue(&plan.queue, plan.concurrency));
+            let tracker = AttemptTracker::new(plan.queue.clone(), self.inner.worker_events.clone());
+            #[cfg(feature = "metrics")]
+            let tracker = tracker.with_metrics(metrics.clone());
             let dispatcher = Dispatcher {
                 pulse,
                 #[cfg(feature = "metrics")]
-                metrics: self
-                    .inner
-                    .metrics
-                    .as_ref()
-                    .map(|m| m.for_queue(&plan.queue, plan.concurrency)),
+                metrics,
                 backoff: self.inner.backoffs.as_lookup(),
                 span_name: crate::trace::consumer_span_name(&plan.queue),
                 plan: plan.clone(),
                 deps: deps.clone(),
-                tracker: Arc::new(AttemptTracker::new(
-                    plan.queue.clone(),
-                    self.inner.worker_events.clone(),
-                )),
+                tracker: Arc::new(tracker),
             };
             dispatchers.push((settings, dispatcher));
         }
