@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use queue_core::metrics::Metrics;
-use queue_core::{BulkJob, Job, JobError, Processor};
+use queue_core::{BulkJob, Job, JobError, JobOptions, Keep, Processor};
 use queue_tests::{wait_for_completed, TestRedis, SOON};
 
 async fn nothing(_job: Job<u32>) -> Result<(), JobError> {
@@ -52,5 +52,49 @@ async fn dropped_engine_events_are_counted_in_the_metrics() {
             r#"queue_jobs_completed_total{{queue="dropping",name="*"}} {JOBS}"#
         )),
         "{scraped}"
+    );
+}
+
+/// Nobody listening, the events are read in batches, but every one of them: a batch
+/// is not cut short by tokio's cooperative budget (128 reads a turn, which capped the
+/// reading at a few thousand events a second, and the channel overflowed at full speed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_nobody_listens_to_reads_its_engine_events_at_full_speed() {
+    const JOBS: u64 = 6_000;
+    let redis = TestRedis::new("unheard-events");
+    let metrics = Metrics::new();
+    let app = redis
+        .app(|b| {
+            b.metrics(metrics.clone())
+                .processor(Processor::new("unheard").concurrency(50).any_job(nothing))
+        })
+        .await;
+    let queue = app.queue::<u32>("unheard").unwrap();
+    for chunk in (0..JOBS).collect::<Vec<_>>().chunks(1_000) {
+        queue
+            .add_bulk(
+                chunk
+                    .iter()
+                    .map(|n| {
+                        BulkJob::new("x", *n as u32)
+                            .options(JobOptions::new().remove_on_complete(Keep::All))
+                    })
+                    .collect(),
+            )
+            .await
+            .unwrap();
+    }
+    let started = std::time::Instant::now();
+    let workers = app.start_workers().await.unwrap();
+    wait_for_completed(&queue, JOBS, Duration::from_secs(120)).await;
+    let took = started.elapsed();
+    assert!(workers.shutdown(Duration::from_secs(5)).await.is_clean());
+    let scraped = metrics.render(&app).await.unwrap();
+    let dropped = scraped
+        .lines()
+        .find(|l| l.starts_with(r#"queue_worker_events_dropped_total{queue="unheard"}"#));
+    assert!(
+        dropped.is_none(),
+        "{JOBS} jobs in {took:?}, engine events dropped: {dropped:?}"
     );
 }

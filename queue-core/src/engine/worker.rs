@@ -61,10 +61,12 @@ pub(crate) type ProcessFn = Arc<
         + Sync,
 >;
 
-/// How often the engine's events are drained while nobody listens: often enough that
-/// the channel does not fill up at full speed (two events a job, 20 k jobs/s, fit in
-/// [`WORKER_EVENT_CAPACITY`]), rarely enough not to cost a wake-up per event.
+/// How often the engine's events are drained while nobody listens and they keep coming:
+/// often enough that the channel does not fill up at full speed (two events a job, 20 k
+/// jobs/s, fit in [`WORKER_EVENT_CAPACITY`]), rarely enough not to cost a wake-up per
+/// event. An idle worker's channel is looked at every [`UNHEARD_IDLE_DRAIN_EVERY`].
 const UNHEARD_DRAIN_EVERY: Duration = Duration::from_millis(10);
+const UNHEARD_IDLE_DRAIN_EVERY: Duration = Duration::from_millis(50);
 
 /// How many engine events may wait for the forwarder; past it they are dropped and
 /// counted (`queue_worker_events_dropped_total`). The worker's own bookkeeping does not
@@ -331,6 +333,9 @@ fn engine_backoff(backoff: BackoffFn) -> bullmq::BackoffStrategyFn {
 /// measurable throughput. Events the channel dropped are counted and passed on.
 async fn forward_events(worker: Arc<bullmq::Worker>, sink: Arc<dyn EventSink>) {
     let mut dropped = 0;
+    // Whether the last look found events, and whether the task has yielded since the
+    // last event it read (see below).
+    let (mut busy, mut yielded) = (false, false);
     loop {
         let now_dropped = worker.dropped_events();
         if now_dropped > dropped {
@@ -342,9 +347,23 @@ async fn forward_events(worker: Arc<bullmq::Worker>, sink: Arc<dyn EventSink>) {
         let next = if sink.listening() {
             worker.next_event().await
         } else if let Some(ready) = worker.next_event().now_or_never() {
+            (busy, yielded) = (true, false);
             ready
+        } else if !yielded {
+            // `None` may only mean that tokio's cooperative budget (128 reads a turn) is
+            // spent: a new turn tells an empty channel from that. Without it the
+            // batches were cut at 128 events, and the channel overflowed at full speed.
+            tokio::task::yield_now().await;
+            yielded = true;
+            continue;
         } else {
-            tokio::time::sleep(UNHEARD_DRAIN_EVERY).await;
+            let pause = if busy {
+                UNHEARD_DRAIN_EVERY
+            } else {
+                UNHEARD_IDLE_DRAIN_EVERY
+            };
+            busy = false;
+            tokio::time::sleep(pause).await;
             continue;
         };
         let Some(event) = next else { break };
