@@ -165,7 +165,11 @@ impl<Q> Processor<Q> {
     }
 
     /// How long a worker's lock on a job lasts between renewals (BullMQ default: 30 s).
-    /// A job whose lock expires is considered stalled and is run again.
+    /// Locks are renewed every quarter of it, a failed renewal is tried again soon, and
+    /// a lock that expired while Redis was out of reach is taken back if no other worker
+    /// took the job. A job whose lock another worker holds (it was recovered as
+    /// stalled) is run there; this run is cancelled and reported as
+    /// [`WorkerEvent::LockLost`](crate::WorkerEvent::LockLost), never as a failure.
     pub fn lock_duration(mut self, lock_duration: Duration) -> Self {
         self.lock_duration = Some(lock_duration);
         self

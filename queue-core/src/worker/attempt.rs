@@ -76,7 +76,7 @@ impl Dispatcher {
             });
             self.tracker.stalled(&id);
         }
-        self.tracker.started(&id, &name, attempt, max_attempts);
+        let tracked = self.tracker.started(&id, &name, attempt, max_attempts);
         #[cfg(feature = "metrics")]
         let measured = self.metrics.as_ref().map(|metrics| {
             let label = self.plan.metric_name(&name);
@@ -129,11 +129,11 @@ impl Dispatcher {
         }
         match &outcome {
             _ if lost => {
-                self.tracker.ended(&id, AttemptOutcome::LockLost);
+                self.tracker.ended(&tracked, AttemptOutcome::LockLost);
                 tracing::info!(parent: &span, "the job's lock was lost: another run holds the job; this run's outcome is dropped");
             }
             Ok(_) => {
-                self.tracker.ended(&id, AttemptOutcome::Completed);
+                self.tracker.ended(&tracked, AttemptOutcome::Completed);
                 tracing::debug!(parent: &span, "job completed");
             }
             Err(failure) => {
@@ -141,7 +141,7 @@ impl Dispatcher {
                 span.record("otel.status_description", failure.reason.as_str());
                 let is_final = failure.is_final;
                 self.tracker.ended(
-                    &id,
+                    &tracked,
                     AttemptOutcome::Failed {
                         reason: &failure.reason,
                         is_final,

@@ -60,9 +60,19 @@ struct Awaiting {
     ended: Instant,
 }
 
+/// One running attempt, as [`AttemptTracker::started`] knows it: two runs of one job
+/// may overlap in a process (a run that lost its lock, still stopping, and the run that
+/// took the job over), so the job id alone does not name an attempt.
+#[derive(Debug)]
+pub(crate) struct TrackedAttempt {
+    job_id: String,
+    seq: u64,
+}
+
 #[derive(Debug)]
 struct Book {
-    running: HashMap<String, AttemptFacts>,
+    running: HashMap<u64, AttemptFacts>,
+    next_seq: u64,
     /// In the order the attempts ended, per job id: a fast retry ends the next attempt
     /// before the engine's report of the last one arrives.
     awaiting: HashMap<String, VecDeque<Awaiting>>,
@@ -95,6 +105,7 @@ impl AttemptTracker {
             queue,
             book: Mutex::new(Book {
                 running: HashMap::new(),
+                next_seq: 0,
                 awaiting: HashMap::new(),
                 awaiting_count: 0,
                 swept: Instant::now(),
@@ -118,7 +129,13 @@ impl AttemptTracker {
         self.book.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn started(&self, job_id: &str, name: &str, attempt: u32, max_attempts: u32) {
+    pub(crate) fn started(
+        &self,
+        job_id: &str,
+        name: &str,
+        attempt: u32,
+        max_attempts: u32,
+    ) -> TrackedAttempt {
         // Kept even while nobody listens: a listener that subscribes during the attempt
         // must still be told truly whether its failure was the last.
         let facts = AttemptFacts {
@@ -126,24 +143,34 @@ impl AttemptTracker {
             attempt,
             max_attempts,
         };
-        self.book().running.insert(job_id.to_owned(), facts);
-        if !self.listening() {
-            return;
+        let seq = {
+            let mut book = self.book();
+            let seq = book.next_seq;
+            book.next_seq += 1;
+            book.running.insert(seq, facts);
+            seq
+        };
+        if self.listening() {
+            self.publish(WorkerEvent::Active {
+                queue: self.queue.clone(),
+                job_id: job_id.to_owned(),
+                name: name.to_owned(),
+                attempt,
+            });
         }
-        self.publish(WorkerEvent::Active {
-            queue: self.queue.clone(),
+        TrackedAttempt {
             job_id: job_id.to_owned(),
-            name: name.to_owned(),
-            attempt,
-        });
+            seq,
+        }
     }
 
-    /// Ends the running attempt of `job_id` with its own outcome; a completion or a
-    /// failure then waits for the engine's report.
-    pub(crate) fn ended(&self, job_id: &str, outcome: AttemptOutcome<'_>) {
+    /// Ends a running attempt with its own outcome; a completion or a failure then
+    /// waits for the engine's report.
+    pub(crate) fn ended(&self, attempt: &TrackedAttempt, outcome: AttemptOutcome<'_>) {
         let now = Instant::now();
+        let job_id = attempt.job_id.as_str();
         let mut book = self.book();
-        let Some(facts) = book.running.remove(job_id) else {
+        let Some(facts) = book.running.remove(&attempt.seq) else {
             return;
         };
         let failure = match outcome {

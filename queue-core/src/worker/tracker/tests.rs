@@ -32,9 +32,9 @@ fn nothing_kept(tracker: &AttemptTracker) -> bool {
 fn failures_carry_attempt_facts_and_finality() {
     let (tx, mut rx) = broadcast::channel(8);
     let tracker = AttemptTracker::new("email".into(), tx);
-    tracker.started("j1", "welcome", 2, 3);
+    let run = tracker.started("j1", "welcome", 2, 3);
     tracker.ended(
-        "j1",
+        &run,
         AttemptOutcome::Failed {
             reason: "smtp down",
             is_final: false,
@@ -73,13 +73,13 @@ async fn a_failure_report_overtaken_by_the_retry_keeps_its_own_attempt() {
         reason: "nope",
         is_final: false,
     };
-    tracker.started("j1", "send", 1, 3);
-    tracker.ended("j1", not_final);
-    tracker.started("j1", "send", 2, 3);
+    let first = tracker.started("j1", "send", 1, 3);
+    tracker.ended(&first, not_final);
+    let second = tracker.started("j1", "send", 2, 3);
     tracker.on_engine_event(failed("j1", "nope"));
     assert_eq!(failures(&mut received), [(1, 3, false)]);
     // The second attempt's facts are still there for its own report.
-    tracker.ended("j1", not_final);
+    tracker.ended(&second, not_final);
     tracker.on_engine_event(failed("j1", "nope"));
     assert_eq!(failures(&mut received), [(2, 3, false)]);
     assert!(nothing_kept(&tracker));
@@ -91,8 +91,8 @@ async fn a_failure_report_overtaken_by_the_retry_keeps_its_own_attempt() {
 fn a_dropped_completion_report_leaves_nothing_behind() {
     let (events, _received) = broadcast::channel(16);
     let tracker = AttemptTracker::new("q".into(), events);
-    tracker.started("j1", "send", 1, 1);
-    tracker.ended("j1", AttemptOutcome::Completed);
+    let run = tracker.started("j1", "send", 1, 1);
+    tracker.ended(&run, AttemptOutcome::Completed);
     assert!(
         tracker.book().running.is_empty(),
         "ended by its own outcome"
@@ -104,8 +104,8 @@ fn a_dropped_completion_report_leaves_nothing_behind() {
         .sweep(Instant::now() + AFTER_A_DROP + Duration::from_secs(1));
     assert!(nothing_kept(&tracker));
     // Without a drop, facts wait at most `REPORT_WITHIN`.
-    tracker.started("j2", "send", 1, 1);
-    tracker.ended("j2", AttemptOutcome::Completed);
+    let run = tracker.started("j2", "send", 1, 1);
+    tracker.ended(&run, AttemptOutcome::Completed);
     tracker
         .book()
         .sweep(Instant::now() + REPORT_WITHIN + Duration::from_secs(1));
@@ -118,9 +118,9 @@ fn a_dropped_completion_report_leaves_nothing_behind() {
 fn a_report_after_a_dropped_one_keeps_its_own_facts() {
     let (events, mut received) = broadcast::channel(16);
     let tracker = AttemptTracker::new("q".into(), events);
-    tracker.started("j1", "send", 1, 2);
+    let first = tracker.started("j1", "send", 1, 2);
     tracker.ended(
-        "j1",
+        &first,
         AttemptOutcome::Failed {
             reason: "smtp down",
             is_final: false,
@@ -131,9 +131,9 @@ fn a_report_after_a_dropped_one_keeps_its_own_facts() {
     tracker
         .book()
         .sweep(Instant::now() + AFTER_A_DROP + Duration::from_secs(1));
-    tracker.started("j1", "send", 2, 2);
+    let last = tracker.started("j1", "send", 2, 2);
     tracker.ended(
-        "j1",
+        &last,
         AttemptOutcome::Failed {
             reason: "smtp down",
             is_final: true,
@@ -149,8 +149,29 @@ fn a_report_after_a_dropped_one_keeps_its_own_facts() {
 fn a_lost_lock_leaves_nothing_waiting() {
     let (events, _received) = broadcast::channel(16);
     let tracker = AttemptTracker::new("q".into(), events);
-    tracker.started("j1", "send", 1, 5);
-    tracker.ended("j1", AttemptOutcome::LockLost);
+    let run = tracker.started("j1", "send", 1, 5);
+    tracker.ended(&run, AttemptOutcome::LockLost);
+    assert!(nothing_kept(&tracker));
+}
+
+/// A run that lost its lock and a run that took the job over overlap in one process:
+/// the first one's end does not take the second one's facts.
+#[test]
+fn overlapping_runs_of_one_job_keep_their_own_facts() {
+    let (events, mut received) = broadcast::channel(16);
+    let tracker = AttemptTracker::new("q".into(), events);
+    let stale = tracker.started("j1", "send", 1, 1);
+    let fresh = tracker.started("j1", "send", 1, 1);
+    tracker.ended(&stale, AttemptOutcome::LockLost);
+    tracker.ended(
+        &fresh,
+        AttemptOutcome::Failed {
+            reason: "smtp down",
+            is_final: true,
+        },
+    );
+    tracker.on_engine_event(failed("j1", "smtp down"));
+    assert_eq!(failures(&mut received), [(1, 1, true)]);
     assert!(nothing_kept(&tracker));
 }
 
@@ -161,8 +182,8 @@ fn facts_waiting_for_reports_are_bounded() {
     let tracker = AttemptTracker::new("q".into(), events);
     for n in 0..(MAX_AWAITING + 10) {
         let id = format!("j{n}");
-        tracker.started(&id, "send", 1, 1);
-        tracker.ended(&id, AttemptOutcome::Completed);
+        let run = tracker.started(&id, "send", 1, 1);
+        tracker.ended(&run, AttemptOutcome::Completed);
     }
     let book = tracker.book();
     assert!(
