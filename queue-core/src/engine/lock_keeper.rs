@@ -148,7 +148,8 @@ pub(super) struct Timing {
     /// lock, 50 ms to 1 s), not a whole `every` later.
     pub(super) retry_after: Duration,
     /// How long one pass may take: the app's command timeout, and at most `every`
-    /// (a renewal slower than that is late anyway, and must not hold up the next).
+    /// (a renewal slower than that is late anyway, and must not hold up the next), but
+    /// 100 ms at least (a round trip on a busy host; `lock_duration` is 100 ms at least).
     pub(super) renew_within: Duration,
 }
 
@@ -160,7 +161,7 @@ impl Timing {
             every,
             retry_after: (lock_duration / 20)
                 .clamp(Duration::from_millis(50), Duration::from_secs(1)),
-            renew_within: command_timeout.min(every),
+            renew_within: command_timeout.min(every.max(Duration::from_millis(100))),
         }
     }
 }
@@ -365,6 +366,10 @@ mod tests {
         assert_eq!(short.every, Duration::from_millis(250));
         assert_eq!(short.retry_after, Duration::from_millis(50));
         assert_eq!(short.renew_within, Duration::from_millis(250));
+
+        let shortest = Timing::new(Duration::from_millis(100), Duration::from_secs(3));
+        assert_eq!(shortest.every, Duration::from_millis(25));
+        assert_eq!(shortest.renew_within, Duration::from_millis(100));
     }
 
     #[test]
