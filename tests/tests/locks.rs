@@ -309,3 +309,52 @@ async fn a_lock_that_expired_in_an_outage_is_taken_back_and_the_run_goes_on() {
         "{seen:#?}"
     );
 }
+
+static RELEASE_BUSY: AtomicBool = AtomicBool::new(false);
+
+async fn runs_until_released(job: Job<u32>) -> Result<&'static str, JobError> {
+    runs_until(&job, &RELEASE_BUSY).await
+}
+
+/// Every slot busy with a job longer than the lock, and a job waiting: the worker is
+/// busy, not wedged, as long as the keeper renews its locks, and the liveness probe
+/// must say so (the keeper tells the worker's pulse of each renewal).
+#[tokio::test]
+async fn a_busy_worker_whose_locks_are_renewed_stays_live() {
+    const LOCK: Duration = Duration::from_secs(1);
+    let redis = TestRedis::new("locks-live");
+    let app = redis
+        .app(|b| {
+            b.processor(
+                Processor::new("busy")
+                    .lock_duration(LOCK)
+                    .job("run", runs_until_released),
+            )
+        })
+        .await;
+    let health = app.health(queue_core::HealthSettings::new().wedged_after(LOCK));
+    let workers = app.start_workers().await.unwrap();
+    let queue = app.queue::<u32>("busy").unwrap();
+    for id in ["busy-1", "busy-2"] {
+        queue
+            .add("run", 0, JobOptions::new().job_id(id))
+            .await
+            .unwrap();
+    }
+    wait_for_state(&queue, "busy-1", JobState::Active, SOON).await;
+    // Watched for three locks' time: past the probe's period and the lock, a worker
+    // with no sign of life would be taken for wedged (a job waits, no slot is free).
+    let watched = Instant::now();
+    while watched.elapsed() < LOCK * 3 {
+        let report = health.live().await;
+        assert!(
+            report.is_healthy(),
+            "{:?} into the job: {report:?}",
+            watched.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    RELEASE_BUSY.store(true, Ordering::SeqCst);
+    wait_for_state(&queue, "busy-2", JobState::Completed, SOON).await;
+    assert!(workers.shutdown(SOON).await.is_clean());
+}

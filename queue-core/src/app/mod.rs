@@ -221,6 +221,13 @@ impl QueueApp {
                 ));
             };
             let defaults = producer.defaults_for(&plan.queue);
+            let pulse = Arc::new(crate::health::WorkerPulse::new(
+                &plan.queue,
+                plan.concurrency,
+                // BullMQ's default lock when the processor sets none.
+                plan.lock_duration.unwrap_or(Duration::from_secs(30)),
+            ));
+            self.inner.pulses.add(&pulse);
             let settings = WorkerSettings {
                 queue: plan.queue.clone(),
                 command_timeout: self.inner.producer.command_timeout,
@@ -245,14 +252,11 @@ impl QueueApp {
                     })
                 },
                 event_capacity: plan.event_capacity,
+                on_renewed: {
+                    let pulse = pulse.clone();
+                    Arc::new(move || pulse.renewed())
+                },
             };
-            let pulse = Arc::new(crate::health::WorkerPulse::new(
-                &plan.queue,
-                plan.concurrency,
-                // BullMQ's default lock when the processor sets none.
-                plan.lock_duration.unwrap_or(Duration::from_secs(30)),
-            ));
-            self.inner.pulses.add(&pulse);
             #[cfg(feature = "metrics")]
             let metrics = self
                 .inner

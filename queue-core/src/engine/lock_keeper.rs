@@ -53,6 +53,9 @@ impl LockLost {
     }
 }
 
+/// Told after each pass that renewed the locks of running attempts.
+pub(crate) type OnRenewed = Arc<dyn Fn() + Send + Sync>;
+
 /// What the keeper holds for one running attempt: how to stop it if its lock is lost,
 /// and the flag that tells its worker so.
 #[derive(Clone, Debug)]
@@ -87,6 +90,7 @@ impl LockKeeper {
         queue: &str,
         timing: Timing,
         sink: Arc<dyn EventSink>,
+        on_renewed: OnRenewed,
     ) -> Result<Self, Error> {
         let held = Arc::new(Held::default());
         let options = conn.queue_options();
@@ -103,6 +107,7 @@ impl LockKeeper {
             held: Arc::downgrade(&held),
             timing,
             sink,
+            on_renewed,
         };
         spawn_on_engine(queue, renewer.run())?;
         Ok(LockKeeper { held })
@@ -190,6 +195,7 @@ struct Renewer {
     held: Weak<Held>,
     timing: Timing,
     sink: Arc<dyn EventSink>,
+    on_renewed: OnRenewed,
 }
 
 /// How a pass went.
@@ -215,6 +221,9 @@ impl Renewer {
             drop(now_held);
             match self.pass(&running).await {
                 Pass::Answered => {
+                    if !running.is_empty() {
+                        (self.on_renewed)();
+                    }
                     if let Some(since) = failing_since.take() {
                         tracing::info!(queue = %self.name, failing_for = ?since.elapsed(), "lock renewals reach Redis again");
                     }

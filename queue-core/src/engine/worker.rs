@@ -17,7 +17,7 @@ use super::connection::Connection;
 use super::convert::{engine_error, job_meta, keep_to_engine, millis};
 use super::flow_gate::{check_parent, ParentGate, CONTINUES_PAST_FAILURES};
 use super::job::LiveJob;
-use super::lock_keeper::{LockKeeper, LockLost, Timing};
+use super::lock_keeper::{LockKeeper, LockLost, OnRenewed, Timing};
 use super::queue::cancel_channel;
 use super::raw_data;
 use super::sink::{EngineEvent, EventSink};
@@ -94,6 +94,9 @@ pub(crate) struct WorkerSettings {
     pub(crate) reads_children: ReadsChildren,
     /// The engine event channel's capacity, if not [`WORKER_EVENT_CAPACITY`].
     pub(crate) event_capacity: Option<usize>,
+    /// Told after each renewal of the running attempts' locks (the liveness probe's
+    /// sign that a busy worker is alive).
+    pub(crate) on_renewed: OnRenewed,
 }
 
 /// Whether the handler of a job name reads the job's flow children (takes
@@ -157,7 +160,8 @@ impl EngineWorker {
         let lock_duration = Duration::from_millis(options.lock_duration);
         options.skip_lock_renewal = true;
         let timing = Timing::new(lock_duration, settings.command_timeout);
-        let keeper = LockKeeper::start(conn, &queue, timing, sink.clone()).await?;
+        let keeper =
+            LockKeeper::start(conn, &queue, timing, sink.clone(), settings.on_renewed).await?;
         let processor = engine_processor(
             conn.clone(),
             queue.clone(),
