@@ -17,6 +17,7 @@ mod health;
 mod inline;
 mod job;
 mod options;
+mod outage;
 mod processor;
 mod queue;
 mod registry;

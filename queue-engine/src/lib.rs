@@ -49,6 +49,7 @@ pub mod keys;
 mod locks;
 /// Configuration options for queues, workers, and jobs.
 pub mod options;
+mod outage;
 /// Shared pagination parsing helpers for Lua `paginate` replies.
 mod paginate;
 /// Queue management and job submission.

@@ -264,6 +264,8 @@ struct LoopContext {
     // Token generation
     worker_id: String,
     token_counter: std::sync::atomic::AtomicU64,
+    /// Whether the loops are without Redis: said once, not on every retry.
+    outage: crate::outage::Outage,
 }
 
 /// RAII guard for an acquired concurrency slot.
@@ -357,6 +359,7 @@ impl LoopContext {
             prefix_bytes,
             worker_id,
             token_counter: std::sync::atomic::AtomicU64::new(0),
+            outage: crate::outage::Outage::default(),
         }
     }
 
@@ -951,6 +954,9 @@ impl Worker {
             )
             .await;
 
+            if fetch_result.is_ok() {
+                ctx.outage.answered(ctx.keys.name());
+            }
             match fetch_result {
                 Ok(FetchResult::Job(job)) => {
                     Self::spawn_processing(&ctx, slot_guard, *job, token);
@@ -1001,7 +1007,8 @@ impl Worker {
                     // succeeds. Log as well as emit the event, otherwise a
                     // worker with no `WorkerEvent` subscriber looks like it
                     // stopped for no reason.
-                    warn!(error = %e, "failed to fetch job, retrying");
+                    ctx.outage
+                        .failed(ctx.keys.name(), "failed to fetch a job", &e);
                     let _ = ctx.event_tx.send(WorkerEvent::Error(e.to_string()));
                     tokio::time::sleep(Duration::from_millis(ctx.opts.run_retry_delay)).await;
                 }
@@ -1090,16 +1097,20 @@ impl Worker {
         // BZPOPMIN takes a timeout in (fractional) seconds. Guard against a zero
         // timeout, which Redis interprets as "block forever".
         let timeout_secs = (timeout_ms.max(1) as f64) / 1000.0;
-        if let Err(e) = blocking_conn
+        let waited = blocking_conn
             .managed_bzpopmin(&ctx.marker_key, timeout_secs)
-            .await
-        {
+            .await;
+        if waited.is_ok() {
+            ctx.outage.answered(ctx.keys.name());
+        }
+        if let Err(e) = waited {
             // Transient error (e.g. connection reset): back off briefly before
             // the driver loops and retries, unless we are shutting down. The
             // blocking connection reconnects in the background, so the retry
             // lands on a healthy socket.
             if !ctx.closing.load(Ordering::Relaxed) {
-                warn!(error = %e, "blocking wait failed, retrying");
+                ctx.outage
+                    .failed(ctx.keys.name(), "the blocking wait failed", &e);
                 let _ = ctx.event_tx.send(WorkerEvent::Error(e.to_string()));
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }

@@ -401,12 +401,14 @@ async fn forward_events(worker: Arc<bullmq::Worker>, sink: Arc<dyn EventSink>) {
 /// re-established after a short pause.
 async fn listen_for_cancels(conn: Connection, queue: String, worker: Arc<bullmq::Worker>) {
     let channel = cancel_channel(&conn, &queue);
+    let outage = crate::outage::OutageLog::new("the cancellation listener", &queue);
     loop {
         match conn.client_for(&channel).await.get_async_pubsub().await {
             Ok(mut pubsub) => {
                 if let Err(e) = pubsub.subscribe(&channel).await {
-                    tracing::warn!(queue = %queue, error = %e, "cannot subscribe to cancellations");
+                    outage.failed(&e);
                 } else {
+                    outage.succeeded();
                     let mut messages = pubsub.on_message();
                     while let Some(message) = messages.next().await {
                         let Ok(job_id) = message.get_payload::<String>() else {
@@ -418,9 +420,7 @@ async fn listen_for_cancels(conn: Connection, queue: String, worker: Arc<bullmq:
                     }
                 }
             }
-            Err(e) => {
-                tracing::warn!(queue = %queue, error = %e, "cancellation listener cannot connect")
-            }
+            Err(e) => outage.failed(&e),
         }
         tokio::time::sleep(RUN_RETRY_DELAY).await;
     }

@@ -264,7 +264,9 @@ impl AttemptTracker {
             EngineEvent::LockLost { job_id } => WorkerEvent::LockLost { queue, job_id },
             EngineEvent::Drained => WorkerEvent::Drained { queue },
             EngineEvent::Error { message } => {
-                tracing::warn!(queue = %queue, error = %message, "worker error; it keeps retrying");
+                // The engine says once that it lost Redis and once that it is back;
+                // each retry's error is a detail.
+                tracing::debug!(queue = %queue, error = %message, "worker error; it keeps retrying");
                 WorkerEvent::Error { queue, message }
             }
             EngineEvent::Dropped { count } => {
