@@ -118,7 +118,7 @@ impl Dashboard {
 
     /// The most live streams (a queue page's live counts) open at once; more answer 503
     /// and their pages work without live updates. Default
-    /// [`DEFAULT_MAX_LIVE_STREAMS`](live::DEFAULT_MAX_LIVE_STREAMS).
+    /// [`DEFAULT_MAX_LIVE_STREAMS`].
     pub fn max_live_streams(mut self, max: usize) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             if let Some(hub) = Arc::get_mut(&mut shared.live) {
@@ -129,7 +129,7 @@ impl Dashboard {
     }
 
     /// How long a live stream lasts before it ends and the tab opens another. Default
-    /// [`DEFAULT_LIVE_STREAM_LIFETIME`](live::DEFAULT_LIVE_STREAM_LIFETIME).
+    /// [`DEFAULT_LIVE_STREAM_LIFETIME`].
     pub fn live_stream_lifetime(mut self, lifetime: Duration) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             if let Some(hub) = Arc::get_mut(&mut shared.live) {
