@@ -37,7 +37,10 @@ async fn from_node(job: Job<NodePayload>) -> Result<u32, JobError> {
         )));
     }
     let prefix = job.queue().to_owned();
-    COMPLETED.lock().unwrap().push((prefix, job.id().to_owned()));
+    COMPLETED
+        .lock()
+        .unwrap()
+        .push((prefix, job.id().to_owned()));
     Ok(job.data.n * 10)
 }
 
@@ -137,7 +140,11 @@ async fn node_jobs_run_here(bullmq: Bullmq) {
     let later = q.get_job("node-later-1").await.unwrap().unwrap();
     assert!(later.processed_on_ms.unwrap() - later.timestamp_ms >= 400);
     let once = q.get_job(&deduplicated).await.unwrap().unwrap();
-    assert_eq!(once.return_value, Some(serde_json::json!(70)), "the first add's data");
+    assert_eq!(
+        once.return_value,
+        Some(serde_json::json!(70)),
+        "the first add's data"
+    );
     workers.shutdown(SOON).await;
 
     // Both sides count the same, and Node reads our results and failures.
@@ -162,7 +169,10 @@ async fn node_jobs_run_here(bullmq: Bullmq) {
     let doomed = read("node-doomed-1").await;
     assert_eq!(doomed["state"], "failed");
     assert_eq!(doomed["failedReason"], "rust says: this job always fails");
-    assert_eq!(doomed["attemptsMade"], 1, "unrecoverable: no second attempt");
+    assert_eq!(
+        doomed["attemptsMade"], 1,
+        "unrecoverable: no second attempt"
+    );
 }
 
 #[tokio::test]
@@ -270,7 +280,11 @@ async fn our_jobs_run_on_node(bullmq: Bullmq) {
         Some("node says: this job always fails")
     );
     assert_eq!((failed.attempts_made, failed.max_attempts), (2, 2));
-    assert_eq!(failed.stacktrace.len(), 2, "Node records a stack per failure");
+    assert_eq!(
+        failed.stacktrace.len(),
+        2,
+        "Node records a stack per failure"
+    );
 }
 
 async fn quick(job: Job<serde_json::Value>) -> Result<String, JobError> {
