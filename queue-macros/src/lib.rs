@@ -159,6 +159,47 @@ pub fn job_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 /// `#[on_worker_event("email", failed)]` on an `async fn(event: WorkerEvent)`: called for
 /// each event of that kind from this process's workers of the queue.
+///
+/// NestJS's shape, `@OnWorkerEvent('failed') onFailed(job, err)`, takes the job with its
+/// payload typed, then what happened to it, then any `Dep<T>`:
+///
+/// ```no_run
+/// use queue_core::prelude::*;
+///
+/// #[derive(Serialize, Deserialize)]
+/// pub struct WelcomeEmail { pub to: String }
+/// #[derive(Serialize, Deserialize)]
+/// pub struct Delivery { pub id: String }
+///
+/// #[job_queue("email")]
+/// pub enum Email {
+///     #[job("welcome", output = Delivery)]
+///     Welcome(WelcomeEmail),
+/// }
+///
+/// // Every failed attempt; with `final_only`, only those no retry follows.
+/// #[on_worker_event(Email, failed, final_only)]
+/// async fn lost(job: EventJob<WelcomeEmail>, failure: JobFailure) {
+///     eprintln!("welcome email to {} lost: {}", job.data.to, failure.reason);
+/// }
+///
+/// // The typed output, checked against the job's declaration.
+/// #[on_worker_event(Email, completed)]
+/// async fn sent(job: EventJob<WelcomeEmail>, delivery: Delivery) {
+///     println!("welcome email to {} sent as {}", job.data.to, delivery.id);
+/// }
+///
+/// // The progress value, as any deserializable type (`serde_json::Value` takes all).
+/// #[on_worker_event(Email, progress)]
+/// async fn moving(job: EventJob<WelcomeEmail>, percent: u32) {
+///     println!("welcome email to {}: {percent}%", job.data.to);
+/// }
+/// ```
+///
+/// On a declared queue, `EventJob<T>` names the job type (`T: JobOf<Queue>`): the
+/// listener hears of those jobs only. On a queue named by string it hears of every job
+/// whose payload reads as `T` (`job = "name"` narrows it to one job name), and a job
+/// whose payload does not fit is logged and skipped.
 #[proc_macro_attribute]
 pub fn on_worker_event(attr: TokenStream, item: TokenStream) -> TokenStream {
     debug(

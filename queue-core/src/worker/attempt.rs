@@ -73,6 +73,7 @@ impl Dispatcher {
             self.tracker.stalled(&id);
         }
         self.tracker.started(&id, &name, attempt, max_attempts);
+        self.tracker.data(&id, &job.data);
         #[cfg(feature = "metrics")]
         let measured = self.metrics.as_ref().map(|metrics| {
             let label = self.plan.metric_name(&name);

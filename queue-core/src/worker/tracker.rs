@@ -1,8 +1,8 @@
-//! Adds what the engine's events lack (job name, attempt, whether it was the last)
-//! and publishes them as `WorkerEvent`s.
+//! Adds what the engine's events lack (job name, attempt, whether it was the last, the
+//! job's data) and publishes them as `WorkerEvent`s.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::broadcast;
 
@@ -15,6 +15,8 @@ struct AttemptFacts {
     attempt: u32,
     max_attempts: u32,
     is_final: bool,
+    /// The job's data, kept only while someone listens (typed listeners read it).
+    data: Option<Arc<serde_json::Value>>,
 }
 
 /// Facts about one queue's attempts: those running, keyed by job id, from the start;
@@ -51,6 +53,7 @@ impl AttemptTracker {
             attempt,
             max_attempts,
             is_final: attempt >= max_attempts,
+            data: None,
         };
         self.facts().insert(job_id.to_owned(), facts);
         if !self.listening() {
@@ -62,6 +65,18 @@ impl AttemptTracker {
             name: name.to_owned(),
             attempt,
         });
+    }
+
+    /// Keeps the running attempt's data for its completion, failure and progress
+    /// events, when someone listens to them (a copy of the payload per attempt
+    /// otherwise wasted).
+    pub(crate) fn data(&self, job_id: &str, data: &serde_json::Value) {
+        if !self.listening() {
+            return;
+        }
+        if let Some(facts) = self.facts().get_mut(job_id) {
+            facts.data = Some(Arc::new(data.clone()));
+        }
     }
 
     /// Reports a job that is run again because an earlier run was lost.
@@ -108,17 +123,34 @@ impl AttemptTracker {
         facts
     }
 
+    /// The name and data of the attempt a progress report is about: the running one,
+    /// or one that has just failed (its report travels the engine's event channel, so
+    /// it can arrive after the worker recorded the failure).
+    fn progress_facts(&self, job_id: &str) -> Option<(String, Option<Arc<serde_json::Value>>)> {
+        if let Some(f) = self.facts().get(job_id) {
+            return Some((f.name.clone(), f.data.clone()));
+        }
+        let failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        let f = failed.get(job_id)?.back()?;
+        Some((f.name.clone(), f.data.clone()))
+    }
+
     /// Turns an engine event into ours.
     pub(crate) fn on_engine_event(&self, event: EngineEvent) {
         let queue = self.queue.clone();
         let event = match event {
             EngineEvent::Completed { job_id, result } => {
-                let facts = self.facts().remove(&job_id);
+                let (name, data) = self
+                    .facts()
+                    .remove(&job_id)
+                    .map(|f| (f.name, f.data))
+                    .unwrap_or_default();
                 WorkerEvent::Completed {
                     queue,
-                    name: facts.map(|f| f.name).unwrap_or_default(),
+                    name,
                     job_id,
                     return_value: result,
+                    data,
                 }
             }
             EngineEvent::Failed { job_id, reason } => {
@@ -130,6 +162,7 @@ impl AttemptTracker {
                     attempt: 0,
                     max_attempts: 0,
                     is_final: true,
+                    data: None,
                 });
                 WorkerEvent::Failed {
                     queue,
@@ -139,13 +172,19 @@ impl AttemptTracker {
                     attempt: facts.attempt,
                     max_attempts: facts.max_attempts,
                     is_final: facts.is_final,
+                    data: facts.data,
                 }
             }
-            EngineEvent::Progress { job_id, progress } => WorkerEvent::Progress {
-                queue,
-                job_id,
-                progress,
-            },
+            EngineEvent::Progress { job_id, progress } => {
+                let (name, data) = self.progress_facts(&job_id).unwrap_or_default();
+                WorkerEvent::Progress {
+                    queue,
+                    job_id,
+                    name,
+                    progress,
+                    data,
+                }
+            }
             EngineEvent::Stalled { job_id } => WorkerEvent::Stalled { queue, job_id },
             EngineEvent::LockLost { job_id } => WorkerEvent::LockLost { queue, job_id },
             EngineEvent::Drained => WorkerEvent::Drained { queue },
@@ -214,6 +253,41 @@ mod tests {
             tracker.facts().is_empty(),
             "facts are dropped once reported"
         );
+    }
+
+    #[test]
+    fn completions_failures_and_progress_carry_the_jobs_data_while_someone_listens() {
+        let (tx, mut rx) = broadcast::channel(8);
+        let tracker = AttemptTracker::new("email".into(), tx);
+        let data = serde_json::json!({"to": "ada"});
+        tracker.started("j1", "welcome", 1, 1);
+        tracker.data("j1", &data);
+        tracker.on_engine_event(EngineEvent::Progress {
+            job_id: "j1".into(),
+            progress: serde_json::json!(50),
+        });
+        tracker.on_engine_event(EngineEvent::Completed {
+            job_id: "j1".into(),
+            result: serde_json::Value::Null,
+        });
+        let _active = rx.try_recv().unwrap();
+        assert_eq!(rx.try_recv().unwrap().job_data(), Some(&data));
+        assert_eq!(rx.try_recv().unwrap().job_data(), Some(&data));
+        tracker.started("j2", "welcome", 1, 1);
+        tracker.data("j2", &data);
+        tracker.failed("j2", true);
+        tracker.on_engine_event(EngineEvent::Failed {
+            job_id: "j2".into(),
+            reason: "no".into(),
+        });
+        let _active = rx.try_recv().unwrap();
+        assert_eq!(rx.try_recv().unwrap().job_data(), Some(&data));
+
+        // Nobody listening: nothing copied.
+        drop(rx);
+        tracker.started("j3", "welcome", 1, 1);
+        tracker.data("j3", &data);
+        assert!(tracker.facts()["j3"].data.is_none());
     }
 
     /// The next attempt starts before the engine's report of the last one arrives (a
