@@ -41,6 +41,7 @@
 mod access;
 mod actions;
 mod add_job;
+mod credentials;
 mod html;
 mod live;
 mod pages;
@@ -56,6 +57,7 @@ use axum::Router;
 use queue_core::QueueApp;
 
 pub use access::{Access, AccessPolicy};
+pub use credentials::{Credentials, InvalidSecret, Secret};
 
 /// The tracing target of the audit log: one event per action, with who, what, which
 /// queue and job, and the outcome.
