@@ -51,7 +51,7 @@ async fn a_catch_all_handles_the_declared_jobs_without_a_warning() {
     assert!(warnings.is_empty(), "{warnings:#?}");
     let ours: Vec<(String, bool)> = app
         .declared_jobs()
-        .into_iter()
+        .iter()
         .filter(|j| j.queue == "catch-all-images")
         .map(|j| (j.name.clone(), j.handled))
         .collect();

@@ -19,8 +19,8 @@ pub(crate) enum Shape {
     Event { deps: Vec<Type> },
     /// `EventJob<payload>`, then `second`, then dependencies.
     Typed {
-        payload: Type,
-        second: Type,
+        payload: Box<Type>,
+        second: Box<Type>,
         deps: Vec<Type>,
     },
 }
@@ -93,8 +93,8 @@ pub(crate) fn check(function: &ItemFn, source: Source, errors: &mut Errors) -> O
     };
     let deps = deps(rest, "after the job and what happened to it", errors);
     Some(Shape::Typed {
-        payload: payload.clone(),
-        second: (*second).clone(),
+        payload: Box::new(payload.clone()),
+        second: Box::new((*second).clone()),
         deps,
     })
 }
