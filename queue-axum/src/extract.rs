@@ -8,7 +8,6 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use queue_core::{FromApp, Queue, QueueApp};
 
-use crate::limits::MAX_IDEMPOTENCY_KEY_LEN;
 use serde::Serialize;
 
 use crate::rejection::{InvalidIdempotencyKey, InvalidQueue, MissingQueueLayer, QueueRejection};
@@ -143,7 +142,13 @@ pub fn from_app<T: FromApp>(parts: &Parts) -> Result<T, QueueRejection> {
 }
 
 /// The request's `Idempotency-Key` header, for making a job id from it: a client
-/// retrying a request gets the same job instead of a second one.
+/// retrying a request gets the same job instead of a second one. (To answer a retry
+/// with the first answer whatever the route does, wrap the route in
+/// [`IdempotencyLayer`](crate::IdempotencyLayer).)
+///
+/// The key is 1 to 255 visible ASCII characters, sent bare or as the IETF draft writes
+/// it, a quoted string (`"8e03978e-..."`: the same key); anything else, or the header
+/// twice, is refused with [`InvalidIdempotencyKey`], 400.
 ///
 /// A key is the client's word, and two clients may pick the same one: the job id is
 /// always made within a scope the application supplies (the user or tenant the request
@@ -192,19 +197,8 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     type Rejection = InvalidIdempotencyKey;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        match parts.headers.get(IDEMPOTENCY_KEY_HEADER) {
-            None => Ok(IdempotencyKey(None)),
-            Some(value) => match value.to_str().map(str::trim) {
-                Ok(key)
-                    if !key.is_empty()
-                        && key.len() <= MAX_IDEMPOTENCY_KEY_LEN
-                        && key.bytes().all(|b| b.is_ascii_graphic() || b == b' ') =>
-                {
-                    Ok(IdempotencyKey(Some(key.to_owned())))
-                }
-                _ => Err(InvalidIdempotencyKey),
-            },
-        }
+        // As `IdempotencyLayer` reads it: bare or a quoted string, once.
+        crate::idempotency::key_from_headers(&parts.headers).map(IdempotencyKey)
     }
 }
 

@@ -68,8 +68,10 @@
 //!   [`IdempotencyKey`]. A router without it answers 500, naming the layer.
 //! - [`Accepted`] is the 202 answer; [`QueueError`] turns a `queue_core::Error` into 503
 //!   with `Retry-After` (Redis down), 4xx (the client's mistake) or 500.
+//! - [`IdempotencyLayer`] answers a retried request with the same `Idempotency-Key` with
+//!   the first answer, kept in Redis, instead of doing the work again.
 //! - [`job_routes`] and [`JobRoutes`] serve `GET /jobs/{queue}/{id}`; [`json_errors`]
-//!   makes axum's own errors JSON.
+//!   makes axum's own errors JSON; [`quote`] bounds what an error repeats of the input.
 //! - [`serve`] serves with client time limits and shuts down in order: requests, then
 //!   workers.
 //! - With features: `metrics_route` (`metrics`), the `dashboard` (`dashboard`), the
@@ -117,11 +119,13 @@ pub mod dashboard;
 mod error;
 mod extract;
 mod health;
+mod idempotency;
 mod json_errors;
 mod layer;
 mod limits;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod quote;
 mod rejection;
 mod routes;
 mod serve;
@@ -148,14 +152,21 @@ pub use extract::{
     from_app, IdempotencyKey, Inject, QueueHandle, QueueName, Queues, IDEMPOTENCY_KEY_HEADER,
 };
 pub use health::HealthRoutes;
+pub use idempotency::{
+    IdempotencyLayer, IdempotencyService, DEFAULT_IDEMPOTENCY_TTL, REPLAYED_HEADER,
+};
 pub use json_errors::json_errors;
 pub use layer::{QueueLayer, QueueService};
 pub use limits::MAX_IDEMPOTENCY_KEY_LEN;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metrics::metrics_route;
-pub use rejection::{InvalidIdempotencyKey, InvalidQueue, MissingQueueLayer, QueueRejection};
-pub use routes::{job_routes, JobRoutes};
+pub use quote::{quote, MAX_QUOTED_CHARS};
+pub use rejection::{
+    IdempotencyKeyInFlight, IdempotencyKeyReused, InvalidIdempotencyKey, InvalidQueue,
+    MissingIdempotencyKey, MissingQueueLayer, QueueRejection,
+};
+pub use routes::{job_routes, JobRoutes, DEFAULT_STATUS_REDIS_WAIT};
 pub use serve::{serve, serve_until, serve_with_limits, shutdown_signal, ServeLimits};
 pub use trace_context::{MAX_REQUEST_ID_LEN, REQUEST_ID_HEADER};
 

@@ -12,6 +12,9 @@ use axum::Json;
 /// field and its message.
 macro_rules! rejection {
     ($ty:ty, $status:expr, $error:literal, |$this:ident| $message:expr) => {
+        rejection!($ty, $status, $error, |$this| $message, []);
+    };
+    ($ty:ty, $status:expr, $error:literal, |$this:ident| $message:expr, [$(($name:expr, $value:expr)),*]) => {
         impl $ty {
             /// The status it answers with.
             pub fn status(&self) -> StatusCode {
@@ -37,7 +40,8 @@ macro_rules! rejection {
             fn into_response(self) -> Response {
                 let (status, message) = (self.status(), self.body_text());
                 tracing::debug!(target: "queue_axum::rejection", status = status.as_u16(), error = $error, %message, "request rejected");
-                (status, Json(serde_json::json!({ "error": $error, "message": message }))).into_response()
+                let headers: Vec<(axum::http::HeaderName, &'static str)> = vec![$(($name, $value)),*];
+                (status, axum::response::AppendHeaders(headers), Json(serde_json::json!({ "error": $error, "message": message }))).into_response()
             }
         }
     };
@@ -86,6 +90,52 @@ rejection!(
         "the Idempotency-Key header must be 1 to {} visible ASCII characters",
         crate::limits::MAX_IDEMPOTENCY_KEY_LEN
     )
+);
+
+/// A route behind [`IdempotencyLayer`](crate::IdempotencyLayer) that requires the
+/// `Idempotency-Key` header got none: 400.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct MissingIdempotencyKey;
+
+rejection!(
+    MissingIdempotencyKey,
+    StatusCode::BAD_REQUEST,
+    "missing Idempotency-Key",
+    |_r| {
+        "this request must carry an Idempotency-Key header: a unique value (a UUID) per operation, the same on every retry".to_owned()
+    }
+);
+
+/// The `Idempotency-Key` was used before with another request (another body, query or
+/// content type) on the same route: 422. Nothing ran.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct IdempotencyKeyReused;
+
+rejection!(
+    IdempotencyKeyReused,
+    StatusCode::UNPROCESSABLE_ENTITY,
+    "Idempotency-Key reused",
+    |_r| "this Idempotency-Key was used with another request; send a new key for a new operation"
+        .to_owned()
+);
+
+/// A request with the same `Idempotency-Key` is still running: 409 with
+/// `Retry-After: 1`. Retried once it has answered, this request gets its answer.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct IdempotencyKeyInFlight;
+
+rejection!(
+    IdempotencyKeyInFlight,
+    StatusCode::CONFLICT,
+    "request in progress",
+    |_r| {
+        "a request with this Idempotency-Key is still being processed; retry shortly for its answer"
+            .to_owned()
+    },
+    [(axum::http::header::RETRY_AFTER, "1")]
 );
 
 /// Every way the extractors of this crate refuse a request.

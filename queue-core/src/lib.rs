@@ -3,6 +3,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod app;
+mod claims;
 mod clock;
 mod cluster;
 mod contract;
@@ -16,6 +17,7 @@ mod health;
 mod inline;
 mod job;
 mod options;
+mod outage;
 mod processor;
 mod queue;
 mod registry;
@@ -38,6 +40,7 @@ pub use app::{
     FromApp, QueueApp, QueueAppBuilder, Registrations, DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
+pub use claims::{Claim, ClaimToken, Claims};
 pub use cluster::queue_slot;
 pub use contract::{DeclaredJob, JobOf, JobType, OutputOf, QueueType, SchemaError};
 pub use deps::Dep;
@@ -53,7 +56,8 @@ pub use job::{
     TestJobHandle,
 };
 pub use options::{
-    Backoff, BackoffContext, Deduplication, JobOptions, Keep, Schedule, MAX_PRIORITY,
+    could_be_job_id, Backoff, BackoffContext, Deduplication, JobOptions, Keep, Schedule, MAX_DELAY,
+    MAX_JOB_ID_BYTES, MAX_PRIORITY,
 };
 pub use processor::{AnyQueue, Processor};
 pub use queue::{

@@ -62,6 +62,7 @@ pub struct Processor<Q = AnyQueue> {
     pub(crate) cancel_grace: Duration,
     pub(crate) fail_unknown_names: bool,
     pub(crate) metrics_data_points: Option<usize>,
+    pub(crate) event_capacity: Option<usize>,
     pub(crate) handlers: Vec<RegisteredHandler>,
     _queue: PhantomData<fn() -> Q>,
 }
@@ -137,6 +138,7 @@ impl<Q> Processor<Q> {
             cancel_grace: DEFAULT_CANCEL_GRACE,
             fail_unknown_names: false,
             metrics_data_points: None,
+            event_capacity: None,
             handlers: Vec::new(),
             _queue: PhantomData,
         }
@@ -163,7 +165,11 @@ impl<Q> Processor<Q> {
     }
 
     /// How long a worker's lock on a job lasts between renewals (BullMQ default: 30 s).
-    /// A job whose lock expires is considered stalled and is run again.
+    /// Locks are renewed every quarter of it, a failed renewal is tried again soon, and
+    /// a lock that expired while Redis was out of reach is taken back if no other worker
+    /// took the job. A job whose lock another worker holds (it was recovered as
+    /// stalled) is run there; this run is cancelled and reported as
+    /// [`WorkerEvent::LockLost`](crate::WorkerEvent::LockLost), never as a failure.
     pub fn lock_duration(mut self, lock_duration: Duration) -> Self {
         self.lock_duration = Some(lock_duration);
         self
@@ -208,6 +214,15 @@ impl<Q> Processor<Q> {
     /// costs a few more Redis writes inside the same script.
     pub fn per_minute_metrics(mut self, max_data_points: usize) -> Self {
         self.metrics_data_points = Some(max_data_points);
+        self
+    }
+
+    /// How many of the engine worker's events may wait to be read (default 1,024);
+    /// past it they are dropped and counted (`queue_worker_events_dropped_total`).
+    /// For tests that must see events dropped; not part of the supported API.
+    #[doc(hidden)]
+    pub fn worker_event_capacity(mut self, capacity: usize) -> Self {
+        self.event_capacity = Some(capacity);
         self
     }
 
@@ -272,6 +287,7 @@ impl<Q> Processor<Q> {
             cancel_grace: self.cancel_grace,
             fail_unknown_names: self.fail_unknown_names,
             metrics_data_points: self.metrics_data_points,
+            event_capacity: self.event_capacity,
             handlers: self.handlers.clone(),
             _queue: PhantomData,
         }

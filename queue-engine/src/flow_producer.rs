@@ -1324,6 +1324,9 @@ fn validate_flow_queue_names(flow: &FlowJob) -> Result<(), Error> {
     if let Some(job_id) = flow.opts.as_ref().and_then(|opts| opts.job_id.as_deref()) {
         validate_custom_job_id(job_id)?;
     }
+    if let Some(opts) = flow.opts.as_ref() {
+        opts.check_extensions()?;
+    }
     if let Some(children) = flow.children.as_ref() {
         for child in children {
             validate_flow_queue_names(child)?;

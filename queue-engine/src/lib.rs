@@ -37,6 +37,7 @@
 pub mod error;
 /// The worker's bounded event channel (PATCHES.md, change 3).
 mod event_channel;
+mod finishing;
 /// FlowProducer — atomically add trees of dependent jobs (flows).
 pub mod flow_producer;
 /// Job representation and lifecycle management.
@@ -45,8 +46,10 @@ pub mod job;
 pub mod job_scheduler;
 /// Redis key generation for queue data structures.
 pub mod keys;
+mod locks;
 /// Configuration options for queues, workers, and jobs.
 pub mod options;
+mod outage;
 /// Shared pagination parsing helpers for Lua `paginate` replies.
 mod paginate;
 /// Queue management and job submission.
@@ -71,6 +74,7 @@ pub use flow_producer::{
 };
 pub use job::Job;
 pub use keys::QueueKeys;
+pub use locks::LockRetake;
 pub use options::{
     BackoffStrategyFn, DeduplicationOptions, JobOptions, MetricsOptions, ParentOptions,
     QueueOptions, RateLimiterOptions, WorkerOptions,

@@ -563,10 +563,12 @@ pub struct WorkerOptions {
     /// `lock_duration` and the job is moved back to wait (if the stalled check
     /// is not also disabled). Mirrors Node.js `skipLockRenewal`.
     pub skip_lock_renewal: bool,
-    /// How many events the worker's event channel holds before new ones are
-    /// dropped (and counted, [`crate::Worker::dropped_events`]). Bounded so that a
-    /// worker whose events nobody reads keeps its memory flat.
-    pub event_capacity: usize,
+    /// Bounds the worker's event channel: `Some(n)` holds up to `n` events, and
+    /// an event that finds it full is dropped and counted
+    /// ([`crate::Worker::dropped_events`]), so that a worker whose events nobody
+    /// reads keeps its memory flat. `None` (the default) keeps every event until it
+    /// is read, as the channel always did.
+    pub event_capacity: Option<usize>,
     /// Time-series metrics collection. When set, the worker records
     /// completed/failed counts per minute, readable via `Queue::get_metrics`.
     pub metrics: Option<MetricsOptions>,
@@ -613,7 +615,7 @@ impl Default for WorkerOptions {
             max_started_attempts: None,
             skip_stalled_check: false,
             skip_lock_renewal: false,
-            event_capacity: DEFAULT_WORKER_EVENT_CAPACITY,
+            event_capacity: None,
         }
     }
 }
@@ -792,8 +794,42 @@ impl WorkerOptions {
     }
 }
 
-/// The default of [`WorkerOptions::event_capacity`].
-pub const DEFAULT_WORKER_EVENT_CAPACITY: usize = 1024;
+/// The keys of a job's stored options that the engine writes or reads itself: the
+/// names of [`JobOptions`]' fields as stored, and the short names Node.js stores some
+/// of them under. [`JobOptions::extension`] may not use them.
+pub const MODELLED_OPTION_KEYS: &[&str] = &[
+    "delay",
+    "priority",
+    "attempts",
+    "backoff",
+    "lifo",
+    "removeOnComplete",
+    "removeOnFail",
+    "keepLogs",
+    "kl",
+    "jobId",
+    "timestamp",
+    "stackTraceLimit",
+    "parent",
+    "de",
+    "deduplication",
+    "debounce",
+    "repeat",
+    "prevMillis",
+    "repeatJobKey",
+    "failParentOnFailure",
+    "fpof",
+    "ignoreDependencyOnFailure",
+    "idof",
+    "removeDependencyOnFailure",
+    "rdof",
+    "continueParentOnFailure",
+    "cpof",
+    "sizeLimit",
+    "tm",
+    "omc",
+    "telemetry",
+];
 
 /// Options for a job.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -1021,11 +1057,32 @@ impl JobOptions {
         self
     }
 
-    /// Store an option this port does not model, under `key` (which must not be one
-    /// of the keys above).
+    /// Store an option this port does not model, under `key`. A key the engine
+    /// models ([`MODELLED_OPTION_KEYS`]: `attempts`, `de`, `tm`, ...) is refused when
+    /// the job is added ([`JobOptions::check_extensions`]): set those through their
+    /// own fields.
     pub fn extension(mut self, key: impl Into<String>, value: serde_json::Value) -> Self {
         self.extensions.insert(key.into(), value);
         self
+    }
+
+    /// Refuses an extension stored under a key the engine models
+    /// ([`MODELLED_OPTION_KEYS`]). Such a key would be written twice into the options
+    /// the add scripts read, the extension's value overriding the field's, and could
+    /// contradict the scripts' other arguments (a deduplication key built from
+    /// [`JobOptions::deduplication`] while `de` says otherwise). Every add checks it.
+    pub fn check_extensions(&self) -> Result<(), crate::Error> {
+        match self
+            .extensions
+            .keys()
+            .find(|key| MODELLED_OPTION_KEYS.contains(&key.as_str()))
+        {
+            Some(key) => Err(crate::Error::InvalidConfig(format!(
+                "job option extension `{key}` is an option the engine models; set it \
+                 through its own JobOptions field, not as an extension"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Fail the parent job when this child fails.

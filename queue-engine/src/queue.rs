@@ -12,6 +12,7 @@ use crate::keys::{
     resolve_parent_queue_key, validate_custom_job_id, validate_prefix, validate_queue_name,
     QueueKeys,
 };
+use crate::locks::LockRetake;
 use crate::options::{DeduplicationOptions, JobOptions, ParentOptions, QueueOptions};
 use crate::paginate::{paginate_item_key, parse_paginate_reply, value_to_string};
 use crate::redis_connection::RedisConnection;
@@ -78,6 +79,7 @@ pub struct Queue {
 impl Queue {
     /// Client-side job validation, mirroring `Job.validateOptions` in Node.js.
     fn validate_job_options(job: &Job, argv2: &str) -> Result<(), Error> {
+        job.opts().check_extensions()?;
         if let Some(size_limit) = job.opts().size_limit {
             if argv2.len() > size_limit {
                 return Err(Error::InvalidConfig(format!(
@@ -837,23 +839,51 @@ impl Queue {
         if locks.is_empty() {
             return Ok(Vec::new());
         }
+        let result = self
+            .run_lock_script("extendLocks", &[self.keys.stalled()], locks, duration)
+            .await?;
+        crate::locks::job_ids_reply("extendLocks", result)
+    }
+
+    /// Renew the locks of several jobs by id and token, taking back those that merely
+    /// expired: a lock nobody holds any more, on a job still active, is set again
+    /// under the given token (one round trip). Meant for the locks
+    /// [`Queue::extend_locks`] could not extend: a renewal that could not reach Redis
+    /// in time (a timeout, a failover) then costs nothing, while a job another worker
+    /// took, or that is no longer active, is reported as such. Returns one
+    /// [`LockRetake`] per lock, in order.
+    pub async fn retake_locks(
+        &self,
+        locks: &[(&str, &str)],
+        duration: u64,
+    ) -> Result<Vec<LockRetake>, Error> {
+        if locks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = [self.keys.active(), self.keys.stalled()];
+        let result = self
+            .run_lock_script("retakeLocks", &keys, locks, duration)
+            .await?;
+        crate::locks::retake_reply(result, locks.len())
+    }
+
+    /// Runs a lock script of the `extendLocks` shape: the keys, then the base key, the
+    /// tokens and the ids (as msgpack arrays) and the lock's duration.
+    async fn run_lock_script(
+        &self,
+        name: &str,
+        keys: &[String],
+        locks: &[(&str, &str)],
+        duration: u64,
+    ) -> Result<redis::Value, Error> {
         let script = self
             .conn
             .scripts()
-            .get("extendLocks")
-            .ok_or_else(|| Error::InvalidConfig("extendLocks script not found".to_string()))?
+            .get(name)
+            .ok_or_else(|| Error::InvalidConfig(format!("{name} script not found")))?
             .clone();
-        let pack = |strings: &mut dyn Iterator<Item = &str>| {
-            use rmp::encode::*;
-            let mut buf = Vec::with_capacity(16 + 40 * locks.len());
-            write_array_len(&mut buf, locks.len() as u32).unwrap();
-            for s in strings {
-                write_str(&mut buf, s).unwrap();
-            }
-            buf
-        };
-        let packed_ids = pack(&mut locks.iter().map(|(id, _)| *id));
-        let packed_tokens = pack(&mut locks.iter().map(|(_, token)| *token));
+        let packed_ids = crate::locks::pack_strings(locks.iter().map(|(id, _)| *id));
+        let packed_tokens = crate::locks::pack_strings(locks.iter().map(|(_, token)| *token));
         let base_key = self.keys.key_prefix();
         let duration = duration.to_string();
         let args: Vec<&[u8]> = vec![
@@ -863,21 +893,7 @@ impl Queue {
             duration.as_bytes(),
         ];
         let mut conn = self.conn.connection();
-        let result = script
-            .execute(&mut conn, &[self.keys.stalled()], &args)
-            .await?;
-        match result {
-            redis::Value::Array(failed) => Ok(failed
-                .into_iter()
-                .filter_map(|id| match id {
-                    redis::Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
-                    _ => None,
-                })
-                .collect()),
-            other => Err(Error::InvalidConfig(format!(
-                "unexpected extendLocks reply: {other:?}"
-            ))),
-        }
+        script.execute(&mut conn, keys, &args).await
     }
 
     /// Get the counts of jobs in each state.
@@ -2581,6 +2597,9 @@ impl Queue {
         use crate::job_scheduler::{next_cron_millis, pack_delayed_job_opts, pack_scheduler_opts};
 
         // Validation
+        if let Some(opts) = &job_opts {
+            opts.check_extensions()?;
+        }
         if repeat_opts.pattern.is_some() && repeat_opts.every.is_some() {
             return Err(Error::InvalidConfig(
                 "Both .pattern and .every options are defined; only one may be used".to_string(),
@@ -2963,8 +2982,6 @@ impl Queue {
     }
 }
 
-/// Adds a job's unmodelled options (`JobOptions::extensions`) to the entries of an
-/// options map about to be packed for a script.
 /// Appends the telemetry metadata (`tm`, `omc`) and the unmodelled options of `opts`
 /// to an add script's options map: every add path writes them, a job of a flow too.
 pub(crate) fn push_telemetry_and_extensions<'a>(
@@ -2986,8 +3003,16 @@ pub(crate) fn push_telemetry_and_extensions<'a>(
     push_extensions(entries, opts);
 }
 
+/// Adds a job's unmodelled options (`JobOptions::extensions`) to the entries of an
+/// options map about to be packed for a script. A key already in the map is not
+/// written again: a msgpack map with a key twice would leave Lua to pick one. (Adds
+/// refuse such extensions, `JobOptions::check_extensions`; options read back from
+/// Redis and written again, as a scheduler's are, are not checked.)
 pub(crate) fn push_extensions<'a>(entries: &mut Vec<(&'a str, Vec<u8>)>, opts: &'a JobOptions) {
     for (key, value) in &opts.extensions {
+        if entries.iter().any(|(written, _)| *written == key.as_str()) {
+            continue;
+        }
         // A serde_json::Value always encodes.
         let b = rmp_serde::to_vec(value).unwrap_or_default();
         entries.push((key.as_str(), b));

@@ -197,6 +197,12 @@ impl ScriptRegistry {
             ),
             ("extendLock", 2, include_str!("commands/extendLock-2.lua")),
             ("extendLocks", 1, include_str!("commands/extendLocks-1.lua")),
+            ("retakeLocks", 2, include_str!("commands/retakeLocks-2.lua")),
+            (
+                "findLockedJobs",
+                1,
+                include_str!("commands/findLockedJobs-1.lua"),
+            ),
             ("releaseLock", 1, include_str!("commands/releaseLock-1.lua")),
             ("getCounts", 1, include_str!("commands/getCounts-1.lua")),
             ("getState", 8, include_str!("commands/getState-8.lua")),

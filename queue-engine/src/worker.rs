@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::event_channel::EventSender;
-use tokio::sync::{broadcast, mpsc, Mutex, Notify, RwLock};
+use tokio::sync::{broadcast, Mutex, Notify, RwLock};
 use tokio::task::JoinHandle;
-use tracing::{debug, error, warn};
+use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 use crate::error::Error;
@@ -183,7 +183,7 @@ pub struct Worker {
     paused: Arc<AtomicBool>,
     closing: Arc<AtomicBool>,
     event_tx: EventSender<WorkerEvent>,
-    event_rx: Arc<Mutex<mpsc::Receiver<WorkerEvent>>>,
+    event_rx: Arc<Mutex<crate::event_channel::EventReceiver<WorkerEvent>>>,
     active_jobs: Arc<RwLock<Vec<ActiveJob>>>,
     main_loop_handle: Mutex<Option<JoinHandle<()>>>,
     stalled_check_handle: Mutex<Option<JoinHandle<()>>>,
@@ -223,8 +223,12 @@ fn should_convert_discarded_error(error: &Error) -> bool {
             | Error::Delayed
             | Error::WaitingChildren
             | Error::RateLimited { .. }
+            | Error::JobLockNotExist(_)
     )
 }
+
+/// Tokens of unanswered fetches remembered at most (`Worker::resume_unanswered_fetches`).
+const MAX_UNANSWERED_FETCHES: usize = 64;
 
 fn processing_drained(active_job_count: usize, active_fetchers: usize) -> bool {
     active_job_count == 0 && active_fetchers == 0
@@ -260,6 +264,8 @@ struct LoopContext {
     // Token generation
     worker_id: String,
     token_counter: std::sync::atomic::AtomicU64,
+    /// Whether the loops are without Redis: said once, not on every retry.
+    outage: crate::outage::Outage,
 }
 
 /// RAII guard for an acquired concurrency slot.
@@ -353,6 +359,7 @@ impl LoopContext {
             prefix_bytes,
             worker_id,
             token_counter: std::sync::atomic::AtomicU64::new(0),
+            outage: crate::outage::Outage::default(),
         }
     }
 
@@ -689,8 +696,8 @@ impl Worker {
         self.active_jobs.read().await.len()
     }
 
-    /// How many events were dropped because nobody read them fast enough (the
-    /// channel holds [`WorkerOptions::event_capacity`] events).
+    /// How many events were dropped because nobody read them fast enough: always
+    /// `0` unless [`WorkerOptions::event_capacity`] bounds the channel.
     pub fn dropped_events(&self) -> u64 {
         self.event_tx.dropped()
     }
@@ -895,9 +902,16 @@ impl Worker {
     /// the concurrency gate, giving parallel processing without waking many idle
     /// fetchers per job. This mirrors the Node.js single-driver `mainLoop`.
     async fn run_main_driver(ctx: Arc<LoopContext>, blocking_conn: BlockingRedisConnection) {
+        // Tokens of fetches that got no answer from Redis: they may have been carried
+        // out, their job left active under the token (`resume_unanswered_fetches`).
+        let mut unanswered_fetches: Vec<String> = Vec::new();
         loop {
             if ctx.closing.load(Ordering::Relaxed) {
                 break;
+            }
+
+            if !unanswered_fetches.is_empty() {
+                Self::resume_unanswered_fetches(&ctx, &mut unanswered_fetches).await;
             }
 
             if ctx.paused.load(Ordering::Relaxed) {
@@ -940,21 +954,12 @@ impl Worker {
             )
             .await;
 
+            if fetch_result.is_ok() {
+                ctx.outage.answered(ctx.keys.name());
+            }
             match fetch_result {
                 Ok(FetchResult::Job(job)) => {
-                    // Dispatch processing to its own task, moving the concurrency
-                    // slot into it (released only when the task — including any
-                    // finish-script chained jobs — completes). The driver loops
-                    // immediately to fetch the next job, so fetching stays
-                    // single-threaded while processing runs in parallel.
-                    let task_ctx = ctx.clone();
-                    tokio::spawn(async move {
-                        let _slot = slot_guard;
-                        let mut next = Some(*job);
-                        while let Some(current) = next.take() {
-                            next = Self::process_fetched_job(&task_ctx, current, &token).await;
-                        }
-                    });
+                    Self::spawn_processing(&ctx, slot_guard, *job, token);
                 }
                 Ok(FetchResult::NextTimestamp(next_ts)) => {
                     drop(slot_guard);
@@ -990,17 +995,93 @@ impl Worker {
                 }
                 Err(e) => {
                     drop(slot_guard);
+                    if crate::finishing::is_transient(&e) {
+                        // A bounded list: an outage adds one a second.
+                        if unanswered_fetches.len() >= MAX_UNANSWERED_FETCHES {
+                            unanswered_fetches.remove(0);
+                        }
+                        unanswered_fetches.push(token);
+                    }
                     // The connection auto-reconnects in the background, so keep
                     // looping: once it is re-established the next fetch
                     // succeeds. Log as well as emit the event, otherwise a
                     // worker with no `WorkerEvent` subscriber looks like it
                     // stopped for no reason.
-                    warn!(error = %e, "failed to fetch job, retrying");
+                    ctx.outage
+                        .failed(ctx.keys.name(), "failed to fetch a job", &e);
                     let _ = ctx.event_tx.send(WorkerEvent::Error(e.to_string()));
                     tokio::time::sleep(Duration::from_millis(ctx.opts.run_retry_delay)).await;
                 }
             };
         }
+    }
+
+    /// Dispatch processing to its own task, moving the concurrency slot into it
+    /// (released only when the task — including any finish-script chained jobs —
+    /// completes). The driver loops immediately to fetch the next job, so fetching
+    /// stays single-threaded while processing runs in parallel.
+    fn spawn_processing(
+        ctx: &Arc<LoopContext>,
+        slot_guard: ConcurrencySlotGuard,
+        job: Job,
+        token: String,
+    ) {
+        let task_ctx = ctx.clone();
+        tokio::spawn(async move {
+            let _slot = slot_guard;
+            let mut next = Some(job);
+            while let Some(current) = next.take() {
+                next = Self::process_fetched_job(&task_ctx, current, &token).await;
+            }
+        });
+    }
+
+    /// A fetch whose answer was lost (the connection dropped) may still have been
+    /// carried out: its job is then `active` under the fetch's token, and nobody
+    /// would run it until its lock expired and stalled-job recovery moved it back (a
+    /// minute with the defaults). Once Redis answers, such jobs are found by their
+    /// token and processed, as the fetch would have had them.
+    async fn resume_unanswered_fetches(ctx: &Arc<LoopContext>, tokens: &mut Vec<String>) {
+        let found = match crate::locks::jobs_locked_by(&ctx.conn, &ctx.keys, tokens).await {
+            Ok(found) => found,
+            // Still out of reach: the next turn of the loop tries again.
+            Err(e) if crate::finishing::is_transient(&e) => return,
+            Err(e) => {
+                warn!(error = %e, "cannot look for jobs taken by fetches whose answer was lost");
+                tokens.clear();
+                return;
+            }
+        };
+        tokens.clear();
+        for (job_id, token) in found {
+            let job = match Job::from_id(&ctx.conn, &ctx.keys, &job_id).await {
+                Ok(Some(job)) => job,
+                Ok(None) => continue,
+                Err(e) => {
+                    warn!(job_id = %job_id, error = %e, "cannot read a job taken by a fetch whose answer was lost; stalled-job recovery will run it");
+                    continue;
+                }
+            };
+            if !Self::acquire_concurrency_slot(ctx).await {
+                break;
+            }
+            let slot_guard = ConcurrencySlotGuard::new(ctx.clone());
+            info!(job_id = %job_id, "a fetch whose answer was lost had taken this job; processing it");
+            Self::spawn_processing(ctx, slot_guard, job, token);
+        }
+    }
+
+    /// The job a finishing command fetched (`fetch_next`) in a try whose answer was
+    /// lost: active under `token`, waiting for this task to process it.
+    async fn resume_chained_fetch(ctx: &LoopContext, token: &str) -> Option<Job> {
+        let tokens = [token.to_owned()];
+        let found = crate::locks::jobs_locked_by(&ctx.conn, &ctx.keys, &tokens)
+            .await
+            .ok()?;
+        let (job_id, _) = found.into_iter().next()?;
+        let job = Job::from_id(&ctx.conn, &ctx.keys, &job_id).await.ok()??;
+        info!(job_id = %job_id, "a finishing command whose answer was lost had fetched this job; processing it");
+        Some(job)
     }
 
     /// Block on the marker key until a job/marker arrives or `timeout_ms`
@@ -1016,16 +1097,20 @@ impl Worker {
         // BZPOPMIN takes a timeout in (fractional) seconds. Guard against a zero
         // timeout, which Redis interprets as "block forever".
         let timeout_secs = (timeout_ms.max(1) as f64) / 1000.0;
-        if let Err(e) = blocking_conn
+        let waited = blocking_conn
             .managed_bzpopmin(&ctx.marker_key, timeout_secs)
-            .await
-        {
+            .await;
+        if waited.is_ok() {
+            ctx.outage.answered(ctx.keys.name());
+        }
+        if let Err(e) = waited {
             // Transient error (e.g. connection reset): back off briefly before
             // the driver loops and retries, unless we are shutting down. The
             // blocking connection reconnects in the background, so the retry
             // lands on a healthy socket.
             if !ctx.closing.load(Ordering::Relaxed) {
-                warn!(error = %e, "blocking wait failed, retrying");
+                ctx.outage
+                    .failed(ctx.keys.name(), "the blocking wait failed", &e);
                 let _ = ctx.event_tx.send(WorkerEvent::Error(e.to_string()));
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -1199,6 +1284,8 @@ impl Worker {
                 } else {
                     e
                 };
+                // The job is another run's now: that run schedules the next iteration.
+                let lock_lost = matches!(e, Error::JobLockNotExist(_));
                 let next = Self::handle_job_failed(
                     ctx,
                     &job_id,
@@ -1213,7 +1300,7 @@ impl Worker {
                 .await;
 
                 // Schedule the next iteration even when job fails
-                if let Some(ref scheduler_id) = repeat_job_key {
+                if let Some(scheduler_id) = repeat_job_key.as_ref().filter(|_| !lock_lost) {
                     if let Err(e) = Self::update_job_scheduler(
                         ctx,
                         scheduler_id,
@@ -1275,25 +1362,40 @@ impl Worker {
         job_data: &serde_json::Value,
         fetch_next: bool,
     ) -> Option<Job> {
-        match Self::move_to_finished_fast(
-            &ctx.conn,
-            &ctx.move_to_finished_base_keys,
-            &ctx.prefix_bytes,
-            &ctx.keys,
-            job_id,
-            token,
-            return_value,
-            job_attempts,
-            &ctx.opts,
-            job_opts,
-            "completed",
-            &ctx.completed_key,
-            &ctx.metrics_completed_key,
-            &ctx.marker_key,
-            fetch_next,
-        )
-        .await
-        {
+        let retry = Self::finishing_retry(ctx, job_id, "the job's completion");
+        let (result, retried) = retry
+            .run(|| {
+                Self::move_to_finished_fast(
+                    &ctx.conn,
+                    &ctx.move_to_finished_base_keys,
+                    &ctx.prefix_bytes,
+                    &ctx.keys,
+                    job_id,
+                    token,
+                    return_value,
+                    job_attempts,
+                    &ctx.opts,
+                    job_opts,
+                    "completed",
+                    &ctx.completed_key,
+                    &ctx.metrics_completed_key,
+                    &ctx.marker_key,
+                    fetch_next,
+                )
+            })
+            .await;
+        let result = match result {
+            Err(Error::Script { .. })
+                if retried && Self::finished_earlier(ctx, job_id, &ctx.completed_key).await =>
+            {
+                Ok(match fetch_next {
+                    true => Self::resume_chained_fetch(ctx, token).await,
+                    false => None,
+                })
+            }
+            result => result,
+        };
+        match result {
             Ok(next_job) => {
                 let _ = ctx.event_tx.send(WorkerEvent::Completed {
                     job_id: job_id.to_string(),
@@ -1610,6 +1712,15 @@ impl Worker {
             return None;
         }
 
+        // The processor reports that the job's lock is no longer this run's (its
+        // lock renewal found another worker holding it): the job is that worker's
+        // now. Moving it under this run's token would be refused ("lock mismatch")
+        // and report a failure of a job that did not fail.
+        if matches!(error, Error::JobLockNotExist(_)) {
+            debug!(job_id = %job_id, "the job's lock was lost; leaving the job to its new owner");
+            return None;
+        }
+
         // RateLimited: the processor called `queue.rate_limit(..)` and signalled a
         // rate-limit. Move the job back from active to wait/prioritized instead of
         // failing it. When it is re-fetched it will respect the rate-limit TTL.
@@ -1690,35 +1801,69 @@ impl Worker {
                 .await;
                 return;
             } else if delay > 0 {
-                Self::move_to_delayed_for_retry(
-                    &ctx.conn,
-                    &ctx.keys,
-                    job_id,
-                    token,
-                    &ctx.prefix_bytes,
-                    delay as u64,
-                    &ctx.opts,
-                )
-                .await
+                let retry = Self::finishing_retry(ctx, job_id, "the job's move to delayed");
+                retry
+                    .run(|| {
+                        Self::move_to_delayed_for_retry(
+                            &ctx.conn,
+                            &ctx.keys,
+                            job_id,
+                            token,
+                            &ctx.prefix_bytes,
+                            delay as u64,
+                            &ctx.opts,
+                        )
+                    })
+                    .await
             } else {
-                Self::retry_job_immediately(&ctx.conn, &ctx.keys, job_id, token, &ctx.prefix_bytes)
+                let retry = Self::finishing_retry(ctx, job_id, "the job's retry");
+                retry
+                    .run(|| {
+                        Self::retry_job_immediately(
+                            &ctx.conn,
+                            &ctx.keys,
+                            job_id,
+                            token,
+                            &ctx.prefix_bytes,
+                        )
+                    })
                     .await
             }
         } else {
-            Self::retry_job_immediately(&ctx.conn, &ctx.keys, job_id, token, &ctx.prefix_bytes)
+            let retry = Self::finishing_retry(ctx, job_id, "the job's retry");
+            retry
+                .run(|| {
+                    Self::retry_job_immediately(
+                        &ctx.conn,
+                        &ctx.keys,
+                        job_id,
+                        token,
+                        &ctx.prefix_bytes,
+                    )
+                })
                 .await
         };
 
-        if let Err(retry_err) = retry_result {
-            error!(job_id = %job_id, error = %retry_err, "failed to retry job");
-            let _ = ctx.event_tx.send(WorkerEvent::Error(retry_err.to_string()));
+        match retry_result {
+            // Emit Failed event for each attempt (matches Node.js behavior), once
+            // the retry is recorded (as Node.js, which emits after `moveToFailed`).
+            (Ok(()), _) => {
+                let _ = ctx.event_tx.send(WorkerEvent::Failed {
+                    job_id: job_id.to_string(),
+                    error: error.to_string(),
+                });
+            }
+            (Err(retry_err), retried) => {
+                // Refused after a try whose answer was lost: that try may have been
+                // carried out. Either way, nothing to report as this run's.
+                if retried && matches!(retry_err, Error::Script { .. }) {
+                    debug!(job_id = %job_id, error = %retry_err, "retry refused after an unanswered try");
+                } else {
+                    error!(job_id = %job_id, error = %retry_err, "failed to retry job");
+                }
+                let _ = ctx.event_tx.send(WorkerEvent::Error(retry_err.to_string()));
+            }
         }
-
-        // Emit Failed event for each attempt (matches Node.js behavior)
-        let _ = ctx.event_tx.send(WorkerEvent::Failed {
-            job_id: job_id.to_string(),
-            error: error.to_string(),
-        });
     }
 
     /// Move a job to permanent failure state.
@@ -1735,37 +1880,85 @@ impl Worker {
         fetch_next: bool,
     ) -> Option<Job> {
         let error_value = serde_json::Value::String(error.to_string());
-        let next_job = match Self::move_to_finished_fast(
-            &ctx.conn,
-            &ctx.move_to_finished_base_keys,
-            &ctx.prefix_bytes,
-            &ctx.keys,
-            job_id,
-            token,
-            &error_value,
-            job_attempts,
-            &ctx.opts,
-            job_opts,
-            "failed",
-            &ctx.failed_key,
-            &ctx.metrics_failed_key,
-            &ctx.marker_key,
-            fetch_next,
-        )
-        .await
-        {
-            Ok(next) => next,
+        let retry = Self::finishing_retry(ctx, job_id, "the job's move to failed");
+        let (result, retried) = retry
+            .run(|| {
+                Self::move_to_finished_fast(
+                    &ctx.conn,
+                    &ctx.move_to_finished_base_keys,
+                    &ctx.prefix_bytes,
+                    &ctx.keys,
+                    job_id,
+                    token,
+                    &error_value,
+                    job_attempts,
+                    &ctx.opts,
+                    job_opts,
+                    "failed",
+                    &ctx.failed_key,
+                    &ctx.metrics_failed_key,
+                    &ctx.marker_key,
+                    fetch_next,
+                )
+            })
+            .await;
+        let result = match result {
+            Err(Error::Script { .. })
+                if retried && Self::finished_earlier(ctx, job_id, &ctx.failed_key).await =>
+            {
+                Ok(match fetch_next {
+                    true => Self::resume_chained_fetch(ctx, token).await,
+                    false => None,
+                })
+            }
+            result => result,
+        };
+        match result {
+            // Emitted once the failure is recorded, as Node.js does.
+            Ok(next) => {
+                let _ = ctx.event_tx.send(WorkerEvent::Failed {
+                    job_id: job_id.to_string(),
+                    error: error.to_string(),
+                });
+                next
+            }
             Err(move_err) => {
                 error!(job_id = %job_id, error = %move_err, "failed to move job to failed");
                 let _ = ctx.event_tx.send(WorkerEvent::Error(move_err.to_string()));
                 None
             }
-        };
-        let _ = ctx.event_tx.send(WorkerEvent::Failed {
-            job_id: job_id.to_string(),
-            error: error.to_string(),
-        });
-        next_job
+        }
+    }
+
+    /// How a finishing command of `job_id` is sent again when it does not reach
+    /// Redis (`crate::finishing`).
+    fn finishing_retry<'a>(
+        ctx: &'a LoopContext,
+        job_id: &'a str,
+        what: &'a str,
+    ) -> crate::finishing::Retry<'a> {
+        crate::finishing::Retry {
+            job_id,
+            what,
+            closing: &ctx.closing,
+            lock_duration: Duration::from_millis(ctx.opts.lock_duration),
+        }
+    }
+
+    /// Whether `job_id` was already moved to `finished_key` (completed or failed) by
+    /// an earlier try whose answer was lost: it is in that set, or it is gone (removed
+    /// at once by its retention). Asked when a try sent again is refused.
+    async fn finished_earlier(ctx: &LoopContext, job_id: &str, finished_key: &str) -> bool {
+        let mut pipe = redis::pipe();
+        pipe.cmd("EXISTS")
+            .arg(ctx.keys.job_key(job_id))
+            .cmd("ZSCORE")
+            .arg(finished_key)
+            .arg(job_id);
+        match ctx.conn.pipe::<(bool, Option<f64>)>(&pipe).await {
+            Ok((exists, score)) => !exists || score.is_some(),
+            Err(_) => false,
+        }
     }
 
     /// Move a job from the active list back to wait (or prioritized, if it has a
@@ -2486,6 +2679,9 @@ mod tests {
         assert!(!should_convert_discarded_error(&Error::RateLimited {
             delay_ms: 100,
         }));
+        assert!(!should_convert_discarded_error(&Error::JobLockNotExist(
+            "j-1".to_string()
+        )));
     }
 
     #[test]

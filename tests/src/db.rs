@@ -276,3 +276,24 @@ where
     }
     added
 }
+
+/// Declares, in the calling test file, one test per database for each scenario
+/// `async fn(AnyDb)` named: `sqlite::<name>` and `postgres::<name>`, each on a fresh
+/// database labelled with the scenario's name.
+#[macro_export]
+macro_rules! on_both_databases {
+    ($($scenario:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $scenario() {
+                super::$scenario($crate::db::AnyDb::sqlite(stringify!($scenario)).await).await;
+            })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $scenario() {
+                super::$scenario($crate::db::AnyDb::postgres(stringify!($scenario)).await).await;
+            })*
+        }
+    };
+}

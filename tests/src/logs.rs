@@ -55,6 +55,11 @@ impl Logs {
         recorder(move |event| events.lock().expect("log lock").push(event))
     }
 
+    /// Every event recorded so far, in order.
+    pub fn all(&self) -> Vec<LogEvent> {
+        self.0.lock().expect("log lock").clone()
+    }
+
     /// The events recorded at `level`.
     pub fn at(&self, level: tracing::Level) -> Vec<LogEvent> {
         self.0

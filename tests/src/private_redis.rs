@@ -29,7 +29,16 @@ impl PrivateRedis {
         Self::start_with(&[])
     }
 
-    /// Plain Redis on a free port, with extra `redis-server` arguments.
+    /// Redis on a free port that keeps its data across [`PrivateRedis::restart`]: every
+    /// write is in its append-only file, synced to disk before Redis answers
+    /// (`--appendonly yes --appendfsync always`), as a production Redis that must not
+    /// lose acknowledged writes runs.
+    pub fn start_persistent() -> Self {
+        Self::start_with(&["--appendonly", "yes", "--appendfsync", "always"])
+    }
+
+    /// Plain Redis on a free port, with extra `redis-server` arguments (which override
+    /// the defaults: no snapshots, no append-only file).
     pub fn start_with(extra: &[&str]) -> Self {
         let port = free_port();
         let dir = scratch_dir("plain");
@@ -68,7 +77,8 @@ impl PrivateRedis {
         }
     }
 
-    /// Starts it again on the same port, after [`PrivateRedis::kill`] (it keeps no data).
+    /// Kills it (SIGKILL) and starts it again on the same port and directory: it keeps
+    /// no data, unless started with [`PrivateRedis::start_persistent`].
     pub fn restart(&mut self) {
         self.kill();
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
@@ -79,6 +89,25 @@ impl PrivateRedis {
     /// Its port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Stops it (SIGSTOP) without closing its connections: commands sent to it get no
+    /// answer until [`PrivateRedis::thaw`], as from a server that hangs.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a frozen server go on (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill {signal} {}", self.child.id());
     }
 
     /// Kills it (SIGKILL) and waits for it to exit.
@@ -193,9 +222,10 @@ impl TlsFiles {
 }
 
 fn spawn_child(dir: &Path, args: &[&str]) -> Child {
+    // The defaults first: a later argument wins, so the caller's override them.
     Command::new("redis-server")
-        .args(args)
         .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+        .args(args)
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::null())

@@ -335,6 +335,12 @@ async fn lookups_of_keys_that_are_not_jobs_answer_404_never_503() {
             String::from_utf8_lossy(&response.body)
         );
         assert_eq!(response.json()["error"], "job not found", "{id:.40}");
+        // The answer quotes a bounded piece of the id, not all of it.
+        assert!(
+            response.body.len() < 300,
+            "{id:.40}: {} bytes",
+            response.body.len()
+        );
     }
     assert_eq!(get(addr, "/jobs/ax-email/welcome-1").await.status, 200);
 }

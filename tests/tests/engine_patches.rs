@@ -60,6 +60,56 @@ async fn telemetry_and_unmodelled_options_are_stored_and_read_back() {
     );
 }
 
+/// An option the engine models cannot also be given as an extension: the add would
+/// pack the key twice (the engine's value, then the extension's), Lua would keep the
+/// last, and the scripts' other arguments (the deduplication key, say) would disagree
+/// with what is stored. Refused with a clear error, and nothing is added.
+#[tokio::test]
+async fn an_extension_under_a_key_the_engine_models_is_refused() {
+    let redis = TestRedis::new("patch-ext-keys");
+    let q = queue(&redis, "ext").await;
+    for (key, value) in [
+        ("attempts", serde_json::json!(1)),
+        ("de", serde_json::json!({"id": "d-1"})),
+        ("tm", serde_json::json!("{}")),
+        ("omc", serde_json::json!(true)),
+        ("jobId", serde_json::json!("other")),
+        ("removeOnComplete", serde_json::json!(true)),
+    ] {
+        let opts = JobOptions::new()
+            .job_id(format!("ext-{key}"))
+            .attempts(5)
+            .extension(key, value);
+        let added = q.add("x", serde_json::json!({})).options(opts).await;
+        assert!(
+            matches!(&added, Err(bullmq::Error::InvalidConfig(m)) if m.contains(&format!("`{key}`"))),
+            "an extension `{key}` is refused: {added:?}"
+        );
+        assert!(
+            redis
+                .job_field("ext", &format!("ext-{key}"), "opts")
+                .is_none(),
+            "nothing added for `{key}`"
+        );
+    }
+    // In a bulk add too, before anything is written.
+    let bulk = q
+        .add_bulk(vec![
+            bullmq::BulkJob::new("x", serde_json::json!({})),
+            bullmq::BulkJob::with_options(
+                "x",
+                serde_json::json!({}),
+                JobOptions::new().extension("delay", 10.into()),
+            ),
+        ])
+        .await;
+    assert!(
+        matches!(&bulk, Err(bullmq::Error::InvalidConfig(m)) if m.contains("`delay`")),
+        "{bulk:?}"
+    );
+    assert_eq!(q.get_job_counts().await.unwrap().waiting, 0);
+}
+
 #[tokio::test]
 async fn a_flows_jobs_keep_their_telemetry_and_unmodelled_options() {
     use bullmq::{FlowJob, FlowProducer};
@@ -251,7 +301,7 @@ async fn a_worker_whose_events_nobody_reads_keeps_a_bounded_channel() {
     let processor: bullmq::worker::ProcessorFn =
         Arc::new(|_job, _cancel| Box::pin(async { Ok(serde_json::Value::Null) }));
     let mut options = worker_options(&redis);
-    options.event_capacity = 4;
+    options.event_capacity = Some(4);
     let worker = Worker::with_options("events", processor, options)
         .await
         .unwrap();
@@ -266,6 +316,41 @@ async fn a_worker_whose_events_nobody_reads_keeps_a_bounded_channel() {
         kept += 1;
     }
     assert!(kept <= 4, "{kept}");
+    worker.close(5000).await.unwrap();
+}
+
+/// The bound is opt-in: a worker made with the default options keeps upstream's
+/// unbounded channel and loses no event, however many wait to be read.
+#[tokio::test]
+async fn a_workers_event_channel_is_unbounded_unless_a_capacity_is_asked() {
+    const JOBS: usize = 700;
+    let redis = TestRedis::new("patch-events-default");
+    let q = queue(&redis, "events").await;
+    let jobs = (0..JOBS)
+        .map(|_| bullmq::BulkJob::new("x", serde_json::json!({})))
+        .collect();
+    q.add_bulk(jobs).await.unwrap();
+    let processor: bullmq::worker::ProcessorFn =
+        Arc::new(|_job, _cancel| Box::pin(async { Ok(serde_json::Value::Null) }));
+    let mut options = worker_options(&redis);
+    options.concurrency = 10;
+    let worker = Worker::with_options("events", processor, options)
+        .await
+        .unwrap();
+    wait_until(SOON, "every job done", || async {
+        (q.get_job_counts().await.unwrap().completed == JOBS as u64).then_some(())
+    })
+    .await;
+    assert_eq!(worker.dropped_events(), 0);
+    let mut completed = 0;
+    while completed < JOBS {
+        match tokio::time::timeout(SOON, worker.next_event()).await {
+            Ok(Some(bullmq::worker::WorkerEvent::Completed { .. })) => completed += 1,
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    assert_eq!(completed, JOBS, "every completion can still be read");
     worker.close(5000).await.unwrap();
 }
 

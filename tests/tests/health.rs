@@ -11,6 +11,7 @@ use axum::{Json, Router};
 use queue_axum::{HealthRoutes, QueueError, QueueLayer, Queues};
 use queue_core::prelude::*;
 use queue_core::{CheckStatus, HealthReport, HealthSettings, MemoryGuard, Registrations};
+use queue_tests::db::AnyDb;
 use queue_tests::http::{get, listener, post_json};
 use queue_tests::logs::Logs;
 use queue_tests::{wait_for_completed, wait_until, PrivateRedis, TestRedis, SOON};
@@ -227,11 +228,13 @@ async fn above_the_high_water_mark_adds_fail_fast_and_http_answers_503_until_mem
     let redis =
         PrivateRedis::start_with(&["--maxmemory", "64mb", "--maxmemory-policy", "noeviction"]);
     let metrics = queue_core::metrics::Metrics::new();
+    let db = AnyDb::sqlite("health-mem").await;
     let app = QueueApp::builder()
         .redis(format!("redis://127.0.0.1:{}", redis.port()))
         .registrations(Registrations::None)
         .memory_guard(MemoryGuard::new().high_water(0.2))
         .metrics(metrics.clone())
+        .outbox(db.outbox().poll_interval(Duration::from_millis(50)))
         .build()
         .await
         .unwrap();
@@ -280,6 +283,22 @@ async fn above_the_high_water_mark_adds_fail_fast_and_http_answers_503_until_mem
     assert_eq!(get(addr, "/livez").await.status, 200);
     let scraped = metrics.render(&app).await.unwrap();
     assert!(scraped.contains("queue_redis_memory_high 1"), "{scraped}");
+    // A job written in the application's transaction waits in the outbox meanwhile.
+    db.add_in(
+        &q,
+        vec![(
+            "mail",
+            "held".to_owned(),
+            JobOptions::new().job_id("held-1"),
+        )],
+        true,
+    )
+    .await;
+    let outbox = app.outbox().unwrap();
+    let before = app.relay_stats().unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await; // a relay pass would take 50 ms
+    assert_eq!(outbox.counts().await.unwrap().pending, 1, "the row is held");
+    assert_eq!(app.relay_stats().unwrap(), before, "the relay took nothing");
     assert!(
         scraped.contains("queue_redis_memory_max_bytes 67108864"),
         "{scraped}"
@@ -301,8 +320,17 @@ async fn above_the_high_water_mark_adds_fail_fast_and_http_answers_503_until_mem
     assert_eq!(get(addr, "/readyz").await.status, 200);
     let scraped = metrics.render(&app).await.unwrap();
     assert!(scraped.contains("queue_redis_memory_high 0"), "{scraped}");
+    // The held row is relayed once memory falls.
+    wait_until(SOON, "the held row to be relayed", || async {
+        q.get_job_state("held-1").await.ok().flatten()
+    })
+    .await;
+    wait_until(SOON, "the relayed row to be deleted", || async {
+        (outbox.counts().await.ok()?.pending == 0).then_some(())
+    })
+    .await;
     // Nothing was half-added while refused.
-    assert_eq!(q.get_job_counts().await.unwrap().waiting, 3);
+    assert_eq!(q.get_job_counts().await.unwrap().waiting, 4);
 }
 
 #[tokio::test]
@@ -352,4 +380,47 @@ fn a_bad_high_water_mark_is_refused_before_connecting() {
         .check()
         .unwrap_err();
     assert!(err.to_string().contains("high_water"), "{err}");
+}
+
+#[tokio::test]
+async fn readiness_fails_while_the_outbox_relay_lags() {
+    let redis = TestRedis::new("health-lag");
+    let db = AnyDb::postgres("health-lag").await;
+    // No relay in this app: its rows wait, as when every relay is down.
+    let app = redis
+        .app(|b| {
+            b.registrations(Registrations::None)
+                .outbox(db.outbox().start_relay(false))
+        })
+        .await;
+    let q = app.queue::<String>("lagging").unwrap();
+    let health = app.health(HealthSettings::new().relay_lag(Duration::from_millis(500)));
+    let report = health.ready().await;
+    assert_eq!(
+        check(&report, "outbox").status,
+        CheckStatus::Pass,
+        "{report:?}"
+    );
+    db.add_in(&q, vec![("x", "late".to_owned(), JobOptions::new())], true)
+        .await;
+    let lagging = wait_until(SOON, "readiness to fail for the relay's lag", || async {
+        let report = health.ready().await;
+        (!report.is_healthy()).then_some(report)
+    })
+    .await;
+    let outbox = check(&lagging, "outbox");
+    assert_eq!(outbox.status, CheckStatus::Fail);
+    assert!(
+        outbox.detail.contains("the relay lags: 1 rows wait"),
+        "{}",
+        outbox.detail
+    );
+
+    // A relay catches up: ready again.
+    let relay = app.start_relay().unwrap();
+    wait_until(SOON, "readiness once the relay caught up", || async {
+        health.ready().await.is_healthy().then_some(())
+    })
+    .await;
+    relay.shutdown().await;
 }

@@ -11,25 +11,7 @@ use queue_tests::db::AnyDb;
 use queue_tests::fixtures::{welcome, WelcomeEmail};
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
 
-/// Declares one test per database for a scenario `async fn(AnyDb)`.
-macro_rules! on_both {
-    ($($scenario:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $scenario() {
-                super::$scenario(queue_tests::db::AnyDb::sqlite(stringify!($scenario)).await).await;
-            })*
-        }
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $scenario() {
-                super::$scenario(queue_tests::db::AnyDb::postgres(stringify!($scenario)).await).await;
-            })*
-        }
-    };
-}
-
-on_both!(
+queue_tests::on_both_databases!(
     a_rollback_leaves_no_job,
     a_committed_job_arrives_with_everything_a_direct_add_carries,
     redis_down_between_commit_and_relay_delays_the_job_but_loses_nothing,
@@ -529,20 +511,4 @@ async fn bad_relay_settings_are_refused_at_build() {
             "{err}"
         );
     }
-}
-
-/// Processes that start together all create the tables (if missing) at once; none
-/// fails on the others' `CREATE TABLE IF NOT EXISTS`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn processes_starting_together_all_migrate() {
-    let db = AnyDb::postgres("migrate_race").await;
-    let mut starts = Vec::new();
-    for _ in 0..8 {
-        let outbox = db.another_outbox().await;
-        starts.push(tokio::spawn(async move { outbox.migrate().await }));
-    }
-    for start in starts {
-        start.await.unwrap().expect("every process migrates");
-    }
-    assert_eq!(db.count("SELECT COUNT(*) FROM queue_outbox").await, 0);
 }

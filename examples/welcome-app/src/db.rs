@@ -13,7 +13,7 @@ use queue_core::{
 use serde::Serialize;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
-use sqlx::{Postgres, Sqlite, Transaction};
+use sqlx::{Connection, Postgres, Sqlite, Transaction};
 
 /// What an insert guarded by a unique constraint did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +160,57 @@ async fn migrate_queue_tables<DB: queue_core::Backend>(ops: Operations<DB>) -> R
     })
 }
 
+/// How long a process starting together with others retries a database that is busy.
+const SQLITE_START_WAIT: Duration = Duration::from_secs(10);
+
+fn is_busy(e: &sqlx::Error) -> bool {
+    let code = e.as_database_error().and_then(|db| db.code());
+    // SQLITE_BUSY, or one of its extended codes (the low byte is the primary code).
+    code.and_then(|c| c.parse::<i32>().ok())
+        .is_some_and(|c| c & 0xff == 5)
+}
+
+/// Opens the SQLite pool. The first connection to a new database switches it to WAL,
+/// which needs the file to itself; a second process switching at the same moment is
+/// answered "database is locked" at once, without the busy timeout's wait (seen in one
+/// start of three, four processes at once). Such a start is tried again: once a process
+/// has switched, switching again is a no-op.
+async fn open_sqlite(options: SqliteConnectOptions) -> Result<SqlitePool, DbError> {
+    let started = std::time::Instant::now();
+    loop {
+        let opened = SqlitePoolOptions::new()
+            .max_connections(5)
+            .connect_with(options.clone())
+            .await;
+        match opened {
+            Err(e) if is_busy(&e) && started.elapsed() < SQLITE_START_WAIT => {
+                tracing::debug!(error = %e, "the new database is busy; opening it again");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Our SQLite migrations, safe for processes starting together on a new database.
+/// sqlx takes a lock around its migrations on PostgreSQL (an advisory lock) but none on
+/// SQLite, where two processes both found migration 1 unapplied, and the second died on
+/// `table users already exists` (or migration 2 on `duplicate column name`). Here the
+/// whole run, check and apply, is one `BEGIN IMMEDIATE` transaction: the first process
+/// holds the write lock, the others wait for it (the busy timeout) and then find every
+/// migration applied. sqlx applies each migration in a savepoint of that transaction, and
+/// SQLite's DDL is transactional, so a failed migration leaves nothing behind.
+async fn migrate_sqlite(pool: &SqlitePool) -> Result<(), DbError> {
+    let mut conn = pool.acquire().await?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    // `run_direct`, not `run(&mut *tx)`: `run`'s `Acquire` bound makes the future fail
+    // the `Send` check of `tokio::spawn` (a higher-ranked lifetime).
+    sqlx::migrate!("./migrations/sqlite")
+        .run_direct(&mut *tx)
+        .await?;
+    tx.commit().await
+}
+
 impl Db {
     /// Connects and runs the migrations (ours, then queue-core's).
     pub async fn connect(url: &str) -> Result<Self, DbError> {
@@ -176,11 +227,8 @@ impl Db {
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
                 .busy_timeout(Duration::from_secs(10));
-            let pool = SqlitePoolOptions::new()
-                .max_connections(5)
-                .connect_with(options)
-                .await?;
-            sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+            let pool = open_sqlite(options).await?;
+            migrate_sqlite(&pool).await?;
             migrate_queue_tables(Operations::new(pool.clone())).await?;
             Ok(Db::Sqlite(pool))
         }

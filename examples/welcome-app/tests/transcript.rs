@@ -13,9 +13,10 @@
 //! - Every other line runs in `bash`, with `localhost:3000` and port 6391 pointed at this
 //!   run's service and Redis.
 //!
-//! The log lines of the ```` ```text ```` blocks must appear in the service's log by the
-//! end of the walk, with their fields (from the first `key=value` on, and a span's `{..}`)
-//! left out.
+//! The log lines of each ```` ```text ```` block must appear in the service's log before
+//! the walk runs the `$` line after the block (it waits up to 20 s), with their fields
+//! (from the first `key=value` on, and a span's `{..}`) left out: a log line shown during
+//! an outage is logged during it.
 //!
 //! An answer matches when its status line, the headers shown, and its JSON body match:
 //! the same keys, the same values. Values that differ by nature from run to run match by
@@ -87,20 +88,25 @@ fn console_steps(markdown: &str) -> Vec<Step> {
     steps
 }
 
-/// The lines of every ```` ```text ```` block: log lines the service prints.
-fn text_lines(markdown: &str) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut in_text = false;
-    for line in markdown.lines().map(str::trim_end) {
-        if !in_text {
-            in_text = line == "```text";
-        } else if line == "```" {
-            in_text = false;
-        } else if !line.trim().is_empty() {
-            lines.push(line.to_owned());
+/// Every ```` ```text ```` block (log lines the service prints), with the number of
+/// `$` lines before it: the walk has its lines in the log before it goes on.
+fn text_blocks(markdown: &str) -> Vec<(usize, Vec<String>)> {
+    let mut blocks = Vec::new();
+    let mut offset = 0;
+    let mut current: Option<(usize, Vec<String>)> = None;
+    for line in markdown.split_inclusive('\n') {
+        let trimmed = line.trim_end();
+        match current.as_mut() {
+            None if trimmed == "```text" => {
+                current = Some((console_steps(&markdown[..offset]).len(), Vec::new()));
+            }
+            Some(_) if trimmed == "```" => blocks.extend(current.take()),
+            Some((_, lines)) if !trimmed.trim().is_empty() => lines.push(trimmed.to_owned()),
+            _ => {}
         }
+        offset += line.len();
     }
-    lines
+    blocks
 }
 
 /// A log line without its fields: no span fields in `{..}`, nothing from the first
@@ -431,6 +437,30 @@ impl Walk {
         }
     }
 
+    /// Waits (up to [`PATIENCE`]) until every one of `lines` is in the log, fields aside.
+    fn wait_for_logs(&self, lines: &[String]) {
+        let start = Instant::now();
+        loop {
+            let missing: Vec<String> = {
+                let logs = self.logs.lock().expect("logs");
+                let logs: Vec<String> = logs.iter().map(|l| without_fields(l)).collect();
+                lines
+                    .iter()
+                    .map(|line| without_fields(line))
+                    .filter(|line| !logs.iter().any(|l| l.ends_with(line.as_str())))
+                    .collect()
+            };
+            if missing.is_empty() {
+                return;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "welcome-app never logged, fields aside: {missing:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Runs a shell line; compares its output with what the README shows.
     fn shell(&mut self, command: &str, shown: &[String]) {
         let command = self.localise(&self.learnt.apply(command));
@@ -498,30 +528,15 @@ fn the_readme_walk_through_answers_as_shown() {
         logs: Arc::default(),
         learnt: Learnt::default(),
     };
-    for step in &steps {
-        walk.run(step);
-    }
-    let wanted = text_lines(readme);
-    assert!(!wanted.is_empty(), "the README's text blocks");
-    let start = Instant::now();
-    loop {
-        let missing: Vec<String> = {
-            let logs = walk.logs.lock().expect("logs");
-            let logs: Vec<String> = logs.iter().map(|l| without_fields(l)).collect();
-            wanted
-                .iter()
-                .map(|line| without_fields(line))
-                .filter(|line| !logs.iter().any(|l| l.ends_with(line.as_str())))
-                .collect()
-        };
-        if missing.is_empty() {
-            break;
+    let blocks = text_blocks(readme);
+    assert!(!blocks.is_empty(), "the README's text blocks");
+    for at in 0..=steps.len() {
+        for (_, lines) in blocks.iter().filter(|(before, _)| *before == at) {
+            walk.wait_for_logs(lines);
         }
-        assert!(
-            start.elapsed() < PATIENCE,
-            "welcome-app never logged, fields aside: {missing:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
+        if let Some(step) = steps.get(at) {
+            walk.run(step);
+        }
     }
 }
 
@@ -550,4 +565,12 @@ fn shapes_and_learning() {
     let steps = console_steps("```console\n$ curl a \\\n    -d b\n{\"x\": 1}\n```\n");
     assert_eq!(steps[0].command, "curl a -d b");
     assert_eq!(steps[0].expected, ["{\"x\": 1}"]);
+    let page = "```console\n$ a\n$ b\n```\n```text\nWARN x\n```\n```console\n$ c\n```\n```text\nINFO y\n```\n";
+    assert_eq!(
+        text_blocks(page),
+        [
+            (2, vec!["WARN x".to_owned()]),
+            (3, vec!["INFO y".to_owned()])
+        ]
+    );
 }

@@ -12,7 +12,8 @@ use axum::Form;
 use queue_core::JobState;
 use serde::Deserialize;
 
-use super::{Access, Base, PageResult, Problem, Shared, AUDIT_TARGET};
+use super::{job_id, Access, Base, PageResult, Problem, Shared, AUDIT_TARGET};
+use crate::quote;
 
 /// `POST /queues/{queue}/jobs/{id}/{retry|promote|remove}`.
 pub(super) async fn on_job(
@@ -22,10 +23,11 @@ pub(super) async fn on_job(
     Path((name, id, action)): Path<(String, String, String)>,
 ) -> PageResult {
     let queue = shared.queue(&name)?;
+    let id = job_id(&name, &id)?;
     let outcome = match action.as_str() {
-        "retry" => queue.retry(&id).await,
-        "promote" => queue.promote(&id).await,
-        "remove" => match queue.remove(&id).await {
+        "retry" => queue.retry(id).await,
+        "promote" => queue.promote(id).await,
+        "remove" => match queue.remove(id).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(None),
             Err(e) => Err(Some(e)),
@@ -33,19 +35,19 @@ pub(super) async fn on_job(
         .map_err(|e| {
             e.unwrap_or_else(|| queue_core::Error::Locked {
                 queue: name.clone(),
-                id: id.clone(),
+                id: id.to_owned(),
                 detail: "a worker is running it; cancel it first".to_owned(),
             })
         }),
         other => return Err(unknown_action(other, "retry, promote, remove")),
     };
-    audit(&access, &action, &name, Some(&id), &outcome);
+    audit(&access, &action, &name, Some(id), &outcome);
     outcome?;
     // A removed job has no page left to show.
     let to = if action == "remove" {
         base.queue_page(&name)
     } else {
-        base.job_page(&name, &id)
+        base.job_page(&name, id)
     };
     Ok(Redirect::to(&to).into_response())
 }
@@ -109,14 +111,14 @@ pub(super) async fn clean(
         .filter(|s| CLEANABLE.contains(s))
         .ok_or_else(|| {
             Problem::BadRequest(format!(
-                "`{}` cannot be cleaned; use completed, failed, delayed or waiting.",
-                form.state
+                "{} cannot be cleaned; use completed, failed, delayed or waiting.",
+                quote(&form.state)
             ))
         })?;
     let age = form.older_than_s.trim().parse::<u64>().map_err(|_| {
         Problem::BadRequest(format!(
-            "`{}` is not a number of seconds.",
-            form.older_than_s
+            "{} is not a number of seconds.",
+            quote(&form.older_than_s)
         ))
     })?;
     let outcome = queue
@@ -135,7 +137,8 @@ pub(super) async fn clean(
 
 fn unknown_action(action: &str, known: &str) -> Problem {
     Problem::BadRequest(format!(
-        "`{action}` is not an action here; the actions are: {known}."
+        "{} is not an action here; the actions are: {known}.",
+        quote(action)
     ))
 }
 
@@ -153,22 +156,19 @@ pub(super) async fn on_scheduler(
             let next = queue
                 .get_scheduler(&id)
                 .await?
-                .ok_or_else(|| {
-                    Problem::NotFound(format!("No scheduler `{id}` in queue `{name}`."))
-                })?
+                .ok_or_else(|| no_scheduler(&id, &name))?
                 .next_job_id()
                 .ok_or_else(|| {
-                    Problem::BadRequest(format!("Scheduler `{id}` has no next run to start."))
+                    Problem::BadRequest(format!(
+                        "Scheduler {} has no next run to start.",
+                        quote(&id)
+                    ))
                 })?;
             queue.promote(&next).await
         }
         "remove" => match queue.remove_scheduler(&id).await {
             Ok(true) => Ok(()),
-            Ok(false) => {
-                return Err(Problem::NotFound(format!(
-                    "No scheduler `{id}` in queue `{name}`."
-                )))
-            }
+            Ok(false) => return Err(no_scheduler(&id, &name)),
             Err(e) => Err(e),
         },
         other => return Err(unknown_action(other, "run, remove")),
@@ -182,6 +182,14 @@ pub(super) async fn on_scheduler(
     );
     outcome?;
     Ok(Redirect::to(&format!("{}/schedulers", base.queue_page(&name))).into_response())
+}
+
+fn no_scheduler(id: &str, queue: &str) -> Problem {
+    Problem::NotFound(format!(
+        "No scheduler {} in queue {}.",
+        quote(id),
+        quote(queue)
+    ))
 }
 
 /// One line per action: who did what to which queue and job, and how it went.

@@ -101,7 +101,8 @@ pub(super) async fn submit(
             Ok(()) => {}
             Err(PayloadError::NoHandler { .. }) => {
                 errors.name = Some(format!(
-                    "No handler of this app takes `{job_name}` on this queue."
+                    "No handler of this app takes {} on this queue.",
+                    crate::quote(job_name)
                 ))
             }
             Err(PayloadError::SchemaMismatch {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::stream::{self, Stream};
+use futures::stream::{self, Stream, StreamExt};
 use queue_core::{JobCounts, JobState, QueueApp};
 use tokio::sync::broadcast;
 
@@ -26,10 +26,30 @@ const COALESCE: Duration = Duration::from_millis(200);
 /// How often a reader with no event looks whether anyone still watches.
 const IDLE_CHECK: Duration = Duration::from_secs(2);
 
-/// One reader per watched queue, shared by every tab.
-#[derive(Default)]
+/// Live streams open at once by default, across the dashboard's tabs.
+pub const DEFAULT_MAX_LIVE_STREAMS: usize = 256;
+
+/// How long a live stream lasts by default before it ends (the tab's `EventSource`
+/// opens another at once): no stream is held for ever by a tab nobody looks at, and a
+/// proxy's idle limit never cuts one mid-update.
+pub const DEFAULT_LIVE_STREAM_LIFETIME: Duration = Duration::from_secs(600);
+
+/// One reader per watched queue, shared by every tab; and the tabs' streams, capped.
 pub(crate) struct LiveHub {
     feeds: Mutex<HashMap<String, broadcast::Sender<Arc<str>>>>,
+    /// One permit per open stream.
+    pub(super) streams: Arc<tokio::sync::Semaphore>,
+    pub(super) lifetime: Duration,
+}
+
+impl Default for LiveHub {
+    fn default() -> Self {
+        LiveHub {
+            feeds: Mutex::default(),
+            streams: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_LIVE_STREAMS)),
+            lifetime: DEFAULT_LIVE_STREAM_LIFETIME,
+        }
+    }
 }
 
 impl LiveHub {
@@ -139,14 +159,31 @@ fn update_json(counts: &JobCounts, paused: bool, moved: &[String]) -> String {
     .to_string()
 }
 
-/// `GET /queues/{queue}/live`: the queue's updates, as `update` events.
+/// `GET /queues/{queue}/live`: the queue's updates, as `update` events, for at most
+/// the hub's lifetime; 503 when the hub's streams are all taken (the page works on,
+/// without live counts).
 pub(super) async fn stream(
     State(shared): State<Arc<Shared>>,
     Path(name): Path<String>,
 ) -> PageResult {
     shared.queue(&name)?;
+    let Ok(slot) = shared.live.streams.clone().try_acquire_owned() else {
+        tracing::debug!(queue = %name, "every live stream is taken; answering 503");
+        return Ok((
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [(axum::http::header::RETRY_AFTER, "30")],
+            "too many live streams; the page works without live updates",
+        )
+            .into_response());
+    };
     let tab = shared.live.subscribe(&shared.app, &name);
-    Ok(Sse::new(updates(tab))
+    let ends = tokio::time::sleep(shared.live.lifetime);
+    // The slot is held by the stream and given back when it ends or its client leaves.
+    let updates = updates(tab).take_until(ends).map(move |update| {
+        let _held = &slot;
+        update
+    });
+    Ok(Sse::new(updates)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response())
 }

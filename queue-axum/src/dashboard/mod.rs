@@ -47,6 +47,7 @@ mod live;
 mod pages;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{FromRequestParts, OriginalUri};
 use axum::http::request::Parts;
@@ -58,6 +59,7 @@ use queue_core::QueueApp;
 
 pub use access::{Access, AccessPolicy};
 pub use credentials::{Credentials, InvalidSecret, Secret};
+pub use live::{DEFAULT_LIVE_STREAM_LIFETIME, DEFAULT_MAX_LIVE_STREAMS};
 
 /// The tracing target of the audit log: one event per action, with who, what, which
 /// queue and job, and the outcome.
@@ -114,6 +116,29 @@ impl Dashboard {
                 live: Arc::default(),
             }),
         }
+    }
+
+    /// The most live streams (a queue page's live counts) open at once; more answer 503
+    /// and their pages work without live updates. Default
+    /// [`DEFAULT_MAX_LIVE_STREAMS`](live::DEFAULT_MAX_LIVE_STREAMS).
+    pub fn max_live_streams(mut self, max: usize) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            if let Some(hub) = Arc::get_mut(&mut shared.live) {
+                hub.streams = Arc::new(tokio::sync::Semaphore::new(max));
+            }
+        }
+        self
+    }
+
+    /// How long a live stream lasts before it ends and the tab opens another. Default
+    /// [`DEFAULT_LIVE_STREAM_LIFETIME`](live::DEFAULT_LIVE_STREAM_LIFETIME).
+    pub fn live_stream_lifetime(mut self, lifetime: Duration) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            if let Some(hub) = Arc::get_mut(&mut shared.live) {
+                hub.lifetime = lifetime;
+            }
+        }
+        self
     }
 
     /// The router, to `nest` under the path of your choice.
@@ -215,10 +240,27 @@ impl Shared {
     fn queue(&self, name: &str) -> Result<queue_core::Queue<serde_json::Value>, Problem> {
         if !self.app.known_queues().iter().any(|q| q == name) {
             return Err(Problem::NotFound(format!(
-                "No queue named `{name}` in this app."
+                "No queue named {} in this app.",
+                crate::quote(name)
             )));
         }
         Ok(self.app.queue::<serde_json::Value>(name)?)
+    }
+}
+
+/// The job id in a path, if it could name a job. Checked before any read or action, as
+/// the status route checks it: an id that names one of the queue's own keys (`meta`, or
+/// `repeat:<scheduler>`, a scheduler's definition) is no job, and an action on it would
+/// act on that key.
+fn job_id<'a>(queue: &str, id: &'a str) -> Result<&'a str, Problem> {
+    if queue_core::could_be_job_id(id) {
+        Ok(id)
+    } else {
+        Err(Problem::NotFound(format!(
+            "No job {} in queue {}.",
+            crate::quote(id),
+            crate::quote(queue)
+        )))
     }
 }
 

@@ -9,7 +9,8 @@ use queue_core::{JobCounts, JobInfo, JobState, Outcome};
 use serde::Deserialize;
 
 use super::html::{self, action_button, esc, url_segment};
-use super::{Access, Base, PageResult, Problem, Shared, PAGE_SIZE};
+use super::{job_id, Access, Base, PageResult, Problem, Shared, PAGE_SIZE};
+use crate::quote;
 
 /// Shown by the page's script while the live stream says Redis is unavailable.
 const UNAVAILABLE_NOTICE: &str =
@@ -136,8 +137,9 @@ impl Listing {
                 Ok(state) if LISTED.contains(&state) => state,
                 _ => {
                     return Err(Problem::BadRequest(format!(
-                        "`{s}` is not a state a queue lists; use one of: waiting, prioritized, \
-                         delayed, active, waiting-children, completed, failed."
+                        "{} is not a state a queue lists; use one of: waiting, prioritized, \
+                         delayed, active, waiting-children, completed, failed.",
+                        quote(s)
                     )))
                 }
             },
@@ -156,7 +158,8 @@ impl Listing {
             Some("oldest") => true,
             Some(other) => {
                 return Err(Problem::BadRequest(format!(
-                    "`{other}` is not an order; use newest or oldest."
+                    "{} is not an order; use newest or oldest.",
+                    quote(other)
                 )))
             }
         };
@@ -403,21 +406,24 @@ pub(super) async fn job(
     Path((name, id)): Path<(String, String)>,
 ) -> PageResult {
     let queue = shared.queue(&name)?;
+    let id = job_id(&name, &id)?;
     let read = tokio::try_join!(
-        queue.get_job(&id),
-        queue.get_job_state(&id),
-        queue.get_job_logs(&id, 0..100),
-        queue.get_children(&id, CHILDREN_SHOWN),
+        queue.get_job(id),
+        queue.get_job_state(id),
+        queue.get_job_logs(id, 0..100),
+        queue.get_children(id, CHILDREN_SHOWN),
     );
     let (info, state, logs, children) = match read? {
         (Some(info), Some(state), logs, children) => (info, state, logs, children),
         _ => {
             return Err(Problem::NotFound(format!(
-                "No job `{id}` in queue `{name}`."
+                "No job {} in queue {}.",
+                quote(id),
+                quote(&name)
             )))
         }
     };
-    let here = base.job_page(&name, &id);
+    let here = base.job_page(&name, id);
     let mut body = format!(
         "<div data-live=\"{}/live\" data-job=\"{}\">{UNAVAILABLE_NOTICE}<div data-refresh>\
          <h1>{} <span class=\"chip\">{}</span></h1>",

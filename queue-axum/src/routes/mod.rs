@@ -4,6 +4,7 @@
 mod flow;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::http::request::Parts;
@@ -11,11 +12,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use queue_core::{JobInfo, JobState, QueueApp};
+use queue_core::{JobInfo, JobState, Queue, QueueApp};
 use serde::Serialize;
 
 use crate::error::QueueError;
 use crate::extract::app_of;
+use crate::quote;
 
 /// The status route with default settings: `GET /jobs/{queue}/{id}` for every queue
 /// the app knows, answering state, progress, attempts and timestamps only. Needs
@@ -48,19 +50,54 @@ pub fn job_routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
 ///         .layer(middleware::from_fn(operator_only)),
 /// );
 /// ```
-#[derive(Debug, Clone, Default)]
+///
+/// The route waits for Redis at most [`redis_wait`](Self::redis_wait) (600 ms by
+/// default), not the queue calls' command timeout: a client polling its job during an
+/// outage gets an answer within a second. Then a job still in the app's outbox answers
+/// from there (`pending`, what the 202 promised), and any other job 503 with
+/// `Retry-After`.
+#[derive(Debug, Clone)]
 #[must_use]
 pub struct JobRoutes {
     include_data: bool,
     include_failed_reason: bool,
     include_return_value: bool,
     queues: Option<Arc<[String]>>,
+    redis_wait: Duration,
+}
+
+/// How long the status route waits for Redis by default.
+pub const DEFAULT_STATUS_REDIS_WAIT: Duration = Duration::from_millis(600);
+
+/// How long the status route waits for the outbox once Redis has not answered: a read of
+/// one row by its key, in the application's own database.
+const OUTBOX_WAIT: Duration = Duration::from_millis(300);
+
+impl Default for JobRoutes {
+    fn default() -> Self {
+        JobRoutes {
+            include_data: false,
+            include_failed_reason: false,
+            include_return_value: false,
+            queues: None,
+            redis_wait: DEFAULT_STATUS_REDIS_WAIT,
+        }
+    }
 }
 
 impl JobRoutes {
-    /// Defaults: every queue the app knows; no payload, failure reason or return value.
+    /// Defaults: every queue the app knows; no payload, failure reason or return value;
+    /// Redis waited for [`DEFAULT_STATUS_REDIS_WAIT`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// How long a status answer waits for Redis before it answers from the outbox (a
+    /// job still there) or 503 with `Retry-After`. Longer than the app's command
+    /// timeout changes nothing: each queue call gives up then.
+    pub fn redis_wait(mut self, wait: Duration) -> Self {
+        self.redis_wait = wait;
+        self
     }
 
     /// Shows the job's payload as `data`. Only behind your own access check.
@@ -155,10 +192,13 @@ async fn status(
     };
     match lookup(&app, &queue, &id, &settings).await {
         Ok(Some(status)) => Json(status).into_response(),
-        Ok(None) => not_found("job not found", format!("no job `{id}` in queue `{queue}`")),
+        Ok(None) => not_found(
+            "job not found",
+            format!("no job {} in queue {}", quote(&id), quote(&queue)),
+        ),
         Err(Lookup::UnknownQueue) => not_found(
             "unknown queue",
-            format!("this service has no queue `{queue}`"),
+            format!("this service has no queue {}", quote(&queue)),
         ),
         Err(Lookup::Queue(e)) => e.into_response(),
     }
@@ -181,23 +221,63 @@ async fn lookup(
     let handle = app
         .queue::<serde_json::Value>(queue)
         .map_err(|_| Lookup::UnknownQueue)?;
-    let Some(info) = handle
-        .get_job(id)
+    if !queue_core::could_be_job_id(id) {
+        return Ok(None);
+    }
+    let wait = settings.redis_wait;
+    let in_redis = tokio::time::timeout(wait, from_redis(app, &handle, queue, id, settings))
         .await
-        .map_err(|e| Lookup::Queue(e.into()))?
-    else {
+        .unwrap_or(Err(queue_core::Error::Timeout {
+            what: "the job's status",
+            after: wait,
+        }));
+    match in_redis {
+        Err(e) if e.is_unavailable() => from_outbox(&handle, queue, id, settings)
+            .await
+            .ok_or_else(|| Lookup::Queue(e.into())),
+        Err(e) => Err(Lookup::Queue(e.into())),
+        Ok(found) => Ok(found),
+    }
+}
+
+/// The job as Redis has it (or the outbox, for a job not there yet), with its flow.
+async fn from_redis(
+    app: &QueueApp,
+    handle: &Queue<serde_json::Value>,
+    queue: &str,
+    id: &str,
+    settings: &JobRoutes,
+) -> Result<Option<JobStatus>, queue_core::Error> {
+    let Some(info) = handle.get_job(id).await? else {
         return Ok(None);
     };
     let (state, children) = tokio::try_join!(
         handle.get_job_state(id),
         handle.get_children(id, flow::CHILDREN_SHOWN)
-    )
-    .map_err(|e| Lookup::Queue(e.into()))?;
+    )?;
     let flow = Flow {
         parent: flow::parent(&info, |queue| settings.serves(app, queue)),
         children: flow::children(children, settings),
     };
     Ok(Some(to_status(queue, info, state, flow, settings)))
+}
+
+/// With Redis unavailable: the job as it waits in the app's outbox, if it does; `None`
+/// also when the outbox cannot say in time (the caller answers 503).
+async fn from_outbox(
+    handle: &Queue<serde_json::Value>,
+    queue: &str,
+    id: &str,
+    settings: &JobRoutes,
+) -> Option<Option<JobStatus>> {
+    let waiting = tokio::time::timeout(OUTBOX_WAIT, handle.get_outbox_job(id)).await;
+    let (info, state) = waiting.ok()?.ok()??;
+    // Not in Redis yet: no parent or children to show.
+    let flow = Flow {
+        parent: None,
+        children: None,
+    };
+    Some(Some(to_status(queue, info, Some(state), flow, settings)))
 }
 
 /// A job's place in its flow, for its status.

@@ -1,6 +1,7 @@
 -- queue-core's tables for exactly-once effects (PostgreSQL). Idempotent: safe to run at
 -- every start (Outbox::migrate, Operations::migrate and Stages::migrate run it), or to
--- copy into your own migrations.
+-- copy into your own migrations. Times are milliseconds since the epoch, by the
+-- database's clock (queue-core's statements read it; no host's clock is used).
 
 -- Jobs written inside the application's transaction, waiting for the relay to add them
 -- to Redis. A row is deleted only after Redis acknowledged its add.
@@ -17,8 +18,12 @@ CREATE TABLE IF NOT EXISTS queue_outbox (
     lease_until_ms BIGINT,
     last_error     TEXT,
     failed_at_ms   BIGINT,            -- set aside: can never be added (see last_error)
+    row_key        TEXT,              -- random, given at the first claim: the key the relay
+                                      -- marks the row relayed under in Redis
     UNIQUE (queue, job_id)
 );
+-- A table made before row_key existed gets it.
+ALTER TABLE queue_outbox ADD COLUMN IF NOT EXISTS row_key TEXT;
 CREATE INDEX IF NOT EXISTS queue_outbox_ready ON queue_outbox (id) WHERE failed_at_ms IS NULL;
 
 -- One row per effect that must happen once: the key and the effect commit together.

@@ -221,6 +221,13 @@ impl QueueApp {
                 ));
             };
             let defaults = producer.defaults_for(&plan.queue);
+            let pulse = Arc::new(crate::health::WorkerPulse::new(
+                &plan.queue,
+                plan.concurrency,
+                // BullMQ's default lock when the processor sets none.
+                plan.lock_duration.unwrap_or(Duration::from_secs(30)),
+            ));
+            self.inner.pulses.add(&pulse);
             let settings = WorkerSettings {
                 queue: plan.queue.clone(),
                 command_timeout: self.inner.producer.command_timeout,
@@ -244,30 +251,30 @@ impl QueueApp {
                             .is_some_and(|planned| planned.handler.reads_children)
                     })
                 },
+                event_capacity: plan.event_capacity,
+                on_renewed: {
+                    let pulse = pulse.clone();
+                    Arc::new(move || pulse.renewed())
+                },
             };
-            let pulse = Arc::new(crate::health::WorkerPulse::new(
-                &plan.queue,
-                plan.concurrency,
-                // BullMQ's default lock when the processor sets none.
-                plan.lock_duration.unwrap_or(Duration::from_secs(30)),
-            ));
-            self.inner.pulses.add(&pulse);
+            #[cfg(feature = "metrics")]
+            let metrics = self
+                .inner
+                .metrics
+                .as_ref()
+                .map(|m| m.for_queue(&plan.queue, plan.concurrency));
+            let tracker = AttemptTracker::new(plan.queue.clone(), self.inner.worker_events.clone());
+            #[cfg(feature = "metrics")]
+            let tracker = tracker.with_metrics(metrics.clone());
             let dispatcher = Dispatcher {
                 pulse,
                 #[cfg(feature = "metrics")]
-                metrics: self
-                    .inner
-                    .metrics
-                    .as_ref()
-                    .map(|m| m.for_queue(&plan.queue, plan.concurrency)),
+                metrics,
                 backoff: self.inner.backoffs.as_lookup(),
                 span_name: crate::trace::consumer_span_name(&plan.queue),
                 plan: plan.clone(),
                 deps: deps.clone(),
-                tracker: Arc::new(AttemptTracker::new(
-                    plan.queue.clone(),
-                    self.inner.worker_events.clone(),
-                )),
+                tracker: Arc::new(tracker),
             };
             dispatchers.push((settings, dispatcher));
         }
@@ -450,6 +457,11 @@ impl QueueApp {
 
     pub(crate) fn connection(&self) -> &Connection {
         &self.inner.conn
+    }
+
+    /// How long a queue call waits for Redis.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.inner.producer.command_timeout
     }
 
     /// The pulses of the workers this process runs.

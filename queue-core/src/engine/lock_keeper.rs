@@ -6,18 +6,29 @@
 //! handler still runs, be recovered as stalled and run twice: BullMQ's most reported
 //! problem. So the engine's renewal is off, and this keeper renews the locks of the
 //! running attempts from the engine runtime ([`super::runtime`]), over a connection
-//! of its own: every half lock, all of them in one `extendLocks` call, by job id and
-//! lock token, without reading the jobs.
+//! of its own: all of them in one `extendLocks` call, by job id and lock token,
+//! without reading the jobs.
+//!
+//! A renewal needs slack: one pass that does not reach Redis (a timeout, a failover of
+//! a second) must not cost a healthy run its lock. So the keeper renews every quarter
+//! of the lock ([`Timing`]), tries a failed pass again soon instead of at the next
+//! regular one, and takes back a lock that merely expired while nobody else took the
+//! job (`Queue::retake_locks`). Only a lock another run holds, or a job that is no
+//! longer active, stops the run: it is cancelled and reported as lost, never as a
+//! failure.
 //!
 //! Handlers themselves stay on the app's runtime with the engine's fetch loop: moving
 //! each attempt to another runtime costs two thread wake-ups, which halved throughput
 //! at concurrency 1 when measured (`BENCHMARKS.md`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use bullmq::worker::CancellationToken;
+use bullmq::LockRetake;
+use tokio::time::Instant;
 
 use super::connection::Connection;
 use super::convert::{engine_error, millis};
@@ -25,10 +36,32 @@ use super::runtime::{on_engine, spawn_on_engine};
 use super::sink::{EngineEvent, EventSink};
 use crate::error::Error;
 
-/// What the keeper holds for one running attempt: how to stop it if its lock is lost.
+/// Set once a running attempt's lock is found in another run's hands, or its job no
+/// longer active: shared with the attempt, whose outcome then counts for nothing (the
+/// job is the other run's) and is reported as a lost lock, never as a failure.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LockLost(Arc<AtomicBool>);
+
+impl LockLost {
+    /// Whether the attempt's lock was lost.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Told after each pass that renewed the locks of running attempts.
+pub(crate) type OnRenewed = Arc<dyn Fn() + Send + Sync>;
+
+/// What the keeper holds for one running attempt: how to stop it if its lock is lost,
+/// and the flag that tells its worker so.
 #[derive(Clone, Debug)]
 struct Attempt {
     cancel: CancellationToken,
+    lost: LockLost,
 }
 
 /// (job id, lock token) -> the attempt, for the attempts running now. Keyed by the
@@ -50,14 +83,14 @@ pub(super) struct LockHold {
 }
 
 impl LockKeeper {
-    /// Starts renewing, every half `lock_duration`, on the engine runtime. It stops by
-    /// itself once the keeper and every hold are gone.
+    /// Starts renewing on the engine runtime ([`Timing`]). It stops by itself once the
+    /// keeper and every hold are gone.
     pub(super) async fn start(
         conn: &Connection,
         queue: &str,
-        lock_duration: Duration,
-        renew_within: Duration,
+        timing: Timing,
         sink: Arc<dyn EventSink>,
+        on_renewed: OnRenewed,
     ) -> Result<Self, Error> {
         let held = Arc::new(Held::default());
         let options = conn.queue_options();
@@ -68,28 +101,29 @@ impl LockKeeper {
         })
         .await?
         .map_err(engine_error)?;
-        spawn_on_engine(
-            queue,
-            renew(
-                engine_queue,
-                queue.to_owned(),
-                Arc::downgrade(&held),
-                Timing {
-                    lock_duration,
-                    renew_within,
-                },
-                sink,
-            ),
-        )?;
+        let renewer = Renewer {
+            queue: engine_queue,
+            name: queue.to_owned(),
+            held: Arc::downgrade(&held),
+            timing,
+            sink,
+            on_renewed,
+        };
+        spawn_on_engine(queue, renewer.run())?;
         Ok(LockKeeper { held })
     }
 
     /// Renews `job_id`'s lock (held under `token`) until the hold is dropped; if the
-    /// lock is lost, `cancel` stops the attempt.
-    pub(super) fn hold(&self, job_id: &str, token: &str, cancel: CancellationToken) -> LockHold {
+    /// lock is lost, `cancel` stops the attempt and `lost` is set.
+    pub(super) fn hold(
+        &self,
+        job_id: &str,
+        token: &str,
+        cancel: CancellationToken,
+        lost: LockLost,
+    ) -> LockHold {
         let key = (job_id.to_owned(), token.to_owned());
-        let attempt = Attempt { cancel };
-        lock(&self.held).insert(key.clone(), attempt);
+        lock(&self.held).insert(key.clone(), Attempt { cancel, lost });
         LockHold {
             held: self.held.clone(),
             key,
@@ -107,28 +141,33 @@ fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashMap<(String, String), Atte
     held.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// How long locks last, and how long one renewal may take: the app's command timeout,
-/// and at most half the lock (a renewal slower than that is too late anyway, and must
-/// not hold up the others).
-#[derive(Debug, Clone, Copy)]
-struct Timing {
-    lock_duration: Duration,
-    renew_within: Duration,
+/// When locks are renewed, and how long one renewal may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Timing {
+    /// How long a lock lasts once set.
+    pub(super) lock_duration: Duration,
+    /// A regular pass every quarter of the lock: a lock survives two failed passes
+    /// and most of a third before it expires.
+    pub(super) every: Duration,
+    /// A pass that did not reach Redis is tried again this soon (a twentieth of the
+    /// lock, 50 ms to 1 s), not a whole `every` later.
+    pub(super) retry_after: Duration,
+    /// How long one pass may take: the app's command timeout, and at most `every`
+    /// (a renewal slower than that is late anyway, and must not hold up the next), but
+    /// 100 ms at least (a round trip on a busy host; `lock_duration` is 100 ms at least).
+    pub(super) renew_within: Duration,
 }
 
-/// Renews the locks of `batch` (each job id at most once) in one script call, under the
-/// time limit. Returns the jobs whose lock is no longer ours (expired, taken over by
-/// another run, or the job removed), or why the renewal failed.
-async fn renew_batch(
-    queue: &bullmq::Queue,
-    batch: &[(&str, &str)],
-    timing: Timing,
-) -> Result<Vec<String>, String> {
-    let renewal = queue.extend_locks(batch, millis(timing.lock_duration));
-    match tokio::time::timeout(timing.renew_within, renewal).await {
-        Ok(Ok(lost)) => Ok(lost),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {:?}", timing.renew_within)),
+impl Timing {
+    pub(super) fn new(lock_duration: Duration, command_timeout: Duration) -> Self {
+        let every = lock_duration / 4;
+        Timing {
+            lock_duration,
+            every,
+            retry_after: (lock_duration / 20)
+                .clamp(Duration::from_millis(50), Duration::from_secs(1)),
+            renew_within: command_timeout.min(every.max(Duration::from_millis(100))),
+        }
     }
 }
 
@@ -149,61 +188,209 @@ fn batches(running: &[(String, String)]) -> Vec<Vec<(&str, &str)>> {
     batches
 }
 
-async fn renew(
+/// The task that renews one queue's locks.
+struct Renewer {
     queue: bullmq::Queue,
     name: String,
     held: Weak<Held>,
     timing: Timing,
     sink: Arc<dyn EventSink>,
-) {
-    let mut ticks = tokio::time::interval(timing.lock_duration / 2);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.tick().await;
-    loop {
-        ticks.tick().await;
-        let Some(now_held) = held.upgrade() else {
-            break;
-        };
-        let running: HashMap<(String, String), Attempt> = lock(&now_held).clone();
-        drop(now_held);
+    on_renewed: OnRenewed,
+}
+
+/// How a pass went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pass {
+    /// Redis answered for every lock.
+    Answered,
+    /// Some renewal did not reach Redis (why): try again soon.
+    Unanswered(String),
+}
+
+impl Renewer {
+    async fn run(self) {
+        let mut next = Instant::now() + self.timing.every;
+        let mut failing_since: Option<Instant> = None;
+        loop {
+            tokio::time::sleep_until(next).await;
+            let started = Instant::now();
+            let Some(now_held) = self.held.upgrade() else {
+                break;
+            };
+            let running: HashMap<(String, String), Attempt> = lock(&now_held).clone();
+            drop(now_held);
+            match self.pass(&running).await {
+                Pass::Answered => {
+                    if !running.is_empty() {
+                        (self.on_renewed)();
+                    }
+                    if let Some(since) = failing_since.take() {
+                        tracing::info!(queue = %self.name, failing_for = ?since.elapsed(), "lock renewals reach Redis again");
+                    }
+                    next = started + self.timing.every;
+                }
+                Pass::Unanswered(error) => {
+                    // Said once per streak; the retries that follow are quiet.
+                    if failing_since.is_none() {
+                        tracing::warn!(
+                            queue = %self.name, %error, retry_after = ?self.timing.retry_after,
+                            "could not renew the locks of running jobs; trying again until Redis answers (a lock that expires meanwhile is taken back if no other worker took its job)"
+                        );
+                    } else {
+                        tracing::debug!(queue = %self.name, %error, "lock renewal still failing");
+                    }
+                    failing_since.get_or_insert(started);
+                    next = Instant::now() + self.timing.retry_after;
+                }
+            }
+        }
+    }
+
+    /// Renews every running attempt's lock once; takes back the locks that merely
+    /// expired, and stops the attempts whose job is another run's now.
+    async fn pass(&self, running: &HashMap<(String, String), Attempt>) -> Pass {
         let keys: Vec<(String, String)> = running.keys().cloned().collect();
         let batches = batches(&keys);
         // All batches at once, on the multiplexed connection: a pass costs one round
         // trip and one script call, however many jobs run.
-        let results = futures::future::join_all(
-            batches
-                .iter()
-                .map(|batch| renew_batch(&queue, batch, timing)),
-        )
+        let results = futures::future::join_all(batches.iter().map(|batch| {
+            self.timed(
+                self.queue
+                    .extend_locks(batch, millis(self.timing.lock_duration)),
+            )
+        }))
         .await;
-        // An attempt that ended during the pass released its lock: it is not lost.
-        let still_held = |key: &(String, String)| {
-            held.upgrade()
-                .is_some_and(|held| lock(&held).contains_key(key))
-        };
+        let mut pass = Pass::Answered;
+        let mut not_extended: Vec<(String, String)> = Vec::new();
         for (batch, result) in batches.iter().zip(results) {
             match result {
-                Ok(lost) => {
-                    for (job_id, token) in
-                        batch.iter().filter(|(id, _)| lost.iter().any(|l| l == id))
-                    {
-                        let key = ((*job_id).to_owned(), (*token).to_owned());
-                        let Some(attempt) = running.get(&key).filter(|_| still_held(&key)) else {
-                            continue;
-                        };
-                        // Two runs of one job must not go on side by side unknowingly:
-                        // this one stops (its `job.cancelled()` fires) and says so.
-                        tracing::warn!(queue = %name, %job_id, "the job's lock was lost (another run holds it, or the job is gone); cancelling this run");
-                        attempt.cancel.cancel();
-                        sink.deliver(EngineEvent::LockLost {
-                            job_id: (*job_id).to_owned(),
-                        });
-                    }
-                }
+                Ok(failed) => not_extended.extend(
+                    batch
+                        .iter()
+                        .filter(|(id, _)| failed.iter().any(|f| f == id))
+                        .map(|(id, token)| ((*id).to_owned(), (*token).to_owned())),
+                ),
+                Err(e) => pass = Pass::Unanswered(e),
+            }
+        }
+        if !not_extended.is_empty() {
+            if let Pass::Unanswered(e) = self.retake(running, &not_extended).await {
+                pass = Pass::Unanswered(e);
+            }
+        }
+        pass
+    }
+
+    /// The locks `extendLocks` could not extend: taken back when they merely expired,
+    /// else their attempts are stopped.
+    async fn retake(
+        &self,
+        running: &HashMap<(String, String), Attempt>,
+        not_extended: &[(String, String)],
+    ) -> Pass {
+        let mut pass = Pass::Answered;
+        for batch in batches(not_extended) {
+            let retaken = self
+                .timed(
+                    self.queue
+                        .retake_locks(&batch, millis(self.timing.lock_duration)),
+                )
+                .await;
+            let outcomes = match retaken {
+                Ok(outcomes) => outcomes,
                 Err(e) => {
-                    tracing::warn!(queue = %name, jobs = batch.len(), error = %e, "could not renew the locks of running jobs; if they expire, another worker may run the jobs again");
+                    pass = Pass::Unanswered(e);
+                    continue;
+                }
+            };
+            for ((job_id, token), outcome) in batch.iter().zip(outcomes) {
+                let key = ((*job_id).to_owned(), (*token).to_owned());
+                match outcome {
+                    LockRetake::Retaken => tracing::warn!(
+                        queue = %self.name, %job_id,
+                        "the job's lock had expired (renewals did not reach Redis in time); nobody had taken the job, so this run took the lock back"
+                    ),
+                    LockRetake::Taken | LockRetake::Gone => {
+                        if let Some(attempt) = running.get(&key).filter(|_| self.still_held(&key)) {
+                            self.lose(job_id, attempt, outcome);
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
+        pass
+    }
+
+    /// Two runs of one job must not go on side by side unknowingly: this one stops (its
+    /// `job.cancelled()` fires), its outcome is dropped, and it says so.
+    fn lose(&self, job_id: &str, attempt: &Attempt, outcome: LockRetake) {
+        let why = if outcome == LockRetake::Taken {
+            "another run holds it"
+        } else {
+            "the job is no longer active"
+        };
+        tracing::warn!(queue = %self.name, %job_id, why, "the job's lock was lost; cancelling this run");
+        attempt.lost.set();
+        attempt.cancel.cancel();
+        self.sink.deliver(EngineEvent::LockLost {
+            job_id: job_id.to_owned(),
+        });
+    }
+
+    /// An attempt that ended during the pass released its lock: it is not lost.
+    fn still_held(&self, key: &(String, String)) -> bool {
+        self.held
+            .upgrade()
+            .is_some_and(|held| lock(&held).contains_key(key))
+    }
+
+    /// Bounds a script call by [`Timing::renew_within`].
+    async fn timed<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, bullmq::Error>>,
+    ) -> Result<T, String> {
+        match tokio::time::timeout(self.timing.renew_within, call).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {:?}", self.timing.renew_within)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renewals_leave_slack_for_failed_passes() {
+        let timing = Timing::new(Duration::from_secs(30), Duration::from_secs(3));
+        assert_eq!(timing.every, Duration::from_millis(7500));
+        assert_eq!(timing.retry_after, Duration::from_secs(1));
+        assert_eq!(timing.renew_within, Duration::from_secs(3));
+        // Two whole failed passes and their retries still leave the lock alive.
+        assert!(timing.every * 2 + timing.renew_within * 2 < timing.lock_duration);
+
+        let short = Timing::new(Duration::from_secs(1), Duration::from_secs(3));
+        assert_eq!(short.every, Duration::from_millis(250));
+        assert_eq!(short.retry_after, Duration::from_millis(50));
+        assert_eq!(short.renew_within, Duration::from_millis(250));
+
+        let shortest = Timing::new(Duration::from_millis(100), Duration::from_secs(3));
+        assert_eq!(shortest.every, Duration::from_millis(25));
+        assert_eq!(shortest.renew_within, Duration::from_millis(100));
+    }
+
+    #[test]
+    fn a_job_id_appears_once_per_batch() {
+        let running = [
+            ("a".to_owned(), "t1".to_owned()),
+            ("b".to_owned(), "t2".to_owned()),
+            ("a".to_owned(), "t3".to_owned()),
+        ];
+        let batches = batches(&running);
+        assert_eq!(batches.len(), 2);
+        assert_eq!(batches[0], [("a", "t1"), ("b", "t2")]);
+        assert_eq!(batches[1], [("a", "t3")]);
     }
 }

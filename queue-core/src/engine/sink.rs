@@ -7,13 +7,32 @@ use serde_json::Value;
 /// One event of an engine worker.
 #[derive(Debug, Clone)]
 pub(crate) enum EngineEvent {
-    Completed { job_id: String, result: Value },
-    Failed { job_id: String, reason: String },
-    Progress { job_id: String, progress: Value },
-    Stalled { job_id: String },
-    LockLost { job_id: String },
+    Completed {
+        job_id: String,
+        result: Value,
+    },
+    Failed {
+        job_id: String,
+        reason: String,
+    },
+    Progress {
+        job_id: String,
+        progress: Value,
+    },
+    Stalled {
+        job_id: String,
+    },
+    LockLost {
+        job_id: String,
+    },
     Drained,
-    Error { message: String },
+    Error {
+        message: String,
+    },
+    /// The engine's event channel was full: `count` more events were lost.
+    Dropped {
+        count: u64,
+    },
 }
 
 /// Receives an engine worker's events.

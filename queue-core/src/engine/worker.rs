@@ -2,7 +2,8 @@
 //! job, maps outcomes back, forwards the engine's events and listens for cancellations.
 //!
 //! The engine's own lock renewal is off: [`LockKeeper`] renews locks from threads no
-//! handler runs on.
+//! handler runs on. An attempt whose lock another run took is told to the engine as
+//! such (`JobLockNotExist`): the engine then leaves the job to its new owner.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use super::connection::Connection;
 use super::convert::{engine_error, job_meta, keep_to_engine, millis};
 use super::flow_gate::{check_parent, ParentGate, CONTINUES_PAST_FAILURES};
 use super::job::LiveJob;
-use super::lock_keeper::LockKeeper;
+use super::lock_keeper::{LockKeeper, LockLost, OnRenewed, Timing};
 use super::queue::cancel_channel;
 use super::raw_data;
 use super::sink::{EngineEvent, EventSink};
@@ -36,6 +37,9 @@ pub(crate) struct RawAttempt {
     /// missing or not JSON: tells which (a reason), or `None` for a real `null`. Asked
     /// only by handlers whose payload cannot be `null`, so `()` payloads cost nothing.
     pub(crate) explain_null: Option<BoxFuture<'static, Option<String>>>,
+    /// Set if the attempt's lock is lost (another run holds the job now): its outcome
+    /// then counts for nothing.
+    pub(crate) lock_lost: LockLost,
 }
 
 /// How an attempt failed, as the engine needs to know it.
@@ -57,8 +61,17 @@ pub(crate) type ProcessFn = Arc<
         + Sync,
 >;
 
-/// How often the engine's events are drained while nobody listens.
-const UNHEARD_DRAIN_EVERY: Duration = Duration::from_millis(50);
+/// How often the engine's events are drained while nobody listens and they keep coming:
+/// often enough that the channel does not fill up at full speed (two events a job, 20 k
+/// jobs/s, fit in [`WORKER_EVENT_CAPACITY`]), rarely enough not to cost a wake-up per
+/// event. An idle worker's channel is looked at every [`UNHEARD_IDLE_DRAIN_EVERY`].
+const UNHEARD_DRAIN_EVERY: Duration = Duration::from_millis(10);
+const UNHEARD_IDLE_DRAIN_EVERY: Duration = Duration::from_millis(50);
+
+/// How many engine events may wait for the forwarder; past it they are dropped and
+/// counted (`queue_worker_events_dropped_total`). The worker's own bookkeeping does not
+/// depend on them.
+const WORKER_EVENT_CAPACITY: usize = 1024;
 
 /// What a queue's worker is started with.
 pub(crate) struct WorkerSettings {
@@ -79,6 +92,11 @@ pub(crate) struct WorkerSettings {
     pub(crate) metrics_data_points: Option<usize>,
     /// Whether the handler of a job name reads the job's flow children.
     pub(crate) reads_children: ReadsChildren,
+    /// The engine event channel's capacity, if not [`WORKER_EVENT_CAPACITY`].
+    pub(crate) event_capacity: Option<usize>,
+    /// Told after each renewal of the running attempts' locks (the liveness probe's
+    /// sign that a busy worker is alive).
+    pub(crate) on_renewed: OnRenewed,
 }
 
 /// Whether the handler of a job name reads the job's flow children (takes
@@ -114,6 +132,9 @@ impl EngineWorker {
             conn.worker_options("start_workers (an inline app runs each job when it is added)")?;
         options.concurrency = settings.concurrency;
         options.run_retry_delay = millis(RUN_RETRY_DELAY);
+        // Bounded: the forwarder drains it always, but a starved runtime must not
+        // grow it without limit (`queue-engine/PATCHES.md`).
+        options.event_capacity = Some(settings.event_capacity.unwrap_or(WORKER_EVENT_CAPACITY));
         if let Some(lock) = settings.lock_duration {
             options.lock_duration = millis(lock);
         }
@@ -138,9 +159,9 @@ impl EngineWorker {
         // BullMQ's default lock is 30 s; the keeper needs the value the engine uses.
         let lock_duration = Duration::from_millis(options.lock_duration);
         options.skip_lock_renewal = true;
-        let renew_within = settings.command_timeout.min(lock_duration / 2);
+        let timing = Timing::new(lock_duration, settings.command_timeout);
         let keeper =
-            LockKeeper::start(conn, &queue, lock_duration, renew_within, sink.clone()).await?;
+            LockKeeper::start(conn, &queue, timing, sink.clone(), settings.on_renewed).await?;
         let processor = engine_processor(
             conn.clone(),
             queue.clone(),
@@ -247,9 +268,15 @@ fn engine_processor(
                     }
                 }
             }
-            let _hold = engine_job
-                .token()
-                .map(|lock_token| keeper.hold(engine_job.id(), lock_token, token.clone()));
+            let lock_lost = LockLost::default();
+            let _hold = engine_job.token().map(|lock_token| {
+                keeper.hold(
+                    engine_job.id(),
+                    lock_token,
+                    token.clone(),
+                    lock_lost.clone(),
+                )
+            });
             // Everything the attempt needs came with the job: its timeout and trace
             // context are in its stored options.
             let meta = job_meta(&engine_job, &queue);
@@ -261,13 +288,24 @@ fn engine_processor(
                     Box::pin(async move { raw_data::problem(&conn, &queue, &id).await });
                 explain
             });
+            let job_id = meta.id.clone();
             let job = Job::from_parts(
                 data,
                 Arc::new(meta),
                 ctx,
                 CancelSignal::from_source(Arc::new(token)),
             );
-            let outcome = process(RawAttempt { job, explain_null }).await;
+            let attempt = RawAttempt {
+                job,
+                explain_null,
+                lock_lost: lock_lost.clone(),
+            };
+            let outcome = process(attempt).await;
+            if lock_lost.is_set() {
+                // The job is another run's: the engine leaves it alone, rather than
+                // have its move refused ("lock mismatch") and report a failure.
+                return Err(bullmq::Error::JobLockNotExist(job_id));
+            }
             outcome.map_err(|failure| {
                 if failure.retryable {
                     bullmq::Error::ProcessingError(failure.reason)
@@ -296,15 +334,40 @@ fn engine_backoff(backoff: BackoffFn) -> bullmq::BackoffStrategyFn {
 /// The engine's event channel is bounded (`queue-engine/PATCHES.md`), but events left in it
 /// would be stale by the time someone listens: drain it always. While nobody listens,
 /// drain it in batches instead of waking for every event: that wake-up per job cost
-/// measurable throughput.
+/// measurable throughput. Events the channel dropped are counted and passed on.
 async fn forward_events(worker: Arc<bullmq::Worker>, sink: Arc<dyn EventSink>) {
+    let mut dropped = 0;
+    // Whether the last look found events, and whether the task has yielded since the
+    // last event it read (see below).
+    let (mut busy, mut yielded) = (false, false);
     loop {
+        let now_dropped = worker.dropped_events();
+        if now_dropped > dropped {
+            sink.deliver(EngineEvent::Dropped {
+                count: now_dropped - dropped,
+            });
+            dropped = now_dropped;
+        }
         let next = if sink.listening() {
             worker.next_event().await
         } else if let Some(ready) = worker.next_event().now_or_never() {
+            (busy, yielded) = (true, false);
             ready
+        } else if !yielded {
+            // `None` may only mean that tokio's cooperative budget (128 reads a turn) is
+            // spent: a new turn tells an empty channel from that. Without it the
+            // batches were cut at 128 events, and the channel overflowed at full speed.
+            tokio::task::yield_now().await;
+            yielded = true;
+            continue;
         } else {
-            tokio::time::sleep(UNHEARD_DRAIN_EVERY).await;
+            let pause = if busy {
+                UNHEARD_DRAIN_EVERY
+            } else {
+                UNHEARD_IDLE_DRAIN_EVERY
+            };
+            busy = false;
+            tokio::time::sleep(pause).await;
             continue;
         };
         let Some(event) = next else { break };
@@ -338,12 +401,14 @@ async fn forward_events(worker: Arc<bullmq::Worker>, sink: Arc<dyn EventSink>) {
 /// re-established after a short pause.
 async fn listen_for_cancels(conn: Connection, queue: String, worker: Arc<bullmq::Worker>) {
     let channel = cancel_channel(&conn, &queue);
+    let outage = crate::outage::OutageLog::new("the cancellation listener", &queue);
     loop {
         match conn.client_for(&channel).await.get_async_pubsub().await {
             Ok(mut pubsub) => {
                 if let Err(e) = pubsub.subscribe(&channel).await {
-                    tracing::warn!(queue = %queue, error = %e, "cannot subscribe to cancellations");
+                    outage.failed(&e);
                 } else {
+                    outage.succeeded();
                     let mut messages = pubsub.on_message();
                     while let Some(message) = messages.next().await {
                         let Ok(job_id) = message.get_payload::<String>() else {
@@ -355,9 +420,7 @@ async fn listen_for_cancels(conn: Connection, queue: String, worker: Arc<bullmq:
                     }
                 }
             }
-            Err(e) => {
-                tracing::warn!(queue = %queue, error = %e, "cancellation listener cannot connect")
-            }
+            Err(e) => outage.failed(&e),
         }
         tokio::time::sleep(RUN_RETRY_DELAY).await;
     }

@@ -95,8 +95,10 @@ pub enum WorkerEvent {
         blocked_for: std::time::Duration,
     },
     /// The lock of a running job was lost: another run holds it (this one's lock
-    /// expired, and the job was taken over as stalled). This run was cancelled (its
-    /// `job.cancelled()` fired), so that the two do not go on side by side.
+    /// expired, and the job was taken over as stalled), or the job is no longer active.
+    /// This run was cancelled (its `job.cancelled()` fired), so that the two do not go
+    /// on side by side, and its outcome is dropped: a lost lock is not a failure of the
+    /// job, and no `Failed` follows for this run.
     LockLost {
         /// The queue.
         queue: String,

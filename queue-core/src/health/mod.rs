@@ -214,6 +214,10 @@ impl Health {
         if let Some(state) = self.app.memory_state() {
             checks.push(memory_check(&state));
         }
+        #[cfg(feature = "sqlx")]
+        if let Some(check) = self.outbox().await {
+            checks.push(check);
+        }
         HealthReport::from_checks(checks)
     }
 
@@ -271,6 +275,47 @@ impl Health {
             checks.push(Check::new(name, status, detail));
         }
         HealthReport::from_checks(checks)
+    }
+
+    /// The relay's lag: how long the oldest pending row of the outbox has waited (one
+    /// query of the database, on an index).
+    #[cfg(feature = "sqlx")]
+    async fn outbox(&self) -> Option<Check> {
+        let outbox = self.app.outbox()?;
+        let counts = tokio::time::timeout(self.settings.redis_timeout, outbox.counts()).await;
+        Some(match counts {
+            Ok(Ok(counts)) => match counts.oldest_pending {
+                None => Check::new("outbox", CheckStatus::Pass, "no row waits"),
+                Some(age) if age <= self.settings.relay_lag => Check::new(
+                    "outbox",
+                    CheckStatus::Pass,
+                    format!(
+                        "{} rows wait, the oldest for {:?}",
+                        counts.pending,
+                        round(age)
+                    ),
+                ),
+                Some(age) => Check::new(
+                    "outbox",
+                    CheckStatus::Fail,
+                    format!(
+                        "the relay lags: {} rows wait, the oldest for {:?} (more than {:?})",
+                        counts.pending,
+                        round(age),
+                        self.settings.relay_lag
+                    ),
+                ),
+            },
+            Ok(Err(e)) => Check::new("outbox", CheckStatus::Fail, e.to_string()),
+            Err(_) => Check::new(
+                "outbox",
+                CheckStatus::Fail,
+                format!(
+                    "the database did not answer within {:?}",
+                    self.settings.redis_timeout
+                ),
+            ),
+        })
     }
 
     async fn redis(&self) -> Check {

@@ -134,7 +134,7 @@ impl PulseBoard {
 ///   nothing waits (Redis says), or its fetch loop is stuck (a blocked thread, a
 ///   connection that never came back).
 /// - With every slot busy, it is busy, not wedged, while its locks are renewed (long
-///   jobs are fine; renewals come every half lock). No renewal for `period` and a whole
+///   jobs are fine; renewals come every quarter of a lock). No renewal for `period` and a whole
 ///   lock duration (counted from the last take when there was none) makes it suspect.
 pub(crate) fn is_suspect(reading: &PulseReading, period: Duration) -> bool {
     if !reading.started || reading.since_take < period {
@@ -176,7 +176,7 @@ mod tests {
         let period = Duration::from_secs(10);
         assert!(!is_suspect(&reading(2, 60, Some(3)), period));
         assert!(is_suspect(&reading(2, 60, Some(30)), period));
-        // Renewals come every half lock (10 s here): 15 s without one is not yet a sign.
+        // Renewals come every quarter lock (5 s here): 15 s without one is not yet a sign.
         assert!(!is_suspect(&reading(2, 60, Some(15)), period));
         // None since the jobs were taken, a whole lock ago: the keeper is stuck.
         assert!(!is_suspect(&reading(2, 12, None), period));

@@ -84,10 +84,12 @@ struct OutboxLabels {
 /// | `queue_jobs_retried_total` (an attempt failed, another follows) | counter | queue, name |
 /// | `queue_jobs_timed_out_total` (attempts cut by their timeout) | counter | queue, name |
 /// | `queue_jobs_stalled_total` (run again after a lost run) | counter | queue, name |
+/// | `queue_jobs_lock_lost_total` (runs stopped: another run holds the job) | counter | queue, name |
 /// | `queue_attempt_duration_seconds` | histogram | queue, name |
 /// | `queue_job_wait_seconds` (due to first start) | histogram | queue, name |
 /// | `queue_worker_active_jobs` | gauge | queue |
 /// | `queue_worker_concurrency` | gauge | queue |
+/// | `queue_worker_events_dropped_total` (engine events not read in time) | counter | queue |
 /// | `queue_jobs` (depth, when scraped) | gauge | queue, state |
 /// | `bullmq_job_count` (the same, under Node BullMQ's name) | gauge | queue, state |
 /// | `queue_outbox_rows` (the outbox backlog: `pending`, `set_aside`) | gauge | state |
@@ -105,10 +107,12 @@ struct Inner {
     retried: Family<JobLabels, Counter>,
     timed_out: Family<JobLabels, Counter>,
     stalled: Family<JobLabels, Counter>,
+    lock_lost: Family<JobLabels, Counter>,
     duration: Family<JobLabels, Histogram>,
     wait: Family<JobLabels, Histogram>,
     active: Family<QueueLabels, Gauge>,
     concurrency: Family<QueueLabels, Gauge>,
+    events_dropped: Family<QueueLabels, Counter>,
     depth: Family<StateLabels, Gauge>,
     bullmq_depth: Family<StateLabels, Gauge>,
     #[cfg_attr(not(feature = "sqlx"), allow(dead_code))]
@@ -145,6 +149,8 @@ impl Metrics {
         let retried = Family::default();
         let timed_out = Family::default();
         let stalled = Family::default();
+        let lock_lost = Family::default();
+        let events_dropped = Family::default();
         let duration = Family::new_with_constructor(seconds_histogram as fn() -> Histogram);
         let wait = Family::new_with_constructor(seconds_histogram as fn() -> Histogram);
         let active = Family::default();
@@ -172,6 +178,17 @@ impl Metrics {
             "queue_jobs_stalled",
             "Jobs run again because an earlier run was lost (a stall)",
             stalled.clone(),
+        );
+        registry.register(
+            "queue_jobs_lock_lost",
+            "Runs stopped because another run holds their job (their lock was lost)",
+            lock_lost.clone(),
+        );
+        registry.register(
+            "queue_worker_events_dropped",
+            "Engine events this process's worker dropped because they were not read in \
+             time (worker events and listeners missed them; jobs were not affected)",
+            events_dropped.clone(),
         );
         registry.register(
             "queue_attempt_duration_seconds",
@@ -233,10 +250,12 @@ impl Metrics {
                 retried,
                 timed_out,
                 stalled,
+                lock_lost,
                 duration,
                 wait,
                 active,
                 concurrency,
+                events_dropped,
                 depth,
                 bullmq_depth,
                 outbox,
@@ -331,6 +350,8 @@ pub(crate) enum AttemptEnd {
     Failed {
         timed_out: bool,
     },
+    /// Stopped: another run holds the job now.
+    LockLost,
 }
 
 impl QueueMetrics {
@@ -358,6 +379,18 @@ impl QueueMetrics {
         }
     }
 
+    /// The engine dropped `count` of this worker's events.
+    pub(crate) fn events_dropped(&self, count: u64) {
+        let labels = QueueLabels {
+            queue: self.queue.clone(),
+        };
+        self.metrics
+            .inner
+            .events_dropped
+            .get_or_create(&labels)
+            .inc_by(count);
+    }
+
     /// An attempt ended after `ran`.
     pub(crate) fn ended(&self, name: &str, ran: Duration, end: AttemptEnd) {
         self.active.dec();
@@ -369,6 +402,7 @@ impl QueueMetrics {
             .observe(ran.as_secs_f64());
         let (counter, timed_out) = match end {
             AttemptEnd::Completed => (&inner.completed, false),
+            AttemptEnd::LockLost => (&inner.lock_lost, false),
             AttemptEnd::Retried { timed_out } => (&inner.retried, timed_out),
             AttemptEnd::Failed { timed_out } => (&inner.failed, timed_out),
         };

@@ -27,12 +27,28 @@ const RESERVED_IDS: &[&str] = &[
 ];
 
 /// Whether `id` could name a job: an id BullMQ gave (its integers, and the
-/// `repeat:<scheduler>:<run time>` of a scheduler's jobs) or one a producer chose.
-/// Anything else is answered "no such job" without asking Redis: a reserved name is one
-/// of the queue's own keys, and any other `:` reaches other keys.
-pub(crate) fn could_be_job_id(id: &str) -> bool {
+/// `repeat:<scheduler>:<run time>` of a scheduler's jobs) or one a producer could choose.
+///
+/// Anything else names no job, and every lookup and action by id answers "no such job"
+/// without asking Redis: a reserved name (`meta`, `id`, `events`, ...) is one of the
+/// queue's own keys, any other `:` reaches other keys (`repeat:<scheduler>` is a
+/// scheduler's definition), and ids with control characters or over
+/// [`MAX_JOB_ID_BYTES`] are refused at `add`. Check an id from a client with it before
+/// you act on it; the status route and the dashboard do.
+///
+/// ```
+/// use queue_core::could_be_job_id;
+///
+/// assert!(could_be_job_id("welcome-42"));
+/// assert!(could_be_job_id("17"));
+/// assert!(could_be_job_id("repeat:hourly:1796142568645"));
+/// assert!(!could_be_job_id("meta"));
+/// assert!(!could_be_job_id("repeat:hourly"));
+/// assert!(!could_be_job_id("a\u{7}b"));
+/// ```
+pub fn could_be_job_id(id: &str) -> bool {
     !id.is_empty()
-        && id.len() <= MAX_LOOKUP_ID_BYTES
+        && id.len() <= MAX_JOB_ID_BYTES
         && (!id.contains(':') || is_scheduler_job_id(id))
         && !id.chars().any(char::is_control)
         && !RESERVED_IDS.contains(&id)
@@ -51,11 +67,14 @@ fn is_scheduler_job_id(id: &str) -> bool {
     )
 }
 
-/// The longest id a lookup takes.
-const MAX_LOOKUP_ID_BYTES: usize = 512;
+/// The longest job id, in bytes: `add` refuses a longer one, and lookups answer "no such
+/// job" for it without asking Redis.
+pub const MAX_JOB_ID_BYTES: usize = 512;
 
 /// Checks a custom job id against the rules Node BullMQ enforces, plus the reserved
-/// key suffixes it does not check but that would corrupt the queue.
+/// key suffixes it does not check but that would corrupt the queue, and what every
+/// lookup needs: no control characters, at most [`MAX_JOB_ID_BYTES`]. An id `add` takes
+/// is one [`could_be_job_id`] accepts, so a job added is a job that can be found.
 pub(crate) fn validate_job_id(id: &str) -> Result<(), Error> {
     if id.is_empty() {
         return Err(Error::invalid(
@@ -71,6 +90,22 @@ pub(crate) fn validate_job_id(id: &str) -> Result<(), Error> {
                  use '-' instead, e.g. `{}`",
                 id.replace(':', "-")
             ),
+        ));
+    }
+    if id.len() > MAX_JOB_ID_BYTES {
+        return Err(Error::invalid(
+            "job_id",
+            format!(
+                "the id is {} bytes long; job ids are at most {MAX_JOB_ID_BYTES} bytes",
+                id.len()
+            ),
+        ));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            "job_id",
+            "the id contains a control character (a tab, a line break, ...); \
+             job ids are printable text",
         ));
     }
     if looks_like_integer(id) {
@@ -131,6 +166,19 @@ mod tests {
         assert!(validate_job_id("007").is_ok());
         assert!(validate_job_id("4.2").is_ok());
         assert!(validate_job_id("-0").is_ok());
+    }
+
+    #[test]
+    fn ids_no_lookup_could_find_are_refused_at_add() {
+        assert!(reason("a\u{7}b").contains("control character"));
+        assert!(reason("a\nb").contains("control character"));
+        assert!(reason(&"x".repeat(MAX_JOB_ID_BYTES + 1)).contains("at most 512 bytes"));
+        let longest = "x".repeat(MAX_JOB_ID_BYTES);
+        assert!(validate_job_id(&longest).is_ok() && could_be_job_id(&longest));
+        // Every id `add` takes, a lookup can find.
+        for id in ["welcome-42", "ünïcode", "007", "a b", "a\u{200b}b"] {
+            assert!(validate_job_id(id).is_ok() && could_be_job_id(id), "{id:?}");
+        }
     }
 
     #[test]

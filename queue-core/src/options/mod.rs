@@ -11,6 +11,7 @@ use std::time::Duration;
 
 pub use backoff::{Backoff, BackoffContext};
 pub use dedup::Deduplication;
+pub use job_id::{could_be_job_id, MAX_JOB_ID_BYTES};
 pub use keep::Keep;
 pub use schedule::Schedule;
 pub(crate) use strategies::{BackoffFn, BackoffRegistry};
@@ -20,6 +21,12 @@ use job_id::validate_job_id;
 
 /// The highest priority number BullMQ accepts (2^21 - 1). `1` is the most urgent.
 pub const MAX_PRIORITY: u32 = 2_097_151;
+
+/// The longest delay a job takes: ten years (365-day years). A longer one is a mistake
+/// (a unit mixed up, a negative number cast to unsigned), and BullMQ could not keep it
+/// anyway: the due time travels as a 64-bit signed integer and is kept as a Redis score,
+/// so `u64::MAX` milliseconds was stored as a delay of -1, due at once.
+pub const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// Options for one job: retries, backoff, delay, priority, id, retention and more.
 ///
@@ -187,6 +194,18 @@ impl JobOptions {
         if let Some(id) = &self.job_id {
             validate_job_id(id)?;
         }
+        if let Some(delay) = self.delay {
+            if delay > MAX_DELAY {
+                return Err(Error::invalid(
+                    "delay",
+                    format!(
+                        "{} ms is longer than the longest delay, {} ms (ten years)",
+                        delay.as_millis(),
+                        MAX_DELAY.as_millis()
+                    ),
+                ));
+            }
+        }
         if let Some(d) = &self.deduplication {
             if d.id.is_empty() {
                 return Err(Error::invalid("deduplication", "the id cannot be empty"));
@@ -286,6 +305,14 @@ mod tests {
             refused_option(JobOptions::new().backoff(Backoff::custom("fixed"))),
             "backoff"
         );
+        assert_eq!(
+            refused_option(JobOptions::new().delay(Duration::from_millis(u64::MAX))),
+            "delay"
+        );
+        assert_eq!(
+            refused_option(JobOptions::new().delay(MAX_DELAY + Duration::from_millis(1))),
+            "delay"
+        );
     }
 
     #[test]
@@ -293,7 +320,8 @@ mod tests {
         let opts = JobOptions::new()
             .attempts(1)
             .priority(MAX_PRIORITY)
-            .priority(0);
+            .priority(0)
+            .delay(MAX_DELAY);
         assert!(opts.validate().is_ok());
     }
 

@@ -60,6 +60,10 @@ impl<T> Queue<T> {
     /// # Ok(()) }
     /// ```
     pub async fn cancel(&self, id: &str) -> Result<CancelOutcome, Error> {
+        // Not a job's id (`meta`, `repeat:<scheduler>`): no job to cancel, no key touched.
+        if !crate::options::could_be_job_id(id) {
+            return Ok(CancelOutcome::NotFound);
+        }
         self.timed("cancel", self.cancel_now(id)).await
     }
 

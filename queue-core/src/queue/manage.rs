@@ -57,6 +57,18 @@ impl<T> Queue<T> {
         self.or_in_outbox(id, in_redis, |_, state| state).await
     }
 
+    /// The job as it waits in the app's outbox, and its state there
+    /// ([`JobState::Pending`], or [`JobState::Failed`] for a row set aside), without
+    /// asking Redis; `None` when it is not there (or the app has no outbox). What a
+    /// status answer can say while Redis is down: [`get_job`](Self::get_job) asks Redis
+    /// first and waits up to the command timeout for it.
+    pub async fn get_outbox_job(&self, id: &str) -> Result<Option<(JobInfo, JobState)>, Error> {
+        if !could_be_job_id(id) {
+            return Ok(None);
+        }
+        self.in_outbox(id).await
+    }
+
     /// What `look` finds in Redis, else the job as it waits in the outbox. With Redis
     /// down, a job still in the outbox is answered all the same (only the outbox knows
     /// it anyway); a job in neither place is looked for in Redis once more, since the
@@ -111,9 +123,10 @@ impl<T> Queue<T> {
         .await
     }
 
-    /// Log lines of a job, oldest first, paged by `range`.
+    /// Log lines of a job, oldest first, paged by `range`. None for an id that cannot
+    /// name a job ([`could_be_job_id`](crate::could_be_job_id)).
     pub async fn get_job_logs(&self, id: &str, range: Range<usize>) -> Result<JobLogs, Error> {
-        let Some((start, end)) = inclusive(&range) else {
+        let (Some((start, end)), true) = (inclusive(&range), could_be_job_id(id)) else {
             return Ok(JobLogs {
                 lines: Vec::new(),
                 total: 0,
@@ -132,7 +145,13 @@ impl<T> Queue<T> {
 
     /// Removes a job that is not running. `Ok(false)` when a worker holds it (use
     /// [`cancel`](Queue::cancel) for a running job); `Ok(true)` also when it did not exist.
+    /// An id that cannot name a job ([`could_be_job_id`](crate::could_be_job_id)) removes
+    /// nothing: BullMQ would delete whatever key it names (`meta`: the queue's pause flag;
+    /// `repeat:<scheduler>`: a scheduler's definition).
     pub async fn remove(&self, id: &str) -> Result<bool, Error> {
+        if !could_be_job_id(id) {
+            return Ok(true);
+        }
         self.timed("remove", async { self.engine().await?.remove(id).await })
             .await
     }

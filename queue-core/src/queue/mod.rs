@@ -5,6 +5,8 @@ mod inspect;
 mod manage;
 #[cfg(feature = "sqlx")]
 mod outbox;
+#[cfg(feature = "sqlx")]
+mod relayed;
 mod schedule;
 mod typed;
 
@@ -21,6 +23,8 @@ use tracing::Instrument;
 pub use cancel::CancelOutcome;
 pub use inspect::{ChildJob, Children, GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
 pub use manage::JobLogs;
+#[cfg(feature = "sqlx")]
+pub(crate) use relayed::{Refusal, Relayed, RowJob};
 
 use crate::engine::{AddOutcome, Connection, EngineQueue};
 use crate::error::Error;

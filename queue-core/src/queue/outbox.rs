@@ -21,11 +21,15 @@ impl<T: Serialize> Queue<T> {
     /// it reaches Redis when, and only if, that transaction commits. The relay adds it
     /// with exactly these options; its trace id and timeout travel with it.
     ///
-    /// The job id is fixed now (yours, or a new `o-<uuid>`), and is the one returned, so
-    /// a relay that dies after the add and adds the row again adds the same job. Bad
-    /// options and oversized payloads are refused here, as by [`add`](Self::add), and
-    /// nothing is written. While the row waits, a second `add_in` with the same job id
-    /// writes nothing and reports `duplicate`. The job's state is
+    /// The job id is fixed now (yours, or a new `o-<uuid>`), and is the one returned.
+    /// Each row is added to Redis at most once, even by a relay that takes it again after
+    /// another died between the add and the row's delete. Bad options and oversized
+    /// payloads are refused here, as by [`add`](Self::add), and nothing is written; this
+    /// app's defaults are applied here, once. While the row waits, a second `add_in`
+    /// with the same job id writes nothing and reports `duplicate`; a row set aside
+    /// (see [`Outbox::failed`](crate::Outbox::failed)) is replaced by the new one. The
+    /// relay adds the job as [`add`](Self::add) would have: once a job with this id
+    /// finished and was removed, the id is free again. The job's state is
     /// [`JobState::Pending`] until the relay has added it.
     ///
     /// Fails with [`Error::InvalidOption`] (`"outbox"`) when the app has no outbox or
@@ -78,7 +82,6 @@ impl<T: Serialize> Queue<T> {
             job_name: name,
             data: data.to_string(),
             options: stored,
-            created_at_ms: crate::store::db_now_ms(),
         };
         let inserted = <C::Backend as crate::store::Store>::outbox_insert(
             conn.as_backend(),
@@ -94,60 +97,6 @@ impl<T: Serialize> Queue<T> {
             duplicate: !inserted,
             state: Some(JobState::Pending),
         })
-    }
-}
-
-impl Queue<serde_json::Value> {
-    /// The relay's add: each job checked on its own, the good ones added in one
-    /// pipelined call. `Err` only when Redis is unavailable (the relay retries the whole
-    /// batch later); a job Redis or this app refuses gets its own `Err`.
-    pub(crate) async fn add_relayed(
-        &self,
-        jobs: Vec<super::BulkJob<serde_json::Value>>,
-    ) -> Result<Vec<Result<AddedJob, Error>>, Error> {
-        let mut outcomes: Vec<Option<Result<AddedJob, Error>>> = Vec::with_capacity(jobs.len());
-        let mut valid = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            match self
-                .prepare(job.options.clone())
-                .and_then(|_| self.to_json(&job.data).map(drop))
-            {
-                Ok(()) => {
-                    outcomes.push(None);
-                    valid.push(job);
-                }
-                Err(e) => outcomes.push(Some(Err(e))),
-            }
-        }
-        let mut added = match self.add_bulk(valid.clone()).await {
-            Ok(added) => added.into_iter().map(Ok).collect::<Vec<_>>(),
-            Err(e) if e.is_unavailable() => return Err(e),
-            // Redis refused something in the batch: find out which, one by one.
-            Err(_) => {
-                let mut one_by_one = Vec::with_capacity(valid.len());
-                for job in valid {
-                    match self.add(&job.name, job.data, job.options).await {
-                        Err(e) if e.is_unavailable() => return Err(e),
-                        outcome => one_by_one.push(outcome),
-                    }
-                }
-                one_by_one
-            }
-        }
-        .into_iter();
-        Ok(outcomes
-            .into_iter()
-            .map(|outcome| {
-                outcome.unwrap_or_else(|| {
-                    added.next().unwrap_or_else(|| {
-                        Err(Error::invalid(
-                            "outbox",
-                            "the engine answered fewer jobs than it was given",
-                        ))
-                    })
-                })
-            })
-            .collect())
     }
 }
 
@@ -182,7 +131,9 @@ impl<T> Queue<T> {
             timestamp_ms: entry.created_at_ms,
             processed_on_ms: None,
             finished_on_ms: entry.set_aside_at_ms,
-            failed_reason: entry.last_error,
+            // A pending row's last error is why the last relay could not add it; the
+            // job has not failed.
+            failed_reason: entry.set_aside_at_ms.and(entry.last_error),
             return_value: None,
             delay: options.delay.unwrap_or_default(),
             priority: options.priority.unwrap_or(0),

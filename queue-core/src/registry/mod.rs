@@ -30,6 +30,8 @@ pub(crate) struct QueuePlan {
     pub(crate) fail_unknown_names: bool,
     /// BullMQ's per-minute metrics: how many minutes to keep, when recorded.
     pub(crate) metrics_data_points: Option<usize>,
+    /// The engine event channel's capacity, when a test asks for another.
+    pub(crate) event_capacity: Option<usize>,
     pub(crate) by_name: BTreeMap<String, PlannedHandler>,
     pub(crate) fallback: Option<PlannedHandler>,
 }

@@ -93,6 +93,7 @@ pub(crate) fn merge_processors(
             cancel_grace: processor.cancel_grace,
             fail_unknown_names: processor.fail_unknown_names,
             metrics_data_points: processor.metrics_data_points,
+            event_capacity: processor.event_capacity,
             by_name: BTreeMap::new(),
             fallback: None,
         });
@@ -157,6 +158,7 @@ fn merge_settings(plan: &mut QueuePlan, processor: &Processor, problems: &mut Ve
     plan.cancel_grace = plan.cancel_grace.max(processor.cancel_grace);
     plan.fail_unknown_names |= processor.fail_unknown_names;
     plan.metrics_data_points = plan.metrics_data_points.max(processor.metrics_data_points);
+    plan.event_capacity = plan.event_capacity.or(processor.event_capacity);
     let queue = &plan.queue;
     match (plan.lock_duration, processor.lock_duration) {
         (Some(a), Some(b)) if a != b => problems.push(format!(

@@ -7,6 +7,30 @@
 //!   stored result instead of repeating the effect.
 //! - [`Stages`]: multi-step work keeps its stage in the database; each step skips
 //!   what is done.
+//!
+//! What the outbox promises, and where:
+//!
+//! - **A row is added to Redis at most once.** A relay deletes a row only after Redis
+//!   acknowledged its job, and marks the row relayed in Redis before that delete, under
+//!   the row's own random key (`row_key`, given at its first claim), not the job id. The
+//!   mark is a deduplication key BullMQ's add itself creates (`outbox-<row key>`, with
+//!   the outbox's window as TTL), then set to a value no job owns, so that BullMQ's
+//!   removal of the job (retention, remove, clean, drain, obliterate) leaves it. A relay
+//!   that takes a row again (the one before died between add and delete) finds the mark
+//!   and adds nothing. A new row for the id of a job that is gone has a new key, and
+//!   adds it again, as `add` would. (`queue/relayed.rs`; the guide's "Each row is added
+//!   once" says what is left of the window.)
+//! - **A row is never lost to a relay of another build**: what a relay cannot add
+//!   because of its own build or settings it gives back, with the reason, for any relay
+//!   to take again later (`relay/batch.rs`); only rows no build could add are set
+//!   aside, and a later `add_in` of their job id replaces them.
+//! - **The options are the producer's**: `add_in` applies the defaults once; the relay
+//!   adds the stored options as they are, their delay shortened by the time the row
+//!   waited.
+//! - **One clock**: leases, waits and stamps are the database's time, computed in SQL
+//!   (`backend/`), never a host's.
+//! - **Migrations are safe from any number of processes at once**: they run under a lock
+//!   (SQLite `BEGIN IMMEDIATE`, PostgreSQL an advisory transaction lock).
 
 mod backend;
 mod operations;
@@ -25,9 +49,3 @@ pub(crate) use backend::sealed::Store;
 pub(crate) use backend::NewRow;
 pub(crate) use outbox::database;
 pub(crate) use record::StoredOptions;
-
-/// Now, as the store's tables keep time: milliseconds since the epoch, from this
-/// application's clock, as the columns' `BIGINT`.
-pub(crate) fn db_now_ms() -> i64 {
-    i64::try_from(crate::clock::now_ms()).unwrap_or(i64::MAX)
-}

@@ -176,9 +176,8 @@ impl<DB: Backend> Operations<DB> {
         E: Send,
         F: for<'c> FnOnce(&'c mut DB::Connection) -> Effect<'c, R, E> + Send,
     {
-        let now = crate::store::db_now_ms();
         let mut tx = DB::begin_write(&self.pool).await?;
-        if !DB::operation_claim(&mut tx, key, now).await? {
+        if !DB::operation_claim(&mut tx, key).await? {
             let stored = DB::operation_read(&mut tx, key).await?;
             tx.rollback().await?;
             let json = stored.flatten().unwrap_or_else(|| "null".to_owned());

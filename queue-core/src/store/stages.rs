@@ -124,8 +124,7 @@ impl<DB: Backend> Stages<DB> {
         let result = effect().await.map_err(OperationError::Effect)?;
         let json = serde_json::to_string(&result)?;
         let mut tx = DB::begin_write(&self.pool).await?;
-        let now = crate::store::db_now_ms();
-        if DB::stage_claim(&mut tx, key, stage, position, now).await? {
+        if DB::stage_claim(&mut tx, key, stage, position).await? {
             DB::stage_store(&mut tx, key, stage, &json).await?;
             tx.commit().await?;
             return Ok(Operation::Ran(result));
@@ -153,14 +152,13 @@ impl<DB: Backend> Stages<DB> {
         F: for<'c> FnOnce(&'c mut DB::Connection) -> Effect<'c, R, E> + Send,
     {
         let position = self.position(stage)?;
-        let now = crate::store::db_now_ms();
         let mut tx = DB::begin_write(&self.pool).await?;
         let done = DB::stage_list(&mut tx, key).await?;
         if let Some(stored) = self.check_order(stage, position, &done)? {
             tx.rollback().await?;
             return Ok(Operation::AlreadyDone(stored));
         }
-        if !DB::stage_claim(&mut tx, key, stage, position, now).await? {
+        if !DB::stage_claim(&mut tx, key, stage, position).await? {
             // A racer holding the stage committed while we waited for its lock.
             let stored = self.recorded_by_racer(tx, key, stage, position).await?;
             return Ok(Operation::AlreadyDone(stored.ok_or_else(|| {

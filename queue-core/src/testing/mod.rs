@@ -103,6 +103,16 @@ pub fn inline_jobs(app: &QueueApp) -> Vec<InlineJob> {
         .map_or_else(Vec::new, |runner| runner.jobs())
 }
 
+/// Sets this process's clock `ahead_ms` milliseconds ahead of the real one (behind
+/// when negative; 0 puts it right), as everything in queue-core reads it: a test plays
+/// a host whose clock is wrong. Process-wide, so a test that uses it runs alone in its
+/// test binary. Test plumbing (feature `__private`), not an API.
+#[cfg(feature = "__private")]
+#[doc(hidden)]
+pub fn skew_host_clock(ahead_ms: i64) {
+    crate::clock::set_skew_ms(ahead_ms);
+}
+
 /// Deletes every key under the connection's prefix.
 pub(crate) async fn delete_keys(conn: &Connection) -> Result<u64, Error> {
     let prefix = conn.prefix();

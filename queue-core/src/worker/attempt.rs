@@ -13,7 +13,7 @@ use futures::FutureExt;
 use tracing::Instrument;
 
 use super::blocking::{PollWatch, BLOCKING_REPORT_AFTER};
-use super::tracker::AttemptTracker;
+use super::tracker::{AttemptOutcome, AttemptTracker};
 use crate::deps::Deps;
 use crate::engine::{AttemptFailure, ProcessFn, RawAttempt};
 use crate::job::{CancelSignal, Job, JobError};
@@ -49,7 +49,11 @@ impl Dispatcher {
         self.pulse.took();
         // Ends the attempt on the pulse however `run` ends (a dropped future included).
         let _running = PulseEnd(&self.pulse);
-        let job = raw.job;
+        let RawAttempt {
+            job,
+            explain_null,
+            lock_lost,
+        } = raw;
         let (id, name, attempt, max_attempts) = (
             job.id().to_owned(),
             job.name().to_owned(),
@@ -72,8 +76,8 @@ impl Dispatcher {
             });
             self.tracker.stalled(&id);
         }
-        self.tracker.started(&id, &name, attempt, max_attempts);
-        self.tracker.data(&id, &job.data);
+        let tracked = self.tracker.started(&id, &name, attempt, max_attempts);
+        self.tracker.data(&tracked, &job.data);
         #[cfg(feature = "metrics")]
         let measured = self.metrics.as_ref().map(|metrics| {
             let label = self.plan.metric_name(&name);
@@ -85,7 +89,7 @@ impl Dispatcher {
             Some(Backoff::Custom(strategy)) => Some((strategy.clone(), job.data.clone())),
             _ => None,
         };
-        let (outcome, longest_poll) = match self.unreadable_data(&job, raw.explain_null).await {
+        let (outcome, longest_poll) = match self.unreadable_data(&job, explain_null).await {
             Some(problem) => (Err(unrecoverable(problem)), Duration::ZERO),
             None => self.attempt(job, trace).instrument(span.clone()).await,
         };
@@ -106,10 +110,14 @@ impl Dispatcher {
             failure.is_final =
                 self.is_final(failure, attempt, max_attempts, custom_backoff.as_ref());
         }
+        // Another run holds the job now: this run's outcome counts for nothing (the
+        // engine leaves the job alone). A lost lock is never a failure of the job.
+        let lost = lock_lost.is_set();
         #[cfg(feature = "metrics")]
         if let Some((metrics, label, started)) = measured {
             use crate::metrics::AttemptEnd;
             let end = match &outcome {
+                _ if lost => AttemptEnd::LockLost,
                 Ok(_) => AttemptEnd::Completed,
                 Err(f) if f.is_final => AttemptEnd::Failed {
                     timed_out: f.timed_out,
@@ -121,12 +129,25 @@ impl Dispatcher {
             metrics.ended(label, started.elapsed(), end);
         }
         match &outcome {
-            Ok(_) => tracing::debug!(parent: &span, "job completed"),
+            _ if lost => {
+                self.tracker.ended(&tracked, AttemptOutcome::LockLost);
+                tracing::info!(parent: &span, "the job's lock was lost: another run holds the job; this run's outcome is dropped");
+            }
+            Ok(_) => {
+                self.tracker.ended(&tracked, AttemptOutcome::Completed);
+                tracing::debug!(parent: &span, "job completed");
+            }
             Err(failure) => {
                 span.record("otel.status_code", "error");
                 span.record("otel.status_description", failure.reason.as_str());
                 let is_final = failure.is_final;
-                self.tracker.failed(&id, is_final);
+                self.tracker.ended(
+                    &tracked,
+                    AttemptOutcome::Failed {
+                        reason: &failure.reason,
+                        is_final,
+                    },
+                );
                 let timed_out = failure.timed_out;
                 if is_final {
                     tracing::warn!(parent: &span, reason = %failure.reason, timed_out, "job failed for good");

@@ -11,14 +11,16 @@ use queue_core::JobOptions;
 use super::auth::require_operator;
 use super::{validate, ApiError, AppState, Producers};
 use crate::jobs::coupons::BirthdayScan;
+use crate::jobs::COUPON_QUEUE;
 
 /// How far back a manual scan may go (to catch up on missed days), and ahead.
 pub const SCAN_DAYS_BACK: i64 = 7;
 /// How far ahead a manual scan may go (time zones around the date line).
 pub const SCAN_DAYS_AHEAD: i64 = 1;
 
-/// Adds a `birthday-scan` job; the body is empty or `{"date": "YYYY-MM-DD"}`, a day
-/// from a week before today to tomorrow, in the scan's time zone. Operator only.
+/// Adds a `birthday-scan` job; the body is empty, `{}`, or `{"date": "YYYY-MM-DD"}`, a
+/// day from a week before today to tomorrow, in the scan's time zone. Operator only.
+/// 202 with `Location` on the operator's status route.
 pub(crate) async fn run(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -45,6 +47,13 @@ pub(crate) async fn run(
                 status: StatusCode::BAD_REQUEST,
                 message: format!("the body is not JSON: {e}"),
             })?;
+        // `[]`, `"2026-07-04"` or `42` has no `date`, and is no request for today's scan.
+        if !value.is_object() {
+            return Err(ApiError::Body {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                message: "send an object: {} for today, or {\"date\": \"YYYY-MM-DD\"}".to_owned(),
+            });
+        }
         match value.get("date") {
             None | Some(serde_json::Value::Null) => today,
             Some(serde_json::Value::String(date)) => {
@@ -61,11 +70,14 @@ pub(crate) async fn run(
     let scan = BirthdayScan {
         date: Some(date.format("%Y-%m-%d").to_string()),
     };
+    // A random id, not BullMQ's counter: a scan's id tells nothing of the others. The
+    // coupon queue is not on the public status route; the operator's route follows it.
+    let id = format!("scan-{}", uuid::Uuid::new_v4().simple());
     let job = producers
         .coupon
-        .add_job(scan, JobOptions::new().attempts(3))
+        .add_job(scan, JobOptions::new().job_id(&id).attempts(3))
         .await?;
-    Ok(job.into())
+    Ok(Accepted::from(job).location_at(format!("/admin/jobs/{COUPON_QUEUE}/{id}")))
 }
 
 fn in_window(date: NaiveDate, today: NaiveDate) -> Result<NaiveDate, ApiError> {

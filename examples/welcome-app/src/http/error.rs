@@ -55,12 +55,47 @@ impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         ApiError::Body {
             status: rejection.status(),
-            message: rejection.body_text(),
+            message: bounded(rejection.body_text()),
         }
     }
 }
 
+/// The most of a message an answer carries: the messages here quote what the client
+/// sent through `queue_axum::quote`, and this bounds the rest (a serde error quoting a
+/// value, say).
+const MAX_MESSAGE_BYTES: usize = 512;
+
+/// `message`, cut at [`MAX_MESSAGE_BYTES`] (on a character boundary) with `…`.
+fn bounded(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut end = MAX_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
 impl ApiError {
+    /// The same error, its message bounded.
+    fn bounded(self) -> Self {
+        match self {
+            ApiError::Body { status, message } => ApiError::Body {
+                status,
+                message: bounded(message),
+            },
+            ApiError::Invalid { field, message } => ApiError::Invalid {
+                field,
+                message: bounded(message),
+            },
+            ApiError::Conflict(m) => ApiError::Conflict(bounded(m)),
+            ApiError::NotFound(m) => ApiError::NotFound(bounded(m)),
+            other => other,
+        }
+    }
+
     pub(crate) fn invalid(field: &'static str, message: impl Into<String>) -> Self {
         ApiError::Invalid {
             field,
@@ -71,7 +106,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, body) = match self {
+        let (status, body) = match self.bounded() {
             ApiError::Queue(e) => return e.into_response(),
             ApiError::Body { status, message } => (
                 status,

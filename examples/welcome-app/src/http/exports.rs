@@ -20,7 +20,10 @@ fn export_id(text: &str) -> Result<&str, ApiError> {
     if minted {
         Ok(text)
     } else {
-        Err(ApiError::NotFound(format!("no export `{text}`")))
+        Err(ApiError::NotFound(format!(
+            "no export {}",
+            queue_axum::quote(text)
+        )))
     }
 }
 

@@ -5,6 +5,7 @@ mod birthdays;
 mod dashboard;
 mod error;
 mod exports;
+mod ignorable;
 mod reports;
 mod users;
 mod validate;
@@ -13,15 +14,15 @@ use std::time::Duration;
 
 use axum::routing::{get, post};
 use axum::Router;
-use queue_axum::{JobRoutes, QueueLayer};
-use queue_core::{inject_queue, Queue, QueueApp};
+use queue_axum::{HealthRoutes, IdempotencyLayer, JobRoutes, QueueLayer};
+use queue_core::{inject_queue, HealthSettings, Queue, QueueApp};
 
 pub use birthdays::{SCAN_DAYS_AHEAD, SCAN_DAYS_BACK};
 pub use error::ApiError;
 
 use crate::db::Db;
 use crate::jobs::exports::ExportSettings;
-use crate::jobs::{Coupon, Email, Export, Report, COUPON_QUEUE, EMAIL_QUEUE};
+use crate::jobs::{Coupon, Email, Export, Report, EMAIL_QUEUE};
 
 /// What handlers share.
 #[derive(Debug, Clone)]
@@ -61,11 +62,14 @@ pub struct Producers {
 
 /// The whole API, with the queue layer.
 ///
-/// - `GET /jobs/{queue}/{id}`: a job's state, progress, attempts and timestamps, for
-///   the client that was given its `Location` (job ids hold a random user id, so they
-///   cannot be guessed).
-/// - `GET /admin/jobs/{queue}/{id}`: the same with the failure reason and return
-///   value, for the operator (`Authorization: Bearer $ADMIN_TOKEN`).
+/// - `POST /users`: sign-up; a retry with the same `Idempotency-Key` header gets the
+///   first answer (kept in Redis for a day), not a 409.
+/// - `GET /jobs/email/{id}`: a welcome job's state, progress, attempts and timestamps,
+///   for the client that was given its `Location` (its id holds a random user id, so it
+///   cannot be guessed). The other queues' jobs are the operator's: a coupon job's id
+///   holds a user's id and birthday.
+/// - `GET /admin/jobs/{queue}/{id}`: any queue's job, with the failure reason and
+///   return value, for the operator (`Authorization: Bearer $ADMIN_TOKEN`).
 /// - `POST /reports`, `GET /reports/{month}`: the monthly report, a flow of four
 ///   idempotent steps, and each step's state (operator only).
 /// - `POST /exports`, `GET /exports/{id}`, `DELETE /exports/{id}`: the users export,
@@ -74,6 +78,8 @@ pub struct Producers {
 ///   header.
 /// - `/admin/queues`: the queue dashboard, for the operator (the same token, or HTTP
 ///   Basic with it as the password); mounted only when `ADMIN_TOKEN` is set.
+/// - `GET /livez`, `GET /readyz`: the liveness and readiness probes (a worker wedged
+///   for two minutes with jobs waiting fails liveness).
 pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Error> {
     let admin = JobRoutes::new()
         .include_failed_reason(true)
@@ -98,15 +104,17 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
             auth::operator_only,
         ));
     let admin_token = state.admin_token.clone();
+    // A retried sign-up gets its first answer (the same user and token), not a 409.
+    let idempotent = IdempotencyLayer::new(app);
     let mut api = Router::new()
-        .route("/users", post(users::create))
+        .route("/users", post(users::create).layer(idempotent))
         .route("/users/{id}/coupons", get(users::coupons))
         .route("/birthdays/run", post(birthdays::run))
         .merge(operator_work)
         .with_state(state)
+        .merge(JobRoutes::new().queues([EMAIL_QUEUE]).router())
         .merge(
-            JobRoutes::new()
-                .queues([EMAIL_QUEUE, COUPON_QUEUE])
+            HealthRoutes::new(HealthSettings::new().wedged_after(Duration::from_secs(120)))
                 .router(),
         )
         .nest("/admin", admin);

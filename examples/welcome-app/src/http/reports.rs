@@ -13,12 +13,21 @@ use serde::Serialize;
 use super::{validate, ApiError, AppState, Producers};
 use crate::jobs::reports::{self, report_id, step_job_id, REPORT_STAGES, REPORT_STEPS};
 
-/// `YYYY-MM`, a month that has begun (in the service's time zone).
+/// The first year a report may be of.
+const FIRST_YEAR: i32 = 1900;
+
+/// `YYYY-MM`, four digits and two (chrono alone also takes `+2026-1`, `0000-01` and
+/// `-999-01`), from 1900 to a month that has begun (in the service's time zone).
 fn month(text: &str, state: &AppState) -> Result<String, ApiError> {
     let first = NaiveDate::parse_from_str(&format!("{text}-01"), "%Y-%m-%d")
         .ok()
-        .filter(|_| text.len() == 7)
-        .ok_or_else(|| ApiError::invalid("month", "write the month as YYYY-MM, e.g. 2026-11"))?;
+        .filter(|day| validate::has_shape(text, "9999-99") && day.year() >= FIRST_YEAR)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "month",
+                format!("write the month as YYYY-MM from {FIRST_YEAR}, e.g. 2026-11"),
+            )
+        })?;
     let today = state.today();
     if (first.year(), first.month()) > (today.year(), today.month()) {
         return Err(ApiError::invalid("month", format!("{text} has not begun")));

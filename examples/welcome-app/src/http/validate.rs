@@ -4,6 +4,7 @@ use chrono::NaiveDate;
 use serde_json::Value;
 use unicode_normalization::UnicodeNormalization;
 
+use super::ignorable::is_default_ignorable;
 use super::ApiError;
 
 /// The earliest birthday accepted.
@@ -57,13 +58,21 @@ pub(crate) fn string(body: &Value, field: &'static str, max: usize) -> Result<St
     Ok(text)
 }
 
-/// An email address, normalised so that one mailbox is one account: NFC, lower case
-/// (the local part too: providers treat it so). One `@`, a local part of at most 64
-/// characters, a dotted domain of letters, digits and hyphens, and none of the
-/// characters that separate or quote addresses (`,;<>()[]"\` and spaces).
+/// An email address, normalised so that one mailbox is one account: NFKC (full-width
+/// `ａ` is `a`), lower case (the local part too: providers treat it so), and none of
+/// Unicode's default-ignorable code points (variation selectors, fillers, joiners:
+/// characters that show nothing and make look-alike addresses). One `@`, a local part
+/// of at most 64 characters, a dotted domain of letters, digits and hyphens, and none of
+/// the characters that separate or quote addresses (`,;<>()[]"\` and spaces).
 pub(crate) fn email(body: &Value) -> Result<String, ApiError> {
-    let email = string(body, "email", 254)?.to_lowercase();
     let refuse = |why: &str| ApiError::invalid("email", format!("not an email address: {why}"));
+    let text = string(body, "email", 254)?;
+    let email: String = text.nfkc().collect::<String>().to_lowercase();
+    if text.chars().chain(email.chars()).any(is_default_ignorable) {
+        return Err(refuse(
+            "it contains a character that shows nothing (a variation selector, a filler, a joiner)",
+        ));
+    }
     if email
         .chars()
         .any(|c| c.is_whitespace() || ",;<>()[]\"\\".contains(c))
@@ -97,12 +106,26 @@ pub(crate) fn email(body: &Value) -> Result<String, ApiError> {
 
 /// A `YYYY-MM-DD` date.
 pub(crate) fn date(value: &str, field: &'static str) -> Result<NaiveDate, ApiError> {
-    let refused = || ApiError::invalid(field, format!("`{value}` is not a date; use YYYY-MM-DD"));
-    // chrono's `%Y` also takes signs and more than four digits (`+10000`, `-0999`).
-    if value.len() != 10 || !value.starts_with(|c: char| c.is_ascii_digit()) {
+    let refused = || {
+        let value = queue_axum::quote(value);
+        ApiError::invalid(field, format!("{value} is not a date; use YYYY-MM-DD"))
+    };
+    // chrono's `%Y` also takes signs and other numbers of digits (`+10000`, `-0999`),
+    // and `%m` one digit: the shape is checked first.
+    if !has_shape(value, "9999-99-99") {
         return Err(refused());
     }
     NaiveDate::parse_from_str(value, "%Y-%m-%d").map_err(|_| refused())
+}
+
+/// Whether `text` is `shape` with each `9` an ASCII digit: `"9999-99"` takes `2026-11`
+/// and nothing else of its kind (no sign, no missing or extra digit).
+pub(crate) fn has_shape(text: &str, shape: &str) -> bool {
+    text.len() == shape.len()
+        && text.bytes().zip(shape.bytes()).all(|(t, s)| match s {
+            b'9' => t.is_ascii_digit(),
+            _ => t == s,
+        })
 }
 
 /// A birthday: a date from 1900-01-01 to `today`.
@@ -111,7 +134,10 @@ pub(crate) fn birthday(value: &str, today: NaiveDate) -> Result<NaiveDate, ApiEr
     if day < EARLIEST_BIRTHDAY || day > today {
         return Err(ApiError::invalid(
             "birthday",
-            format!("`{value}` is out of range: a birthday is from {EARLIEST_BIRTHDAY} to today ({today})"),
+            format!(
+                "{} is out of range: a birthday is from {EARLIEST_BIRTHDAY} to today ({today})",
+                queue_axum::quote(value)
+            ),
         ));
     }
     Ok(day)
@@ -135,10 +161,14 @@ mod tests {
     #[test]
     fn emails_are_normalised_and_hostile_ones_refused() {
         assert_eq!(email_of(" Ada@Example.COM ").unwrap(), "ada@example.com");
-        // NFD and NFC forms of one address are one account.
+        // NFD and NFC forms of one address are one account; so are full-width letters.
         assert_eq!(
             email_of("jose\u{301}@example.com").unwrap(),
             email_of("jos\u{e9}@example.com").unwrap()
+        );
+        assert_eq!(
+            email_of("\u{ff41}da3@\u{ff45}xample.com").unwrap(),
+            "ada3@example.com"
         );
         for bad in [
             "ada",
@@ -157,6 +187,10 @@ mod tests {
             "\"a\"@x.io",
             "a@-x.io",
             "a@x_y.io",
+            "ada3\u{fe0f}@x.io",
+            "\u{3164}@x.io",
+            "a\u{ffa0}@x.io",
+            "a@x\u{34f}.io",
         ] {
             assert_eq!(field_of(email_of(bad).unwrap_err()), "email", "{bad:?}");
         }
@@ -177,6 +211,22 @@ mod tests {
         );
         let bidi = serde_json::json!({ "name": "Ada\u{202e}evil" });
         assert_eq!(field_of(string(&bidi, "name", 200).unwrap_err()), "name");
+    }
+
+    #[test]
+    fn shapes_take_exactly_their_digits() {
+        assert!(has_shape("2026-11", "9999-99"));
+        for bad in [
+            "+2026-1",
+            "-999-01",
+            "2026-1",
+            "2026-001",
+            "2026/11",
+            "２０２６-11",
+            "",
+        ] {
+            assert!(!has_shape(bad, "9999-99"), "{bad}");
+        }
     }
 
     #[test]

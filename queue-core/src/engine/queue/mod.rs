@@ -1,13 +1,15 @@
 //! The engine's queue, behind our types, one responsibility per file: adds and their
 //! duplicate detection ([`add`]), reads ([`read`]), what an operator inspects
-//! ([`inspect`]), management ([`manage`]), job schedulers ([`schedulers`]) and cancel
-//! publishing and deferred failures ([`cancel`]).
+//! ([`inspect`]), management ([`manage`]), job schedulers ([`schedulers`]), cancel
+//! publishing and deferred failures ([`cancel`]), and the outbox relay's marks
+//! ([`relayed`]).
 
 mod add;
 mod cancel;
 mod inspect;
 mod manage;
 mod read;
+mod relayed;
 mod schedulers;
 
 pub(crate) use add::AddOutcome;

@@ -1,7 +1,14 @@
 //! The two databases the store runs on, behind one sealed trait: each statement is
 //! written once per dialect (`sqlite.rs`, `postgres.rs`); the Rust around them is
-//! shared (the `glue!` macro) so that both backends behave alike by construction.
+//! shared (the `glue!` macro, `glue.rs`) so that both backends behave alike by
+//! construction.
+//!
+//! Time is the database's: every statement that stamps or compares a time reads the
+//! database's clock (`sql::NOW`), never the host's. Hosts' clocks drift apart; a lease
+//! written by a host whose clock runs ahead would hold a row for as long as it is ahead,
+//! and a row written by a host whose clock runs behind would count its delay as spent.
 
+mod glue;
 mod postgres;
 mod sqlite;
 
@@ -42,7 +49,22 @@ impl OutboxConnection for sqlx::PgConnection {
     }
 }
 
-/// An outbox row as written by `add_in`.
+/// The statements of a migration file: comment lines dropped, split at `;` (the files
+/// have no `;` inside a statement).
+pub(crate) fn statements(file: &str) -> Vec<String> {
+    let code: String = file
+        .lines()
+        .map(|line| line.split("--").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    code.split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// An outbox row as written by `add_in` (the database stamps its time).
 #[derive(Debug)]
 pub(crate) struct NewRow<'a> {
     pub(crate) queue: &'a str,
@@ -50,12 +72,55 @@ pub(crate) struct NewRow<'a> {
     pub(crate) job_name: &'a str,
     pub(crate) data: String,
     pub(crate) options: String,
-    pub(crate) created_at_ms: i64,
 }
 
-/// An outbox row a relay claimed: `(id, queue, job_id, job_name, data, options,
-/// created_at_ms)`.
-pub(crate) type ClaimedRow = (i64, String, String, String, String, String, i64);
+/// An outbox row a relay claimed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClaimedRow {
+    pub(crate) id: i64,
+    pub(crate) queue: String,
+    pub(crate) job_id: String,
+    pub(crate) job_name: String,
+    pub(crate) data: String,
+    pub(crate) options: String,
+    /// How long the row has waited since `add_in` wrote it, in the database's time.
+    pub(crate) waited_ms: i64,
+    /// How many times a relay has taken it, this claim included.
+    pub(crate) attempts: i32,
+    /// The row's own random key, fixed at its first claim: what the relay marks it
+    /// relayed under in Redis (see `relay/`).
+    pub(crate) row_key: String,
+}
+
+/// A [`ClaimedRow`] as the claim returns it, in its field order.
+pub(crate) type ClaimedTuple = (
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    i32,
+    String,
+);
+
+impl From<ClaimedTuple> for ClaimedRow {
+    fn from(row: ClaimedTuple) -> Self {
+        let (id, queue, job_id, job_name, data, options, waited_ms, attempts, row_key) = row;
+        ClaimedRow {
+            id,
+            queue,
+            job_id,
+            job_name,
+            data,
+            options,
+            waited_ms,
+            attempts,
+            row_key,
+        }
+    }
+}
 
 /// An outbox row as listed: `(id, queue, job_id, job_name, data, options,
 /// created_at_ms, attempts, last_error, failed_at_ms)`.
@@ -89,7 +154,8 @@ pub(crate) mod sealed {
 
     /// Every statement the store runs, for one database.
     pub trait Store: sqlx::Database {
-        /// Creates the tables if they are missing.
+        /// Creates the tables if they are missing and brings older ones up to date,
+        /// under a lock: any number of processes may run it at once.
         fn migrate(pool: &Pool<Self>) -> BoxFuture<'_, sqlx::Result<()>>;
         /// A transaction that holds the write lock from its first statement (SQLite's
         /// `BEGIN IMMEDIATE`), so that it waits for a commit in progress instead of
@@ -98,8 +164,10 @@ pub(crate) mod sealed {
             pool: &Pool<Self>,
         ) -> BoxFuture<'_, sqlx::Result<Transaction<'static, Self>>>;
         /// Writes an outbox row inside the caller's transaction; `false` when the
-        /// queue already has a pending row with this job id. Arranges for `wake` to be
-        /// told when the transaction commits.
+        /// queue already has a pending row with this job id. A set-aside row with this
+        /// job id is replaced: it could never be added, and the new row is what the
+        /// caller means now. Arranges for `wake` to be told when the transaction
+        /// commits.
         #[allow(private_interfaces)]
         fn outbox_insert<'c>(
             conn: &'c mut Self::Connection,
@@ -109,12 +177,13 @@ pub(crate) mod sealed {
         /// Tells `wake` about rows other processes commit, for as long as the future
         /// runs (PostgreSQL `LISTEN`); SQLite has no such channel and returns at once.
         fn outbox_listen(pool: Pool<Self>, wake: Arc<Notify>) -> BoxFuture<'static, ()>;
-        /// Leases up to `limit` ready rows to `owner` until `until_ms`.
+        /// Leases up to `limit` ready rows to `owner` for `lease_ms`, giving each row
+        /// its key if it has none yet.
+        #[allow(private_interfaces)]
         fn outbox_claim<'c>(
             conn: &'c mut Self::Connection,
             owner: &'c str,
-            now_ms: i64,
-            until_ms: i64,
+            lease_ms: i64,
             limit: i64,
         ) -> BoxFuture<'c, sqlx::Result<Vec<ClaimedRow>>>;
         /// Deletes rows whose jobs Redis acknowledged.
@@ -133,7 +202,15 @@ pub(crate) mod sealed {
             pool: &'a Pool<Self>,
             id: i64,
             error: &'a str,
-            now_ms: i64,
+        ) -> BoxFuture<'a, sqlx::Result<()>>;
+        /// Gives back `owner`'s lease on a row it cannot add, with the reason, to be
+        /// taken again (by any relay) no sooner than `after_ms` from now.
+        fn outbox_retry_later<'a>(
+            pool: &'a Pool<Self>,
+            id: i64,
+            owner: &'a str,
+            error: &'a str,
+            after_ms: i64,
         ) -> BoxFuture<'a, sqlx::Result<()>>;
         /// Puts a set-aside row back in line; `false` when there is no such row.
         fn outbox_requeue(pool: &Pool<Self>, id: i64) -> BoxFuture<'_, sqlx::Result<bool>>;
@@ -149,13 +226,14 @@ pub(crate) mod sealed {
             failed: bool,
             limit: i64,
         ) -> BoxFuture<'_, sqlx::Result<Vec<ListedRow>>>;
-        /// How many rows are pending and how many are set aside.
-        fn outbox_counts(pool: &Pool<Self>) -> BoxFuture<'_, sqlx::Result<(i64, i64)>>;
+        /// How many rows are pending and how many are set aside, and how old the oldest
+        /// pending row is (ms, by the database's clock).
+        fn outbox_counts(pool: &Pool<Self>)
+            -> BoxFuture<'_, sqlx::Result<(i64, i64, Option<i64>)>>;
         /// Inserts the operation key; `false` when it exists (done, or being done).
         fn operation_claim<'c>(
             conn: &'c mut Self::Connection,
             key: &'c str,
-            now_ms: i64,
         ) -> BoxFuture<'c, sqlx::Result<bool>>;
         /// Stores the result of a claimed operation.
         fn operation_store<'c>(
@@ -174,7 +252,6 @@ pub(crate) mod sealed {
             key: &'c str,
             stage: &'c str,
             position: i32,
-            now_ms: i64,
         ) -> BoxFuture<'c, sqlx::Result<bool>>;
         /// Stores a claimed stage's result.
         fn stage_store<'c>(
@@ -190,205 +267,3 @@ pub(crate) mod sealed {
         ) -> BoxFuture<'c, sqlx::Result<Vec<StageRow>>>;
     }
 }
-
-/// The statements that are the same Rust for both databases, given that database's
-/// SQL module (`sql::CLAIM`, ...) and how it binds a list of ids.
-macro_rules! glue {
-    () => {
-        fn outbox_claim<'c>(
-            conn: &'c mut Self::Connection,
-            owner: &'c str,
-            now_ms: i64,
-            until_ms: i64,
-            limit: i64,
-        ) -> BoxFuture<'c, sqlx::Result<Vec<ClaimedRow>>> {
-            Box::pin(async move {
-                let mut rows: Vec<ClaimedRow> = sqlx::query_as(sql::CLAIM)
-                    .bind(owner)
-                    .bind(until_ms)
-                    .bind(now_ms)
-                    .bind(limit)
-                    .fetch_all(conn)
-                    .await?;
-                rows.sort_unstable_by_key(|row| row.0);
-                Ok(rows)
-            })
-        }
-
-        fn outbox_delete<'a>(
-            pool: &'a Pool<Self>,
-            ids: &'a [i64],
-        ) -> BoxFuture<'a, sqlx::Result<()>> {
-            Box::pin(async move {
-                sqlx::query(sql::DELETE)
-                    .bind(id_list(ids))
-                    .execute(pool)
-                    .await?;
-                Ok(())
-            })
-        }
-
-        fn outbox_release<'a>(
-            pool: &'a Pool<Self>,
-            ids: &'a [i64],
-            owner: &'a str,
-        ) -> BoxFuture<'a, sqlx::Result<()>> {
-            Box::pin(async move {
-                sqlx::query(sql::RELEASE)
-                    .bind(owner)
-                    .bind(id_list(ids))
-                    .execute(pool)
-                    .await?;
-                Ok(())
-            })
-        }
-
-        fn outbox_set_aside<'a>(
-            pool: &'a Pool<Self>,
-            id: i64,
-            error: &'a str,
-            now_ms: i64,
-        ) -> BoxFuture<'a, sqlx::Result<()>> {
-            Box::pin(async move {
-                sqlx::query(sql::SET_ASIDE)
-                    .bind(id)
-                    .bind(error)
-                    .bind(now_ms)
-                    .execute(pool)
-                    .await?;
-                Ok(())
-            })
-        }
-
-        fn outbox_requeue(pool: &Pool<Self>, id: i64) -> BoxFuture<'_, sqlx::Result<bool>> {
-            Box::pin(async move {
-                let done = sqlx::query(sql::REQUEUE).bind(id).execute(pool).await?;
-                Ok(done.rows_affected() == 1)
-            })
-        }
-
-        fn outbox_find<'a>(
-            pool: &'a Pool<Self>,
-            queue: &'a str,
-            job_id: &'a str,
-        ) -> BoxFuture<'a, sqlx::Result<Option<ListedRow>>> {
-            Box::pin(async move {
-                sqlx::query_as(sql::FIND)
-                    .bind(queue)
-                    .bind(job_id)
-                    .fetch_optional(pool)
-                    .await
-            })
-        }
-
-        fn outbox_list(
-            pool: &Pool<Self>,
-            failed: bool,
-            limit: i64,
-        ) -> BoxFuture<'_, sqlx::Result<Vec<ListedRow>>> {
-            Box::pin(async move {
-                let query = if failed {
-                    sql::LIST_FAILED
-                } else {
-                    sql::LIST_PENDING
-                };
-                sqlx::query_as(query).bind(limit).fetch_all(pool).await
-            })
-        }
-
-        fn outbox_counts(pool: &Pool<Self>) -> BoxFuture<'_, sqlx::Result<(i64, i64)>> {
-            Box::pin(async move { sqlx::query_as(sql::COUNTS).fetch_one(pool).await })
-        }
-
-        fn operation_claim<'c>(
-            conn: &'c mut Self::Connection,
-            key: &'c str,
-            now_ms: i64,
-        ) -> BoxFuture<'c, sqlx::Result<bool>> {
-            Box::pin(async move {
-                let claimed: Option<String> = sqlx::query_scalar(sql::OPERATION_CLAIM)
-                    .bind(key)
-                    .bind(now_ms)
-                    .fetch_optional(conn)
-                    .await?;
-                Ok(claimed.is_some())
-            })
-        }
-
-        fn operation_store<'c>(
-            conn: &'c mut Self::Connection,
-            key: &'c str,
-            result: &'c str,
-        ) -> BoxFuture<'c, sqlx::Result<()>> {
-            Box::pin(async move {
-                sqlx::query(sql::OPERATION_STORE)
-                    .bind(key)
-                    .bind(result)
-                    .execute(conn)
-                    .await?;
-                Ok(())
-            })
-        }
-
-        fn operation_read<'c>(
-            conn: &'c mut Self::Connection,
-            key: &'c str,
-        ) -> BoxFuture<'c, sqlx::Result<Option<Option<String>>>> {
-            Box::pin(async move {
-                sqlx::query_scalar(sql::OPERATION_READ)
-                    .bind(key)
-                    .fetch_optional(conn)
-                    .await
-            })
-        }
-
-        fn stage_claim<'c>(
-            conn: &'c mut Self::Connection,
-            key: &'c str,
-            stage: &'c str,
-            position: i32,
-            now_ms: i64,
-        ) -> BoxFuture<'c, sqlx::Result<bool>> {
-            Box::pin(async move {
-                let claimed: Option<String> = sqlx::query_scalar(sql::STAGE_CLAIM)
-                    .bind(key)
-                    .bind(stage)
-                    .bind(position)
-                    .bind(now_ms)
-                    .fetch_optional(conn)
-                    .await?;
-                Ok(claimed.is_some())
-            })
-        }
-
-        fn stage_store<'c>(
-            conn: &'c mut Self::Connection,
-            key: &'c str,
-            stage: &'c str,
-            result: &'c str,
-        ) -> BoxFuture<'c, sqlx::Result<()>> {
-            Box::pin(async move {
-                sqlx::query(sql::STAGE_STORE)
-                    .bind(key)
-                    .bind(stage)
-                    .bind(result)
-                    .execute(conn)
-                    .await?;
-                Ok(())
-            })
-        }
-
-        fn stage_list<'c>(
-            conn: &'c mut Self::Connection,
-            key: &'c str,
-        ) -> BoxFuture<'c, sqlx::Result<Vec<StageRow>>> {
-            Box::pin(async move {
-                sqlx::query_as(sql::STAGE_LIST)
-                    .bind(key)
-                    .fetch_all(conn)
-                    .await
-            })
-        }
-    };
-}
-use glue;

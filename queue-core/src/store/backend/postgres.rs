@@ -11,36 +11,70 @@ use sqlx::postgres::PgListener;
 use sqlx::{Pool, Postgres, Transaction};
 use tokio::sync::Notify;
 
+use super::glue::glue;
 use super::sealed::Store;
-use super::{glue, ClaimedRow, ListedRow, NewRow, StageRow};
+use super::{statements, ClaimedRow, ClaimedTuple, ListedRow, NewRow, StageRow};
 
 /// The channel `add_in` notifies on commit.
 pub(crate) const CHANNEL: &str = "queue_outbox";
 
 mod sql {
+    /// Now, in milliseconds since the epoch, by the database's clock: the time of the
+    /// statement (`clock_timestamp`), not of the transaction's start (`now()`), which
+    /// in a caller's long transaction could be long past.
+    macro_rules! now {
+        () => {
+            "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
+        };
+    }
     pub(super) const MIGRATION: &str =
         include_str!("../../../migrations/postgres/queue_tables.sql");
     // The notification is part of the caller's transaction: PostgreSQL delivers it on
-    // commit and drops it on rollback. It is sent only when a row was inserted.
-    pub(super) const INSERT: &str = "WITH ins AS (\
+    // commit and drops it on rollback. It is sent only when a row was written. A
+    // set-aside row with the job id is replaced (the `WHERE` of the upsert); a pending
+    // one is left alone, and no id comes back: a duplicate.
+    pub(super) const INSERT: &str = concat!(
+        "WITH ins AS (\
             INSERT INTO queue_outbox (queue, job_id, job_name, data, options, created_at_ms) \
-            VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (queue, job_id) DO NOTHING RETURNING id) \
-        SELECT ins.id FROM ins CROSS JOIN LATERAL (SELECT pg_notify('queue_outbox', '')) AS notified";
+            VALUES ($1, $2, $3, $4, $5, ",
+        now!(),
+        ") ON CONFLICT (queue, job_id) DO UPDATE SET job_name = excluded.job_name, \
+            data = excluded.data, options = excluded.options, \
+            created_at_ms = excluded.created_at_ms, attempts = 0, lease_owner = NULL, \
+            lease_until_ms = NULL, last_error = NULL, failed_at_ms = NULL, row_key = NULL \
+            WHERE queue_outbox.failed_at_ms IS NOT NULL RETURNING id) \
+        SELECT ins.id FROM ins CROSS JOIN LATERAL (SELECT pg_notify('queue_outbox', '')) AS notified"
+    );
     // NO KEY UPDATE, not UPDATE: the claim changes no key, and the weaker lock does not
-    // conflict with readers holding KEY SHARE (foreign keys, and the crash test).
-    pub(super) const CLAIM: &str =
-        "UPDATE queue_outbox SET lease_owner = $1, lease_until_ms = $2, attempts = attempts + 1 \
-        WHERE id IN (SELECT id FROM queue_outbox WHERE failed_at_ms IS NULL \
-            AND (lease_until_ms IS NULL OR lease_until_ms < $3) ORDER BY id LIMIT $4 \
-            FOR NO KEY UPDATE SKIP LOCKED) \
-        RETURNING id, queue, job_id, job_name, data, options, created_at_ms";
+    // conflict with readers holding KEY SHARE (foreign keys, and the crash test). The
+    // row key is random: md5 of a random number, the time and the row's id.
+    pub(super) const CLAIM: &str = concat!(
+        "UPDATE queue_outbox SET lease_owner = $1, lease_until_ms = ",
+        now!(),
+        " + $2, attempts = attempts + 1, \
+         row_key = COALESCE(row_key, md5(random()::text || clock_timestamp()::text || id::text)) \
+         WHERE id IN (SELECT id FROM queue_outbox WHERE failed_at_ms IS NULL \
+            AND (lease_until_ms IS NULL OR lease_until_ms <= ",
+        now!(),
+        ") ORDER BY id LIMIT $3 FOR NO KEY UPDATE SKIP LOCKED) \
+         RETURNING id, queue, job_id, job_name, data, options, ",
+        now!(),
+        " - created_at_ms AS waited_ms, attempts, row_key"
+    );
     pub(super) const DELETE: &str = "DELETE FROM queue_outbox WHERE id = ANY($1)";
     pub(super) const RELEASE: &str =
         "UPDATE queue_outbox SET lease_owner = NULL, lease_until_ms = NULL \
         WHERE lease_owner = $1 AND id = ANY($2)";
-    pub(super) const SET_ASIDE: &str =
-        "UPDATE queue_outbox SET failed_at_ms = $3, last_error = $2, \
-        lease_owner = NULL, lease_until_ms = NULL WHERE id = $1";
+    pub(super) const SET_ASIDE: &str = concat!(
+        "UPDATE queue_outbox SET failed_at_ms = ",
+        now!(),
+        ", last_error = $2, lease_owner = NULL, lease_until_ms = NULL WHERE id = $1"
+    );
+    pub(super) const RETRY_LATER: &str = concat!(
+        "UPDATE queue_outbox SET lease_owner = NULL, last_error = $3, lease_until_ms = ",
+        now!(),
+        " + $4 WHERE id = $1 AND lease_owner = $2"
+    );
     pub(super) const REQUEUE: &str =
         "UPDATE queue_outbox SET failed_at_ms = NULL, last_error = NULL, \
         lease_owner = NULL, lease_until_ms = NULL WHERE id = $1 AND failed_at_ms IS NOT NULL";
@@ -58,18 +92,26 @@ mod sql {
         listed!(" WHERE failed_at_ms IS NULL ORDER BY id LIMIT $1");
     pub(super) const LIST_FAILED: &str =
         listed!(" WHERE failed_at_ms IS NOT NULL ORDER BY id LIMIT $1");
-    pub(super) const COUNTS: &str = "SELECT COUNT(*) FILTER (WHERE failed_at_ms IS NULL), \
-        COUNT(*) FILTER (WHERE failed_at_ms IS NOT NULL) FROM queue_outbox";
-    pub(super) const OPERATION_CLAIM: &str =
-        "INSERT INTO queue_operations (operation_key, done_at_ms) VALUES ($1, $2) \
-        ON CONFLICT (operation_key) DO NOTHING RETURNING operation_key";
+    pub(super) const COUNTS: &str = concat!(
+        "SELECT COUNT(*) FILTER (WHERE failed_at_ms IS NULL), \
+        COUNT(*) FILTER (WHERE failed_at_ms IS NOT NULL), ",
+        now!(),
+        " - MIN(created_at_ms) FILTER (WHERE failed_at_ms IS NULL) FROM queue_outbox"
+    );
+    pub(super) const OPERATION_CLAIM: &str = concat!(
+        "INSERT INTO queue_operations (operation_key, done_at_ms) VALUES ($1, ",
+        now!(),
+        ") ON CONFLICT (operation_key) DO NOTHING RETURNING operation_key"
+    );
     pub(super) const OPERATION_STORE: &str =
         "UPDATE queue_operations SET result = $2 WHERE operation_key = $1";
     pub(super) const OPERATION_READ: &str =
         "SELECT result FROM queue_operations WHERE operation_key = $1";
-    pub(super) const STAGE_CLAIM: &str =
-        "INSERT INTO queue_stages (record_key, stage, position, done_at_ms) \
-        VALUES ($1, $2, $3, $4) ON CONFLICT (record_key, stage) DO NOTHING RETURNING stage";
+    pub(super) const STAGE_CLAIM: &str = concat!(
+        "INSERT INTO queue_stages (record_key, stage, position, done_at_ms) VALUES ($1, $2, $3, ",
+        now!(),
+        ") ON CONFLICT (record_key, stage) DO NOTHING RETURNING stage"
+    );
     pub(super) const STAGE_STORE: &str =
         "UPDATE queue_stages SET result = $3 WHERE record_key = $1 AND stage = $2";
     pub(super) const STAGE_LIST: &str =
@@ -88,20 +130,16 @@ const RELISTEN_AFTER: Duration = Duration::from_secs(1);
 /// `CREATE TABLE IF NOT EXISTS` run by two at once can still fail on PostgreSQL.
 const MIGRATION_LOCK: i64 = 0x7175_6575_655f_7462; // "queue_tb"
 
-/// The statements of a migration file: comment lines dropped, split at `;` (the files
-/// have no `;` inside a statement).
-fn statements(file: &str) -> Vec<String> {
-    let code: String = file
-        .lines()
-        .map(|line| line.split("--").next().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("\n");
-    code.split(';')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
+/// Whether every table, index and column the migration makes is there already. Read
+/// first, because the migration's `IF NOT EXISTS` statements lock their table before
+/// they look: run at every start, they waited for any open transaction that had
+/// written an outbox row, and every `add_in` then queued behind them.
+const UP_TO_DATE: &str = "SELECT to_regclass('queue_outbox') IS NOT NULL \
+    AND to_regclass('queue_outbox_ready') IS NOT NULL \
+    AND to_regclass('queue_operations') IS NOT NULL \
+    AND to_regclass('queue_stages') IS NOT NULL \
+    AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('queue_outbox') \
+        AND attname = 'row_key' AND NOT attisdropped)";
 
 impl Store for Postgres {
     glue!();
@@ -113,8 +151,11 @@ impl Store for Postgres {
                 .bind(MIGRATION_LOCK)
                 .execute(&mut *tx)
                 .await?;
-            for statement in statements(sql::MIGRATION) {
-                sqlx::query(&statement).execute(&mut *tx).await?;
+            let up_to_date: bool = sqlx::query_scalar(UP_TO_DATE).fetch_one(&mut *tx).await?;
+            if !up_to_date {
+                for statement in statements(sql::MIGRATION) {
+                    sqlx::query(&statement).execute(&mut *tx).await?;
+                }
             }
             tx.commit().await
         })
@@ -138,7 +179,6 @@ impl Store for Postgres {
                 .bind(row.job_name)
                 .bind(&row.data)
                 .bind(&row.options)
-                .bind(row.created_at_ms)
                 .fetch_optional(conn)
                 .await?;
             Ok(inserted.is_some())

@@ -5,12 +5,15 @@ use std::any::TypeId;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use sqlx::Pool;
 use tokio::sync::Notify;
 
-use super::backend::{Backend, ClaimedRow, ListedRow};
+use super::backend::{Backend, ListedRow};
 use crate::error::Error;
+
+mod table;
+
+pub(crate) use table::OutboxStore;
 
 /// The transactional outbox: jobs written with [`Queue::add_in`](crate::Queue::add_in)
 /// inside the application's own transaction, and moved to Redis by a relay once that
@@ -98,11 +101,13 @@ pub struct OutboxEntry {
     pub data: serde_json::Value,
     /// The job's options, as `add_in` stored them (`None` if unreadable).
     pub(crate) options: Option<crate::options::JobOptions>,
-    /// When `add_in` wrote it (ms since the epoch).
+    /// When `add_in` wrote it (ms since the epoch, by the database's clock).
     pub created_at_ms: u64,
     /// How many times a relay has taken it.
     pub attempts: u32,
-    /// Why the job could not be added, for a row set aside.
+    /// Why the job could not be added: for a row set aside, why it never can be; for a
+    /// pending row, why the last relay that took it could not (it waits for one that
+    /// can, see [`RelayStats::deferred`](crate::RelayStats::deferred)).
     pub last_error: Option<String>,
     /// When the row was set aside: it can never be added as it is, and waits for a
     /// person (see [`Outbox::failed`] and [`Outbox::requeue`]).
@@ -117,6 +122,9 @@ pub struct OutboxCounts {
     pub pending: u64,
     /// Set aside: they can never be added as they are.
     pub set_aside: u64,
+    /// How long the oldest pending row has waited, by the database's clock: the
+    /// relay's lag (readiness fails past the lag the app allows).
+    pub oldest_pending: Option<std::time::Duration>,
 }
 
 fn entry(row: ListedRow) -> OutboxEntry {
@@ -185,21 +193,23 @@ impl Outbox {
         self
     }
 
-    /// How long a relay holds the rows it took (default 30 s). A relay that dies
-    /// holding rows delays them by this much; another relay then adds them again,
-    /// under the same job ids.
+    /// How long a relay holds the rows it took (default 30 s), in the database's time. A
+    /// relay that dies holding rows delays them by this much; another relay then takes
+    /// them, and adds only those the first one had not added (see
+    /// [`dedup_window`](Self::dedup_window)).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.settings.lease = lease;
         self
     }
 
-    /// How long Redis remembers a relayed job id after the add (default 1 h), through
-    /// BullMQ's deduplication with a TTL. Job-id dedup lasts only while the job exists,
-    /// and retention removes finished jobs, so a relay that re-adds a row late (it died
-    /// before deleting it) would otherwise make a second job. Keep it longer than any
-    /// outage of the database during which rows cannot be deleted. Each relayed job
-    /// costs one small key for this long. Jobs with a deduplication of their own keep
-    /// theirs.
+    /// How long Redis remembers that a row was relayed (default 1 h): a relay that
+    /// takes a row again (the one before died between the add and the row's delete)
+    /// finds the mark and adds nothing, even if the job ran and was removed meanwhile,
+    /// by retention or by an operator's remove, clean, drain or obliterate. The mark is
+    /// keyed by the row, not the job id, so a later row with the id of a job that is
+    /// gone adds it again, as `add` would. Keep the window longer than any outage of
+    /// the database during which rows cannot be deleted. Each relayed job costs one
+    /// small key for this long. See the guide's "added once" section.
     pub fn dedup_window(mut self, window: Duration) -> Self {
         self.settings.dedup_window = window;
         self
@@ -246,8 +256,11 @@ impl Outbox {
         Ok(())
     }
 
-    /// Creates the outbox table if it is missing (`build` calls this). The SQL is in
-    /// `queue-core/migrations/` for those who prefer their own migrations.
+    /// Creates queue-core's tables if they are missing, and brings those of an older
+    /// release up to date (`build` calls this). Any number of processes may run it at
+    /// once: it runs under a lock (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: an advisory
+    /// transaction lock). The SQL is in `queue-core/migrations/` for those who prefer
+    /// their own migrations.
     pub async fn migrate(&self) -> Result<(), Error> {
         self.store.migrate().await.map_err(database)
     }
@@ -262,8 +275,10 @@ impl Outbox {
         Ok(rows.into_iter().map(entry).collect())
     }
 
-    /// Rows set aside because they can never be added as they are (an option or
-    /// payload Redis or this app refuses), oldest first, with the reason.
+    /// Rows set aside because they can never be added as they are (data that is not
+    /// JSON, an option BullMQ's rules refuse, a queue name BullMQ refuses), oldest
+    /// first, with the reason. A later `add_in` of a set-aside row's job id replaces
+    /// it.
     pub async fn failed(&self, limit_to: usize) -> Result<Vec<OutboxEntry>, Error> {
         let rows = self
             .store
@@ -275,11 +290,12 @@ impl Outbox {
 
     /// How many rows wait, and how many are set aside.
     pub async fn counts(&self) -> Result<OutboxCounts, Error> {
-        let (pending, set_aside) = self.store.counts().await.map_err(database)?;
+        let (pending, set_aside, oldest) = self.store.counts().await.map_err(database)?;
         let unsigned = |n: i64| u64::try_from(n).unwrap_or(0);
         Ok(OutboxCounts {
             pending: unsigned(pending),
             set_aside: unsigned(set_aside),
+            oldest_pending: oldest.map(|ms| std::time::Duration::from_millis(unsigned(ms))),
         })
     }
 
@@ -289,107 +305,13 @@ impl Outbox {
         Ok(row.map(entry))
     }
 
-    /// Puts a set-aside row back in line (after fixing what refused it, e.g.
-    /// registering a custom backoff); `false` when no set-aside row has this id.
+    /// Puts a set-aside row back in line (after fixing what refused it); `false` when
+    /// no set-aside row has this id.
     pub async fn requeue(&self, id: i64) -> Result<bool, Error> {
         let requeued = self.store.requeue(id).await.map_err(database)?;
         if requeued {
             self.wake.notify_one();
         }
         Ok(requeued)
-    }
-}
-
-/// The outbox's table operations, with the database type erased so that the app can
-/// hold any backend's outbox.
-pub(crate) trait OutboxStore: Send + Sync {
-    fn migrate(&self) -> BoxFuture<'_, sqlx::Result<()>>;
-    /// Leases up to `limit` rows to `owner` in a transaction of its own.
-    fn claim<'a>(
-        &'a self,
-        owner: &'a str,
-        now_ms: i64,
-        until_ms: i64,
-        limit: i64,
-    ) -> BoxFuture<'a, sqlx::Result<Vec<ClaimedRow>>>;
-    fn delete<'a>(&'a self, ids: &'a [i64]) -> BoxFuture<'a, sqlx::Result<()>>;
-    fn release<'a>(&'a self, ids: &'a [i64], owner: &'a str) -> BoxFuture<'a, sqlx::Result<()>>;
-    fn set_aside<'a>(
-        &'a self,
-        id: i64,
-        error: &'a str,
-        now_ms: i64,
-    ) -> BoxFuture<'a, sqlx::Result<()>>;
-    fn requeue(&self, id: i64) -> BoxFuture<'_, sqlx::Result<bool>>;
-    fn find<'a>(
-        &'a self,
-        queue: &'a str,
-        job_id: &'a str,
-    ) -> BoxFuture<'a, sqlx::Result<Option<ListedRow>>>;
-    fn list(&self, failed: bool, limit: i64) -> BoxFuture<'_, sqlx::Result<Vec<ListedRow>>>;
-    fn counts(&self) -> BoxFuture<'_, sqlx::Result<(i64, i64)>>;
-    /// Wakes `wake` on rows other processes commit, for as long as it runs.
-    fn listen(&self, wake: Arc<Notify>) -> BoxFuture<'static, ()>;
-}
-
-impl<DB: Backend> OutboxStore for Pool<DB> {
-    fn migrate(&self) -> BoxFuture<'_, sqlx::Result<()>> {
-        DB::migrate(self)
-    }
-
-    fn claim<'a>(
-        &'a self,
-        owner: &'a str,
-        now_ms: i64,
-        until_ms: i64,
-        limit: i64,
-    ) -> BoxFuture<'a, sqlx::Result<Vec<ClaimedRow>>> {
-        Box::pin(async move {
-            let mut tx = DB::begin_write(self).await?;
-            let rows = DB::outbox_claim(&mut *tx, owner, now_ms, until_ms, limit).await?;
-            tx.commit().await?;
-            Ok(rows)
-        })
-    }
-
-    fn delete<'a>(&'a self, ids: &'a [i64]) -> BoxFuture<'a, sqlx::Result<()>> {
-        DB::outbox_delete(self, ids)
-    }
-
-    fn release<'a>(&'a self, ids: &'a [i64], owner: &'a str) -> BoxFuture<'a, sqlx::Result<()>> {
-        DB::outbox_release(self, ids, owner)
-    }
-
-    fn set_aside<'a>(
-        &'a self,
-        id: i64,
-        error: &'a str,
-        now_ms: i64,
-    ) -> BoxFuture<'a, sqlx::Result<()>> {
-        DB::outbox_set_aside(self, id, error, now_ms)
-    }
-
-    fn requeue(&self, id: i64) -> BoxFuture<'_, sqlx::Result<bool>> {
-        DB::outbox_requeue(self, id)
-    }
-
-    fn find<'a>(
-        &'a self,
-        queue: &'a str,
-        job_id: &'a str,
-    ) -> BoxFuture<'a, sqlx::Result<Option<ListedRow>>> {
-        DB::outbox_find(self, queue, job_id)
-    }
-
-    fn list(&self, failed: bool, limit: i64) -> BoxFuture<'_, sqlx::Result<Vec<ListedRow>>> {
-        DB::outbox_list(self, failed, limit)
-    }
-
-    fn counts(&self) -> BoxFuture<'_, sqlx::Result<(i64, i64)>> {
-        DB::outbox_counts(self)
-    }
-
-    fn listen(&self, wake: Arc<Notify>) -> BoxFuture<'static, ()> {
-        DB::outbox_listen(self.clone(), wake)
     }
 }

@@ -1,13 +1,16 @@
 //! The relay: takes outbox rows in batches, adds their jobs to Redis, and deletes each
 //! row only after Redis acknowledged its add.
 //!
-//! Any number of relays run at once. A relay leases the rows it takes (PostgreSQL:
-//! `SKIP LOCKED`, so relays never wait on each other; SQLite: its single writer), so no
-//! row is taken by two relays while the lease runs. A relay that dies holding rows
-//! leaves them to the next one when the lease runs out; that one adds the same job ids
-//! again, and BullMQ's job-id and deduplication checks make it one job.
+//! Any number of relays run at once. A relay leases the rows it takes, in the
+//! database's time (PostgreSQL: `SKIP LOCKED`, so relays never wait on each other;
+//! SQLite: its single writer), so no row is taken by two relays while the lease runs. A
+//! relay that dies holding rows leaves them to the next one when the lease runs out;
+//! that one adds only the rows whose jobs the first had not added (each row is marked
+//! in Redis once its job is added: `queue/relayed.rs`). A row this relay cannot add
+//! because of its own build or settings waits for one that can ([`batch`]).
 
-use std::collections::BTreeMap;
+mod batch;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -17,12 +20,8 @@ use tokio::task::JoinHandle;
 
 use super::backend::ClaimedRow;
 use super::outbox::{database, Outbox};
-use super::record::StoredOptions;
 use crate::app::{AppInner, QueueApp};
-use crate::clock::now_ms;
 use crate::error::Error;
-use crate::options::{Deduplication, JobOptions};
-use crate::queue::BulkJob;
 
 /// What a relay has done since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,6 +34,11 @@ pub struct RelayStats {
     pub duplicates: u64,
     /// Rows set aside because their job can never be added as it is.
     pub set_aside: u64,
+    /// Times this relay could not add a row because of its own build or settings (a
+    /// custom backoff it does not know, a payload over its limit, options it cannot
+    /// read, Redis refusing the job) and left it, with the reason, for a relay that
+    /// can: the row is taken again later, by any relay, backing off from 1 s to 1 min.
+    pub deferred: u64,
 }
 
 #[derive(Debug, Default)]
@@ -42,6 +46,7 @@ struct Counters {
     added: AtomicU64,
     duplicates: AtomicU64,
     set_aside: AtomicU64,
+    deferred: AtomicU64,
 }
 
 /// A running relay. [`QueueAppBuilder::build`](crate::QueueAppBuilder::build) starts
@@ -91,6 +96,7 @@ impl Relay {
             added: c.added.load(Ordering::Relaxed),
             duplicates: c.duplicates.load(Ordering::Relaxed),
             set_aside: c.set_aside.load(Ordering::Relaxed),
+            deferred: c.deferred.load(Ordering::Relaxed),
         }
     }
 
@@ -110,11 +116,17 @@ fn retry_delay(failures: u32) -> Duration {
     Duration::from_millis(100u64.saturating_mul(1 << failures.min(6))).min(Duration::from_secs(5))
 }
 
+/// How often a relay holding its rows for Redis's memory looks again (the guard reads
+/// the memory once a second).
+const MEMORY_RECHECK: Duration = Duration::from_secs(1);
+
 async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Control>) {
     let listener = tokio::spawn(outbox.store.listen(outbox.wake.clone()));
     let settings = outbox.settings;
     let mut failures = 0u32;
     let mut outage: Option<Instant> = None;
+    // Since when Redis's memory has been above the guard's mark: the rows stay here.
+    let mut holding: Option<Instant> = None;
     // Two overlaps keep Redis busy while the database works: when a batch was full, the
     // next batch is claimed while this one is added; and a batch's delete runs while the
     // next one is added. The rows in between are leased, so no relay takes them.
@@ -125,6 +137,22 @@ async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Co
         let Some(app) = app.upgrade().map(|inner| QueueApp { inner }) else {
             break;
         };
+        if app.memory_state().is_some_and(|memory| memory.over) {
+            if holding.is_none() {
+                holding = Some(Instant::now());
+                tracing::warn!("Redis memory is above the high-water mark: the outbox keeps its rows until it falls");
+            }
+            drop(app);
+            give_back(&outbox, &owner, prefetched.take()).await;
+            tokio::select! {
+                () = control.stop.notified() => {}
+                () = tokio::time::sleep(MEMORY_RECHECK) => {}
+            }
+            continue;
+        }
+        if let Some(since) = holding.take() {
+            tracing::info!(held_for = ?since.elapsed(), "Redis memory fell below the mark: the outbox relays again");
+        }
         let claimed = match prefetched.take() {
             Some(task) => task.await.unwrap_or_else(|e| {
                 Err(Error::Database(
@@ -136,7 +164,7 @@ async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Co
         if matches!(&claimed, Ok(rows) if rows.len() == settings.batch_size) {
             prefetched = Some(tokio::spawn(claim(outbox.clone(), owner.clone())));
         }
-        let outcome = batch(&app, &outbox, &owner, &control.counters, claimed).await;
+        let outcome = batch::run(&app, &outbox, &owner, &control.counters, claimed).await;
         drop(app);
         if let Some(previous) = deleting.take() {
             let _ = previous.await;
@@ -184,12 +212,11 @@ async fn run(app: Weak<AppInner>, outbox: Outbox, owner: String, control: Arc<Co
 
 /// Leases up to a batch of ready rows to `owner`.
 async fn claim(outbox: Outbox, owner: String) -> Result<Vec<ClaimedRow>, Error> {
-    let now = crate::store::db_now_ms();
     let lease_ms = i64::try_from(outbox.settings.lease.as_millis()).unwrap_or(i64::MAX);
     let limit = i64::try_from(outbox.settings.batch_size).unwrap_or(i64::MAX);
     outbox
         .store
-        .claim(&owner, now, now.saturating_add(lease_ms), limit)
+        .claim(&owner, lease_ms, limit)
         .await
         .map_err(database)
 }
@@ -203,7 +230,7 @@ async fn give_back(
 ) {
     let Some(claim) = claim else { return };
     if let Ok(Ok(rows)) = claim.await {
-        let ids: Vec<i64> = rows.iter().map(|row| row.0).collect();
+        let ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
         if let Err(e) = outbox.store.release(&ids, owner).await {
             tracing::debug!(error = %e, "cannot give back claimed outbox rows; their lease will run out");
         }
@@ -216,161 +243,6 @@ async fn delete(outbox: Outbox, rows: Vec<i64>) {
     if let Err(e) = outbox.store.delete(&rows).await {
         tracing::warn!(error = %e, rows = rows.len(), "cannot delete relayed outbox rows; they will be re-added (as the same jobs) when their lease runs out");
     }
-}
-
-/// A row ready to be added, or why it never can be.
-struct Decoded {
-    row_id: i64,
-    queue: String,
-    job: Result<BulkJob<serde_json::Value>, String>,
-}
-
-fn decode(
-    row: super::backend::ClaimedRow,
-    now: u64,
-    settings: &super::outbox::RelaySettings,
-) -> Decoded {
-    let (row_id, queue, job_id, job_name, data, options, created_at_ms) = row;
-    let job = (|| {
-        let data: serde_json::Value =
-            serde_json::from_str(&data).map_err(|e| format!("the row's data is not JSON ({e})"))?;
-        let stored: StoredOptions = serde_json::from_str(&options)
-            .map_err(|e| format!("the row's options are not readable ({e})"))?;
-        let mut options: JobOptions = stored.into_options(job_id.clone());
-        // A delay counts from the commit, not from when the relay got to the row.
-        let waited =
-            Duration::from_millis(now.saturating_sub(u64::try_from(created_at_ms).unwrap_or(0)));
-        options.delay = options
-            .delay
-            .map(|d| d.saturating_sub(waited))
-            .filter(|d| !d.is_zero());
-        if options.deduplication.is_none() {
-            options.deduplication =
-                Some(Deduplication::new(format!("outbox-{job_id}")).ttl(settings.dedup_window));
-        }
-        Ok(BulkJob::new(job_name, data).options(options))
-    })();
-    Decoded { row_id, queue, job }
-}
-
-/// What one batch did.
-#[derive(Default)]
-struct Batch {
-    /// Rows it took.
-    taken: usize,
-    /// Rows whose jobs Redis acknowledged, to delete.
-    done: Vec<i64>,
-    /// Why it stopped short (the rows it could not add were given back).
-    error: Option<Error>,
-}
-
-/// One batch: add the claimed rows; the caller deletes what was added.
-async fn batch(
-    app: &QueueApp,
-    outbox: &Outbox,
-    owner: &str,
-    counters: &Counters,
-    claimed: Result<Vec<ClaimedRow>, Error>,
-) -> Batch {
-    let mut outcome = Batch::default();
-    let result = match claimed {
-        Ok(rows) => add_claimed(app, outbox, owner, counters, rows, &mut outcome).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = result {
-        outcome.error = Some(e);
-    }
-    outcome
-}
-
-async fn add_claimed(
-    app: &QueueApp,
-    outbox: &Outbox,
-    owner: &str,
-    counters: &Counters,
-    rows: Vec<ClaimedRow>,
-    outcome: &mut Batch,
-) -> Result<(), Error> {
-    let store = &outbox.store;
-    let now = now_ms();
-    outcome.taken = rows.len();
-    let mut by_queue: BTreeMap<String, Vec<(i64, BulkJob<serde_json::Value>)>> = BTreeMap::new();
-    for decoded in rows
-        .into_iter()
-        .map(|row| decode(row, now, &outbox.settings))
-    {
-        match decoded.job {
-            Ok(job) => by_queue
-                .entry(decoded.queue)
-                .or_default()
-                .push((decoded.row_id, job)),
-            Err(reason) => set_aside(outbox, counters, decoded.row_id, &reason).await?,
-        }
-    }
-    let mut unavailable = None;
-    for (queue, jobs) in by_queue {
-        let ids: Vec<i64> = jobs.iter().map(|(id, _)| *id).collect();
-        if unavailable.is_some() {
-            store.release(&ids, owner).await.map_err(database)?;
-            continue;
-        }
-        let handle = match app.queue::<serde_json::Value>(&queue) {
-            Ok(handle) => handle,
-            Err(e) => {
-                for id in ids {
-                    set_aside(outbox, counters, id, &e.to_string()).await?;
-                }
-                continue;
-            }
-        };
-        match handle
-            .add_relayed(jobs.into_iter().map(|(_, job)| job).collect())
-            .await
-        {
-            Ok(added) => {
-                for (id, added) in ids.into_iter().zip(added) {
-                    match added {
-                        Ok(added) => {
-                            let counter = if added.duplicate {
-                                &counters.duplicates
-                            } else {
-                                &counters.added
-                            };
-                            counter.fetch_add(1, Ordering::Relaxed);
-                            outcome.done.push(id);
-                        }
-                        Err(e) => set_aside(outbox, counters, id, &e.to_string()).await?,
-                    }
-                }
-            }
-            Err(e) => {
-                store.release(&ids, owner).await.map_err(database)?;
-                unavailable = Some(e);
-            }
-        }
-    }
-    unavailable.map_or(Ok(()), Err)
-}
-
-async fn set_aside(
-    outbox: &Outbox,
-    counters: &Counters,
-    row_id: i64,
-    reason: &str,
-) -> Result<(), Error> {
-    tracing::error!(
-        row_id,
-        reason,
-        "outbox row set aside: its job can never be added as it is"
-    );
-    let now = crate::store::db_now_ms();
-    outbox
-        .store
-        .set_aside(row_id, reason, now)
-        .await
-        .map_err(database)?;
-    counters.set_aside.fetch_add(1, Ordering::Relaxed);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,125 @@
+//! The `Idempotency-Key` header, read as the IETF draft writes it (a Structured Field
+//! string, `"8e03978e-40d5-43e8-bc93-6894a57f9324"`) or bare, as most clients send it;
+//! and the digests a request is kept and compared under.
+
+use axum::http::{HeaderMap, HeaderValue};
+use sha2::{Digest, Sha256};
+
+use crate::extract::IDEMPOTENCY_KEY_HEADER as HEADER;
+use crate::limits::MAX_IDEMPOTENCY_KEY_LEN;
+use crate::rejection::InvalidIdempotencyKey;
+
+/// The request's key: `None` without the header; refused when it is sent twice, or is
+/// not 1 to [`MAX_IDEMPOTENCY_KEY_LEN`] visible ASCII characters (spaces inside
+/// allowed), bare or as a Structured Field string.
+pub(crate) fn from_headers(headers: &HeaderMap) -> Result<Option<String>, InvalidIdempotencyKey> {
+    let mut values = headers.get_all(HEADER).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(InvalidIdempotencyKey);
+    }
+    parse(value).map(Some)
+}
+
+fn parse(value: &HeaderValue) -> Result<String, InvalidIdempotencyKey> {
+    let text = value.to_str().map_err(|_| InvalidIdempotencyKey)?.trim();
+    let key = match text.strip_prefix('"') {
+        Some(quoted) => sf_string(quoted).ok_or(InvalidIdempotencyKey)?,
+        None => text.to_owned(),
+    };
+    let usable = !key.trim().is_empty()
+        && key.len() <= MAX_IDEMPOTENCY_KEY_LEN
+        && key.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
+    if usable {
+        Ok(key)
+    } else {
+        Err(InvalidIdempotencyKey)
+    }
+}
+
+/// The inside of an RFC 8941 string after its opening quote: up to the closing quote,
+/// which must end the value; `\"` and `\\` are the only escapes.
+fn sf_string(rest: &str) -> Option<String> {
+    let mut out = String::with_capacity(rest.len());
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next()? {
+                escaped @ ('"' | '\\') => out.push(escaped),
+                _ => return None,
+            },
+            '"' => return chars.next().is_none().then_some(out),
+            c => out.push(c),
+        }
+    }
+    None
+}
+
+/// Hex of the SHA-256 of `parts`, each preceded by its length, so that no two lists of
+/// parts share a digest (`("ab", "c")` and `("a", "bc")` differ).
+pub(crate) fn digest(parts: &[&[u8]]) -> String {
+    let mut hash = Sha256::new();
+    for part in parts {
+        hash.update((part.len() as u64).to_be_bytes());
+        hash.update(part);
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(raw: &str) -> Result<String, InvalidIdempotencyKey> {
+        parse(&HeaderValue::from_str(raw).unwrap())
+    }
+
+    #[test]
+    fn bare_and_quoted_keys_are_the_same_key() {
+        assert_eq!(key("k-1").unwrap(), "k-1");
+        assert_eq!(key("\"k-1\"").unwrap(), "k-1");
+        assert_eq!(key(" a b ").unwrap(), "a b");
+        assert_eq!(key(r#""say \"hi\"""#).unwrap(), "say \"hi\"");
+        assert_eq!(
+            key(&"k".repeat(MAX_IDEMPOTENCY_KEY_LEN)).unwrap().len(),
+            255
+        );
+    }
+
+    #[test]
+    fn malformed_keys_are_refused() {
+        for bad in [
+            "",
+            "\"\"",
+            "\" \"",
+            "\"open",
+            "\"a\"b\"",
+            "\"a\\x\"",
+            "a\tb",
+            &"k".repeat(MAX_IDEMPOTENCY_KEY_LEN + 1),
+        ] {
+            assert!(key(bad).is_err(), "{bad:?}");
+        }
+        let non_ascii = HeaderValue::from_bytes("café".as_bytes()).unwrap();
+        assert!(parse(&non_ascii).is_err());
+    }
+
+    #[test]
+    fn a_second_header_is_refused() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(from_headers(&headers).unwrap(), None);
+        headers.append(HEADER, HeaderValue::from_static("a"));
+        assert_eq!(from_headers(&headers).unwrap(), Some("a".to_owned()));
+        headers.append(HEADER, HeaderValue::from_static("b"));
+        assert!(from_headers(&headers).is_err());
+    }
+
+    #[test]
+    fn digests_keep_their_parts_apart() {
+        assert_ne!(digest(&[b"ab", b"c"]), digest(&[b"a", b"bc"]));
+        assert_eq!(digest(&[b"x"]), digest(&[b"x"]));
+        assert_eq!(digest(&[]).len(), 64);
+    }
+}

@@ -1,0 +1,430 @@
+//! Adds what the engine's events lack (job name, attempt, whether it was the last, the
+//! job's data) and publishes them as `WorkerEvent`s.
+//!
+//! An attempt's facts are kept from its start. Its own outcome, as the worker saw it,
+//! ends them ([`AttemptTracker::ended`]): what is left waits for the engine's report
+//! of the finished attempt (`Completed`, `Failed`), which comes once Redis recorded
+//! it, and gives the report its facts. A report can be lost (the engine's event
+//! channel was full, [`EngineEvent::Dropped`]), so nothing depends on one arriving:
+//! facts whose report does not come are let go after a while, and never more than
+//! [`MAX_AWAITING`] wait.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::broadcast;
+
+use crate::engine::{EngineEvent, EventSink};
+use crate::events::WorkerEvent;
+
+/// Facts waiting for their report, at most (the oldest go first).
+const MAX_AWAITING: usize = 10_000;
+/// How long facts wait for their report. A report comes right after the attempt's
+/// end, unless Redis was away and the engine is sending the job's move again.
+const REPORT_WITHIN: Duration = Duration::from_secs(10 * 60);
+/// Once the engine said it dropped events, facts that have waited this long since
+/// their attempt ended are let go: their report was most likely among those dropped,
+/// and would otherwise be paired with a later attempt's report.
+const AFTER_A_DROP: Duration = Duration::from_secs(2);
+/// Bookkeeping is swept at most this often.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// Dropped events are warned about at most this often.
+const WARN_DROPS_EVERY: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone)]
+struct AttemptFacts {
+    job_id: String,
+    name: String,
+    attempt: u32,
+    max_attempts: u32,
+    /// The job's data, kept only while someone listens (typed listeners read it).
+    data: Option<Arc<serde_json::Value>>,
+}
+
+/// How an attempt ended, as its worker saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AttemptOutcome<'a> {
+    Completed,
+    Failed {
+        reason: &'a str,
+        is_final: bool,
+    },
+    /// Another run holds the job now: nothing to report (the keeper said `LockLost`).
+    LockLost,
+}
+
+/// An ended attempt whose report has not come yet.
+#[derive(Debug)]
+struct Awaiting {
+    facts: AttemptFacts,
+    /// `None` for a completion; the reason and finality of a failure.
+    failure: Option<(String, bool)>,
+    ended: Instant,
+}
+
+/// One running attempt, as [`AttemptTracker::started`] knows it: two runs of one job
+/// may overlap in a process (a run that lost its lock, still stopping, and the run that
+/// took the job over), so the job id alone does not name an attempt.
+#[derive(Debug)]
+pub(crate) struct TrackedAttempt {
+    job_id: String,
+    seq: u64,
+}
+
+#[derive(Debug)]
+struct Book {
+    running: HashMap<u64, AttemptFacts>,
+    next_seq: u64,
+    /// In the order the attempts ended, per job id: a fast retry ends the next attempt
+    /// before the engine's report of the last one arrives.
+    awaiting: HashMap<String, VecDeque<Awaiting>>,
+    awaiting_count: usize,
+    swept: Instant,
+    drop_seen: Option<Instant>,
+    drops_warned: Option<Instant>,
+}
+
+/// Facts about one queue's attempts, for its worker events.
+pub(crate) struct AttemptTracker {
+    queue: String,
+    book: Mutex<Book>,
+    events: broadcast::Sender<WorkerEvent>,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::QueueMetrics>,
+}
+
+impl std::fmt::Debug for AttemptTracker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttemptTracker")
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AttemptTracker {
+    pub(crate) fn new(queue: String, events: broadcast::Sender<WorkerEvent>) -> Self {
+        AttemptTracker {
+            queue,
+            book: Mutex::new(Book {
+                running: HashMap::new(),
+                next_seq: 0,
+                awaiting: HashMap::new(),
+                awaiting_count: 0,
+                swept: Instant::now(),
+                drop_seen: None,
+                drops_warned: None,
+            }),
+            events,
+            #[cfg(feature = "metrics")]
+            metrics: None,
+        }
+    }
+
+    /// Records the dropped engine events in `metrics` too.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn with_metrics(mut self, metrics: Option<crate::metrics::QueueMetrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn started(
+        &self,
+        job_id: &str,
+        name: &str,
+        attempt: u32,
+        max_attempts: u32,
+    ) -> TrackedAttempt {
+        // Kept even while nobody listens: a listener that subscribes during the attempt
+        // must still be told truly whether its failure was the last.
+        let facts = AttemptFacts {
+            job_id: job_id.to_owned(),
+            name: name.to_owned(),
+            attempt,
+            max_attempts,
+            data: None,
+        };
+        let seq = {
+            let mut book = self.book();
+            let seq = book.next_seq;
+            book.next_seq += 1;
+            book.running.insert(seq, facts);
+            seq
+        };
+        if self.listening() {
+            self.publish(WorkerEvent::Active {
+                queue: self.queue.clone(),
+                job_id: job_id.to_owned(),
+                name: name.to_owned(),
+                attempt,
+            });
+        }
+        TrackedAttempt {
+            job_id: job_id.to_owned(),
+            seq,
+        }
+    }
+
+    /// Keeps a running attempt's data for its completion, failure and progress events,
+    /// when someone listens to them (a copy of the payload per attempt otherwise
+    /// wasted).
+    pub(crate) fn data(&self, attempt: &TrackedAttempt, data: &serde_json::Value) {
+        if !self.listening() {
+            return;
+        }
+        if let Some(facts) = self.book().running.get_mut(&attempt.seq) {
+            facts.data = Some(Arc::new(data.clone()));
+        }
+    }
+
+    /// Ends a running attempt with its own outcome; a completion or a failure then
+    /// waits for the engine's report.
+    pub(crate) fn ended(&self, attempt: &TrackedAttempt, outcome: AttemptOutcome<'_>) {
+        let now = Instant::now();
+        let job_id = attempt.job_id.as_str();
+        let mut book = self.book();
+        let Some(facts) = book.running.remove(&attempt.seq) else {
+            return;
+        };
+        let failure = match outcome {
+            AttemptOutcome::LockLost => return,
+            AttemptOutcome::Completed => None,
+            AttemptOutcome::Failed { reason, is_final } => Some((reason.to_owned(), is_final)),
+        };
+        book.awaiting
+            .entry(job_id.to_owned())
+            .or_default()
+            .push_back(Awaiting {
+                facts,
+                failure,
+                ended: now,
+            });
+        book.awaiting_count += 1;
+        book.sweep(now);
+    }
+
+    /// Reports a job that is run again because an earlier run was lost.
+    pub(crate) fn stalled(&self, job_id: &str) {
+        self.publish(WorkerEvent::Stalled {
+            queue: self.queue.clone(),
+            job_id: job_id.to_owned(),
+        });
+    }
+
+    /// Reports a handler that held its thread too long in one poll.
+    pub(crate) fn blocked(&self, job_id: &str, name: &str, blocked_for: Duration) {
+        self.publish(WorkerEvent::Blocked {
+            queue: self.queue.clone(),
+            job_id: job_id.to_owned(),
+            name: name.to_owned(),
+            blocked_for,
+        });
+    }
+
+    /// Turns an engine event into ours.
+    pub(crate) fn on_engine_event(&self, event: EngineEvent) {
+        let queue = self.queue.clone();
+        let event = match event {
+            EngineEvent::Completed { job_id, result } => {
+                let (name, data) = self
+                    .book()
+                    .take_report(&job_id, None)
+                    .map(|f| (f.facts.name, f.facts.data))
+                    .unwrap_or_default();
+                WorkerEvent::Completed {
+                    queue,
+                    name,
+                    job_id,
+                    return_value: result,
+                    data,
+                }
+            }
+            EngineEvent::Failed { job_id, reason } => {
+                let (facts, is_final) = match self.book().take_report(&job_id, Some(&reason)) {
+                    Some(Awaiting {
+                        facts,
+                        failure: Some((_, is_final)),
+                        ..
+                    }) => (facts, is_final),
+                    // A completion the engine turned into a failure (its move was
+                    // refused): final when no attempt is left.
+                    Some(Awaiting { facts, .. }) => {
+                        let is_final = facts.attempt >= facts.max_attempts;
+                        (facts, is_final)
+                    }
+                    // Failed by the engine without running (a parent's failure passed
+                    // on, too many starts): for good.
+                    None => (
+                        AttemptFacts {
+                            job_id: job_id.clone(),
+                            name: String::new(),
+                            attempt: 0,
+                            max_attempts: 0,
+                            data: None,
+                        },
+                        true,
+                    ),
+                };
+                WorkerEvent::Failed {
+                    queue,
+                    job_id,
+                    name: facts.name,
+                    reason,
+                    attempt: facts.attempt,
+                    max_attempts: facts.max_attempts,
+                    is_final,
+                    data: facts.data,
+                }
+            }
+            EngineEvent::Progress { job_id, progress } => {
+                let (name, data) = self.book().progress_facts(&job_id).unwrap_or_default();
+                WorkerEvent::Progress {
+                    queue,
+                    job_id,
+                    name,
+                    progress,
+                    data,
+                }
+            }
+            EngineEvent::Stalled { job_id } => WorkerEvent::Stalled { queue, job_id },
+            EngineEvent::LockLost { job_id } => WorkerEvent::LockLost { queue, job_id },
+            EngineEvent::Drained => WorkerEvent::Drained { queue },
+            EngineEvent::Error { message } => {
+                // The engine says once that it lost Redis and once that it is back;
+                // each retry's error is a detail.
+                tracing::debug!(queue = %queue, error = %message, "worker error; it keeps retrying");
+                WorkerEvent::Error { queue, message }
+            }
+            EngineEvent::Dropped { count } => {
+                self.dropped(count);
+                return;
+            }
+        };
+        self.publish(event);
+    }
+
+    /// The engine dropped `count` events (its channel was full): counted, warned about
+    /// now and then, and the facts their reports would have taken are let go soon.
+    fn dropped(&self, count: u64) {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.metrics {
+            metrics.events_dropped(count);
+        }
+        let now = Instant::now();
+        let mut book = self.book();
+        book.drop_seen = Some(now);
+        book.sweep(now);
+        if book
+            .drops_warned
+            .is_none_or(|warned| now.duration_since(warned) >= WARN_DROPS_EVERY)
+        {
+            book.drops_warned = Some(now);
+            tracing::warn!(
+                queue = %self.queue,
+                dropped = count,
+                "the worker's engine events came faster than this process read them; some \
+                 were dropped (worker events and listeners miss them; jobs are not affected)"
+            );
+        }
+    }
+
+    fn listening(&self) -> bool {
+        self.events.receiver_count() > 0
+    }
+
+    fn publish(&self, event: WorkerEvent) {
+        // An error only means nobody listens right now.
+        let _ = self.events.send(event);
+    }
+}
+
+impl Book {
+    /// The name and data of the attempt a progress report is about: the newest one
+    /// running, or one that has just ended (the report travels the engine's event
+    /// channel, and can arrive after the worker saw the attempt end).
+    fn progress_facts(&self, job_id: &str) -> Option<(String, Option<Arc<serde_json::Value>>)> {
+        let facts = self
+            .running
+            .iter()
+            .filter(|(_, f)| f.job_id == job_id)
+            .max_by_key(|(seq, _)| **seq)
+            .map(|(_, f)| f)
+            .or_else(|| self.awaiting.get(job_id)?.back().map(|a| &a.facts))?;
+        Some((facts.name.clone(), facts.data.clone()))
+    }
+
+    /// The facts for `job_id`'s report: of a failure with this `reason` if one waits,
+    /// else of the oldest attempt of the kind reported, else of the oldest.
+    fn take_report(&mut self, job_id: &str, reason: Option<&str>) -> Option<Awaiting> {
+        let waiting = self.awaiting.get_mut(job_id)?;
+        let kind_matches = |a: &Awaiting| a.failure.is_some() == reason.is_some();
+        let position = waiting
+            .iter()
+            .position(|a| kind_matches(a) && a.failure.as_ref().map(|(r, _)| r.as_str()) == reason)
+            .or_else(|| waiting.iter().position(kind_matches))
+            .unwrap_or(0);
+        let taken = waiting.remove(position);
+        if waiting.is_empty() {
+            self.awaiting.remove(job_id);
+        }
+        if taken.is_some() {
+            self.awaiting_count -= 1;
+        }
+        taken
+    }
+
+    /// Lets go of the facts whose report will not come, at most once a [`SWEEP_EVERY`];
+    /// past [`MAX_AWAITING`], of the older half at once (so that a flood of lost
+    /// reports costs a sweep per thousands of attempts, not one per attempt).
+    fn sweep(&mut self, now: Instant) {
+        let over = self.awaiting_count > MAX_AWAITING;
+        if !over && now.duration_since(self.swept) < SWEEP_EVERY {
+            return;
+        }
+        self.swept = now;
+        let drop_seen = self.drop_seen;
+        let cutoff = if over {
+            let mut ended: Vec<Instant> = self
+                .awaiting
+                .values()
+                .flat_map(|waiting| waiting.iter().map(|a| a.ended))
+                .collect();
+            let keep = MAX_AWAITING / 2;
+            let cut = ended.len().saturating_sub(keep);
+            ended.select_nth_unstable(cut);
+            Some(ended[cut])
+        } else {
+            None
+        };
+        let stale = |a: &Awaiting| {
+            let waited = now.duration_since(a.ended);
+            waited >= REPORT_WITHIN
+                || cutoff.is_some_and(|cutoff| a.ended < cutoff)
+                || drop_seen.is_some_and(|seen| a.ended <= seen && waited >= AFTER_A_DROP)
+        };
+        let mut kept = 0;
+        self.awaiting.retain(|_, waiting| {
+            waiting.retain(|a| !stale(a));
+            kept += waiting.len();
+            !waiting.is_empty()
+        });
+        self.awaiting_count = kept;
+    }
+}
+
+impl EventSink for AttemptTracker {
+    fn deliver(&self, event: EngineEvent) {
+        self.on_engine_event(event);
+    }
+
+    fn listening(&self) -> bool {
+        AttemptTracker::listening(self)
+    }
+}
+
+#[cfg(test)]
+mod tests;

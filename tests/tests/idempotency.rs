@@ -1,0 +1,410 @@
+//! `IdempotencyLayer` over real HTTP and a real Redis, as the IETF draft "The
+//! Idempotency-Key HTTP Header Field" has it: a retry with the same key gets the first
+//! answer and the work runs once; the same key with another request is 422, a duplicate
+//! while the first runs 409, a malformed key 400; answers a client should retry are not
+//! kept; keys are per route and per caller scope, and expire.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use axum::{Json, Router};
+use queue_axum::IdempotencyLayer;
+use queue_core::QueueApp;
+use queue_tests::http::{listener, request, HttpResponse};
+use queue_tests::{wait_until, PrivateRedis, TestRedis, SOON};
+use tokio::sync::Semaphore;
+
+/// What the test routes share: how many times each ran, and a gate a slow route waits on.
+#[derive(Clone)]
+struct Counts {
+    orders: Arc<AtomicUsize>,
+    flaky: Arc<AtomicUsize>,
+    slow: Arc<AtomicUsize>,
+    gate: Arc<Semaphore>,
+}
+
+impl Default for Counts {
+    fn default() -> Self {
+        Counts {
+            orders: Arc::default(),
+            flaky: Arc::default(),
+            slow: Arc::default(),
+            // Closed until the test adds a permit.
+            gate: Arc::new(Semaphore::new(0)),
+        }
+    }
+}
+
+async fn order(
+    State(counts): State<Counts>,
+    Json(body): Json<serde_json::Value>,
+) -> impl IntoResponse {
+    let n = counts.orders.fetch_add(1, Ordering::SeqCst) + 1;
+    (
+        StatusCode::CREATED,
+        [("x-order", n.to_string())],
+        Json(serde_json::json!({ "order": n, "item": body["item"] })),
+    )
+}
+
+/// 503 the first time, 201 after.
+async fn flaky(State(counts): State<Counts>) -> impl IntoResponse {
+    match counts.flaky.fetch_add(1, Ordering::SeqCst) {
+        0 => (StatusCode::SERVICE_UNAVAILABLE, "try again").into_response(),
+        n => (
+            StatusCode::CREATED,
+            Json(serde_json::json!({ "run": n + 1 })),
+        )
+            .into_response(),
+    }
+}
+
+/// Runs until the test opens the gate.
+async fn slow(State(counts): State<Counts>) -> impl IntoResponse {
+    counts.slow.fetch_add(1, Ordering::SeqCst);
+    let _permit = counts.gate.acquire().await.expect("gate");
+    (StatusCode::CREATED, "done")
+}
+
+fn routes(
+    app: &QueueApp,
+    counts: Counts,
+    layer: impl Fn(IdempotencyLayer) -> IdempotencyLayer,
+) -> Router {
+    let idempotent = layer(IdempotencyLayer::new(app));
+    Router::new()
+        .route("/orders", post(order).get(|| async { "list" }))
+        .route("/other-orders", post(order))
+        .route("/flaky", post(flaky))
+        .route("/slow", post(slow))
+        .layer(idempotent)
+        .with_state(counts)
+}
+
+async fn serve(router: Router) -> std::net::SocketAddr {
+    let (listener, addr) = listener().await;
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+async fn send(
+    addr: std::net::SocketAddr,
+    path: &str,
+    key: Option<&str>,
+    body: &str,
+) -> HttpResponse {
+    let mut headers = vec![("content-type", "application/json")];
+    if let Some(key) = key {
+        headers.push(("idempotency-key", key));
+    }
+    request(addr, "POST", path, &headers, body.as_bytes())
+        .await
+        .expect("request")
+}
+
+#[tokio::test]
+async fn a_retry_with_the_same_key_gets_the_first_answer_and_the_work_runs_once() {
+    let redis = TestRedis::new("idem-replay");
+    let app = redis.app(|b| b).await;
+    let counts = Counts::default();
+    let addr = serve(routes(&app, counts.clone(), |l| l)).await;
+
+    let first = send(addr, "/orders", Some("k-1"), r#"{"item":"tea"}"#).await;
+    assert_eq!(first.status, 201);
+    assert_eq!(first.json(), serde_json::json!({"order": 1, "item": "tea"}));
+    assert_eq!(first.header("idempotent-replayed"), None);
+    for _ in 0..2 {
+        let again = send(addr, "/orders", Some("k-1"), r#"{"item":"tea"}"#).await;
+        assert_eq!(again.status, 201);
+        assert_eq!(again.json(), first.json());
+        assert_eq!(again.header("x-order"), Some("1"), "headers are kept too");
+        assert_eq!(again.header("content-type"), Some("application/json"));
+        assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    }
+    assert_eq!(counts.orders.load(Ordering::SeqCst), 1);
+    // The draft's form of the key, a quoted string, is the same key.
+    let quoted = send(addr, "/orders", Some("\"k-1\""), r#"{"item":"tea"}"#).await;
+    assert_eq!(quoted.json(), first.json());
+    assert_eq!(counts.orders.load(Ordering::SeqCst), 1);
+    // Another key is another request; the same key on another route too.
+    let second = send(addr, "/orders", Some("k-2"), r#"{"item":"tea"}"#).await;
+    assert_eq!(second.json()["order"], 2);
+    let elsewhere = send(addr, "/other-orders", Some("k-1"), r#"{"item":"tea"}"#).await;
+    assert_eq!(elsewhere.json()["order"], 3);
+    // No key: every request runs. A GET is not kept.
+    assert_eq!(
+        send(addr, "/orders", None, r#"{"item":"tea"}"#)
+            .await
+            .json()["order"],
+        4
+    );
+    assert_eq!(
+        send(addr, "/orders", None, r#"{"item":"tea"}"#)
+            .await
+            .json()["order"],
+        5
+    );
+    let list = request(addr, "GET", "/orders", &[("idempotency-key", "k-1")], b"")
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&list.body), "list");
+    // Kept under the app's prefix, with a time to live.
+    let mut conn = queue_tests::sync_connection();
+    let keys: Vec<String> = redis
+        .keys()
+        .into_iter()
+        .filter(|k| k.contains(":idempotency:"))
+        .collect();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    for key in keys {
+        let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut *conn).unwrap();
+        assert!(ttl > 0 && ttl <= 24 * 3600 * 1000, "{key}: {ttl}");
+    }
+}
+
+#[tokio::test]
+async fn the_same_key_with_another_request_is_422_and_a_malformed_key_400() {
+    let redis = TestRedis::new("idem-misuse");
+    let app = redis.app(|b| b).await;
+    let counts = Counts::default();
+    let addr = serve(routes(&app, counts.clone(), |l| l)).await;
+
+    assert_eq!(
+        send(addr, "/orders", Some("k-1"), r#"{"item":"tea"}"#)
+            .await
+            .status,
+        201
+    );
+    let other_body = send(addr, "/orders", Some("k-1"), r#"{"item":"coffee"}"#).await;
+    assert_eq!(other_body.status, 422);
+    assert_eq!(other_body.json()["error"], "Idempotency-Key reused");
+    assert_eq!(counts.orders.load(Ordering::SeqCst), 1);
+
+    let long = "k".repeat(256);
+    // (A control character never gets this far: hyper refuses the request itself.)
+    for key in [
+        "",
+        "  ",
+        long.as_str(),
+        "\"unterminated",
+        "\"a\"b\"",
+        "caf\u{e9}",
+    ] {
+        let response = send(addr, "/orders", Some(key), r#"{"item":"tea"}"#).await;
+        assert_eq!(
+            response.status,
+            400,
+            "{key:?}: {}",
+            String::from_utf8_lossy(&response.body)
+        );
+        assert_eq!(
+            response.json()["error"],
+            "invalid Idempotency-Key",
+            "{key:?}"
+        );
+    }
+    let twice = request(
+        addr,
+        "POST",
+        "/orders",
+        &[
+            ("content-type", "application/json"),
+            ("idempotency-key", "k-3"),
+            ("idempotency-key", "k-4"),
+        ],
+        br#"{"item":"tea"}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(twice.status, 400);
+    assert_eq!(counts.orders.load(Ordering::SeqCst), 1, "none of these ran");
+
+    // Where the key is required, its absence is 400 too.
+    let required = serve(routes(&app, counts.clone(), |l| l.require_key(true))).await;
+    let missing = send(required, "/orders", None, r#"{"item":"tea"}"#).await;
+    assert_eq!(missing.status, 400);
+    assert_eq!(missing.json()["error"], "missing Idempotency-Key");
+    assert_eq!(counts.orders.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_while_the_first_runs_is_409_then_gets_the_first_answer() {
+    let redis = TestRedis::new("idem-inflight");
+    let app = redis.app(|b| b).await;
+    let counts = Counts::default();
+    let addr = serve(routes(&app, counts.clone(), |l| l)).await;
+
+    let first = tokio::spawn(async move { send(addr, "/slow", Some("k-slow"), "{}").await });
+    wait_until(SOON, "the first request to start", || async {
+        (counts.slow.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    // Without the layer the duplicate would wait on the gate too: bounded.
+    let duplicate = tokio::time::timeout(SOON, send(addr, "/slow", Some("k-slow"), "{}"))
+        .await
+        .expect("the duplicate is answered while the first runs");
+    assert_eq!(
+        duplicate.status,
+        409,
+        "{}",
+        String::from_utf8_lossy(&duplicate.body)
+    );
+    assert_eq!(duplicate.json()["error"], "request in progress");
+    assert!(duplicate.header("retry-after").is_some());
+
+    counts.gate.add_permits(1);
+    let first = first.await.unwrap();
+    assert_eq!((first.status, first.body.as_slice()), (201, &b"done"[..]));
+    let retried = send(addr, "/slow", Some("k-slow"), "{}").await;
+    assert_eq!(
+        (retried.status, retried.body.as_slice()),
+        (201, &b"done"[..])
+    );
+    assert_eq!(counts.slow.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn answers_to_retry_are_not_kept_and_kept_answers_expire() {
+    let redis = TestRedis::new("idem-transient");
+    let app = redis.app(|b| b).await;
+    let counts = Counts::default();
+    let addr = serve(routes(&app, counts.clone(), |l| {
+        l.ttl(Duration::from_secs(1))
+    }))
+    .await;
+
+    // A 503 tells the client to retry: the retry runs.
+    assert_eq!(send(addr, "/flaky", Some("k-f"), "{}").await.status, 503);
+    let retried = send(addr, "/flaky", Some("k-f"), "{}").await;
+    assert_eq!(retried.status, 201);
+    assert_eq!(retried.json()["run"], 2);
+    let replayed = send(addr, "/flaky", Some("k-f"), "{}").await;
+    assert_eq!(replayed.json()["run"], 2);
+    assert_eq!(counts.flaky.load(Ordering::SeqCst), 2);
+
+    // After the time to live, the key is free again.
+    wait_until(SOON, "the kept answer to expire", || async {
+        let response = send(addr, "/flaky", Some("k-f"), "{}").await;
+        (response.header("idempotent-replayed").is_none()).then_some(response)
+    })
+    .await;
+    assert_eq!(counts.flaky.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn keys_are_scoped_to_the_caller_the_application_names() {
+    let redis = TestRedis::new("idem-scope");
+    let app = redis.app(|b| b).await;
+    let counts = Counts::default();
+    let addr = serve(routes(&app, counts.clone(), |l| {
+        l.scope_by(|parts| {
+            parts
+                .headers
+                .get("x-tenant")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        })
+    }))
+    .await;
+    let as_tenant = |tenant: &'static str| async move {
+        request(
+            addr,
+            "POST",
+            "/orders",
+            &[
+                ("content-type", "application/json"),
+                ("idempotency-key", "k-1"),
+                ("x-tenant", tenant),
+            ],
+            br#"{"item":"tea"}"#,
+        )
+        .await
+        .unwrap()
+    };
+    let acme = as_tenant("acme").await;
+    let globex = as_tenant("globex").await;
+    assert_eq!(acme.json()["order"], 1);
+    assert_eq!(
+        globex.json()["order"],
+        2,
+        "another tenant never gets acme's answer"
+    );
+    assert_eq!(as_tenant("acme").await.json()["order"], 1);
+}
+
+#[tokio::test]
+async fn with_redis_down_a_keyed_request_is_503_promptly_and_nothing_runs() {
+    let mut redis = PrivateRedis::start();
+    let app = QueueApp::builder()
+        .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap();
+    let counts = Counts::default();
+    let addr = serve(routes(&app, counts.clone(), |l| l)).await;
+    assert_eq!(send(addr, "/orders", Some("k-1"), "{}").await.status, 201);
+    redis.kill();
+    let started = Instant::now();
+    let refused = send(addr, "/orders", Some("k-2"), "{}").await;
+    assert_eq!(
+        refused.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert!(refused.header("retry-after").is_some());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(counts.orders.load(Ordering::SeqCst), 1);
+    // Without a key, nothing needs Redis.
+    assert_eq!(send(addr, "/orders", None, "{}").await.status, 201);
+}
+
+/// A request timeout of the application's, outside the layer: it drops the route's
+/// future when the time is up, as `tower_http::timeout` does.
+async fn time_limit(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    match tokio::time::timeout(Duration::from_millis(300), next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_cut_off_by_a_timeout_runs_to_its_end_and_its_retry_gets_the_answer() {
+    let redis = TestRedis::new("idem-cutoff");
+    let app = redis.app(|b| b).await;
+    let counts = Counts::default();
+    let router = routes(&app, counts.clone(), |l| l).layer(axum::middleware::from_fn(time_limit));
+    let addr = serve(router).await;
+
+    // The server's own time limit answers first; the route is still waiting.
+    let cut_off = send(addr, "/slow", Some("k-cut"), "{}").await;
+    assert_eq!(cut_off.status, 503);
+    assert_eq!(counts.slow.load(Ordering::SeqCst), 1);
+    counts.gate.add_permits(1);
+
+    // The retry gets the answer of the run the first request started, which went on.
+    let retried = wait_until(SOON, "the first run's answer", || async {
+        let response = send(addr, "/slow", Some("k-cut"), "{}").await;
+        (response.status != 409).then_some(response)
+    })
+    .await;
+    assert_eq!(
+        (retried.status, retried.body.as_slice()),
+        (201, &b"done"[..])
+    );
+    assert_eq!(retried.header("idempotent-replayed"), Some("true"));
+    assert_eq!(counts.slow.load(Ordering::SeqCst), 1);
+}
