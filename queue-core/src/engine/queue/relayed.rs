@@ -8,6 +8,8 @@ use super::EngineQueue;
 use crate::engine::convert::millis;
 use crate::error::Error;
 
+// Only the outbox relay (feature `sqlx`) holds rows' deduplication keys.
+#[cfg_attr(not(feature = "sqlx"), allow(dead_code))]
 impl EngineQueue {
     fn deduplication_key(&self, id: &str) -> String {
         format!("{}:de:{id}", self.conn.queue_base(self.name()))
