@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole suite on a fresh machine: brings up what the tests need (a Redis on
 # 127.0.0.1:6379, a PostgreSQL on 127.0.0.1:5432, openssl for the TLS test, the Node
-# test peer where present), then
+# and Python test peers where present), then
 # fmt, clippy, docs, the guide, every test of the workspace (each library crate's on its
 # own), the core of the suite once more on a private Redis Cluster
 # (scripts/redis-cluster.sh), and the packaging: the crates as tarballs, a user's project
@@ -72,9 +72,27 @@ if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
 fi
 
 if [ -f tests/node/package-lock.json ]; then
-  say "Node test peer (bullmq, tests/node)"
+  say "Node test peers (bullmq 5.x and, in the bullmq6 workspace, 6.x; tests/node)"
   command -v npm >/dev/null || apt_install nodejs npm
   (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# The Python peer (tests/tests/interop_python.rs): `bullmq` from PyPI in a venv under
+# target/, made only when it is missing or was made from other pins (about 6 s, most of
+# it pip downloading eight packages; nothing when it is there).
+if [ -f tests/python/requirements.txt ]; then
+  say "Python test peer (bullmq 3.x, tests/python; a venv at target/python-peer)"
+  venv=target/python-peer
+  if cmp -s tests/python/requirements.txt "$venv/requirements.txt"; then
+    echo "already installed"
+  else
+    python3 -m venv --help >/dev/null 2>&1 && python3 -c 'import ensurepip' 2>/dev/null ||
+      apt_install python3-venv
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --requirement tests/python/requirements.txt
+    cp tests/python/requirements.txt "$venv/requirements.txt"
+  fi
 fi
 
 say "cargo fmt --check"

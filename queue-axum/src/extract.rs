@@ -116,8 +116,9 @@ where
     }
 }
 
-/// Any [`FromApp`] type (such as an `#[inject_queue]` struct) as an extractor. With
-/// `#[inject_queue(axum)]` the struct extracts directly, without this wrapper.
+/// Any [`FromApp`] type (such as an `#[inject_queue]` struct) as an extractor. In a crate
+/// that depends on `queue-axum`, an `#[inject_queue]` struct extracts directly, without
+/// this wrapper.
 #[derive(Debug, Clone)]
 pub struct Inject<T>(pub T);
 
@@ -133,7 +134,8 @@ where
     }
 }
 
-/// Builds a [`FromApp`] type from the request's app (used by `#[inject_queue(axum)]`).
+/// Builds a [`FromApp`] type from the request's app (used by `#[inject_queue]`'s
+/// extractor).
 pub fn from_app<T: FromApp>(parts: &Parts) -> Result<T, QueueRejection> {
     let app = app_of(parts)?;
     T::from_app(&app).map_err(|e| InvalidQueue(e).into())

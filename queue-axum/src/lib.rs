@@ -29,8 +29,8 @@
 //!     Ok(())
 //! }
 //!
-//! // `(axum)` makes the struct an extractor: a route takes it as an argument.
-//! #[inject_queue(axum)]
+//! // An extractor, as the crate depends on queue-axum: a route takes it as an argument.
+//! #[inject_queue]
 //! struct Producers { email: Queue<Email> }
 //!
 //! async fn sign_up(producers: Producers, Json(to): Json<String>) -> Result<Accepted, QueueError> {
@@ -63,7 +63,7 @@
 //!
 //! # The pieces
 //!
-//! - [`QueueLayer`] hands the app to the extractors: an `#[inject_queue(axum)]` struct,
+//! - [`QueueLayer`] hands the app to the extractors: an `#[inject_queue]` struct,
 //!   [`Inject<T>`], [`QueueHandle<T, Q>`](QueueHandle), [`Queues`] and
 //!   [`IdempotencyKey`]. A router without it answers 500, naming the layer.
 //! - [`Accepted`] is the 202 answer; [`QueueError`] turns a `queue_core::Error` into 503
@@ -79,18 +79,19 @@
 //!
 //! # "`Handler<_, _>` is not implemented"
 //!
-//! A route that takes an `#[inject_queue]` struct declared **without** `(axum)` does not
-//! compile: the struct is no extractor, and the compiler says, at the `.route(..)` line,
-//! that the function does not implement axum's `Handler`. Write
-//! `#[inject_queue(axum)]`, or take the struct as [`Inject<T>`]. Adding
-//! `#[axum::debug_handler]` to the function (axum's feature `macros`) makes the
-//! compiler name the argument at fault.
+//! `#[inject_queue]` makes its struct an extractor where the crate's `Cargo.toml` lists
+//! `queue-axum` among its dependencies, under that name and not optional. Elsewhere (a
+//! renamed or optional dependency, `axum = false`) a route that takes the struct does
+//! not compile: the compiler says, at the `.route(..)` line, that the function does not
+//! implement axum's `Handler`. Write `#[inject_queue(axum)]`, or take the struct as
+//! [`Inject<T>`]. Adding `#[axum::debug_handler]` to the function (axum's feature
+//! `macros`) makes the compiler name the argument at fault.
 //!
 //! ```compile_fail
 //! use axum::{routing::post, Router};
 //! use queue_core::prelude::*;
 //!
-//! #[inject_queue] // missing: (axum)
+//! #[inject_queue(axum = false)] // no extractor
 //! struct Producers {
 //!     #[queue("email")]
 //!     email: Queue<String>,

@@ -8,6 +8,7 @@ pub use serde_json;
 
 pub use crate::contract::{NoSchema, SchemaProbe, WithSchema};
 pub use crate::deps::{DepInfo, Deps};
+pub use crate::events::TypedListener;
 pub use crate::handler::ErasedHandler;
 pub use crate::registry::{
     Instance, JobTypeRecord, MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord,

@@ -45,7 +45,9 @@ pub use cluster::queue_slot;
 pub use contract::{DeclaredJob, JobOf, JobType, OutputOf, QueueType, SchemaError};
 pub use deps::Dep;
 pub use error::{Error, PayloadError, RegistryError, Result};
-pub use events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY};
+pub use events::{
+    EventJob, JobFailure, QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY,
+};
 pub use flow::{AddedFlow, ExistingJob, FlowError, FlowJob, OnChildFailure};
 pub use handler::Handler;
 pub use health::{Check, CheckStatus, Health, HealthReport, HealthSettings, MemoryGuard};

@@ -95,14 +95,19 @@ pub fn job(_attr: TokenStream, item: TokenStream) -> TokenStream {
 /// from a `QueueApp` (`Service::from_app(&app)`) and registers each field as a producer
 /// for the start-up checks. The NestJS service with `@InjectQueue`.
 ///
-/// Options: `axum` and `crate = "path::to::queue_core"`.
+/// Options: `axum`, `axum = false` and `crate = "path::to::queue_core"`.
 ///
-/// **To take the struct in an axum route, write `#[inject_queue(axum)]`.** The flag
-/// implements axum's `FromRequestParts` for it (through `queue_axum`, which the crate
-/// must then depend on; hence a flag, not the default). Without it, the route does not
-/// compile: rustc says, at the `.route(..)` line, that the handler function does not
-/// implement `Handler<_, _>`. The fix is the flag, or taking the struct as
-/// `queue_axum::Inject<Service>`.
+/// **In a crate that depends on `queue-axum`, the struct is also an axum extractor**: a
+/// route takes it as an argument, as NestJS injects a service. The attribute reads the
+/// crate's `Cargo.toml`: with `queue-axum` among its `[dependencies]` (under that name,
+/// not optional) it implements axum's `FromRequestParts` for the struct, through
+/// `queue_axum`; with `queue-axum` among its `[dev-dependencies]` only, in its tests.
+/// Elsewhere it does not (the implementation would name a crate the crate cannot see),
+/// and a route taking the struct fails at the `.route(..)` line with axum's "the
+/// handler does not implement `Handler<_, _>`": depend on `queue-axum` by that name,
+/// write `#[inject_queue(axum)]` (a renamed or optional dependency), or take
+/// `queue_axum::Inject<Service>`. `#[inject_queue(axum = false)]` leaves the extractor
+/// out, for a struct with an extractor of its own.
 ///
 /// ```no_run
 /// use queue_core::prelude::*;
@@ -110,7 +115,7 @@ pub fn job(_attr: TokenStream, item: TokenStream) -> TokenStream {
 /// #[derive(Serialize, Deserialize)]
 /// struct WelcomeEmail { to: String }
 ///
-/// #[inject_queue] // in a crate with axum routes: #[inject_queue(axum)]
+/// #[inject_queue] // with queue-axum a dependency, also a route's argument
 /// struct Producers {
 ///     #[queue("email")]
 ///     email: Queue<WelcomeEmail>,
@@ -123,7 +128,7 @@ pub fn job(_attr: TokenStream, item: TokenStream) -> TokenStream {
 /// # Ok(()) }
 /// ```
 ///
-/// `queue_axum`'s crate docs show the `(axum)` form in a whole service.
+/// `queue_axum`'s crate docs show it in a whole service.
 #[proc_macro_attribute]
 pub fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
     debug(
@@ -159,6 +164,47 @@ pub fn job_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 /// `#[on_worker_event("email", failed)]` on an `async fn(event: WorkerEvent)`: called for
 /// each event of that kind from this process's workers of the queue.
+///
+/// NestJS's shape, `@OnWorkerEvent('failed') onFailed(job, err)`, takes the job with its
+/// payload typed, then what happened to it, then any `Dep<T>`:
+///
+/// ```no_run
+/// use queue_core::prelude::*;
+///
+/// #[derive(Serialize, Deserialize)]
+/// pub struct WelcomeEmail { pub to: String }
+/// #[derive(Serialize, Deserialize)]
+/// pub struct Delivery { pub id: String }
+///
+/// #[job_queue("email")]
+/// pub enum Email {
+///     #[job("welcome", output = Delivery)]
+///     Welcome(WelcomeEmail),
+/// }
+///
+/// // Every failed attempt; with `final_only`, only those no retry follows.
+/// #[on_worker_event(Email, failed, final_only)]
+/// async fn lost(job: EventJob<WelcomeEmail>, failure: JobFailure) {
+///     eprintln!("welcome email to {} lost: {}", job.data.to, failure.reason);
+/// }
+///
+/// // The typed output, checked against the job's declaration.
+/// #[on_worker_event(Email, completed)]
+/// async fn sent(job: EventJob<WelcomeEmail>, delivery: Delivery) {
+///     println!("welcome email to {} sent as {}", job.data.to, delivery.id);
+/// }
+///
+/// // The progress value, as any deserializable type (`serde_json::Value` takes all).
+/// #[on_worker_event(Email, progress)]
+/// async fn moving(job: EventJob<WelcomeEmail>, percent: u32) {
+///     println!("welcome email to {}: {percent}%", job.data.to);
+/// }
+/// ```
+///
+/// On a declared queue, `EventJob<T>` names the job type (`T: JobOf<Queue>`): the
+/// listener hears of those jobs only. On a queue named by string it hears of every job
+/// whose payload reads as `T` (`job = "name"` narrows it to one job name), and a job
+/// whose payload does not fit is logged and skipped.
 #[proc_macro_attribute]
 pub fn on_worker_event(attr: TokenStream, item: TokenStream) -> TokenStream {
     debug(

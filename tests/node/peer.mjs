@@ -20,16 +20,28 @@
 //                                                          that pass, and prints {added} or
 //                                                          {refused, errors} for each
 //
+//   node peer.mjs version                                 the BullMQ and bullmq-otel versions loaded
+//   node peer.mjs pause|resume <queue>                    Queue.pause() / Queue.resume()
+//   node peer.mjs paused <queue>                          {paused: Queue.isPaused()}
+//   node peer.mjs upsert-scheduler <queue> '<{id, repeat, name, data, opts}>'
+//                                                          Queue.upsertJobScheduler; prints its first job
+//   node peer.mjs schedulers <queue>                      every scheduler, as Node reads it
+//   node peer.mjs remove-scheduler <queue> <id>
+//   node peer.mjs job <queue> <id>                        one job as Node reads it, with its state
+//
 // The traced commands print every span they ended as {span: {name, kind, traceId,
-// spanId, parentSpanId}}.
+// spanId, parentSpanId}}. The worker (`work`, `work-traced`) reports each value of a
+// job's `data.progress` array with job.updateProgress before it returns, and fails every
+// attempt of a job whose data says `failAlways` (the first one with `failFirst`).
 //
 // Environment: REDIS_URL (default redis://127.0.0.1:6379), PREFIX (default bull);
-// REDIS_CLUSTER_NODES (comma-separated seed URLs) puts it on that Redis Cluster instead.
-import { FlowProducer, Queue, QueueEvents, Worker } from 'bullmq';
+// REDIS_CLUSTER_NODES (comma-separated seed URLs) puts it on that Redis Cluster instead;
+// BULLMQ=6 runs Node BullMQ 6.x with bullmq-otel 2.x (the workspace bullmq6/) instead of
+// 5.x with bullmq-otel 1.x.
+import { createRequire } from 'node:module';
 import { Cluster } from 'ioredis';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { queuesHandler } from '@bull-board/api/dist/handlers/queues.js';
-import { BullMQOtel } from 'bullmq-otel';
 import Ajv2020 from 'ajv/dist/2020.js';
 import { context, propagation, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
@@ -39,6 +51,24 @@ import {
   InMemorySpanExporter,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
+
+// The BullMQ major under test: 5 (this package's own) or 6 (the bullmq6/ workspace).
+const major = process.env.BULLMQ ?? '5';
+const lib = await (async () => {
+  if (major === '6') return import('queue-tests-node-peer-bullmq6');
+  if (major !== '5') throw new Error(`BULLMQ must be 5 or 6, not ${major}`);
+  const require = createRequire(import.meta.url);
+  return {
+    ...(await import('bullmq')),
+    BullMQOtel: (await import('bullmq-otel')).BullMQOtel,
+    versions: {
+      bullmq: require('bullmq/package.json').version,
+      bullmqOtel: require('bullmq-otel/package.json').version,
+    },
+    otelOptions: (name) => name,
+  };
+})();
+const { FlowProducer, Queue, QueueEvents, Worker, BullMQOtel } = lib;
 
 const hostPort = (address) => {
   const url = new URL(address);
@@ -77,9 +107,11 @@ async function runWorker(telemetry) {
       if (Object.keys(children).length > 0) line.childrenValues = children;
       if (telemetry) line.traceId = trace.getActiveSpan()?.spanContext().traceId ?? null;
       print(line);
+      for (const progress of job.data?.progress ?? []) await job.updateProgress(progress);
       if (job.data && job.data.failFirst && job.attemptsMade === 0) {
         throw new Error('node says: first attempt fails');
       }
+      if (job.data && job.data.failAlways) throw new Error('node says: this job always fails');
       return { echo: job.data, by: 'node' };
     },
     { connection, prefix, concurrency: 4, telemetry },
@@ -105,7 +137,7 @@ async function events() {
   const queueEvents = new QueueEvents(queueName, { connection, prefix, lastEventId: '0-0' });
   let completed = 0;
   await new Promise((resolve) => {
-    for (const name of ['added', 'active', 'completed', 'failed']) {
+    for (const name of ['added', 'active', 'progress', 'completed', 'failed']) {
       queueEvents.on(name, (event) => {
         print({ event: name, ...event });
         if (name === 'completed' && ++completed >= wanted) resolve();
@@ -136,7 +168,7 @@ function otel() {
       print({ span: { name: span.name, kind: span.kind, traceId, spanId, parentSpanId } });
     }
   };
-  return { telemetry: new BullMQOtel('queue-tests-peer'), printSpans };
+  return { telemetry: new BullMQOtel(lib.otelOptions('queue-tests-peer')), printSpans };
 }
 
 async function produceTraced() {
@@ -204,8 +236,54 @@ async function produceValidated() {
   await queue.close();
 }
 
+function version() {
+  print(lib.versions);
+}
+
+async function onQueue(act) {
+  const queue = new Queue(queueName, { connection, prefix });
+  await act(queue);
+  await queue.close();
+}
+
+const pause = () => onQueue((queue) => queue.pause());
+const resume = () => onQueue((queue) => queue.resume());
+const paused = () => onQueue(async (queue) => print({ paused: await queue.isPaused() }));
+
+// Node's job scheduler API: upsert one (its first job is added at once or when due).
+const upsertScheduler = () =>
+  onQueue(async (queue) => {
+    const { id, repeat, name, data, opts } = JSON.parse(arg);
+    const job = await queue.upsertJobScheduler(id, repeat, { name, data, opts });
+    print({ firstJob: job?.id ?? null });
+  });
+const schedulers = () =>
+  onQueue(async (queue) => {
+    for (const scheduler of await queue.getJobSchedulers()) print({ scheduler });
+  });
+const removeScheduler = () =>
+  onQueue(async (queue) => print({ removed: await queue.removeJobScheduler(arg) }));
+
+// One job as Node reads it back: what each side must agree on.
+const job = () =>
+  onQueue(async (queue) => {
+    const found = await queue.getJob(arg);
+    if (!found) return print({ job: null });
+    const { id, name, data, opts, progress, attemptsMade, returnvalue, failedReason, processedOn, finishedOn } = found;
+    const state = await found.getState();
+    print({ job: { id, name, data, opts, progress, attemptsMade, returnvalue, failedReason, processedOn, finishedOn, state } });
+  });
+
 const commands = {
   board,
+  job,
+  pause,
+  paused,
+  resume,
+  schedulers,
+  version,
+  'remove-scheduler': removeScheduler,
+  'upsert-scheduler': upsertScheduler,
   flow,
   produce,
   work,

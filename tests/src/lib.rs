@@ -15,6 +15,7 @@ pub mod http;
 pub mod logs;
 pub mod node;
 mod private_redis;
+pub mod python;
 pub mod sentinel;
 
 pub use cluster::{ClusterSecurity, RedisCluster};

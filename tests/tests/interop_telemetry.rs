@@ -1,13 +1,15 @@
 //! What a job carries besides BullMQ's own options, against the real Node `bullmq` 5.x
-//! with `bullmq-otel` (pinned in tests/node): the trace context in BullMQ's telemetry
-//! field, both directions, and the per-job timeout, which a Node retry keeps.
+//! with `bullmq-otel` 1.x and 6.x with `bullmq-otel` 2.x (pinned in tests/node): the trace
+//! context in BullMQ's telemetry field, both directions, down to which span is whose
+//! parent, and the per-job timeout, which a Node retry keeps. Each runs on both majors.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use queue_core::trace::{self, TraceContext};
 use queue_core::{Backoff, Job, JobError, JobOptions, JobState, Processor};
-use queue_tests::{node, wait_for_state, TestRedis, SOON};
+use queue_tests::node::Bullmq;
+use queue_tests::{wait_for_state, TestRedis, SOON};
 
 /// OpenTelemetry's span kinds, as the Node SDK numbers them.
 const PRODUCER: u64 = 3;
@@ -36,13 +38,24 @@ async fn record(job: Job<serde_json::Value>) -> Result<(), JobError> {
 
 #[tokio::test]
 async fn a_node_producers_trace_continues_in_our_worker() {
-    let redis = TestRedis::new("tm-in");
-    let jobs = serde_json::json!([{"name": "traced", "data": {"n": 1}, "opts": {"jobId": "node-traced-1"}}]);
-    let lines = node::run(
-        redis.prefix(),
-        &["produce-traced", "tm-in", &jobs.to_string()],
-    )
-    .await;
+    node_trace_continues_here(Bullmq::V5).await;
+}
+
+#[tokio::test]
+async fn a_node6_producers_trace_continues_in_our_worker() {
+    node_trace_continues_here(Bullmq::V6).await;
+}
+
+async fn node_trace_continues_here(bullmq: Bullmq) {
+    let redis = TestRedis::new(&format!("tm-in-{}", bullmq.major()));
+    let id = format!("node-traced-{}", bullmq.major());
+    let jobs = serde_json::json!([{"name": "traced", "data": {"n": 1}, "opts": {"jobId": id}}]);
+    let lines = bullmq
+        .run(
+            redis.prefix(),
+            &["produce-traced", "tm-in", &jobs.to_string()],
+        )
+        .await;
     let spans = spans(&lines);
     let request = spans
         .iter()
@@ -50,19 +63,20 @@ async fn a_node_producers_trace_continues_in_our_worker() {
         .expect("the request span");
     let add = one_span(&spans, PRODUCER);
     assert_eq!(add["traceId"], request["traceId"]);
+    assert_eq!(add["parentSpanId"], request["spanId"], "{spans:?}");
 
     let app = redis
         .app(|b| b.processor(Processor::new("tm-in").any_job(record)))
         .await;
     let q = app.queue::<serde_json::Value>("tm-in").unwrap();
     let workers = app.start_workers().await.unwrap();
-    wait_for_state(&q, "node-traced-1", JobState::Completed, SOON).await;
+    wait_for_state(&q, &id, JobState::Completed, SOON).await;
     workers.shutdown(SOON).await;
 
     let seen = SEEN.lock().unwrap().clone();
     let (_, context) = seen
         .iter()
-        .find(|(id, _)| id == "node-traced-1")
+        .find(|(seen, _)| *seen == id)
         .expect("our worker ran the job");
     let context = context.as_ref().expect("the job carried Node's trace");
     // Our attempt continues Node's trace, below Node's producer span.
@@ -72,7 +86,16 @@ async fn a_node_producers_trace_continues_in_our_worker() {
 
 #[tokio::test]
 async fn our_trace_continues_in_a_node_worker_and_a_node_retry_keeps_the_timeout() {
-    let redis = TestRedis::new("tm-out");
+    our_trace_continues_in_node(Bullmq::V5).await;
+}
+
+#[tokio::test]
+async fn our_trace_continues_in_a_node6_worker_and_a_node6_retry_keeps_the_timeout() {
+    our_trace_continues_in_node(Bullmq::V6).await;
+}
+
+async fn our_trace_continues_in_node(bullmq: Bullmq) {
+    let redis = TestRedis::new(&format!("tm-out-{}", bullmq.major()));
     let app = redis.app(|b| b).await;
     let q = app.queue::<serde_json::Value>("tm-out").unwrap();
     let request = TraceContext::new_root();
@@ -107,7 +130,9 @@ async fn our_trace_continues_in_a_node_worker_and_a_node_retry_keeps_the_timeout
     .unwrap();
     assert_eq!(written.trace_id(), request.trace_id());
 
-    let lines = node::run(redis.prefix(), &["work-traced", "tm-out", "1"]).await;
+    let lines = bullmq
+        .run(redis.prefix(), &["work-traced", "tm-out", "1"])
+        .await;
     let attempts: Vec<_> = lines
         .iter()
         .filter(|l| l["id"] == "rust-traced-1")
@@ -137,15 +162,25 @@ async fn our_trace_continues_in_a_node_worker_and_a_node_retry_keeps_the_timeout
 
 #[tokio::test]
 async fn a_timeout_node_wrote_is_honoured_by_our_worker() {
-    let redis = TestRedis::new("tm-timeout");
+    node_timeout_honoured(Bullmq::V5).await;
+}
+
+#[tokio::test]
+async fn a_timeout_node6_wrote_is_honoured_by_our_worker() {
+    node_timeout_honoured(Bullmq::V6).await;
+}
+
+async fn node_timeout_honoured(bullmq: Bullmq) {
+    let redis = TestRedis::new(&format!("tm-timeout-{}", bullmq.major()));
     let jobs = serde_json::json!([
         {"name": "bounded", "data": {}, "opts": {"jobId": "node-bounded-1", "timeout": 40}}
     ]);
-    node::run(
-        redis.prefix(),
-        &["produce", "tm-timeout", &jobs.to_string()],
-    )
-    .await;
+    bullmq
+        .run(
+            redis.prefix(),
+            &["produce", "tm-timeout", &jobs.to_string()],
+        )
+        .await;
     let app = redis
         .app(|b| {
             b.processor(Processor::new("tm-timeout").any_job(

@@ -1,8 +1,8 @@
 //! OpenTelemetry traces through the one `tracing-opentelemetry` layer an application
 //! adds, recorded by the real SDK's in-memory exporter: an HTTP request, the job it
 //! adds, the job's attempts and the follow-up job the handler adds are one trace, each
-//! span below the one that caused it; and the same holds across Node's `bullmq-otel`,
-//! both directions.
+//! span below the one that caused it; and the same holds across Node's `bullmq-otel`
+//! (1.x on BullMQ 5, 2.x on BullMQ 6), both directions.
 //!
 //! The subscriber is the process's global one, installed once: a thread's own
 //! (`set_default`) can miss spans when other test threads register the same call sites
@@ -20,7 +20,8 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use queue_axum::{Accepted, QueueError, QueueLayer};
 use queue_core::{Backoff, Job, JobError, JobOptions, JobState, Processor, Queue};
 use queue_tests::http::{listener, post_json};
-use queue_tests::{node, wait_for_state, wait_until, TestRedis, SOON};
+use queue_tests::node::Bullmq;
+use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
 use tracing_subscriber::layer::SubscriberExt;
 
 /// The request's remote parent: what a client or a gateway sent as `traceparent`.
@@ -244,33 +245,44 @@ async fn a_request_its_job_its_attempts_and_the_follow_up_are_one_trace() {
 
 #[tokio::test]
 async fn a_node_producers_span_parents_our_attempts_span() {
+    node_span_parents_ours(Bullmq::V5).await;
+}
+
+#[tokio::test]
+async fn a_node6_producers_span_parents_our_attempts_span() {
+    node_span_parents_ours(Bullmq::V6).await;
+}
+
+async fn node_span_parents_ours(bullmq: Bullmq) {
     let otel = Otel::install();
-    let redis = TestRedis::new("otel-in");
+    let queue = format!("otel-in-{}", bullmq.major());
+    let redis = TestRedis::new(&queue);
     let jobs =
         serde_json::json!([{"name": "traced", "data": {}, "opts": {"jobId": "node-otel-1"}}]);
-    let lines = node::run(
-        redis.prefix(),
-        &["produce-traced", "otel-in", &jobs.to_string()],
-    )
-    .await;
+    let lines = bullmq
+        .run(
+            redis.prefix(),
+            &["produce-traced", &queue, &jobs.to_string()],
+        )
+        .await;
     let node_add = lines
         .iter()
         .filter_map(|l| l.get("span"))
-        .find(|s| s["name"] == "add otel-in.traced")
+        .find(|s| s["name"] == format!("add {queue}.traced").as_str())
         .unwrap_or_else(|| panic!("Node's producer span: {lines:?}"))
         .clone();
 
     let app = redis
         .app(|b| {
             b.processor(
-                Processor::new("otel-in").any_job(|_: Job<serde_json::Value>| async { Ok(()) }),
+                Processor::new(&queue).any_job(|_: Job<serde_json::Value>| async { Ok(()) }),
             )
         })
         .await;
-    let q = app.queue::<serde_json::Value>("otel-in").unwrap();
+    let q = app.queue::<serde_json::Value>(&queue).unwrap();
     let workers = app.start_workers().await.unwrap();
     wait_for_state(&q, "node-otel-1", JobState::Completed, SOON).await;
-    let attempt = Span::the_only(otel.wait_for("process otel-in", 1).await);
+    let attempt = Span::the_only(otel.wait_for(&format!("process {queue}"), 1).await);
     workers.shutdown(SOON).await;
 
     assert_eq!(attempt.trace, node_add["traceId"].as_str().unwrap());
@@ -280,12 +292,22 @@ async fn a_node_producers_span_parents_our_attempts_span() {
 
 #[tokio::test]
 async fn our_producers_span_parents_a_node_workers_span() {
+    our_span_parents_node(Bullmq::V5).await;
+}
+
+#[tokio::test]
+async fn our_producers_span_parents_a_node6_workers_span() {
+    our_span_parents_node(Bullmq::V6).await;
+}
+
+async fn our_span_parents_node(bullmq: Bullmq) {
     let otel = Otel::install();
-    let redis = TestRedis::new("otel-out");
+    let queue = format!("otel-out-{}", bullmq.major());
+    let redis = TestRedis::new(&queue);
     let app = redis.app(|b| b).await;
-    let q = app.queue::<serde_json::Value>("otel-out").unwrap();
+    let q = app.queue::<serde_json::Value>(&queue).unwrap();
     // A span of the application's own, as a handler or a CLI command has.
-    let root = tracing::info_span!("monthly-run");
+    let root = tracing::info_span!("monthly-run", queue = %queue);
     tracing::Instrument::instrument(
         q.add(
             "report",
@@ -296,11 +318,17 @@ async fn our_producers_span_parents_a_node_workers_span() {
     )
     .await
     .unwrap();
-    let add = Span::the_only(otel.wait_for("add otel-out.report", 1).await);
-    let root = Span::the_only(otel.wait_for("monthly-run", 1).await);
-    assert_eq!(add.parent, root.id);
+    let add = Span::the_only(otel.wait_for(&format!("add {queue}.report"), 1).await);
+    assert!(
+        otel.spans()
+            .iter()
+            .any(|s| s.name == "monthly-run" && s.id == add.parent),
+        "our add span is below the application's"
+    );
 
-    let lines = node::run(redis.prefix(), &["work-traced", "otel-out", "1"]).await;
+    let lines = bullmq
+        .run(redis.prefix(), &["work-traced", &queue, "1"])
+        .await;
     let node_process = lines
         .iter()
         .filter_map(|l| l.get("span"))

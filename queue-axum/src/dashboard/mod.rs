@@ -41,9 +41,11 @@
 mod access;
 mod actions;
 mod add_job;
+mod credentials;
 mod html;
 mod live;
 mod pages;
+mod secret;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +59,9 @@ use axum::Router;
 use queue_core::QueueApp;
 
 pub use access::{Access, AccessPolicy};
+pub use credentials::Credentials;
 pub use live::{DEFAULT_LIVE_STREAM_LIFETIME, DEFAULT_MAX_LIVE_STREAMS};
+pub use secret::{InvalidSecret, Secret};
 
 /// The tracing target of the audit log: one event per action, with who, what, which
 /// queue and job, and the outcome.

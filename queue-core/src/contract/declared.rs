@@ -25,7 +25,7 @@ pub struct DeclaredJob {
     pub payload_schema: Option<serde_json::Value>,
     /// The output's JSON Schema, when the type implements `schemars::JsonSchema`.
     pub output_schema: Option<serde_json::Value>,
-    /// Whether a handler of this app takes it.
+    /// Whether a handler of this app takes it: its own, or the queue's catch-all.
     pub handled: bool,
 }
 
@@ -39,8 +39,12 @@ pub(crate) fn declared_jobs(
         .iter()
         .map(|record| {
             let queue = rename(record.queue);
-            let handled = claimed(plans, &queue, record.name)
-                .is_some_and(|h| h.handler.payload_id == (record.payload.id)());
+            // Its own handler, of the declared payload; or, with none by its name, the
+            // queue's catch-all, which takes whatever comes.
+            let handled = match claimed(plans, &queue, record.name) {
+                Some(h) => h.handler.payload_id == (record.payload.id)(),
+                None => plan_of(plans, &queue).is_some_and(|p| p.fallback.is_some()),
+            };
             DeclaredJob {
                 queue,
                 name: record.name.to_owned(),

@@ -1,6 +1,8 @@
 //! In-process worker events on a bounded broadcast: a slow listener loses old events
 //! (and is told how many), it never makes the channel grow.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -32,6 +34,9 @@ pub enum WorkerEvent {
         name: String,
         /// The handler's return value.
         return_value: Value,
+        /// The job's data, as the attempt received it (`None` when nobody listened to
+        /// this process's worker events as the attempt started).
+        data: Option<Arc<Value>>,
     },
     /// An attempt failed (its retry or final failure is already recorded in Redis).
     Failed {
@@ -49,6 +54,9 @@ pub enum WorkerEvent {
         max_attempts: u32,
         /// No retry follows: the job is now `failed` (the dead-letter exit).
         is_final: bool,
+        /// The job's data, as the attempt received it (`None` when nobody listened to
+        /// this process's worker events as the attempt started).
+        data: Option<Arc<Value>>,
     },
     /// A handler reported progress.
     Progress {
@@ -56,8 +64,13 @@ pub enum WorkerEvent {
         queue: String,
         /// The job id.
         job_id: String,
+        /// The job name (empty when the attempt's start was not seen).
+        name: String,
         /// The progress value.
         progress: Value,
+        /// The job's data, as the attempt received it (`None` when nobody listened to
+        /// this process's worker events as the attempt started).
+        data: Option<Arc<Value>>,
     },
     /// This worker runs a job again whose earlier run was lost (its worker died or
     /// blocked past its lock): the stall was recovered.
@@ -136,6 +149,17 @@ impl WorkerEvent {
             WorkerEvent::LockLost { .. } => "lock-lost",
             WorkerEvent::Drained { .. } => "drained",
             WorkerEvent::Error { .. } => "error",
+        }
+    }
+
+    /// The job's data, as the attempt received it, for a completion, a failure or a
+    /// progress report (see their `data` fields).
+    pub fn job_data(&self) -> Option<&Value> {
+        match self {
+            WorkerEvent::Completed { data, .. }
+            | WorkerEvent::Failed { data, .. }
+            | WorkerEvent::Progress { data, .. } => data.as_deref(),
+            _ => None,
         }
     }
 
@@ -229,6 +253,7 @@ mod tests {
                 job_id: j.clone(),
                 name: n.clone(),
                 return_value: Value::Null,
+                data: None,
             },
             WorkerEvent::Failed {
                 queue: q.clone(),
@@ -238,11 +263,14 @@ mod tests {
                 attempt: 1,
                 max_attempts: 1,
                 is_final: true,
+                data: None,
             },
             WorkerEvent::Progress {
                 queue: q.clone(),
                 job_id: j.clone(),
+                name: n.clone(),
                 progress: Value::Null,
+                data: None,
             },
             WorkerEvent::Stalled {
                 queue: q.clone(),

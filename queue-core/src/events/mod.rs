@@ -1,7 +1,9 @@
 //! Events: the queue's cross-process Redis event stream ([`QueueEvents`]) and this
-//! process's worker events ([`WorkerEvent`], see [`local`]).
+//! process's worker events ([`WorkerEvent`], see [`local`]), and what a typed worker
+//! event listener receives ([`EventJob`], [`JobFailure`]).
 
 pub(crate) mod local;
+mod typed;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,6 +15,9 @@ use futures::future::BoxFuture;
 use crate::error::Error;
 
 pub use local::{WorkerEvent, WorkerEvents};
+#[doc(hidden)]
+pub use typed::TypedListener;
+pub use typed::{EventJob, JobFailure};
 
 /// One entry of a queue's Redis event stream (`<prefix>:<queue>:events`), written by
 /// BullMQ's scripts whichever process (Rust or Node) acted on the job.

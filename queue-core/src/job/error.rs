@@ -9,7 +9,13 @@ use crate::error::BoxError;
 /// A failed attempt. Retryable by default (the job's attempts and backoff decide what
 /// happens next); [`JobError::unrecoverable`] fails the job at once.
 ///
-/// Any `std::error::Error` converts into a retryable `JobError`, so `?` works in handlers.
+/// `?` works in a handler on anything that converts into `Box<dyn Error + Send + Sync>`,
+/// each a retryable `JobError`: any `std::error::Error + Send + Sync`,
+/// `Box<dyn Error + Send + Sync>` itself, [`anyhow::Error`](https://docs.rs/anyhow) (no
+/// feature needed: anyhow converts into that box), `eyre::Report`, and a `String` or
+/// `&str` message. The reason stored on the job is the error's message followed by each
+/// of its causes (`context: cause: root cause`, as `anyhow` prints with `{:#}`), so a
+/// context added with `anyhow::Context` loses nothing.
 ///
 /// ```
 /// use queue_core::JobError;
@@ -23,7 +29,24 @@ use crate::error::BoxError;
 /// }
 /// assert!(parse("x").unwrap_err().is_retryable());
 /// assert!(!parse("0").unwrap_err().is_retryable());
+///
+/// // A boxed error from a library that returns one, and a plain message:
+/// fn port(text: &str) -> Result<u16, Box<dyn std::error::Error + Send + Sync>> {
+///     Ok(text.parse()?)
+/// }
+/// fn connect(text: &str) -> Result<(), JobError> {
+///     let port = port(text)?;                           // retryable
+///     if port < 1024 {
+///         Err(format!("port {port} is privileged"))?;     // retryable, this message
+///     }
+///     Ok(())
+/// }
+/// assert!(connect("x").unwrap_err().is_retryable());
+/// assert_eq!(connect("80").unwrap_err().message(), "port 80 is privileged");
 /// ```
+///
+/// `JobError` itself does not implement `std::error::Error`: if it did, the conversion
+/// above would convert it into itself a second way, which Rust refuses.
 pub struct JobError {
     retryable: bool,
     message: String,
@@ -44,7 +67,7 @@ impl JobError {
     fn from_box(retryable: bool, source: BoxError) -> Self {
         JobError {
             retryable,
-            message: source.to_string(),
+            message: with_causes(&*source),
             source: Some(source),
         }
     }
@@ -73,13 +96,33 @@ impl JobError {
     }
 }
 
+/// Any error, boxed error or message, as a retryable failure: what makes `?` work in a
+/// handler. (A bound on `std::error::Error` would leave out `anyhow::Error` and
+/// `Box<dyn Error + Send + Sync>`, neither of which implements it; a second `From` impl
+/// for them beside such a bound is refused by Rust's coherence rules.)
 impl<E> From<E> for JobError
 where
-    E: std::error::Error + Send + Sync + 'static,
+    E: Into<BoxError>,
 {
     fn from(error: E) -> Self {
         JobError::retry(error)
     }
+}
+
+/// `error: cause: root cause`: the message and every source below it, each skipped when
+/// the message so far already says it (errors that print their cause themselves).
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let text = next.to_string();
+        if !text.is_empty() && !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = next.source();
+    }
+    message
 }
 
 impl fmt::Display for JobError {
@@ -94,5 +137,57 @@ impl fmt::Debug for JobError {
             .field("retryable", &self.retryable)
             .field("message", &self.message)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl fmt::Display for Layer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    #[test]
+    fn the_reason_keeps_every_cause_once() {
+        let chain = Layer(
+            "sending the welcome mail",
+            Some(Box::new(Layer(
+                "smtp refused",
+                Some(Box::new(Layer("timed out", None))),
+            ))),
+        );
+        assert_eq!(
+            JobError::from(chain).message(),
+            "sending the welcome mail: smtp refused: timed out"
+        );
+        // A cause the message already names is not repeated.
+        let says_it = Layer(
+            "smtp refused: timed out",
+            Some(Box::new(Layer("timed out", None))),
+        );
+        assert_eq!(JobError::from(says_it).message(), "smtp refused: timed out");
+    }
+
+    #[test]
+    fn messages_and_boxed_errors_convert_retryably() {
+        let boxed: BoxError = "disk full".into();
+        let from_box = JobError::from(boxed);
+        assert!(from_box.is_retryable());
+        assert_eq!(from_box.message(), "disk full");
+        assert_eq!(JobError::from("plain").message(), "plain");
+        assert_eq!(JobError::from(String::from("owned")).message(), "owned");
+        assert!(JobError::unrecoverable("no").source().is_some());
     }
 }

@@ -156,14 +156,20 @@ impl<T> Queue<T> {
             .await
     }
 
-    /// Moves a failed job back to waiting, for a new round of attempts.
+    /// Moves a failed job back to waiting, for a new round of attempts: its attempt
+    /// counters start again from zero, so the job gets all its attempts (and backoff)
+    /// again, and reads as this round's (`1 / 5` after a first failure, never `6 / 5`).
+    /// BullMQ's own retry keeps the counters, which gives a job that used its attempts
+    /// a single one more.
     pub async fn retry(&self, id: &str) -> Result<(), Error> {
         self.expect_state(id, JobState::Failed, "retry").await?;
         self.timed("retry", async { self.engine().await?.retry(id).await })
             .await
     }
 
-    /// Moves every failed job back to waiting.
+    /// Moves every failed job back to waiting, each for a new round of attempts as
+    /// [`retry`](Queue::retry) does (one job at a time, oldest first: for many failed
+    /// jobs this takes a while).
     pub async fn retry_failed(&self) -> Result<(), Error> {
         self.timed("retry_failed", async {
             self.engine().await?.retry_all_failed().await

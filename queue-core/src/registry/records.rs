@@ -93,7 +93,10 @@ pub struct WorkerListenerRecord {
     pub event: &'static str,
     /// `path::to::function`, for messages and logs.
     pub label: &'static str,
-    /// Calls the function with its dependencies (`None`: one is not provided).
+    /// Calls the function with its dependencies; `None` when the event is not for it
+    /// (another job type, a failure a retry follows for a `final_only` listener, a
+    /// payload that does not fit; or a dependency not provided, which `build` rules
+    /// out).
     pub call: fn(WorkerEvent, &Deps) -> Option<BoxFuture<'static, ()>>,
     /// The `Dep<T>` types the function takes after the event.
     pub dependencies: fn() -> Vec<DepInfo>,

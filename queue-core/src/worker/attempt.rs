@@ -77,6 +77,7 @@ impl Dispatcher {
             self.tracker.stalled(&id);
         }
         let tracked = self.tracker.started(&id, &name, attempt, max_attempts);
+        self.tracker.data(&tracked, &job.data);
         #[cfg(feature = "metrics")]
         let measured = self.metrics.as_ref().map(|metrics| {
             let label = self.plan.metric_name(&name);

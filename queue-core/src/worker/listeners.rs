@@ -50,12 +50,14 @@ impl<E: Send + 'static> Mailbox<E> {
         let (tx, mut rx) = mpsc::channel::<E>(LISTENER_MAILBOX);
         let task = tokio::spawn(async move {
             while let Some(event) = rx.recv().await {
-                tracing::debug!(listener = label, "event listener called");
-                // `build` checked the listener's dependencies; none missing here.
+                // `None`: the event is not for this listener (a typed listener's other
+                // job types, a retried failure for a `final_only` one). `build` checked
+                // the listener's dependencies; none is missing here.
                 let Some(call) = call(event) else {
-                    tracing::error!(listener = label, "event listener's dependency not provided");
+                    tracing::debug!(listener = label, "event not for this listener");
                     continue;
                 };
+                tracing::debug!(listener = label, "event listener called");
                 if let Err(panic) = AssertUnwindSafe(call).catch_unwind().await {
                     let message = super::attempt::panic_message(panic.as_ref());
                     tracing::error!(listener = label, panic = message, "event listener panicked");

@@ -5,16 +5,16 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::ItemStruct;
 
-use super::QueueField;
+use super::{AxumDependency, QueueField};
 use crate::args::QueueRef;
 
-/// With `axum`, the struct also extracts in axum handlers, through queue-axum (which
-/// must then be a dependency of the crate: hence a flag, not the default).
+/// Where the crate depends on queue-axum, the struct also extracts in axum handlers,
+/// through it (in its tests only, for a dev-dependency).
 pub(crate) fn expand(
     krate: &TokenStream,
     strct: &ItemStruct,
     fields: &[QueueField],
-    axum: bool,
+    axum: AxumDependency,
 ) -> TokenStream {
     let ident = &strct.ident;
     let names: Vec<_> = fields.iter().map(|f| &f.ident).collect();
@@ -31,7 +31,13 @@ pub(crate) fn expand(
             QueueRef::Type(queue) => quote!(app.queue_of::<#queue>()?),
         })
         .collect();
-    let extractor = axum.then(|| quote!(::queue_axum::__impl_from_request_parts!(#ident);));
+    let extractor = match axum {
+        AxumDependency::Normal => quote!(::queue_axum::__impl_from_request_parts!(#ident);),
+        AxumDependency::Dev => {
+            quote!(#[cfg(test)] ::queue_axum::__impl_from_request_parts!(#ident);)
+        }
+        AxumDependency::None => TokenStream::new(),
+    };
     quote! {
         #strct
         #extractor

@@ -1,7 +1,9 @@
 //! `#[inject_queue]` on a struct of `#[queue("name")] field: Queue<T>` fields: the
-//! NestJS service-with-`@InjectQueue` shape.
+//! NestJS service-with-`@InjectQueue` shape. In a crate that depends on `queue-axum`,
+//! the struct is also an axum extractor ([`manifest`] finds out).
 
 mod expand;
+mod manifest;
 
 use proc_macro2::TokenStream;
 use syn::{Fields, ItemStruct, LitStr};
@@ -9,6 +11,8 @@ use syn::{Fields, ItemStruct, LitStr};
 use crate::args::{self, Args, QueueRef};
 use crate::diagnostics::{item_with_errors, Errors};
 use crate::processor::signature::single_generic;
+
+pub(crate) use manifest::AxumDependency;
 
 /// One checked `#[queue("..")]` field.
 pub(crate) struct QueueField {
@@ -21,7 +25,9 @@ pub(crate) struct QueueField {
 pub(crate) fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let mut krate = quote::quote!(::queue_core);
-    let mut axum = false;
+    // `axum` forces the extractor, `axum = false` leaves it out; by default the crate's
+    // dependencies decide.
+    let mut axum = None;
     match syn::parse2::<Args>(attr) {
         Ok(args) => {
             if let Some(name) = &args.name {
@@ -38,7 +44,11 @@ pub(crate) fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream 
                             krate = path;
                         }
                     }
-                    "axum" if matches!(item.value, args::Value::Flag) => axum = true,
+                    "axum" if matches!(item.value, args::Value::Flag) => axum = Some(true),
+                    "axum" => match &item.value {
+                        args::Value::Lit(syn::Lit::Bool(b)) => axum = Some(b.value),
+                        _ => errors.spanned(&item.key, "write `axum` or `axum = false`"),
+                    },
                     _ => args::unknown(item, &["axum", "crate"], &mut errors),
                 }
             }
@@ -58,6 +68,11 @@ pub(crate) fn inject_queue(attr: TokenStream, item: TokenStream) -> TokenStream 
     let fields = queue_fields(&mut strct, &mut errors);
     // The struct with `#[queue]` removed is emitted even on error, so the IDE keeps working.
     let cleaned = quote::quote!(#strct);
+    let axum = match axum {
+        Some(true) => AxumDependency::Normal,
+        Some(false) => AxumDependency::None,
+        None => manifest::axum_dependency(),
+    };
     match errors.finish(()) {
         Ok(()) => expand::expand(&krate, &strct, &fields, axum),
         Err(e) => item_with_errors(cleaned, &e),

@@ -11,6 +11,7 @@ fn alert(event: &WorkerEvent) {
         attempt,
         max_attempts,
         is_final: true,
+        ..
     } = event
     {
         tracing::error!(

@@ -5,6 +5,12 @@ use std::time::Duration;
 
 use super::EngineQueue;
 use crate::engine::convert::millis;
+
+/// A retry by hand starts the job's attempts afresh.
+const NEW_ROUND: bullmq::RetryOptions = bullmq::RetryOptions {
+    reset_attempts_made: true,
+    reset_attempts_started: true,
+};
 use crate::error::Error;
 use crate::job::JobState;
 
@@ -14,16 +20,46 @@ impl EngineQueue {
         self.inner.remove(id).await.map_err(|e| self.error(e))
     }
 
+    /// Moves a failed job back to waiting with its attempt counters reset: a retry by
+    /// hand is a new round of the job's attempts (BullMQ's default keeps the counters,
+    /// and the job then fails after one attempt, reading `attemptsMade 6 / 5`).
     pub(crate) async fn retry(&self, id: &str) -> Result<(), Error> {
         let mut job = self.engine_job(id).await?;
-        job.retry("failed", None).await.map_err(|e| self.error(e))
-    }
-
-    pub(crate) async fn retry_all_failed(&self) -> Result<(), Error> {
-        self.inner
-            .retry_jobs("failed", 1000, None)
+        job.retry("failed", Some(NEW_ROUND))
             .await
             .map_err(|e| self.error(e))
+    }
+
+    /// [`retry`](Self::retry) for every job failed when it is called, oldest first, a
+    /// page at a time (BullMQ's bulk retry, `moveJobsToWait`, cannot reset counters).
+    /// A job that left `failed` meanwhile (retried or removed elsewhere) is skipped.
+    pub(crate) async fn retry_all_failed(&self) -> Result<(), Error> {
+        const PAGE: i64 = 500;
+        let mut left = self
+            .inner
+            .get_job_count_by_types(&["failed"])
+            .await
+            .map_err(|e| self.error(e))?;
+        while left > 0 {
+            let page = self
+                .inner
+                .get_jobs(&["failed"], 0, PAGE.min(left as i64) - 1, true)
+                .await
+                .map_err(|e| self.error(e))?;
+            if page.is_empty() {
+                break;
+            }
+            for mut job in page {
+                left = left.saturating_sub(1);
+                if let Err(e) = job.retry("failed", Some(NEW_ROUND)).await {
+                    let state = job.get_state().await.map_err(|e| self.error(e))?;
+                    if state == bullmq::JobState::Failed {
+                        return Err(self.error(e));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(crate) async fn promote(&self, id: &str) -> Result<(), Error> {

@@ -1,5 +1,5 @@
-//! Adds what the engine's events lack (job name, attempt, whether it was the last)
-//! and publishes them as `WorkerEvent`s.
+//! Adds what the engine's events lack (job name, attempt, whether it was the last, the
+//! job's data) and publishes them as `WorkerEvent`s.
 //!
 //! An attempt's facts are kept from its start. Its own outcome, as the worker saw it,
 //! ends them ([`AttemptTracker::ended`]): what is left waits for the engine's report
@@ -10,7 +10,7 @@
 //! [`MAX_AWAITING`] wait.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::broadcast;
@@ -34,9 +34,12 @@ const WARN_DROPS_EVERY: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone)]
 struct AttemptFacts {
+    job_id: String,
     name: String,
     attempt: u32,
     max_attempts: u32,
+    /// The job's data, kept only while someone listens (typed listeners read it).
+    data: Option<Arc<serde_json::Value>>,
 }
 
 /// How an attempt ended, as its worker saw it.
@@ -139,9 +142,11 @@ impl AttemptTracker {
         // Kept even while nobody listens: a listener that subscribes during the attempt
         // must still be told truly whether its failure was the last.
         let facts = AttemptFacts {
+            job_id: job_id.to_owned(),
             name: name.to_owned(),
             attempt,
             max_attempts,
+            data: None,
         };
         let seq = {
             let mut book = self.book();
@@ -161,6 +166,18 @@ impl AttemptTracker {
         TrackedAttempt {
             job_id: job_id.to_owned(),
             seq,
+        }
+    }
+
+    /// Keeps a running attempt's data for its completion, failure and progress events,
+    /// when someone listens to them (a copy of the payload per attempt otherwise
+    /// wasted).
+    pub(crate) fn data(&self, attempt: &TrackedAttempt, data: &serde_json::Value) {
+        if !self.listening() {
+            return;
+        }
+        if let Some(facts) = self.book().running.get_mut(&attempt.seq) {
+            facts.data = Some(Arc::new(data.clone()));
         }
     }
 
@@ -213,12 +230,17 @@ impl AttemptTracker {
         let queue = self.queue.clone();
         let event = match event {
             EngineEvent::Completed { job_id, result } => {
-                let facts = self.book().take_report(&job_id, None);
+                let (name, data) = self
+                    .book()
+                    .take_report(&job_id, None)
+                    .map(|f| (f.facts.name, f.facts.data))
+                    .unwrap_or_default();
                 WorkerEvent::Completed {
                     queue,
-                    name: facts.map(|f| f.facts.name).unwrap_or_default(),
+                    name,
                     job_id,
                     return_value: result,
+                    data,
                 }
             }
             EngineEvent::Failed { job_id, reason } => {
@@ -238,9 +260,11 @@ impl AttemptTracker {
                     // on, too many starts): for good.
                     None => (
                         AttemptFacts {
+                            job_id: job_id.clone(),
                             name: String::new(),
                             attempt: 0,
                             max_attempts: 0,
+                            data: None,
                         },
                         true,
                     ),
@@ -253,13 +277,19 @@ impl AttemptTracker {
                     attempt: facts.attempt,
                     max_attempts: facts.max_attempts,
                     is_final,
+                    data: facts.data,
                 }
             }
-            EngineEvent::Progress { job_id, progress } => WorkerEvent::Progress {
-                queue,
-                job_id,
-                progress,
-            },
+            EngineEvent::Progress { job_id, progress } => {
+                let (name, data) = self.book().progress_facts(&job_id).unwrap_or_default();
+                WorkerEvent::Progress {
+                    queue,
+                    job_id,
+                    name,
+                    progress,
+                    data,
+                }
+            }
             EngineEvent::Stalled { job_id } => WorkerEvent::Stalled { queue, job_id },
             EngineEvent::LockLost { job_id } => WorkerEvent::LockLost { queue, job_id },
             EngineEvent::Drained => WorkerEvent::Drained { queue },
@@ -312,66 +342,6 @@ impl AttemptTracker {
     }
 }
 
-impl Book {
-    /// The facts for `job_id`'s report: of a failure with this `reason` if one waits,
-    /// else of the oldest attempt of the kind reported, else of the oldest.
-    fn take_report(&mut self, job_id: &str, reason: Option<&str>) -> Option<Awaiting> {
-        let waiting = self.awaiting.get_mut(job_id)?;
-        let kind_matches = |a: &Awaiting| a.failure.is_some() == reason.is_some();
-        let position = waiting
-            .iter()
-            .position(|a| kind_matches(a) && a.failure.as_ref().map(|(r, _)| r.as_str()) == reason)
-            .or_else(|| waiting.iter().position(kind_matches))
-            .unwrap_or(0);
-        let taken = waiting.remove(position);
-        if waiting.is_empty() {
-            self.awaiting.remove(job_id);
-        }
-        if taken.is_some() {
-            self.awaiting_count -= 1;
-        }
-        taken
-    }
-
-    /// Lets go of the facts whose report will not come, at most once a [`SWEEP_EVERY`];
-    /// past [`MAX_AWAITING`], of the older half at once (so that a flood of lost
-    /// reports costs a sweep per thousands of attempts, not one per attempt).
-    fn sweep(&mut self, now: Instant) {
-        let over = self.awaiting_count > MAX_AWAITING;
-        if !over && now.duration_since(self.swept) < SWEEP_EVERY {
-            return;
-        }
-        self.swept = now;
-        let drop_seen = self.drop_seen;
-        let cutoff = if over {
-            let mut ended: Vec<Instant> = self
-                .awaiting
-                .values()
-                .flat_map(|waiting| waiting.iter().map(|a| a.ended))
-                .collect();
-            let keep = MAX_AWAITING / 2;
-            let cut = ended.len().saturating_sub(keep);
-            ended.select_nth_unstable(cut);
-            Some(ended[cut])
-        } else {
-            None
-        };
-        let stale = |a: &Awaiting| {
-            let waited = now.duration_since(a.ended);
-            waited >= REPORT_WITHIN
-                || cutoff.is_some_and(|cutoff| a.ended < cutoff)
-                || drop_seen.is_some_and(|seen| a.ended <= seen && waited >= AFTER_A_DROP)
-        };
-        let mut kept = 0;
-        self.awaiting.retain(|_, waiting| {
-            waiting.retain(|a| !stale(a));
-            kept += waiting.len();
-            !waiting.is_empty()
-        });
-        self.awaiting_count = kept;
-    }
-}
-
 impl EventSink for AttemptTracker {
     fn deliver(&self, event: EngineEvent) {
         self.on_engine_event(event);
@@ -382,5 +352,6 @@ impl EventSink for AttemptTracker {
     }
 }
 
+mod book;
 #[cfg(test)]
 mod tests;

@@ -201,3 +201,52 @@ fn facts_waiting_for_reports_are_bounded() {
         .contains_key(&format!("j{}", MAX_AWAITING + 9)));
     assert!(!book.awaiting.contains_key("j0"));
 }
+
+#[test]
+fn completions_failures_and_progress_carry_the_jobs_data_while_someone_listens() {
+    let (tx, mut rx) = broadcast::channel(16);
+    let tracker = AttemptTracker::new("email".into(), tx);
+    let data = serde_json::json!({"to": "ada"});
+    let progress = |job_id: &str| EngineEvent::Progress {
+        job_id: job_id.into(),
+        progress: serde_json::json!(50),
+    };
+    let run = tracker.started("j1", "welcome", 1, 1);
+    tracker.data(&run, &data);
+    tracker.on_engine_event(progress("j1"));
+    tracker.ended(&run, AttemptOutcome::Completed);
+    tracker.on_engine_event(EngineEvent::Completed {
+        job_id: "j1".into(),
+        result: serde_json::Value::Null,
+    });
+    let _active = rx.try_recv().unwrap();
+    match rx.try_recv().unwrap() {
+        WorkerEvent::Progress { name, .. } => assert_eq!(name, "welcome"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rx.try_recv().unwrap().job_data(), Some(&data));
+
+    // A progress report that arrives after the worker saw its attempt fail still
+    // names the job and carries its data.
+    let run = tracker.started("j2", "welcome", 1, 1);
+    tracker.data(&run, &data);
+    tracker.ended(
+        &run,
+        AttemptOutcome::Failed {
+            reason: "no",
+            is_final: true,
+        },
+    );
+    tracker.on_engine_event(progress("j2"));
+    tracker.on_engine_event(failed("j2", "no"));
+    let _active = rx.try_recv().unwrap();
+    assert_eq!(rx.try_recv().unwrap().job_data(), Some(&data));
+    assert_eq!(rx.try_recv().unwrap().job_data(), Some(&data));
+    assert!(nothing_kept(&tracker));
+
+    // Nobody listening: nothing copied.
+    drop(rx);
+    let run = tracker.started("j3", "welcome", 1, 1);
+    tracker.data(&run, &data);
+    assert!(tracker.book().running[&run.seq].data.is_none());
+}

@@ -1,0 +1,281 @@
+//! Ready-made access policies: HTTP Basic and bearer credentials checked against a
+//! [`Secret`], so that an application's policy is one line:
+//! `Access::bearer(token).or(Access::basic("ops", token))`.
+
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue};
+use base64::Engine as _;
+
+use super::access::{Access, AccessPolicy};
+use super::secret::Secret;
+
+/// How long a Basic user name may be in the audit log (it is the client's word).
+const MAX_LOGGED_USER: usize = 64;
+
+/// An access policy that lets in the holders of credentials: built with
+/// [`Access::basic`], [`Access::basic_any_user`] and [`Access::bearer`], combined with
+/// [`or`](Credentials::or). A request without them is asked to log in: 401 with
+/// `WWW-Authenticate: Basic realm=".."` (so that a browser shows its login prompt)
+/// when Basic credentials would do, `Bearer realm=".."` when only a token would.
+///
+/// Each credential makes an operator by default ([`read_only`](Credentials::read_only)
+/// to make a viewer) who does not see payloads ([`with_payloads`](Credentials::with_payloads)).
+/// A browser sends Basic credentials with every request, cross-site ones too; the
+/// dashboard refuses actions that do not come from its own pages, which is what makes
+/// that safe.
+///
+/// ```no_run
+/// use queue_axum::dashboard::{Access, Dashboard};
+///
+/// # fn demo(app: queue_core::QueueApp, admin_token: String) {
+/// // The operator's token as a bearer token, or as the password of any Basic user.
+/// let policy = Access::bearer(&admin_token)
+///     .or(Access::basic_any_user(&admin_token))
+///     .with_payloads();
+/// let dashboard = Dashboard::new(&app, policy).router();
+/// # let _ = dashboard; }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a policy does nothing until it is given to `Dashboard::new`"]
+pub struct Credentials {
+    rules: Vec<Rule>,
+    realm: String,
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    scheme: Scheme,
+    read_only: bool,
+    payloads: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Scheme {
+    /// `Authorization: Basic base64(user:password)`; `None`: any user name.
+    Basic {
+        user: Option<String>,
+        password: Secret,
+    },
+    /// `Authorization: Bearer <token>`.
+    Bearer { token: Secret },
+}
+
+impl Access {
+    /// A policy: operator access for HTTP Basic credentials, user `user` and password
+    /// `password` (a [`Secret`]: the password itself, or its SHA-256). The user name is
+    /// compared exactly.
+    pub fn basic(user: impl Into<String>, password: impl Into<Secret>) -> Credentials {
+        Credentials::one(Scheme::Basic {
+            user: Some(user.into()),
+            password: password.into(),
+        })
+    }
+
+    /// A policy: operator access for HTTP Basic credentials with any user name and
+    /// `password`; the name given goes into the audit log.
+    pub fn basic_any_user(password: impl Into<Secret>) -> Credentials {
+        Credentials::one(Scheme::Basic {
+            user: None,
+            password: password.into(),
+        })
+    }
+
+    /// A policy: operator access for `Authorization: Bearer <token>`.
+    pub fn bearer(token: impl Into<Secret>) -> Credentials {
+        Credentials::one(Scheme::Bearer {
+            token: token.into(),
+        })
+    }
+}
+
+impl Credentials {
+    fn one(scheme: Scheme) -> Self {
+        Credentials {
+            rules: vec![Rule {
+                scheme,
+                read_only: false,
+                payloads: false,
+            }],
+            realm: "queues".to_owned(),
+        }
+    }
+
+    /// Also lets in the holders of `other`'s credentials, with `other`'s access.
+    pub fn or(mut self, other: Credentials) -> Self {
+        self.rules.extend(other.rules);
+        self
+    }
+
+    /// The credentials so far make viewers: they may look, not act.
+    pub fn read_only(mut self) -> Self {
+        self.rules.iter_mut().for_each(|r| r.read_only = true);
+        self
+    }
+
+    /// The credentials so far also see job payloads and return values.
+    pub fn with_payloads(mut self) -> Self {
+        self.rules.iter_mut().for_each(|r| r.payloads = true);
+        self
+    }
+
+    /// The realm the login challenge names (default `queues`), which a browser shows.
+    pub fn realm(mut self, realm: impl Into<String>) -> Self {
+        self.realm = realm.into();
+        self
+    }
+
+    /// The `WWW-Authenticate` value of a refusal.
+    fn challenge(&self) -> HeaderValue {
+        let basic = self
+            .rules
+            .iter()
+            .any(|r| matches!(r.scheme, Scheme::Basic { .. }));
+        // A quoted-string: no quote, backslash or control character inside.
+        let realm: String = self
+            .realm
+            .chars()
+            .filter(|c| !c.is_control() && *c != '"' && *c != '\\')
+            .collect();
+        let value = if basic {
+            format!("Basic realm=\"{realm}\", charset=\"UTF-8\"")
+        } else {
+            format!("Bearer realm=\"{realm}\"")
+        };
+        HeaderValue::from_str(&value).unwrap_or(HeaderValue::from_static("Basic realm=\"queues\""))
+    }
+}
+
+impl AccessPolicy for Credentials {
+    fn decide(&self, request: &Parts) -> Access {
+        let presented = Presented::of(request);
+        for rule in &self.rules {
+            if let Some(who) = presented.as_ref().and_then(|p| p.satisfies(&rule.scheme)) {
+                let access = if rule.read_only {
+                    Access::read_only(who)
+                } else {
+                    Access::operator(who)
+                };
+                return if rule.payloads {
+                    access.with_payloads()
+                } else {
+                    access
+                };
+            }
+        }
+        Access::login_required(self.challenge())
+    }
+}
+
+/// The credentials a request presents.
+enum Presented {
+    Basic { user: String, password: Vec<u8> },
+    Bearer(Vec<u8>),
+}
+
+impl Presented {
+    fn of(request: &Parts) -> Option<Self> {
+        let value = request.headers.get(header::AUTHORIZATION)?.as_bytes();
+        let space = value.iter().position(|b| *b == b' ')?;
+        let (scheme, rest) = value.split_at(space);
+        let rest = rest.trim_ascii();
+        // The scheme's name is case-insensitive (RFC 9110, 11.1).
+        if scheme.eq_ignore_ascii_case(b"bearer") {
+            return (!rest.is_empty()).then(|| Presented::Bearer(rest.to_vec()));
+        }
+        if !scheme.eq_ignore_ascii_case(b"basic") {
+            return None;
+        }
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(rest)
+            .ok()?;
+        let colon = decoded.iter().position(|b| *b == b':')?;
+        let user = String::from_utf8(decoded[..colon].to_vec()).ok()?;
+        Some(Presented::Basic {
+            user,
+            password: decoded[colon + 1..].to_vec(),
+        })
+    }
+
+    /// Who this is, when the credentials are those `scheme` asks for.
+    fn satisfies(&self, scheme: &Scheme) -> Option<String> {
+        match (self, scheme) {
+            (Presented::Bearer(token), Scheme::Bearer { token: secret }) => {
+                secret.matches(token).then(|| "bearer token".to_owned())
+            }
+            (
+                Presented::Basic { user, password },
+                Scheme::Basic {
+                    user: wanted,
+                    password: secret,
+                },
+            ) => {
+                // The password is checked whatever the user name, so that timing does
+                // not tell a known name from an unknown one.
+                let password_ok = secret.matches(password);
+                let user_ok = wanted.as_deref().is_none_or(|wanted| wanted == user);
+                (password_ok && user_ok).then(|| {
+                    user.chars()
+                        .filter(|c| !c.is_control())
+                        .take(MAX_LOGGED_USER)
+                        .collect()
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Request;
+
+    fn parts(authorization: Option<&str>) -> Parts {
+        let mut request = Request::builder().uri("/");
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    fn basic(user_password: &str) -> String {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(user_password)
+        )
+    }
+
+    #[test]
+    fn credentials_decide_who_and_what() {
+        let policy = Access::basic("ops", "pw")
+            .with_payloads()
+            .or(Access::bearer("tok").read_only());
+        let ops = policy.decide(&parts(Some(&basic("ops:pw"))));
+        assert!(ops.can_act() && ops.sees_payloads());
+        assert_eq!(ops.who(), "ops");
+        let viewer = policy.decide(&parts(Some("Bearer tok")));
+        assert!(viewer.can_see() && !viewer.can_act() && !viewer.sees_payloads());
+        // A password with a colon in it is the password's.
+        let colon = Access::basic_any_user("a:b").decide(&parts(Some(&basic("x:a:b"))));
+        assert!(colon.can_act());
+        assert_eq!(colon.who(), "x");
+        for refused in [
+            None,
+            Some("Bearer pw"),
+            Some("Basic ???"),
+            Some(&*basic("ops:tok")),
+        ] {
+            assert!(!policy.decide(&parts(refused)).can_see(), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn the_challenge_asks_for_what_would_do() {
+        let basic = Access::basic("a", "b").realm("my \"queues\"");
+        assert_eq!(
+            basic.challenge(),
+            "Basic realm=\"my queues\", charset=\"UTF-8\""
+        );
+        assert_eq!(Access::bearer("t").challenge(), "Bearer realm=\"queues\"");
+    }
+}

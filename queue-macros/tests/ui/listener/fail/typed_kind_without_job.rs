@@ -1,0 +1,8 @@
+use queue_core::{on_worker_event, EventJob};
+
+#[on_worker_event("email", active)]
+async fn on_active(job: EventJob<String>, what: String) {
+    let _ = (job, what);
+}
+
+fn main() {}

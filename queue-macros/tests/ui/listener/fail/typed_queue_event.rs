@@ -1,0 +1,8 @@
+use queue_core::{on_queue_event, EventJob};
+
+#[on_queue_event("email", completed)]
+async fn on_done(job: EventJob<String>, output: String) {
+    let _ = (job, output);
+}
+
+fn main() {}
