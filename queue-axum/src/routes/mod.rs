@@ -248,13 +248,15 @@ async fn from_redis(
     id: &str,
     settings: &JobRoutes,
 ) -> Result<Option<JobStatus>, queue_core::Error> {
-    let Some(info) = handle.get_job(id).await? else {
-        return Ok(None);
-    };
-    let (state, children) = tokio::try_join!(
-        handle.get_job_state(id),
+    // The job and its state in one read: two reads could pair `completed` with the
+    // fields of a moment before (no return value, no finish time).
+    let (found, children) = tokio::try_join!(
+        handle.get_job_and_state(id),
         handle.get_children(id, flow::CHILDREN_SHOWN)
     )?;
+    let Some((info, state)) = found else {
+        return Ok(None);
+    };
     let flow = Flow {
         parent: flow::parent(&info, |queue| settings.serves(app, queue)),
         children: flow::children(children, settings),

@@ -57,6 +57,26 @@ impl<T> Queue<T> {
         self.or_in_outbox(id, in_redis, |_, state| state).await
     }
 
+    /// The job and its state, read together in one transaction, so that the two agree
+    /// (two separate reads can pair `completed` with the fields of a moment before). With
+    /// an outbox, a job still waiting there answers as [`get_job_state`](Self::get_job_state)
+    /// says.
+    pub async fn get_job_and_state(
+        &self,
+        id: &str,
+    ) -> Result<Option<(JobInfo, Option<JobState>)>, Error> {
+        if !could_be_job_id(id) {
+            return Ok(None);
+        }
+        let in_redis = || {
+            self.timed("get_job_and_state", async {
+                self.engine().await?.job_and_state(id).await
+            })
+        };
+        self.or_in_outbox(id, in_redis, |info, state| (info, Some(state)))
+            .await
+    }
+
     /// The job as it waits in the app's outbox, and its state there
     /// ([`JobState::Pending`], or [`JobState::Failed`] for a row set aside), without
     /// asking Redis; `None` when it is not there (or the app has no outbox). What a

@@ -5,6 +5,15 @@ use crate::engine::convert::{counts_from_engine, job_info, state_range_name};
 use crate::error::Error;
 use crate::job::{JobCounts, JobInfo, JobState};
 
+/// The sorted sets whose membership is a state, in the order they are asked.
+const STATE_SETS: [(&str, JobState); 5] = [
+    ("completed", JobState::Completed),
+    ("failed", JobState::Failed),
+    ("delayed", JobState::Delayed),
+    ("prioritized", JobState::Prioritized),
+    ("waiting-children", JobState::WaitingChildren),
+];
+
 impl EngineQueue {
     pub(crate) async fn get_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
         match self.inner.get_job(id).await {
@@ -21,37 +30,68 @@ impl EngineQueue {
     /// waiting jobs.) A job in the active list whose lock has expired reads as waiting:
     /// it is about to be recovered as stalled.
     pub(crate) async fn state(&self, id: &str) -> Result<Option<JobState>, Error> {
+        let mut pipe = redis::pipe();
+        self.state_commands(&mut pipe, id);
+        let replies: Vec<redis::Value> = self.conn.pipeline(&pipe).await?;
+        Self::state_of(replies.into_iter())
+    }
+
+    /// The job and its state read together (`MULTI` .. `EXEC`, all keys in the queue's
+    /// slot): a status never pairs a state with fields of another moment (`completed`
+    /// with no return value, read while the job finished between two reads).
+    pub(crate) async fn job_and_state(
+        &self,
+        id: &str,
+    ) -> Result<Option<(JobInfo, Option<JobState>)>, Error> {
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("HGETALL").arg(self.job_key(id));
+        self.state_commands(&mut pipe, id);
+        let replies: Vec<redis::Value> = match self.conn.pipeline(&pipe).await {
+            Ok(replies) => replies,
+            // A key under the queue that is not a job's hash is not a job.
+            Err(e) if e.to_string().contains("WRONGTYPE") => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut replies = replies.into_iter();
+        let fields: std::collections::HashMap<String, String> = match replies.next() {
+            Some(value) => redis::from_redis_value(value).map_err(|e| Error::Redis(Box::new(e)))?,
+            None => return Ok(None),
+        };
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let job = bullmq::Job::from_redis_hash(id, &fields).map_err(|e| self.error(e))?;
+        Ok(Some((job_info(&job), Self::state_of(replies)?)))
+    }
+
+    /// The commands that tell a job's state: its score in each sorted set of a state,
+    /// whether it is locked (active), whether it exists (waiting).
+    fn state_commands(&self, pipe: &mut redis::Pipeline, id: &str) {
         let base = self.conn.queue_base(self.name());
         let job = self.job_key(id);
-        const SETS: [(&str, JobState); 5] = [
-            ("completed", JobState::Completed),
-            ("failed", JobState::Failed),
-            ("delayed", JobState::Delayed),
-            ("prioritized", JobState::Prioritized),
-            ("waiting-children", JobState::WaitingChildren),
-        ];
-        let mut pipe = redis::pipe();
-        for (set, _) in SETS {
+        for (set, _) in STATE_SETS {
             pipe.cmd("ZSCORE").arg(format!("{base}:{set}")).arg(id);
         }
         pipe.cmd("EXISTS").arg(format!("{job}:lock"));
         pipe.cmd("EXISTS").arg(&job);
-        let (scores, locked, exists): (Vec<Option<f64>>, bool, bool) = {
-            let replies: Vec<redis::Value> = self.conn.pipeline(&pipe).await?;
-            let mut replies = replies.into_iter();
-            let scores = replies
-                .by_ref()
-                .take(SETS.len())
-                .map(|v| redis::from_redis_value(v).map_err(|e| Error::Redis(Box::new(e))))
-                .collect::<Result<Vec<Option<f64>>, Error>>()?;
-            let flag = |v: Option<redis::Value>| -> Result<bool, Error> {
-                v.map_or(Ok(false), |v| {
-                    redis::from_redis_value(v).map_err(|e| Error::Redis(Box::new(e)))
-                })
-            };
-            (scores, flag(replies.next())?, flag(replies.next())?)
+    }
+
+    /// The state from the replies of [`Self::state_commands`].
+    fn state_of(
+        mut replies: impl Iterator<Item = redis::Value>,
+    ) -> Result<Option<JobState>, Error> {
+        let scores = replies
+            .by_ref()
+            .take(STATE_SETS.len())
+            .map(|v| redis::from_redis_value(v).map_err(|e| Error::Redis(Box::new(e))))
+            .collect::<Result<Vec<Option<f64>>, Error>>()?;
+        let flag = |v: Option<redis::Value>| -> Result<bool, Error> {
+            v.map_or(Ok(false), |v| {
+                redis::from_redis_value(v).map_err(|e| Error::Redis(Box::new(e)))
+            })
         };
-        if let Some((_, state)) = SETS
+        let (locked, exists) = (flag(replies.next())?, flag(replies.next())?);
+        if let Some((_, state)) = STATE_SETS
             .iter()
             .zip(&scores)
             .find_map(|(set, score)| score.map(|_| set))
