@@ -315,10 +315,12 @@ async fn a_set_aside_row_does_not_block_its_job_id(db: AnyDb) {
         .await;
     assert!(!again[0].duplicate, "{again:?}");
     assert_eq!(again[0].state, Some(JobState::Pending));
-    assert_eq!(
-        email.get_job_state("welcome-1").await.unwrap(),
-        Some(JobState::Pending),
-        "the new row, not the set-aside one"
+    // The new row's job, not the set-aside one's failure: still in the outbox, or
+    // already relayed (the relay polls every few milliseconds here).
+    let state = email.get_job_state("welcome-1").await.unwrap();
+    assert!(
+        matches!(state, Some(JobState::Pending | JobState::Waiting)),
+        "the new row, not the set-aside one: {state:?}"
     );
     wait_for_state(&email, "welcome-1", JobState::Waiting, SOON).await;
     let job = email.get_job("welcome-1").await.unwrap().unwrap();
