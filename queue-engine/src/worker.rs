@@ -268,6 +268,18 @@ struct LoopContext {
     outage: crate::outage::Outage,
 }
 
+/// One attempt's move to a finished set, for [`Worker::finish`]: `target` is
+/// `"completed"` (with the return value) or `"failed"` (with the reason).
+struct Finish<'a> {
+    job_id: &'a str,
+    token: &'a str,
+    value: &'a serde_json::Value,
+    job_attempts: u32,
+    job_opts: &'a JobOptions,
+    target: &'static str,
+    fetch_next: bool,
+}
+
 /// RAII guard for an acquired concurrency slot.
 ///
 /// Ensures the slot is always released when dropped, including on panic.
@@ -1362,39 +1374,19 @@ impl Worker {
         job_data: &serde_json::Value,
         fetch_next: bool,
     ) -> Option<Job> {
-        let retry = Self::finishing_retry(ctx, job_id, "the job's completion");
-        let (result, retried) = retry
-            .run(|| {
-                Self::move_to_finished_fast(
-                    &ctx.conn,
-                    &ctx.move_to_finished_base_keys,
-                    &ctx.prefix_bytes,
-                    &ctx.keys,
-                    job_id,
-                    token,
-                    return_value,
-                    job_attempts,
-                    &ctx.opts,
-                    job_opts,
-                    "completed",
-                    &ctx.completed_key,
-                    &ctx.metrics_completed_key,
-                    &ctx.marker_key,
-                    fetch_next,
-                )
-            })
-            .await;
-        let result = match result {
-            Err(Error::Script { .. })
-                if retried && Self::finished_earlier(ctx, job_id, &ctx.completed_key).await =>
-            {
-                Ok(match fetch_next {
-                    true => Self::resume_chained_fetch(ctx, token).await,
-                    false => None,
-                })
-            }
-            result => result,
-        };
+        let result = Self::finish(
+            ctx,
+            Finish {
+                job_id,
+                token,
+                value: return_value,
+                job_attempts,
+                job_opts,
+                target: "completed",
+                fetch_next,
+            },
+        )
+        .await;
         match result {
             Ok(next_job) => {
                 let _ = ctx.event_tx.send(WorkerEvent::Completed {
@@ -1880,39 +1872,19 @@ impl Worker {
         fetch_next: bool,
     ) -> Option<Job> {
         let error_value = serde_json::Value::String(error.to_string());
-        let retry = Self::finishing_retry(ctx, job_id, "the job's move to failed");
-        let (result, retried) = retry
-            .run(|| {
-                Self::move_to_finished_fast(
-                    &ctx.conn,
-                    &ctx.move_to_finished_base_keys,
-                    &ctx.prefix_bytes,
-                    &ctx.keys,
-                    job_id,
-                    token,
-                    &error_value,
-                    job_attempts,
-                    &ctx.opts,
-                    job_opts,
-                    "failed",
-                    &ctx.failed_key,
-                    &ctx.metrics_failed_key,
-                    &ctx.marker_key,
-                    fetch_next,
-                )
-            })
-            .await;
-        let result = match result {
-            Err(Error::Script { .. })
-                if retried && Self::finished_earlier(ctx, job_id, &ctx.failed_key).await =>
-            {
-                Ok(match fetch_next {
-                    true => Self::resume_chained_fetch(ctx, token).await,
-                    false => None,
-                })
-            }
-            result => result,
-        };
+        let result = Self::finish(
+            ctx,
+            Finish {
+                job_id,
+                token,
+                value: &error_value,
+                job_attempts,
+                job_opts,
+                target: "failed",
+                fetch_next,
+            },
+        )
+        .await;
         match result {
             // Emitted once the failure is recorded, as Node.js does.
             Ok(next) => {
@@ -1927,6 +1899,68 @@ impl Worker {
                 let _ = ctx.event_tx.send(WorkerEvent::Error(move_err.to_string()));
                 None
             }
+        }
+    }
+
+    /// Moves an attempt's job to `completed` or `failed` (`moveToFinished`), sent again
+    /// with the lock token while Redis does not answer. A resend the script refuses is
+    /// done when an earlier unanswered try already moved the job there; the fetch it
+    /// chained is then resumed by its token.
+    async fn finish(ctx: &LoopContext, finish: Finish<'_>) -> Result<Option<Job>, Error> {
+        let Finish {
+            job_id,
+            token,
+            value,
+            job_attempts,
+            job_opts,
+            target,
+            fetch_next,
+        } = finish;
+        let (what, finished_key, metrics_key) = if target == "completed" {
+            (
+                "the job's completion",
+                &ctx.completed_key,
+                &ctx.metrics_completed_key,
+            )
+        } else {
+            (
+                "the job's move to failed",
+                &ctx.failed_key,
+                &ctx.metrics_failed_key,
+            )
+        };
+        let retry = Self::finishing_retry(ctx, job_id, what);
+        let (result, retried) = retry
+            .run(|| {
+                Self::move_to_finished_fast(
+                    &ctx.conn,
+                    &ctx.move_to_finished_base_keys,
+                    &ctx.prefix_bytes,
+                    &ctx.keys,
+                    job_id,
+                    token,
+                    value,
+                    job_attempts,
+                    &ctx.opts,
+                    job_opts,
+                    target,
+                    finished_key,
+                    metrics_key,
+                    &ctx.marker_key,
+                    fetch_next,
+                )
+            })
+            .await;
+        match result {
+            Err(Error::Script { .. })
+                if retried && Self::finished_earlier(ctx, job_id, finished_key).await =>
+            {
+                Ok(match fetch_next {
+                    true => Self::resume_chained_fetch(ctx, token).await,
+                    false => None,
+                })
+            }
+            result => result,
         }
     }
 
