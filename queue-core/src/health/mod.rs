@@ -19,6 +19,7 @@ mod pulse;
 
 use std::time::{Duration, Instant};
 
+use futures::future::join_all;
 use serde::Serialize;
 
 pub use memory::MemoryGuard;
@@ -223,58 +224,68 @@ impl Health {
 
     /// Liveness: no worker of this process is wedged.
     pub async fn live(&self) -> HealthReport {
-        let period = self.settings.wedged_after;
-        let mut checks = Vec::new();
-        for reading in self.app.pulses().readings() {
-            let name = format!("worker:{}", reading.queue);
-            let busy = format!("{} of {} slots busy", reading.running, reading.concurrency);
-            if !pulse::is_suspect(&reading, period) {
-                checks.push(Check::new(
-                    name,
-                    CheckStatus::Pass,
-                    format!("took a job {:?} ago; {busy}", round(reading.since_take)),
-                ));
-                continue;
-            }
-            let backlog = tokio::time::timeout(
-                self.settings.redis_timeout,
-                Backlog::read(self.app.connection(), &reading.queue),
-            )
-            .await;
-            let (status, detail) = match backlog {
-                Ok(Ok(backlog)) if backlog.ready == 0 => {
-                    (CheckStatus::Pass, format!("idle: nothing waits; {busy}"))
-                }
-                Ok(Ok(backlog)) => match backlog.held_back_by() {
-                    Some(reason) => (
-                        CheckStatus::Pass,
-                        format!("{} jobs wait, held back: {reason}", backlog.ready),
-                    ),
-                    None => (
-                        CheckStatus::Fail,
-                        format!(
-                            "wedged: {} jobs wait and none was taken for {:?}; {busy}",
-                            backlog.ready,
-                            round(reading.since_take)
-                        ),
-                    ),
-                },
-                // Redis is readiness's business: a restart would not bring it back.
-                Ok(Err(e)) => (
-                    CheckStatus::Pass,
-                    format!("cannot ask Redis whether jobs wait ({e}); {busy}"),
-                ),
-                Err(_) => (
-                    CheckStatus::Pass,
-                    format!(
-                        "Redis did not answer within {:?} whether jobs wait; {busy}",
-                        self.settings.redis_timeout
-                    ),
-                ),
-            };
-            checks.push(Check::new(name, status, detail));
-        }
+        // Every worker at once: a probe takes one Redis timeout at the most, however
+        // many queues are suspect.
+        let checks = join_all(
+            self.app
+                .pulses()
+                .readings()
+                .into_iter()
+                .map(|reading| self.worker_check(reading)),
+        )
+        .await;
         HealthReport::from_checks(checks)
+    }
+
+    /// One worker's liveness: by its pulse alone, or, when it is suspect, by whether
+    /// jobs wait on its queue.
+    async fn worker_check(&self, reading: pulse::PulseReading) -> Check {
+        let name = format!("worker:{}", reading.queue);
+        let busy = format!("{} of {} slots busy", reading.running, reading.concurrency);
+        if !pulse::is_suspect(&reading, self.settings.wedged_after) {
+            return Check::new(
+                name,
+                CheckStatus::Pass,
+                format!("took a job {:?} ago; {busy}", round(reading.since_take)),
+            );
+        }
+        let backlog = tokio::time::timeout(
+            self.settings.redis_timeout,
+            Backlog::read(self.app.connection(), &reading.queue),
+        )
+        .await;
+        let (status, detail) = match backlog {
+            Ok(Ok(backlog)) if backlog.ready == 0 => {
+                (CheckStatus::Pass, format!("idle: nothing waits; {busy}"))
+            }
+            Ok(Ok(backlog)) => match backlog.held_back_by() {
+                Some(reason) => (
+                    CheckStatus::Pass,
+                    format!("{} jobs wait, held back: {reason}", backlog.ready),
+                ),
+                None => (
+                    CheckStatus::Fail,
+                    format!(
+                        "wedged: {} jobs wait and none was taken for {:?}; {busy}",
+                        backlog.ready,
+                        round(reading.since_take)
+                    ),
+                ),
+            },
+            // Redis is readiness's business: a restart would not bring it back.
+            Ok(Err(e)) => (
+                CheckStatus::Pass,
+                format!("cannot ask Redis whether jobs wait ({e}); {busy}"),
+            ),
+            Err(_) => (
+                CheckStatus::Pass,
+                format!(
+                    "Redis did not answer within {:?} whether jobs wait; {busy}",
+                    self.settings.redis_timeout
+                ),
+            ),
+        };
+        Check::new(name, status, detail)
     }
 
     /// The relay's lag: how long the oldest pending row of the outbox has waited (one
