@@ -51,3 +51,18 @@ async fn a_completed_state_always_comes_with_its_finish_time_and_return_value() 
     workers.shutdown(std::time::Duration::from_secs(10)).await;
     assert!(torn.is_empty(), "{} torn reads: {torn:?}", torn.len());
 }
+
+#[tokio::test]
+async fn a_key_beside_the_jobs_that_is_no_hash_reads_as_no_job() {
+    let redis = TestRedis::new("status-wrongtype");
+    let app = redis.app(|b| b.registrations(Registrations::None)).await;
+    let q = app.queue::<u64>("odd").unwrap();
+    let mut conn = queue_tests::sync_connection();
+    let _: () = redis::cmd("SET")
+        .arg(format!("{}:odd:stray", redis.prefix()))
+        .arg("not a job")
+        .query(&mut *conn)
+        .unwrap();
+    assert!(q.get_job("stray").await.unwrap().is_none());
+    assert!(q.get_job_and_state("stray").await.unwrap().is_none());
+}

@@ -44,16 +44,17 @@ impl EngineQueue {
         id: &str,
     ) -> Result<Option<(JobInfo, Option<JobState>)>, Error> {
         let mut pipe = redis::pipe();
-        pipe.atomic().cmd("HGETALL").arg(self.job_key(id));
+        // Each reply as it came, errors included: a key beside the jobs that is no hash
+        // answers HGETALL with WRONGTYPE, and is no job.
+        pipe.atomic()
+            .ignore_errors()
+            .cmd("HGETALL")
+            .arg(self.job_key(id));
         self.state_commands(&mut pipe, id);
-        let replies: Vec<redis::Value> = match self.conn.pipeline(&pipe).await {
-            Ok(replies) => replies,
-            // A key under the queue that is not a job's hash is not a job.
-            Err(e) if e.to_string().contains("WRONGTYPE") => return Ok(None),
-            Err(e) => return Err(e),
-        };
+        let replies: Vec<redis::Value> = self.conn.pipeline(&pipe).await?;
         let mut replies = replies.into_iter();
         let fields: std::collections::HashMap<String, String> = match replies.next() {
+            Some(redis::Value::ServerError(e)) if e.code() == "WRONGTYPE" => return Ok(None),
             Some(value) => redis::from_redis_value(value).map_err(|e| Error::Redis(Box::new(e)))?,
             None => return Ok(None),
         };
