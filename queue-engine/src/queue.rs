@@ -586,6 +586,13 @@ impl Queue {
             entries.push(("de", b));
         }
 
+        // Stored under Node's name, where the worker that records a failure reads it.
+        if let Some(limit) = opts.stack_trace_limit {
+            let mut b = Vec::new();
+            write_uint(&mut b, u64::from(limit)).unwrap();
+            entries.push(("stackTraceLimit", b));
+        }
+
         // Persist the custom job id so the qualified job key
         // (`{prefix}:{queueName}:{jobId}`) can be parsed back unambiguously.
         // Mirrors `optsAsJSON` in the Node.js backend, which stores `jobId` too.

@@ -141,6 +141,7 @@ pub(crate) fn options_to_engine(opts: &JobOptions, timestamp_ms: u64) -> bullmq:
                 keep_last_if_active: None,
             }),
         timestamp: Some(timestamp_ms),
+        stack_trace_limit: opts.stack_trace_limit,
         telemetry_metadata: opts.trace.as_ref().map(TraceContext::to_metadata),
         extensions,
         ..Default::default()
@@ -176,6 +177,7 @@ pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
             .as_deref()
             .filter(|_| opts.telemetry_omit_context != Some(true))
             .and_then(TraceContext::from_metadata),
+        stack_trace_limit: opts.stack_trace_limit,
     }
 }
 

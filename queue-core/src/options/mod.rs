@@ -61,6 +61,7 @@ pub struct JobOptions {
     pub(crate) deduplication: Option<Deduplication>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) trace: Option<crate::trace::TraceContext>,
+    pub(crate) stack_trace_limit: Option<u32>,
 }
 
 impl JobOptions {
@@ -137,6 +138,18 @@ impl JobOptions {
     pub fn trace(mut self, context: crate::trace::TraceContext) -> Self {
         self.trace = Some(context);
         self
+    }
+
+    /// How many failed attempts' records the job keeps in its `stacktrace`, the newest
+    /// (BullMQ's `stackTraceLimit`; 0 keeps none). Unset, the last 10.
+    pub fn stack_trace_limit(mut self, limit: u32) -> Self {
+        self.stack_trace_limit = Some(limit);
+        self
+    }
+
+    /// The configured stack trace limit, if set.
+    pub fn get_stack_trace_limit(&self) -> Option<u32> {
+        self.stack_trace_limit
     }
 
     /// The trace context, if set.
@@ -259,6 +272,7 @@ impl JobOptions {
             deduplication: None,
             timeout: self.timeout.or(base.timeout),
             trace: None,
+            stack_trace_limit: self.stack_trace_limit.or(base.stack_trace_limit),
         }
     }
 
