@@ -44,7 +44,9 @@
 //! trip (a payload that does not fit its handler fails as it would in a worker), the
 //! dependencies (`Dep<T>`, `Dep<QueueApp>`: a handler's follow-up adds run inline too,
 //! nested), a job id already used (`duplicate`, nothing run), attempts (run one after
-//! the other), unrecoverable errors, timeouts, and panics (as failed attempts).
+//! the other), unrecoverable errors, timeouts, and panics (as failed attempts). Its
+//! claims ([`QueueApp::claims`](crate::QueueApp::claims), what queue-axum's idempotency
+//! layer keeps answers in) live in the app's memory, by the same rules.
 //!
 //! What it does not simulate: Redis itself (every call that reads or changes Redis,
 //! `get_job`, counts, `cancel`, `remove`, schedulers, `add_flow`, `queue_events`,
