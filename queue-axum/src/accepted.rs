@@ -143,6 +143,14 @@ struct BaseBody<'a> {
     state: Option<&'a str>,
 }
 
+/// Which job a 202 answered for, in the response's extensions: what
+/// [`PreferWaitLayer`](crate::PreferWaitLayer) waits for when the request asked to.
+#[derive(Debug, Clone)]
+pub(crate) struct AcceptedJob {
+    pub(crate) queue: String,
+    pub(crate) id: String,
+}
+
 impl IntoResponse for Accepted {
     fn into_response(self) -> Response {
         let mut response = (
@@ -157,6 +165,10 @@ impl IntoResponse for Accepted {
         if let Ok(value) = HeaderValue::from_str(&self.location()) {
             response.headers_mut().insert(header::LOCATION, value);
         }
+        response.extensions_mut().insert(AcceptedJob {
+            queue: self.queue,
+            id: self.id,
+        });
         response
     }
 }
