@@ -1,8 +1,9 @@
 //! A job's live stream: `GET /jobs/{queue}/{id}/events`, server-sent events.
 //!
 //! Every event carries the job's whole status (what the status route answers), so the
-//! latest one is all a client needs: `state` when the state changed, `progress` when
-//! only the progress did, `gone` when the job was removed. The stream starts with the
+//! latest one is all a client needs: `state` when the state changed (read from Redis),
+//! `progress` for each progress update (the update itself, on the status last sent),
+//! `gone` when the job was removed. The stream starts with the
 //! current state and ends after the job finished. A reconnection (`Last-Event-ID`)
 //! starts with the current state again, which holds every change made meanwhile; one
 //! whose last event was the finished state (`id: finished`) is answered 204, which
@@ -17,7 +18,7 @@ use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, Stream, StreamExt};
-use queue_core::{JobState, JobWatcher, Queue, QueueApp};
+use queue_core::{JobState, JobWatcher, Queue, QueueApp, QueueEvent};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{lookup, not_found, JobRoutes, JobStatus, Lookup};
@@ -133,7 +134,7 @@ struct Live {
     /// The status read when the stream opened, sent first.
     first: Option<JobStatus>,
     /// The last status sent: its state, and its JSON.
-    last: Option<(Option<JobState>, String)>,
+    last: Option<(Option<JobState>, serde_json::Value)>,
     seq: u64,
     done: bool,
     _slot: OwnedSemaphorePermit,
@@ -141,26 +142,49 @@ struct Live {
 
 impl Live {
     /// `status` as the event to send, or `None` when the client has seen it already.
-    fn event(&mut self, status: &JobStatus) -> Option<Event> {
-        let json = serde_json::to_string(status).ok()?;
+    /// With `in_order`, the progress stays the one last sent while the job runs: the
+    /// updates since are in events still to come, and a read ahead of them would make
+    /// the progress go back when they arrive.
+    fn event(&mut self, status: &JobStatus, in_order: bool) -> Option<Event> {
+        let mut json = serde_json::to_value(status).ok()?;
+        if let (true, false, Some((_, sent))) = (in_order, finished(status), &self.last) {
+            json["progress"] = sent["progress"].clone();
+        }
+        self.event_of(status.state, json)
+    }
+
+    fn event_of(&mut self, state: Option<JobState>, json: serde_json::Value) -> Option<Event> {
         let kind = match &self.last {
             Some((_, sent)) if *sent == json => return None,
-            Some((state, _)) if *state == status.state => "progress",
+            Some((sent, _)) if *sent == state => "progress",
             _ => "state",
         };
-        self.last = Some((status.state, json.clone()));
-        let id = if finished(status) {
+        let data = json.to_string();
+        self.last = Some((state, json));
+        let id = if state.is_some_and(JobState::is_finished) {
             self.done = true;
             FINISHED_ID.to_owned()
         } else {
             self.seq += 1;
             self.seq.to_string()
         };
-        Some(Event::default().event(kind).id(id).data(json))
+        Some(Event::default().event(kind).id(id).data(data))
     }
 
-    /// Waits for the job's next change and reads its status again; `None` ends the
-    /// stream (the client reconnects and starts from the current state).
+    /// A progress update as the event carries it, on the status last sent: read
+    /// again, the job might already be past it (the next step, or finished), and the
+    /// client would miss the update.
+    fn progress(&mut self, progress: serde_json::Value) -> Option<Event> {
+        let (state, mut json) = self.last.clone()?;
+        if state.is_some_and(JobState::is_finished) {
+            return None;
+        }
+        json["progress"] = progress;
+        self.event_of(state, json)
+    }
+
+    /// Waits for the job's next change; `None` ends the stream (the client reconnects
+    /// and starts from the current state).
     async fn next_change(&mut self) -> Option<Event> {
         loop {
             let watcher = match &mut self.watcher {
@@ -168,17 +192,21 @@ impl Live {
                 None => {
                     // Behind, or the reader stopped: watch anew, then read.
                     self.watcher = Some(self.handle.watch_job(&self.id).await.ok()?);
-                    if let Some(event) = self.read().await? {
+                    if let Some(event) = self.read(false).await? {
                         return Some(event);
                     }
                     continue;
                 }
             };
-            if watcher.next().await.is_none() {
-                self.watcher = None;
-                continue;
-            }
-            if let Some(event) = self.read().await? {
+            let change = match watcher.next().await {
+                Some(QueueEvent::Progress { data, .. }) => self.progress(data),
+                Some(_) => self.read(true).await?,
+                None => {
+                    self.watcher = None;
+                    continue;
+                }
+            };
+            if let Some(event) = change {
                 return Some(event);
             }
         }
@@ -186,10 +214,10 @@ impl Live {
 
     /// The job's status now, as an event if it changed; `None` when it cannot be read
     /// (the stream ends); `Some(None)` when nothing the client sees changed.
-    async fn read(&mut self) -> Option<Option<Event>> {
+    async fn read(&mut self, in_order: bool) -> Option<Option<Event>> {
         let queue = self.handle.name().to_owned();
         match lookup(&self.app, &queue, &self.id, &self.settings).await {
-            Ok(Some(status)) => Some(self.event(&status)),
+            Ok(Some(status)) => Some(self.event(&status, in_order)),
             Ok(None) => {
                 self.done = true;
                 Some(Some(Event::default().event("gone").data("{}")))
@@ -202,7 +230,7 @@ impl Live {
 fn events(live: Live) -> impl Stream<Item = Result<Event, Infallible>> {
     stream::unfold(live, |mut live| async move {
         if let Some(first) = live.first.take() {
-            if let Some(event) = live.event(&first) {
+            if let Some(event) = live.event(&first, false) {
                 return Some((Ok(event), live));
             }
         }
