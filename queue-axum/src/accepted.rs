@@ -149,6 +149,8 @@ struct BaseBody<'a> {
 pub(crate) struct AcceptedJob {
     pub(crate) queue: String,
     pub(crate) id: String,
+    /// The fields added with [`Accepted::with`]: a waited answer keeps them.
+    pub(crate) extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl IntoResponse for Accepted {
@@ -168,6 +170,7 @@ impl IntoResponse for Accepted {
         response.extensions_mut().insert(AcceptedJob {
             queue: self.queue,
             id: self.id,
+            extra: self.extra,
         });
         response
     }

@@ -26,6 +26,10 @@ pub const PREFERENCE_APPLIED: &str = "preference-applied";
 /// the job's status as the [`JobRoutes`] given here would answer it (200 with
 /// `Preference-Applied: wait=N`), or `303 See Other` to the 202's `Location` when set
 /// so; otherwise the 202, unchanged. A client that goes away ends the wait at once.
+/// The waited answer keeps what the handler gave the 202 besides the job: the fields
+/// added with [`Accepted::with`](crate::Accepted::with) (where the status has no field
+/// of that name) and its headers (`Cache-Control: no-store`, say). A 303 has no body:
+/// prefer the 200 when the 202 carries something the client gets only once.
 ///
 /// Requests without `Prefer: wait` pass through untouched. The waits of every request
 /// share one reader of each queue's event stream (see
@@ -185,18 +189,27 @@ impl Settings {
                 return accepted;
             }
         }
-        let location = accepted.headers().get(header::LOCATION).cloned();
+        let (parts, accepted_body) = accepted.into_parts();
+        let location = parts.headers.get(header::LOCATION).cloned();
         let mut response = if self.see_other {
-            let Some(location) = location.clone() else {
-                return accepted;
-            };
-            (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
+            if location.is_none() {
+                return Response::from_parts(parts, accepted_body);
+            }
+            StatusCode::SEE_OTHER.into_response()
         } else {
             match lookup(app, &job.queue, &job.id, &self.status).await {
-                Ok(Some(status)) => Json(status).into_response(),
-                _ => return accepted,
+                Ok(Some(status)) => Json(with_fields(status, &job.extra)).into_response(),
+                _ => return Response::from_parts(parts, accepted_body),
             }
         };
+        // The handler's headers stay (`Cache-Control: no-store` on an answer that
+        // carries a token, say); the body's own are the new body's.
+        let own = [header::CONTENT_TYPE, header::CONTENT_LENGTH];
+        for (name, value) in &parts.headers {
+            if !own.contains(name) && !(name == header::LOCATION && !self.see_other) {
+                response.headers_mut().append(name.clone(), value.clone());
+            }
+        }
         let headers = response.headers_mut();
         if let Ok(applied) = HeaderValue::from_str(&format!("wait={seconds}")) {
             headers.insert(PREFERENCE_APPLIED, applied);
@@ -208,6 +221,22 @@ impl Settings {
         headers.insert(header::VARY, HeaderValue::from_static("prefer"));
         response
     }
+}
+
+/// The status, with the fields the handler added to its 202 (`Accepted::with`) where
+/// the status has none of that name: what the client would have had from the 202
+/// (an id it needs, a token shown once) stays in the answer.
+fn with_fields(
+    status: crate::routes::JobStatus,
+    extra: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Value {
+    let mut body = serde_json::to_value(status).unwrap_or(serde_json::Value::Null);
+    if let serde_json::Value::Object(fields) = &mut body {
+        for (key, value) in extra {
+            fields.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    body
 }
 
 /// The `wait` preference's seconds (RFC 7240: the first one given counts; names are

@@ -46,8 +46,16 @@ struct Producers {
     mail: Queue<Mailer>,
 }
 
-async fn sign_up(producers: Producers, Json(mail): Json<Mail>) -> Result<Accepted, QueueError> {
-    Ok(producers.mail.add_job(mail, JobOptions::new()).await?.into())
+/// A 202 that carries what the client gets only once, with a header saying so.
+async fn sign_up(
+    producers: Producers,
+    Json(mail): Json<Mail>,
+) -> Result<impl axum::response::IntoResponse, QueueError> {
+    let job = producers.mail.add_job(mail, JobOptions::new()).await?;
+    let accepted = Accepted::from(job)
+        .with("accessToken", "secret-once")
+        .with("state", "not the status's");
+    Ok(([(axum::http::header::CACHE_CONTROL, "no-store")], accepted))
 }
 
 /// The app's router: `/users` waits up to 5 s and shows the return value; `/quiet`
@@ -98,6 +106,10 @@ async fn a_job_finished_in_time_is_answered_with_its_status() {
     let body = response.json();
     assert_eq!(body["state"], "completed");
     assert_eq!(body["returnValue"], "sent to ada@example.com");
+    // What the handler gave its 202 stays: its fields (not over the status's), its headers.
+    assert_eq!(body["accessToken"], "secret-once");
+    assert_eq!(response.header("cache-control"), Some("no-store"));
+    assert!(response.header("location").is_none(), "the status is the answer");
     let id = body["id"].as_str().unwrap();
     assert_eq!(
         response.header("content-location"),
@@ -129,7 +141,7 @@ async fn a_job_not_finished_in_time_is_answered_202_after_the_wait() {
     assert_eq!(response.status, 202);
     assert!(response.header("preference-applied").is_none());
     assert!(response.header("location").unwrap().starts_with("/jobs/pw-mail/"));
-    assert_eq!(response.json()["state"], "waiting");
+    assert_eq!(response.json()["accessToken"], "secret-once", "the handler's 202");
     assert!(took >= Duration::from_secs(1), "waited: {took:?}");
     assert!(took < Duration::from_secs(4), "no longer than asked: {took:?}");
 
@@ -166,6 +178,7 @@ async fn see_other_points_at_the_status_route() {
     let response = post_json(addr, "/see-other", &[("prefer", "wait=5")], &mail(0, false)).await;
     assert_eq!(response.status, 303);
     assert_eq!(response.header("preference-applied"), Some("wait=5"));
+    assert_eq!(response.header("cache-control"), Some("no-store"));
     let location = response.header("location").unwrap();
     assert!(location.starts_with("/jobs/pw-mail/"), "{location}");
     let status = queue_tests::http::get(addr, location).await;
