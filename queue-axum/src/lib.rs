@@ -164,12 +164,12 @@ pub use limits::MAX_IDEMPOTENCY_KEY_LEN;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metrics::metrics_route;
+pub use prefer_wait::{PreferWaitLayer, PreferWaitService, PREFERENCE_APPLIED};
 pub use quote::{quote, MAX_QUOTED_CHARS};
 pub use rejection::{
     IdempotencyKeyInFlight, IdempotencyKeyReused, InvalidIdempotencyKey, InvalidQueue,
     MissingIdempotencyKey, MissingQueueLayer, QueueRejection,
 };
-pub use prefer_wait::{PreferWaitLayer, PreferWaitService, PREFERENCE_APPLIED};
 pub use routes::{
     job_routes, JobRoutes, DEFAULT_JOB_STREAM_LIFETIME, DEFAULT_MAX_JOB_STREAMS,
     DEFAULT_STATUS_REDIS_WAIT,

@@ -31,7 +31,8 @@ enum Reports {
 async fn monthly(job: Job<Report>) -> Result<u32, JobError> {
     for step in 1..=job.data.steps {
         tokio::time::sleep(Duration::from_millis(job.data.step_ms)).await;
-        job.update_progress(serde_json::json!({ "step": step })).await?;
+        job.update_progress(serde_json::json!({ "step": step }))
+            .await?;
     }
     Ok(job.data.steps)
 }
@@ -96,7 +97,8 @@ struct SseClient {
 impl SseClient {
     async fn open(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> SseClient {
         let mut stream = TcpStream::connect(addr).await.unwrap();
-        let mut head = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: text/event-stream\r\n");
+        let mut head =
+            format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: text/event-stream\r\n");
         for (name, value) in headers {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
@@ -174,7 +176,10 @@ async fn the_stream_sends_the_state_then_every_change_and_ends_with_the_job() {
     let mut stream = SseClient::open(addr, "/jobs/js-report/report-live/events", &[]).await;
     assert_eq!(stream.status, 200);
     let first = stream.next().await.unwrap();
-    assert_eq!((first.event.as_str(), first.id.as_deref()), ("state", Some("1")));
+    assert_eq!(
+        (first.event.as_str(), first.id.as_deref()),
+        ("state", Some("1"))
+    );
     assert_eq!(first.data["state"], "waiting");
 
     let workers = app.start_workers().await.unwrap();
@@ -184,21 +189,50 @@ async fn the_stream_sends_the_state_then_every_change_and_ends_with_the_job() {
     }
     let kinds: Vec<(String, serde_json::Value, serde_json::Value)> = seen
         .iter()
-        .map(|e| (e.event.clone(), e.data["state"].clone(), e.data["progress"].clone()))
+        .map(|e| {
+            (
+                e.event.clone(),
+                e.data["state"].clone(),
+                e.data["progress"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         kinds,
         [
-            ("state".into(), serde_json::json!("active"), serde_json::json!(0)),
-            ("progress".into(), serde_json::json!("active"), serde_json::json!({"step": 1})),
-            ("progress".into(), serde_json::json!("active"), serde_json::json!({"step": 2})),
-            ("progress".into(), serde_json::json!("active"), serde_json::json!({"step": 3})),
-            ("state".into(), serde_json::json!("completed"), serde_json::json!({"step": 3})),
+            (
+                "state".into(),
+                serde_json::json!("active"),
+                serde_json::json!(0)
+            ),
+            (
+                "progress".into(),
+                serde_json::json!("active"),
+                serde_json::json!({"step": 1})
+            ),
+            (
+                "progress".into(),
+                serde_json::json!("active"),
+                serde_json::json!({"step": 2})
+            ),
+            (
+                "progress".into(),
+                serde_json::json!("active"),
+                serde_json::json!({"step": 3})
+            ),
+            (
+                "state".into(),
+                serde_json::json!("completed"),
+                serde_json::json!({"step": 3})
+            ),
         ],
         "every change, in order: {seen:?}"
     );
     assert_eq!(seen.last().unwrap().id.as_deref(), Some("finished"));
-    assert!(seen.last().unwrap().data.get("returnValue").is_none(), "not shown by this route");
+    assert!(
+        seen.last().unwrap().data.get("returnValue").is_none(),
+        "not shown by this route"
+    );
     wait_until(SOON, "the stream's watcher to leave", || async {
         (app.watch_stats().watchers == 0).then_some(())
     })
@@ -227,10 +261,20 @@ async fn a_resumed_stream_starts_with_the_current_state() {
     let mut resumed = SseClient::open(addr, path, &[("last-event-id", "1")]).await;
     assert_eq!(resumed.status, 200);
     let now = resumed.next().await.unwrap();
-    assert_eq!((now.event.as_str(), now.id.as_deref()), ("state", Some("finished")));
+    assert_eq!(
+        (now.event.as_str(), now.id.as_deref()),
+        ("state", Some("finished"))
+    );
     assert_eq!(now.data["state"], "completed");
-    assert_eq!(now.data["progress"], serde_json::json!({"step": 2}), "the changes made meanwhile");
-    assert!(resumed.next().await.is_none(), "the stream ends with the job");
+    assert_eq!(
+        now.data["progress"],
+        serde_json::json!({"step": 2}),
+        "the changes made meanwhile"
+    );
+    assert!(
+        resumed.next().await.is_none(),
+        "the stream ends with the job"
+    );
 
     // A client that saw the end is told to stop reconnecting.
     let done = get_with(addr, path, &[("last-event-id", "finished")]).await;

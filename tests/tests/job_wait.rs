@@ -149,7 +149,10 @@ async fn a_job_finished_between_add_and_subscription_is_seen() {
         }
     });
     let started = Instant::now();
-    let outcome = added.wait_for::<Square>(Duration::from_secs(20)).await.unwrap();
+    let outcome = added
+        .wait_for::<Square>(Duration::from_secs(20))
+        .await
+        .unwrap();
     assert_eq!(outcome, JobOutcome::Completed(81));
     assert!(started.elapsed() < SOON, "seen at once, not at the timeout");
     let workers = held.lock().unwrap().take().expect("the hook ran");

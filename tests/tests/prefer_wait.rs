@@ -109,7 +109,10 @@ async fn a_job_finished_in_time_is_answered_with_its_status() {
     // What the handler gave its 202 stays: its fields (not over the status's), its headers.
     assert_eq!(body["accessToken"], "secret-once");
     assert_eq!(response.header("cache-control"), Some("no-store"));
-    assert!(response.header("location").is_none(), "the status is the answer");
+    assert!(
+        response.header("location").is_none(),
+        "the status is the answer"
+    );
     let id = body["id"].as_str().unwrap();
     assert_eq!(
         response.header("content-location"),
@@ -140,17 +143,30 @@ async fn a_job_not_finished_in_time_is_answered_202_after_the_wait() {
     let took = started.elapsed();
     assert_eq!(response.status, 202);
     assert!(response.header("preference-applied").is_none());
-    assert!(response.header("location").unwrap().starts_with("/jobs/pw-mail/"));
-    assert_eq!(response.json()["accessToken"], "secret-once", "the handler's 202");
+    assert!(response
+        .header("location")
+        .unwrap()
+        .starts_with("/jobs/pw-mail/"));
+    assert_eq!(
+        response.json()["accessToken"],
+        "secret-once",
+        "the handler's 202"
+    );
     assert!(took >= Duration::from_secs(1), "waited: {took:?}");
-    assert!(took < Duration::from_secs(4), "no longer than asked: {took:?}");
+    assert!(
+        took < Duration::from_secs(4),
+        "no longer than asked: {took:?}"
+    );
 
     // Past the app's maximum (5 s), the wait is cut to it.
     let started = Instant::now();
     let response = post_json(addr, "/users", &[("prefer", "wait=600")], &mail(0, false)).await;
     assert_eq!(response.status, 202);
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(8), "cut to the maximum: {took:?}");
+    assert!(
+        took < Duration::from_secs(8),
+        "cut to the maximum: {took:?}"
+    );
     assert_eq!(app.watch_stats().watchers, 0);
 }
 
@@ -214,6 +230,8 @@ async fn a_client_that_leaves_ends_its_wait_at_once() {
         left.elapsed()
     );
     // The server serves on.
-    let response = request(addr, "GET", "/jobs/pw-mail/none-1", &[], b"").await.unwrap();
+    let response = request(addr, "GET", "/jobs/pw-mail/none-1", &[], b"")
+        .await
+        .unwrap();
     assert_eq!(response.status, 404);
 }

@@ -59,9 +59,11 @@ async fn five_thousand_waiters_hold_at_most_two_connections_and_leave_nothing_be
             tokio::spawn(async move { job.wait_for::<Ping>(Duration::from_secs(120)).await })
         })
         .collect();
-    wait_until(Duration::from_secs(60), "every waiter to subscribe", || async {
-        (app.watch_stats().watchers == WAITERS as usize).then_some(())
-    })
+    wait_until(
+        Duration::from_secs(60),
+        "every waiter to subscribe",
+        || async { (app.watch_stats().watchers == WAITERS as usize).then_some(()) },
+    )
     .await;
     let during = connections(&url);
     eprintln!("connections: {before} before the waits, {during} with {WAITERS} waiting");
@@ -75,9 +77,11 @@ async fn five_thousand_waiters_hold_at_most_two_connections_and_leave_nothing_be
     for wait in &waits[..WAITERS as usize / 5] {
         wait.abort();
     }
-    wait_until(Duration::from_secs(10), "the waits of the callers who left to end", || async {
-        (app.watch_stats().watchers == (WAITERS - WAITERS / 5) as usize).then_some(())
-    })
+    wait_until(
+        Duration::from_secs(10),
+        "the waits of the callers who left to end",
+        || async { (app.watch_stats().watchers == (WAITERS - WAITERS / 5) as usize).then_some(()) },
+    )
     .await;
 
     let workers = app.start_workers().await.unwrap();

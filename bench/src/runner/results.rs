@@ -61,13 +61,10 @@ async fn request(
 }
 
 fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
-    answer
-        .lines()
-        .take_while(|l| !l.is_empty())
-        .find_map(|l| {
-            let (n, v) = l.split_once(':')?;
-            n.eq_ignore_ascii_case(name).then(|| v.trim())
-        })
+    answer.lines().take_while(|l| !l.is_empty()).find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
 }
 
 fn finished(answer: &str) -> bool {
@@ -122,7 +119,11 @@ struct Figures {
     connections: (usize, usize),
 }
 
-async fn run(url: &str, jobs: u64, redis_clients: impl Fn() -> BenchResult<usize>) -> BenchResult<Figures> {
+async fn run(
+    url: &str,
+    jobs: u64,
+    redis_clients: impl Fn() -> BenchResult<usize>,
+) -> BenchResult<Figures> {
     let app = QueueApp::builder()
         .redis(url)
         .registrations(Registrations::None)
@@ -198,7 +199,9 @@ async fn run(url: &str, jobs: u64, redis_clients: impl Fn() -> BenchResult<usize
     let before = rss_kb();
     let mut waits = Vec::with_capacity(WAITERS);
     for job in added.into_iter().skip(1) {
-        waits.push(tokio::spawn(async move { job.wait(Duration::from_secs(600)).await }));
+        waits.push(tokio::spawn(async move {
+            job.wait(Duration::from_secs(600)).await
+        }));
     }
     while app.watch_stats().watchers < WAITERS {
         tokio::time::sleep(Duration::from_millis(10)).await;

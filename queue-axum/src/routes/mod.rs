@@ -157,7 +157,10 @@ impl JobRoutes {
     pub fn router<S: Clone + Send + Sync + 'static>(self) -> Router<S> {
         Router::new()
             .route("/jobs/{queue}/{id}", get(status).with_state(self.clone()))
-            .route("/jobs/{queue}/{id}/events", get(events::stream).with_state(self))
+            .route(
+                "/jobs/{queue}/{id}/events",
+                get(events::stream).with_state(self),
+            )
     }
 
     pub(crate) fn serves(&self, app: &QueueApp, queue: &str) -> bool {

@@ -78,7 +78,11 @@ impl JobWatch {
     /// A watcher of job `id` of `queue`, once the queue's reader is ready: every event
     /// written from now on reaches it. Reads the job's state only after this returns,
     /// so that a change between the two is either in the state read or in an event.
-    pub(crate) async fn watch(self: &Arc<Self>, queue: &str, id: &str) -> Result<JobWatcher, Error> {
+    pub(crate) async fn watch(
+        self: &Arc<Self>,
+        queue: &str,
+        id: &str,
+    ) -> Result<JobWatcher, Error> {
         let (tx, rx) = mpsc::channel(WATCHER_BUFFER);
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
         let feed = {
@@ -151,7 +155,9 @@ fn remove_if_current(feeds: &mut HashMap<String, Arc<Feed>>, feed: &Arc<Feed>) {
 }
 
 impl Feed {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(u64, mpsc::Sender<Arc<QueueEvent>>)>>> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(u64, mpsc::Sender<Arc<QueueEvent>>)>>> {
         self.watchers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -160,7 +166,10 @@ impl Feed {
     }
 
     fn add(&self, id: &str, key: u64, tx: mpsc::Sender<Arc<QueueEvent>>) {
-        self.lock().entry(id.to_owned()).or_default().push((key, tx));
+        self.lock()
+            .entry(id.to_owned())
+            .or_default()
+            .push((key, tx));
     }
 
     fn remove(&self, id: &str, key: u64) {

@@ -16,7 +16,7 @@ mod wait;
 
 pub(crate) use hub::JobWatch;
 pub use hub::{JobWatcher, WatchStats};
-pub(crate) use wait::JobLink;
-pub use wait::JobOutcome;
 #[cfg(feature = "__private")]
 pub(crate) use wait::set_before_watch;
+pub(crate) use wait::JobLink;
+pub use wait::JobOutcome;

@@ -74,7 +74,11 @@ impl JobLink {
 
 impl std::fmt::Debug for JobLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "linked" } else { "unlinked" })
+        f.write_str(if self.0.is_some() {
+            "linked"
+        } else {
+            "unlinked"
+        })
     }
 }
 
