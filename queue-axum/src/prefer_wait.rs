@@ -206,7 +206,9 @@ impl Settings {
         // carries a token, say); the body's own are the new body's.
         let own = [header::CONTENT_TYPE, header::CONTENT_LENGTH];
         for (name, value) in &parts.headers {
-            if !own.contains(name) && !(name == header::LOCATION && !self.see_other) {
+            // A 303 keeps the `Location`; a 200 names it as `Content-Location` below.
+            let replaced = own.contains(name) || (name == header::LOCATION && !self.see_other);
+            if !replaced {
                 response.headers_mut().append(name.clone(), value.clone());
             }
         }

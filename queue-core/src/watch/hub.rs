@@ -38,13 +38,19 @@ pub(crate) struct JobWatch {
     next_key: AtomicU64,
 }
 
+/// A watcher's key and mailbox.
+type Mailbox = (u64, mpsc::Sender<Arc<QueueEvent>>);
+
+/// The watchers of a queue's jobs, by job id.
+type ByJob = HashMap<String, Vec<Mailbox>>;
+
 /// One queue's reader and the watchers of its jobs.
 #[derive(Debug)]
 struct Feed {
     queue: String,
     ready: watch::Receiver<Readiness>,
     /// By job id: each watcher's key and mailbox.
-    watchers: Mutex<HashMap<String, Vec<(u64, mpsc::Sender<Arc<QueueEvent>>)>>>,
+    watchers: Mutex<ByJob>,
 }
 
 /// How many readers and watchers an app has.
@@ -155,9 +161,7 @@ fn remove_if_current(feeds: &mut HashMap<String, Arc<Feed>>, feed: &Arc<Feed>) {
 }
 
 impl Feed {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(u64, mpsc::Sender<Arc<QueueEvent>>)>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByJob> {
         self.watchers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
