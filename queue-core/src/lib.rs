@@ -25,6 +25,7 @@ mod sentinel;
 #[cfg(feature = "sqlx")]
 mod store;
 mod tls;
+mod watch;
 mod worker;
 
 pub mod __private;
@@ -72,6 +73,7 @@ pub use store::{
     OutboxCounts, OutboxEntry, Relay, RelayStats, Stages,
 };
 pub use tls::Tls;
+pub use watch::{JobOutcome, JobWatcher, WatchStats};
 pub use worker::{ListenerStats, ShutdownReport, Workers, LISTENER_MAILBOX};
 
 #[doc = include_str!("../docs/registration.md")]

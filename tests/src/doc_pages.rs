@@ -22,6 +22,7 @@ page!(GuideIndex, "../../docs/index.md");
 page!(GettingStarted, "../../docs/getting-started.md");
 page!(JobsAndOptions, "../../docs/jobs-and-options.md");
 page!(Axum, "../../docs/axum.md");
+page!(Results, "../../docs/results.md");
 page!(Testing, "../../docs/testing.md");
 page!(Scheduling, "../../docs/scheduling.md");
 page!(Operations, "../../docs/operations.md");

@@ -8,6 +8,7 @@ mod floor;
 mod health;
 mod outbox;
 mod redis;
+mod results;
 mod stats;
 mod status;
 mod suites;
@@ -28,8 +29,8 @@ pub(super) struct Settings {
     /// `BENCH_LATENCY_JOBS` (default 500): probes per latency run.
     latency_jobs: u64,
     /// `BENCH_HTTP_SECS` (default 10): length of each HTTP load. (`BENCH_SUITES`, a comma list
-    /// of floor, enqueue, throughput, latency, http, outbox, status, health, observability,
-    /// dashboard, cluster, footprint, runs only those.)
+    /// of floor, enqueue, throughput, latency, http, results, outbox, status, health,
+    /// observability, dashboard, cluster, footprint, runs only those.)
     http_secs: u64,
 }
 
@@ -123,6 +124,9 @@ pub(crate) fn run_all() -> BenchResult<()> {
     }
     if wanted("http") {
         report.push_str(&suites::http(&mut redis, settings)?);
+    }
+    if wanted("results") {
+        report.push_str(&results::measure(&mut redis)?);
     }
     if wanted("outbox") {
         report.push_str(&outbox::measure(&mut redis, settings)?);

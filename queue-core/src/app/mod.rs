@@ -445,6 +445,20 @@ impl QueueApp {
         )))
     }
 
+    /// How many queues this app reads the event stream of for its job watchers (waits,
+    /// live streams, [`JobWatcher`](crate::JobWatcher)s), and how many watchers there
+    /// are: one reader per queue, however many watch.
+    ///
+    /// ```no_run
+    /// # fn demo(app: queue_core::QueueApp) {
+    /// let stats = app.watch_stats();
+    /// println!("{} waiters on {} readers", stats.watchers, stats.readers);
+    /// # }
+    /// ```
+    pub fn watch_stats(&self) -> crate::WatchStats {
+        self.inner.producer.watch.stats()
+    }
+
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         self.inner.conn.prefix()

@@ -115,6 +115,19 @@ pub fn skew_host_clock(ahead_ms: i64) {
     crate::clock::set_skew_ms(ahead_ms);
 }
 
+/// Runs `hook` before a wait for job `id` of `queue` subscribes to its events (once):
+/// a test finishes the job there, between its `add` and the subscription. Test
+/// plumbing (feature `__private`), not an API.
+#[cfg(feature = "__private")]
+#[doc(hidden)]
+pub fn before_watch(
+    queue: &str,
+    id: &str,
+    hook: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    crate::watch::set_before_watch(queue, id, Box::pin(hook));
+}
+
 /// Deletes every key under the connection's prefix.
 pub(crate) async fn delete_keys(conn: &Connection) -> Result<u64, Error> {
     let prefix = conn.prefix();
