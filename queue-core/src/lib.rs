@@ -50,7 +50,9 @@ pub use events::{
 };
 pub use flow::{AddedFlow, ExistingJob, FlowError, FlowJob, OnChildFailure};
 pub use handler::Handler;
-pub use health::{Check, CheckStatus, Health, HealthReport, HealthSettings, MemoryGuard};
+pub use health::{
+    Check, CheckStatus, Health, HealthReport, HealthSettings, MemoryGuard, RedisInfo,
+};
 pub use job::{
     ChildKey, ChildResults, FailedChild, Job, JobCounts, JobError, JobInfo, JobState, ParentJob,
     TestJobHandle,
@@ -61,8 +63,8 @@ pub use options::{
 };
 pub use processor::{AnyQueue, Processor};
 pub use queue::{
-    AddedJob, BulkJob, CancelOutcome, ChildJob, Children, GlobalLimits, JobLogs, Outcome, Queue,
-    SchedulerInfo, WorkerInfo,
+    AddedJob, BulkJob, CancelOutcome, ChildJob, Children, GlobalLimits, JobFilter, JobLogs,
+    JobScan, JobSummary, Outcome, Queue, ScanLimits, SchedulerInfo, WorkerInfo,
 };
 pub use sentinel::Sentinel;
 #[cfg(feature = "sqlx")]

@@ -97,9 +97,9 @@ async fn nobody_sees_anything_without_the_policys_yes() {
     let addr = serve(&app).await;
     for path in [
         "/admin/queues",
-        "/admin/queues/queues/dash-mail",
-        "/admin/queues/queues/dash-mail/jobs/mail-1",
-        "/admin/queues/assets/dashboard.css",
+        "/admin/queues/dash-mail",
+        "/admin/queues/dash-mail/jobs/mail-1",
+        "/admin/queues/-/assets/dashboard.css",
     ] {
         assert_eq!(get(addr, path, "stranger").await.status, 403, "{path}");
         assert_eq!(get(addr, path, "viewer").await.status, 200, "{path}");
@@ -107,7 +107,7 @@ async fn nobody_sees_anything_without_the_policys_yes() {
     // A viewer may look, not act; nothing changes.
     let refused = post(
         addr,
-        "/admin/queues/queues/dash-mail/jobs/mail-1/retry",
+        "/admin/queues/dash-mail/jobs/mail-1/retry",
         "viewer",
     )
     .await;
@@ -134,7 +134,7 @@ async fn actions_from_another_site_are_refused() {
     let app = with_a_failed_job(&redis).await;
     let addr = serve(&app).await;
     let q = app.queue::<serde_json::Value>("dash-mail").unwrap();
-    let path = "/admin/queues/queues/dash-mail/actions/pause";
+    let path = "/admin/queues/dash-mail/actions/pause";
     let host = addr.to_string();
     let evil_origin = "https://evil.example".to_owned();
     let own_origin = format!("http://{host}");
@@ -170,7 +170,7 @@ async fn the_pages_show_counts_jobs_and_a_job_escaped_and_payloads_only_when_all
 
     let overview = text(&get(addr, "/admin/queues", "viewer").await);
     assert!(
-        overview.contains(r#"href="/admin/queues/queues/dash-mail""#),
+        overview.contains(r#"href="/admin/queues/dash-mail""#),
         "{overview}"
     );
     assert!(
@@ -181,13 +181,13 @@ async fn the_pages_show_counts_jobs_and_a_job_escaped_and_payloads_only_when_all
     let failed = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-mail?state=failed",
+            "/admin/queues/dash-mail?state=failed",
             "viewer",
         )
         .await,
     );
     assert!(
-        failed.contains(r#"href="/admin/queues/queues/dash-mail/jobs/mail-1""#),
+        failed.contains(r#"href="/admin/queues/dash-mail/jobs/mail-1""#),
         "{failed}"
     );
     assert!(
@@ -202,7 +202,7 @@ async fn the_pages_show_counts_jobs_and_a_job_escaped_and_payloads_only_when_all
         "{failed}"
     );
 
-    let as_viewer = text(&get(addr, "/admin/queues/queues/dash-mail/jobs/mail-1", "viewer").await);
+    let as_viewer = text(&get(addr, "/admin/queues/dash-mail/jobs/mail-1", "viewer").await);
     assert!(as_viewer.contains("failed"), "{as_viewer}");
     assert!(
         !as_viewer.contains("alert(1)"),
@@ -211,7 +211,7 @@ async fn the_pages_show_counts_jobs_and_a_job_escaped_and_payloads_only_when_all
     let as_operator = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-mail/jobs/mail-1",
+            "/admin/queues/dash-mail/jobs/mail-1",
             "operator",
         )
         .await,
@@ -221,14 +221,14 @@ async fn the_pages_show_counts_jobs_and_a_job_escaped_and_payloads_only_when_all
         "{as_operator}"
     );
     assert!(!as_operator.contains("<script>"), "escaped: {as_operator}");
-    assert!(as_operator.contains("/admin/queues/queues/dash-mail/jobs/mail-1/retry"));
+    assert!(as_operator.contains("/admin/queues/dash-mail/jobs/mail-1/retry"));
 
     // A lookup by id goes to the job's page.
-    let lookup = get(addr, "/admin/queues/queues/dash-mail?id=mail-2", "viewer").await;
+    let lookup = get(addr, "/admin/queues/dash-mail?id=mail-2", "viewer").await;
     assert_eq!(lookup.status, 303);
     assert_eq!(
         lookup.header("location"),
-        Some("/admin/queues/queues/dash-mail/jobs/mail-2")
+        Some("/admin/queues/dash-mail/jobs/mail-2")
     );
 
     // Behind a proxy that strips a sub-path, links carry it.
@@ -241,7 +241,7 @@ async fn the_pages_show_counts_jobs_and_a_job_escaped_and_payloads_only_when_all
     )
     .await
     .unwrap();
-    assert!(text(&proxied).contains(r#"href="/ops/admin/queues/queues/dash-mail""#));
+    assert!(text(&proxied).contains(r#"href="/ops/admin/queues/dash-mail""#));
 }
 
 #[tokio::test]
@@ -263,7 +263,7 @@ async fn a_queue_is_paged_fifty_at_a_time() {
     let first = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-many?state=waiting",
+            "/admin/queues/dash-many?state=waiting",
             "viewer",
         )
         .await,
@@ -274,7 +274,7 @@ async fn a_queue_is_paged_fifty_at_a_time() {
     let second = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-many?state=waiting&page=2",
+            "/admin/queues/dash-many?state=waiting&page=2",
             "viewer",
         )
         .await,
@@ -290,7 +290,7 @@ async fn operators_retry_remove_and_pause_and_each_action_is_audited() {
     let app = with_a_failed_job(&redis).await;
     let addr = serve(&app).await;
     let q = app.queue::<serde_json::Value>("dash-mail").unwrap();
-    let job = "/admin/queues/queues/dash-mail/jobs/mail-1";
+    let job = "/admin/queues/dash-mail/jobs/mail-1";
 
     let retried = post(addr, &format!("{job}/retry"), "operator").await;
     assert_eq!(retried.status, 303);
@@ -306,7 +306,7 @@ async fn operators_retry_remove_and_pause_and_each_action_is_audited() {
 
     let removed = post(
         addr,
-        "/admin/queues/queues/dash-mail/jobs/mail-2/remove",
+        "/admin/queues/dash-mail/jobs/mail-2/remove",
         "operator",
     )
     .await;
@@ -315,7 +315,7 @@ async fn operators_retry_remove_and_pause_and_each_action_is_audited() {
     assert_eq!(
         get(
             addr,
-            "/admin/queues/queues/dash-mail/jobs/mail-2",
+            "/admin/queues/dash-mail/jobs/mail-2",
             "operator"
         )
         .await
@@ -326,7 +326,7 @@ async fn operators_retry_remove_and_pause_and_each_action_is_audited() {
     assert_eq!(
         post(
             addr,
-            "/admin/queues/queues/dash-mail/actions/pause",
+            "/admin/queues/dash-mail/actions/pause",
             "operator"
         )
         .await
@@ -334,7 +334,7 @@ async fn operators_retry_remove_and_pause_and_each_action_is_audited() {
         303
     );
     assert!(q.is_paused().await.unwrap());
-    let page = text(&get(addr, "/admin/queues/queues/dash-mail", "operator").await);
+    let page = text(&get(addr, "/admin/queues/dash-mail", "operator").await);
     assert!(
         page.contains("paused") && page.contains("actions/resume"),
         "{page}"
@@ -342,7 +342,7 @@ async fn operators_retry_remove_and_pause_and_each_action_is_audited() {
     assert_eq!(
         post(
             addr,
-            "/admin/queues/queues/dash-mail/actions/resume",
+            "/admin/queues/dash-mail/actions/resume",
             "operator"
         )
         .await
@@ -377,18 +377,18 @@ async fn bad_input_gets_4xx_pages_and_redis_down_a_503() {
     let app = with_a_failed_job(&redis).await;
     let addr = serve(&app).await;
     for (path, status) in [
-        ("/admin/queues/queues/no-such-queue", 404),
-        ("/admin/queues/queues/dash-mail/jobs/no-such-job", 404),
-        ("/admin/queues/queues/dash-mail?state=sleeping", 400),
-        ("/admin/queues/queues/dash-mail?page=0", 400),
-        ("/admin/queues/queues/dash-mail?page=x", 400),
+        ("/admin/queues/no-such-queue", 404),
+        ("/admin/queues/dash-mail/jobs/no-such-job", 404),
+        ("/admin/queues/dash-mail?state=sleeping", 400),
+        ("/admin/queues/dash-mail?page=0", 400),
+        ("/admin/queues/dash-mail?page=x", 400),
         ("/admin/queues/no/such/page", 404),
     ] {
         assert_eq!(get(addr, path, "viewer").await.status, status, "{path}");
     }
     let unknown = post(
         addr,
-        "/admin/queues/queues/dash-mail/actions/explode",
+        "/admin/queues/dash-mail/actions/explode",
         "operator",
     )
     .await;
@@ -410,7 +410,7 @@ async fn bad_input_gets_4xx_pages_and_redis_down_a_503() {
     let addr = serve(&app).await;
     assert_eq!(get(addr, "/admin/queues", "viewer").await.status, 200);
     down.kill();
-    for path in ["/admin/queues", "/admin/queues/queues/dash-down"] {
+    for path in ["/admin/queues", "/admin/queues/dash-down"] {
         let page = get(addr, path, "viewer").await;
         assert_eq!(page.status, 503, "{path}");
         assert!(text(&page).contains("unavailable"), "{}", text(&page));
@@ -546,7 +546,7 @@ async fn the_overview_shows_workers_limits_schedulers_and_the_last_hour() {
         "completed this hour: {row}"
     );
 
-    let listed = text(&get(addr, "/admin/queues/queues/dash-busy/workers", "viewer").await);
+    let listed = text(&get(addr, "/admin/queues/dash-busy/workers", "viewer").await);
     // BullMQ names a worker's connection `<prefix>:<queue in base64>`.
     assert!(
         listed.contains(&format!("{}:ZGFzaC1idXN5", redis.prefix()))
@@ -557,7 +557,7 @@ async fn the_overview_shows_workers_limits_schedulers_and_the_last_hour() {
     let schedulers = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-busy/schedulers",
+            "/admin/queues/dash-busy/schedulers",
             "operator",
         )
         .await,
@@ -569,7 +569,7 @@ async fn the_overview_shows_workers_limits_schedulers_and_the_last_hour() {
     // Run now: the scheduler's waiting run starts at once, and the worker completes it.
     let run = post(
         addr,
-        "/admin/queues/queues/dash-busy/schedulers/hourly/run",
+        "/admin/queues/dash-busy/schedulers/hourly/run",
         "operator",
     )
     .await;
@@ -581,7 +581,7 @@ async fn the_overview_shows_workers_limits_schedulers_and_the_last_hour() {
     .await;
     let removed = post(
         addr,
-        "/admin/queues/queues/dash-busy/schedulers/hourly/remove",
+        "/admin/queues/dash-busy/schedulers/hourly/remove",
         "operator",
     )
     .await;
@@ -590,7 +590,7 @@ async fn the_overview_shows_workers_limits_schedulers_and_the_last_hour() {
     assert_eq!(
         post(
             addr,
-            "/admin/queues/queues/dash-busy/schedulers/hourly/remove",
+            "/admin/queues/dash-busy/schedulers/hourly/remove",
             "operator"
         )
         .await
@@ -636,7 +636,7 @@ async fn the_job_page_shows_options_trace_stack_and_parent() {
     let page = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-mail/jobs/child-1",
+            "/admin/queues/dash-mail/jobs/child-1",
             "viewer",
         )
         .await,
@@ -648,7 +648,7 @@ async fn the_job_page_shows_options_trace_stack_and_parent() {
     );
     assert!(page.contains("Error: first &lt;boom&gt;"), "{page}");
     assert!(
-        page.contains(r#"href="/admin/queues/queues/dash-report/jobs/report-7""#),
+        page.contains(r#"href="/admin/queues/dash-report/jobs/report-7""#),
         "{page}"
     );
 }
@@ -669,12 +669,12 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
         .unwrap();
     }
     let addr = serve(&app).await;
-    let newest = text(&get(addr, "/admin/queues/queues/dash-list", "viewer").await);
+    let newest = text(&get(addr, "/admin/queues/dash-list", "viewer").await);
     assert_eq!(job_ids(&newest).first(), Some(&"j-5"));
     let oldest = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-list?order=oldest",
+            "/admin/queues/dash-list?order=oldest",
             "viewer",
         )
         .await,
@@ -683,7 +683,7 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
     let odd = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-list?name=odd&order=oldest",
+            "/admin/queues/dash-list?name=odd&order=oldest",
             "viewer",
         )
         .await,
@@ -692,7 +692,7 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
     assert_eq!(
         get(
             addr,
-            "/admin/queues/queues/dash-list?order=sideways",
+            "/admin/queues/dash-list?order=sideways",
             "viewer"
         )
         .await
@@ -703,7 +703,7 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
     // Clean: a bad form is a 400 with the reason; a good one removes.
     let bad = post_form(
         addr,
-        "/admin/queues/queues/dash-list/actions/clean",
+        "/admin/queues/dash-list/actions/clean",
         "state=active&older_than_s=0",
     )
     .await;
@@ -711,21 +711,21 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
     assert!(text(&bad).contains("cannot be cleaned"), "{}", text(&bad));
     let bad_age = post_form(
         addr,
-        "/admin/queues/queues/dash-list/actions/clean",
+        "/admin/queues/dash-list/actions/clean",
         "state=waiting&older_than_s=soon",
     )
     .await;
     assert_eq!(bad_age.status, 400);
     let missing = post_form(
         addr,
-        "/admin/queues/queues/dash-list/actions/clean",
+        "/admin/queues/dash-list/actions/clean",
         "state=waiting",
     )
     .await;
     assert_eq!(missing.status, 400, "{}", text(&missing));
     let cleaned = post_form(
         addr,
-        "/admin/queues/queues/dash-list/actions/clean",
+        "/admin/queues/dash-list/actions/clean",
         "state=waiting&older_than_s=3600",
     )
     .await;
@@ -737,7 +737,7 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
     );
     let drained = post(
         addr,
-        "/admin/queues/queues/dash-list/actions/drain",
+        "/admin/queues/dash-list/actions/drain",
         "operator",
     )
     .await;
@@ -780,7 +780,7 @@ async fn the_add_form_shows_a_declared_jobs_schema_and_checks_the_json_against_i
         .app(|b| b.processor(Processor::of::<Declared>().handle(signup)))
         .await;
     let addr = serve(&app).await;
-    let path = "/admin/queues/queues/dash-declared/add";
+    let path = "/admin/queues/dash-declared/add";
     let form = text(&get(addr, path, "operator").await);
     assert!(
         form.contains("data of <code>signup</code>") && form.contains("&quot;age&quot;"),
@@ -825,7 +825,7 @@ async fn the_add_form_checks_the_json_against_the_handlers_payload_type() {
         .await;
     let q = app.queue::<serde_json::Value>("dash-typed").unwrap();
     let addr = serve(&app).await;
-    let path = "/admin/queues/queues/dash-typed/add";
+    let path = "/admin/queues/dash-typed/add";
     let form = text(&get(addr, path, "operator").await);
     assert!(form.contains(r#"<option value="welcome">"#), "{form}");
     assert_eq!(get(addr, path, "viewer").await.status, 403);
@@ -904,7 +904,7 @@ async fn the_add_form_checks_the_json_against_the_handlers_payload_type() {
     assert_eq!(added.status, 303, "{}", text(&added));
     assert_eq!(
         added.header("location"),
-        Some("/admin/queues/queues/dash-typed/jobs/typed-1")
+        Some("/admin/queues/dash-typed/jobs/typed-1")
     );
     let info = q.get_job("typed-1").await.unwrap().unwrap();
     assert_eq!(info.data, serde_json::json!({"to": "ada@example.com"}));
@@ -1000,7 +1000,7 @@ async fn ten_tabs_share_one_event_reader_and_see_counts_move() {
     let addr = serve(&app).await;
     let mut tabs = Vec::new();
     for _ in 0..10 {
-        tabs.push(Tab::open(addr, "/admin/queues/queues/dash-live/live").await);
+        tabs.push(Tab::open(addr, "/admin/queues/dash-live/live").await);
     }
     queue_tests::wait_until(SOON, "the queue's reader blocks on its stream", || async {
         (stream_readers(&redis).await == 1).then_some(())
@@ -1022,16 +1022,16 @@ async fn ten_tabs_share_one_event_reader_and_see_counts_move() {
     assert_eq!(stream_readers(&redis).await, 1, "ten tabs, one reader");
 
     // The page carries what its script needs.
-    let page = text(&get(addr, "/admin/queues/queues/dash-live", "viewer").await);
+    let page = text(&get(addr, "/admin/queues/dash-live", "viewer").await);
     assert!(
-        page.contains(r#"data-live="/admin/queues/queues/dash-live/live""#),
+        page.contains(r#"data-live="/admin/queues/dash-live/live""#),
         "{page}"
     );
     assert!(
         page.contains(r#"<span data-count="waiting">1</span>"#),
         "{page}"
     );
-    let script = get(addr, "/admin/queues/assets/live.js", "viewer").await;
+    let script = get(addr, "/admin/queues/-/assets/live.js", "viewer").await;
     assert!(script
         .header("content-type")
         .is_some_and(|t| t.starts_with("text/javascript")));
@@ -1072,7 +1072,7 @@ async fn a_flows_job_page_shows_its_parent_and_children_as_a_tree() {
     let parent = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-reports/jobs/report-1",
+            "/admin/queues/dash-reports/jobs/report-1",
             "viewer",
         )
         .await,
@@ -1081,7 +1081,7 @@ async fn a_flows_job_page_shows_its_parent_and_children_as_a_tree() {
     for child in ["render-1", "upload-1"] {
         assert!(
             parent.contains(&format!(
-                r#"href="/admin/queues/queues/dash-steps/jobs/{child}""#
+                r#"href="/admin/queues/dash-steps/jobs/{child}""#
             )),
             "{child} in {parent}"
         );
@@ -1089,13 +1089,13 @@ async fn a_flows_job_page_shows_its_parent_and_children_as_a_tree() {
     let child = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-steps/jobs/render-1",
+            "/admin/queues/dash-steps/jobs/render-1",
             "viewer",
         )
         .await,
     );
     assert!(
-        child.contains(r#"href="/admin/queues/queues/dash-reports/jobs/report-1""#),
+        child.contains(r#"href="/admin/queues/dash-reports/jobs/report-1""#),
         "the parent, as the engine's flow producer wrote it: {child}"
     );
 }
@@ -1139,7 +1139,7 @@ async fn a_flow_parents_page_shows_a_failed_child_with_its_reason() {
     let parent = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-reports/jobs/report-2",
+            "/admin/queues/dash-reports/jobs/report-2",
             "viewer",
         )
         .await,
@@ -1264,7 +1264,7 @@ async fn board_agrees(bullmq: queue_tests::node::Bullmq) {
     let page = text(
         &get(
             addr,
-            "/admin/queues/queues/dash-agree?state=failed",
+            "/admin/queues/dash-agree?state=failed",
             "viewer",
         )
         .await,
@@ -1281,7 +1281,7 @@ async fn board_agrees(bullmq: queue_tests::node::Bullmq) {
         let ours = text(
             &get(
                 addr,
-                &format!("/admin/queues/queues/dash-agree/jobs/{id}"),
+                &format!("/admin/queues/dash-agree/jobs/{id}"),
                 "operator",
             )
             .await,
@@ -1347,7 +1347,7 @@ async fn operators_promote_one_or_all_delayed_and_retry_every_failed_job() {
         .unwrap();
     }
     let addr = serve(&app).await;
-    let base = "/admin/queues/queues/dash-mail";
+    let base = "/admin/queues/dash-mail";
 
     let one = post(addr, &format!("{base}/jobs/later-0/promote"), "operator").await;
     assert_eq!(one.status, 303);
@@ -1392,7 +1392,7 @@ async fn live_pages_recover_after_redis_restarts() {
         .unwrap();
     let q = app.queue::<serde_json::Value>("dash-restart").unwrap();
     let addr = serve(&app).await;
-    let mut before = Tab::open(addr, "/admin/queues/queues/dash-restart/live").await;
+    let mut before = Tab::open(addr, "/admin/queues/dash-restart/live").await;
     queue_tests::wait_until(SOON, "the reader blocks on its stream", || async {
         (stream_readers(&redis).await == 1).then_some(())
     })
@@ -1410,7 +1410,7 @@ async fn live_pages_recover_after_redis_restarts() {
     .await;
     // The tab that watched through the outage and one opened after it both follow the
     // queue again, through one reader.
-    let mut after = Tab::open(addr, "/admin/queues/queues/dash-restart/live").await;
+    let mut after = Tab::open(addr, "/admin/queues/dash-restart/live").await;
     queue_tests::wait_until(
         Duration::from_secs(20),
         "the reader after the restart",

@@ -165,13 +165,13 @@ async fn signup_answers_202_and_the_welcome_mail_lands_exactly_once() {
     assert_eq!(page.status, 200);
     let html = String::from_utf8_lossy(&page.body).into_owned();
     assert!(
-        html.contains(r#"href="/admin/queues/queues/email""#)
-            && html.contains(r#"href="/admin/queues/queues/coupon""#),
+        html.contains(r#"href="/admin/queues/email""#)
+            && html.contains(r#"href="/admin/queues/coupon""#),
         "{html}"
     );
     let job_page = get_with(
         svc.addr,
-        &format!("/admin/queues/queues/email/jobs/welcome-{user_id}"),
+        &format!("/admin/queues/email/jobs/welcome-{user_id}"),
         &[("authorization", &basic(ADMIN))],
     )
     .await;
