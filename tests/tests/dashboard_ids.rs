@@ -194,7 +194,7 @@ async fn job_actions_with_ids_that_are_no_job_answer_4xx_and_touch_nothing() {
     let removed = post(
         addr,
         &format!("/admin/queues/{QUEUE}/jobs/job-1/remove"),
-        "",
+        "confirm=yes",
     )
     .await;
     assert_eq!(removed.status, 303, "{}", text(&removed));

@@ -64,9 +64,18 @@ pub(in crate::dashboard) fn duration(ms: u64) -> String {
         0..1_000 => format!("{ms} ms"),
         1_000..10_000 => format!("{}.{} s", s, ms % 1_000 / 100),
         10_000..60_000 => format!("{s} s"),
-        60_000..3_600_000 => format!("{} min {} s", s / 60, s % 60),
-        3_600_000..86_400_000 => format!("{} h {} min", s / 3_600, s % 3_600 / 60),
-        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3_600),
+        60_000..3_600_000 => two_units(s / 60, "min", s % 60, "s"),
+        3_600_000..86_400_000 => two_units(s / 3_600, "h", s % 3_600 / 60, "min"),
+        _ => two_units(s / 86_400, "d", s % 86_400 / 3_600, "h"),
+    }
+}
+
+/// `3 min 12 s`, or `3 min` when the smaller unit is zero.
+fn two_units(big: u64, big_unit: &str, small: u64, small_unit: &str) -> String {
+    if small == 0 {
+        format!("{big} {big_unit}")
+    } else {
+        format!("{big} {big_unit} {small} {small_unit}")
     }
 }
 
@@ -166,8 +175,8 @@ mod tests {
         assert_eq!(time(951_782_400_000), "2000-02-29 00:00:00 UTC");
         assert_eq!(time(1_798_761_599_000), "2026-12-31 23:59:59 UTC");
         assert_eq!(iso(1_798_761_599_000), "2026-12-31T23:59:59Z");
-        assert_eq!(relative(10_000, 190_000), "3 min 0 s ago");
-        assert_eq!(relative(190_000, 10_000), "in 3 min 0 s");
+        assert_eq!(relative(10_000, 190_000), "3 min ago");
+        assert_eq!(relative(190_000, 10_000), "in 3 min");
         assert_eq!(relative(10_000, 10_500), "just now");
     }
 
@@ -177,6 +186,7 @@ mod tests {
         assert_eq!(duration(4_250), "4.2 s");
         assert_eq!(duration(192_000), "3 min 12 s");
         assert_eq!(duration(7_500_000), "2 h 5 min");
+        assert_eq!(duration(3_600_000), "1 h");
         assert_eq!(duration(273_600_000), "3 d 4 h");
         assert_eq!(bytes(812), "812 B");
         assert_eq!(bytes(3_565_158), "3.4 MB");

@@ -10,7 +10,7 @@ use queue_core::JobState;
 pub(in crate::dashboard) fn post_button(action: &str, label: &str, danger: bool) -> Markup {
     html! {
         form.inline method="post" action=(action) {
-            button.danger[danger] { (label) }
+            @if danger { button.danger { (label) } } @else { button { (label) } }
         }
     }
 }
