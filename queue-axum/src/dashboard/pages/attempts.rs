@@ -37,55 +37,57 @@ impl Attempts<'_> {
             .map(|(end, start)| end.saturating_sub(start));
         let retrying = self.state == JobState::Delayed && info.attempts_made > 0;
         html! {
-            h2 { "Attempts" }
-            p {
-                (info.attempts_made) " made of " (info.max_attempts) " allowed"
-                @if info.attempts_started > info.attempts_made {
-                    " (" (info.attempts_started - info.attempts_made) " started and not finished)"
+            section.attempts {
+                h2 { "Attempts" }
+                p {
+                    (info.attempts_made) " made of " (info.max_attempts) " allowed"
+                    @if info.attempts_started > info.attempts_made {
+                        " (" (info.attempts_started - info.attempts_made) " started and not finished)"
+                    }
+                    @if let Some(retry) = &self.retry { " " (widgets::post_button(retry, "Retry", false)) }
                 }
-                @if let Some(retry) = &self.retry { " " (widgets::post_button(retry, "Retry", false)) }
-            }
-            dl {
-                dt { "added" } dd { (at(info.timestamp_ms, self.now)) }
-                @if let Some(start) = info.processed_on_ms {
-                    dt { "last attempt started" } dd { (at(start, self.now)) }
-                }
-                @if let Some(end) = info.finished_on_ms {
-                    dt { "finished" } dd { (at(end, self.now)) }
-                }
-                @if let Some(queued) = queued {
-                    dt { "queued for" } dd { (duration(queued)) }
-                }
-                @if let Some(ran) = ran {
-                    dt { "ran for" } dd { (duration(ran)) }
-                } @else if let (Some(start), JobState::Active) = (info.processed_on_ms, self.state) {
-                    dt { "running for" } dd { (duration(self.now.saturating_sub(start))) }
-                }
-                @if let Some(runs_at) = self.runs_at {
-                    dt { @if retrying { "next attempt" } @else { "runs" } }
-                    dd.next-run {
-                        (at(runs_at, self.now))
-                        @if retrying { " " span.muted { "(attempt " (info.attempts_made + 1) " of " (info.max_attempts) ")" } }
+                dl {
+                    dt { "added" } dd { (at(info.timestamp_ms, self.now)) }
+                    @if let Some(start) = info.processed_on_ms {
+                        dt { "last attempt started" } dd { (at(start, self.now)) }
+                    }
+                    @if let Some(end) = info.finished_on_ms {
+                        dt { "finished" } dd { (at(end, self.now)) }
+                    }
+                    @if let Some(queued) = queued {
+                        dt { "queued for" } dd { (duration(queued)) }
+                    }
+                    @if let Some(ran) = ran {
+                        dt { "ran for" } dd { (duration(ran)) }
+                    } @else if let (Some(start), JobState::Active) = (info.processed_on_ms, self.state) {
+                        dt { "running for" } dd { (duration(self.now.saturating_sub(start))) }
+                    }
+                    @if let Some(runs_at) = self.runs_at {
+                        dt { @if retrying { "next attempt" } @else { "runs" } }
+                        dd.next-run {
+                            (at(runs_at, self.now))
+                            @if retrying { " " span.muted { "(attempt " (info.attempts_made + 1) " of " (info.max_attempts) ")" } }
+                        }
                     }
                 }
-            }
-            @if failures.is_empty() {
-                @if let Some(reason) = &info.failed_reason {
-                    h3 { "Last failure" }
-                    pre.bad { (Clip(reason, FAILURE_SHOWN)) }
-                }
-            } @else {
-                h3 { "Failures, oldest first" }
-                @if (failures.len() as u32) < info.attempts_made && self.state == JobState::Failed {
-                    p.muted { "The oldest ones are no longer kept." }
-                }
-                ol.attempts {
-                    @for failure in failures.iter() {
-                        @let (reason, chain) = failure.split_once('\n').unwrap_or((failure.as_str(), ""));
-                        li {
-                            strong.bad { (Clip(reason, FAILURE_SHOWN)) }
-                            @if !chain.trim().is_empty() {
-                                pre { (Clip(chain, FAILURE_SHOWN)) }
+                @if failures.is_empty() {
+                    @if let Some(reason) = &info.failed_reason {
+                        h3 { "Last failure" }
+                        pre.bad { (Clip(reason, FAILURE_SHOWN)) }
+                    }
+                } @else {
+                    h3 { "Failures, oldest first" }
+                    @if (failures.len() as u32) < info.attempts_made && self.state == JobState::Failed {
+                        p.muted { "The oldest ones are no longer kept." }
+                    }
+                    ol.attempts {
+                        @for failure in failures.iter() {
+                            @let (reason, chain) = failure.split_once('\n').unwrap_or((failure.as_str(), ""));
+                            li {
+                                strong.bad { (Clip(reason, FAILURE_SHOWN)) }
+                                @if !chain.trim().is_empty() {
+                                    pre { (Clip(chain, FAILURE_SHOWN)) }
+                                }
                             }
                         }
                     }
