@@ -51,7 +51,8 @@ pub use events::{
 pub use flow::{AddedFlow, ExistingJob, FlowError, FlowJob, OnChildFailure};
 pub use handler::Handler;
 pub use health::{
-    Check, CheckStatus, Health, HealthReport, HealthSettings, MemoryGuard, RedisInfo,
+    Check, CheckStatus, Health, HealthReport, HealthSettings, MemoryGuard, ProcessInfo,
+    ProcessWorker, RedisInfo,
 };
 pub use job::{
     ChildKey, ChildResults, FailedChild, Job, JobCounts, JobError, JobInfo, JobState, ParentJob,

@@ -245,3 +245,31 @@ async fn a_flows_page_shows_the_whole_tree_from_its_root_with_each_state() {
     assert_eq!(tree.matches(">waiting-children<").count(), 3, "{tree}");
     assert_eq!(tree.matches(">waiting<").count(), 1, "{tree}");
 }
+
+#[tokio::test]
+async fn the_workers_page_shows_each_process_its_host_pid_queues_and_concurrency() {
+    let redis = TestRedis::new("dash-roster");
+    let app = redis
+        .app(|b| {
+            b.process_roster(true)
+                .processor(Processor::new("dash-work").concurrency(3).any_job(ok))
+                .processor(Processor::new("dash-idle").any_job(ok))
+        })
+        .await;
+    let workers = app.start_workers().await.unwrap();
+    let addr = serve(&app, &[]).await;
+    let page = text(&get(addr, "/admin/queues/-/workers", &[]).await);
+    let pid = format!("<td class=\"n\">{}</td>", std::process::id());
+    assert!(page.contains(&pid), "{page}");
+    assert!(
+        page.contains(r#"<a href="/admin/queues/dash-work">dash-work</a> <span class="chip">0 / 3</span>"#),
+        "{page}"
+    );
+    // The connections by their queue's name, not BullMQ's base64.
+    assert!(page.contains("Connections") && !page.contains("ZGFzaC13b3Jr"), "{page}");
+    // Narrowed to a queue.
+    let idle = text(&get(addr, "/admin/queues/-/workers?queue=dash-idle", &[]).await);
+    assert!(idle.contains("dash-idle</a> <span class=\"chip\">0 / 1</span>"), "{idle}");
+    assert!(!idle.contains(">dash-work<"), "{idle}");
+    workers.shutdown(SOON).await;
+}

@@ -17,6 +17,7 @@
 mod info;
 mod memory;
 mod pulse;
+pub(crate) mod roster;
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,7 @@ use serde::Serialize;
 
 pub use info::RedisInfo;
 pub use memory::MemoryGuard;
+pub use roster::{ProcessInfo, ProcessWorker};
 pub(crate) use memory::{MemoryState, MemoryWatch};
 pub(crate) use pulse::{PulseBoard, WorkerPulse};
 

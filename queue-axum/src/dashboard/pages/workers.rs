@@ -1,7 +1,10 @@
-//! `/-/workers`: the workers connected to the app's queues, from Redis's `CLIENT LIST`
-//! (BullMQ names each worker connection after its queue): the queue each serves, its
-//! name, where it connects from, since when, and when it was last seen. `?queue=`
-//! narrows it to one queue. Redis: one `CLIENT LIST` per queue.
+//! `/-/workers`: who works the app's queues. The processes of the roster (our workers,
+//! with `QueueAppBuilder::process_roster` on): host, pid, program, the queues each
+//! serves with its concurrency and the jobs it runs now, started at, last seen. Then
+//! every worker connection Redis's `CLIENT LIST` shows (BullMQ names each after its
+//! queue; Node's and Python's too): the queue by its name, the worker's name, where it
+//! connects from, since when. `?queue=` narrows both to one queue. Redis: two commands
+//! and a read per process, then one `CLIENT LIST` per queue.
 
 use std::sync::Arc;
 
@@ -34,6 +37,13 @@ pub(in crate::dashboard) async fn page(
         }
         None => shared.app.known_queues(),
     };
+    let processes: Vec<_> = shared
+        .app
+        .get_processes()
+        .await?
+        .into_iter()
+        .filter(|p| p.workers.iter().any(|w| queues.contains(&w.queue)))
+        .collect();
     let mut rows = Vec::new();
     for name in &queues {
         let queue = shared.app.queue::<serde_json::Value>(name)?;
@@ -45,6 +55,33 @@ pub(in crate::dashboard) async fn page(
     let secs = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     let body = html! {
         h1 { "Workers" @if let [one] = queues.as_slice() { " of " a href=(base.queue(one)) { (Clip(one, 80)) } } }
+        h2 { "Processes" }
+        @if processes.is_empty() {
+            p.muted { "No process records itself (the app's process_roster is off, or no worker runs)." }
+        } @else {
+            table {
+                thead { tr { th { "host" } th.n { "pid" } th { "program" } th { "queues (busy / concurrency)" } th { "started" } th { "last seen" } } }
+                tbody {
+                    @for p in &processes {
+                        tr {
+                            td { (Clip(&p.host, format::LISTED)) }
+                            td.n { (p.pid) }
+                            td { (Clip(&p.name, format::LISTED)) }
+                            td {
+                                @for (i, w) in p.workers.iter().filter(|w| queues.contains(&w.queue)).enumerate() {
+                                    @if i > 0 { ", " }
+                                    a href=(base.queue(&w.queue)) { (Clip(&w.queue, format::LISTED)) }
+                                    " " span.chip { (w.busy) " / " (w.concurrency) }
+                                }
+                            }
+                            td { (format::at(p.started_ms, now)) }
+                            td { (format::ago(p.last_seen_ms, now)) }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Connections" }
         @if rows.is_empty() {
             p.muted { "No worker is connected (or this Redis does not list its clients)." }
         } @else {
