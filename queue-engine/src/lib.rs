@@ -37,6 +37,7 @@
 pub mod error;
 /// The worker's bounded event channel (PATCHES.md, change 3).
 mod event_channel;
+mod failure_record;
 mod finishing;
 /// FlowProducer — atomically add trees of dependent jobs (flows).
 pub mod flow_producer;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::event_channel::EventSender;
+use crate::failure_record::failure_fields;
 use tokio::sync::{broadcast, Mutex, Notify, RwLock};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
@@ -274,6 +275,8 @@ struct Finish<'a> {
     job_id: &'a str,
     token: &'a str,
     value: &'a serde_json::Value,
+    /// The msgpacked fields `moveToFinished` also writes (a failure's record).
+    fields: &'a [u8],
     job_attempts: u32,
     job_opts: &'a JobOptions,
     target: &'static str,
@@ -1176,6 +1179,8 @@ impl Worker {
         let job_data = job.data().clone();
         let repeat_job_key = job.repeat_job_key().map(|s| s.to_string());
         let job_name = job.name().to_string();
+        // Each failed attempt adds its entry to the ones before it (`failure_record`).
+        let previous_stacktrace = job.stacktrace().to_string();
 
         // Attach script context so job can call update_progress, etc.
         job.set_context(crate::job::ScriptContext {
@@ -1224,6 +1229,7 @@ impl Worker {
                 job_attempts_made,
                 &job_opts,
                 &job_data,
+                &previous_stacktrace,
                 Self::should_fetch_next(ctx),
             )
             .await;
@@ -1257,6 +1263,7 @@ impl Worker {
                     job_attempts_made,
                     &job_opts,
                     &job_data,
+                    &previous_stacktrace,
                     fetch_next,
                 )
                 .await;
@@ -1291,10 +1298,19 @@ impl Worker {
             Err(e) => {
                 // If the processor called `job.discard()`, treat the failure as
                 // unrecoverable so the job is not retried (mirrors Node.js).
-                let e = if discarded.load(Ordering::SeqCst) && should_convert_discarded_error(&e) {
-                    Error::Unrecoverable(e.to_string())
-                } else {
-                    e
+                let e = match e.without_stacktrace() {
+                    (e, stack)
+                        if discarded.load(Ordering::SeqCst)
+                            && should_convert_discarded_error(&e) =>
+                    {
+                        let e = Error::Unrecoverable(e.to_string());
+                        match stack {
+                            Some(stack) => e.with_stacktrace(stack),
+                            None => e,
+                        }
+                    }
+                    (e, Some(stack)) => e.with_stacktrace(stack),
+                    (e, None) => e,
                 };
                 // The job is another run's now: that run schedules the next iteration.
                 let lock_lost = matches!(e, Error::JobLockNotExist(_));
@@ -1307,6 +1323,7 @@ impl Worker {
                     job_attempts_made,
                     &job_opts,
                     &job_data,
+                    &previous_stacktrace,
                     fetch_next,
                 )
                 .await;
@@ -1372,6 +1389,7 @@ impl Worker {
         job_attempts_made: u32,
         job_opts: &JobOptions,
         job_data: &serde_json::Value,
+        previous_stacktrace: &str,
         fetch_next: bool,
     ) -> Option<Job> {
         let result = Self::finish(
@@ -1380,6 +1398,7 @@ impl Worker {
                 job_id,
                 token,
                 value: return_value,
+                fields: &[],
                 job_attempts,
                 job_opts,
                 target: "completed",
@@ -1411,6 +1430,7 @@ impl Worker {
                         job_attempts_made,
                         job_opts,
                         job_data,
+                        previous_stacktrace,
                         fetch_next,
                     )
                     .await;
@@ -1697,8 +1717,10 @@ impl Worker {
         job_attempts_made: u32,
         job_opts: &JobOptions,
         job_data: &serde_json::Value,
+        previous_stacktrace: &str,
         fetch_next: bool,
     ) -> Option<Job> {
+        let (error, stacktrace) = error.without_stacktrace();
         // DelayedError / WaitingChildren: job was already moved by the processor
         if matches!(error, Error::Delayed | Error::WaitingChildren) {
             return None;
@@ -1724,6 +1746,13 @@ impl Worker {
             return None;
         }
 
+        // What the job's hash records of this attempt, whatever happens next.
+        let fields = failure_fields(
+            &error.to_string(),
+            stacktrace.as_deref(),
+            previous_stacktrace,
+            job_opts.stack_trace_limit,
+        );
         let is_unrecoverable = matches!(error, Error::Unrecoverable(_));
         let should_retry =
             !is_unrecoverable && job_attempts > 0 && (job_attempts_made + 1) < job_attempts;
@@ -1734,6 +1763,7 @@ impl Worker {
                 job_id,
                 token,
                 &error,
+                &fields,
                 job_attempts,
                 job_attempts_made,
                 job_opts,
@@ -1747,6 +1777,7 @@ impl Worker {
                 job_id,
                 token,
                 &error,
+                &fields,
                 job_attempts,
                 job_opts,
                 fetch_next,
@@ -1762,6 +1793,7 @@ impl Worker {
         job_id: &str,
         token: &str,
         error: &Error,
+        fields: &[u8],
         job_attempts: u32,
         job_attempts_made: u32,
         job_opts: &JobOptions,
@@ -1786,6 +1818,7 @@ impl Worker {
                     job_id,
                     token,
                     error,
+                    fields,
                     job_attempts,
                     job_opts,
                     false,
@@ -1804,6 +1837,7 @@ impl Worker {
                             &ctx.prefix_bytes,
                             delay as u64,
                             &ctx.opts,
+                            fields,
                         )
                     })
                     .await
@@ -1817,6 +1851,7 @@ impl Worker {
                             job_id,
                             token,
                             &ctx.prefix_bytes,
+                            fields,
                         )
                     })
                     .await
@@ -1831,6 +1866,7 @@ impl Worker {
                         job_id,
                         token,
                         &ctx.prefix_bytes,
+                        fields,
                     )
                 })
                 .await
@@ -1862,11 +1898,13 @@ impl Worker {
     ///
     /// Returns the next job to process when `fetch_next` was honoured by the
     /// `moveToFinished` script (single round-trip failure + fetch).
+    #[allow(clippy::too_many_arguments)]
     async fn move_to_permanent_failure(
         ctx: &LoopContext,
         job_id: &str,
         token: &str,
         error: &Error,
+        fields: &[u8],
         job_attempts: u32,
         job_opts: &JobOptions,
         fetch_next: bool,
@@ -1878,6 +1916,7 @@ impl Worker {
                 job_id,
                 token,
                 value: &error_value,
+                fields,
                 job_attempts,
                 job_opts,
                 target: "failed",
@@ -1911,6 +1950,7 @@ impl Worker {
             job_id,
             token,
             value,
+            fields,
             job_attempts,
             job_opts,
             target,
@@ -1940,6 +1980,7 @@ impl Worker {
                     job_id,
                     token,
                     value,
+                    fields,
                     job_attempts,
                     &ctx.opts,
                     job_opts,
@@ -2083,6 +2124,7 @@ impl Worker {
         job_id: &str,
         token: &str,
         value: &serde_json::Value,
+        fields_to_update: &[u8],
         attempts: u32,
         opts: &WorkerOptions,
         job_opts: &JobOptions,
@@ -2136,7 +2178,6 @@ impl Worker {
         let job_id_bytes = job_id.as_bytes();
         let now_bytes = now.to_string().into_bytes();
         let opts_packed = pack_move_to_finished_opts(token, opts, job_opts, attempts, target);
-        let fields_to_update: Vec<u8> = Vec::new();
         let fetch_next_flag: &[u8] = if fetch_next { b"1" } else { b"0" };
         let args: Vec<&[u8]> = vec![
             job_id_bytes,
@@ -2147,7 +2188,7 @@ impl Worker {
             fetch_next_flag,
             prefix_bytes,
             &opts_packed,
-            &fields_to_update,
+            fields_to_update,
         ];
 
         let mut redis_conn = conn.connection();
@@ -2176,6 +2217,7 @@ impl Worker {
         job_id: &str,
         token: &str,
         prefix: &[u8],
+        fields_to_update: &[u8],
     ) -> Result<(), Error> {
         let script = conn
             .scripts()
@@ -2217,7 +2259,6 @@ impl Worker {
         let prefix_str = std::str::from_utf8(prefix).unwrap_or("");
         let now_str = now.to_string();
         let push_cmd = b"LPUSH";
-        let fields_to_update: Vec<u8> = Vec::new();
 
         let args: Vec<&[u8]> = vec![
             prefix_str.as_bytes(), // ARGV[1] key prefix
@@ -2225,7 +2266,7 @@ impl Worker {
             push_cmd,              // ARGV[3] pushCmd
             job_id.as_bytes(),     // ARGV[4] jobId
             token.as_bytes(),      // ARGV[5] token
-            &fields_to_update,     // ARGV[6] optional fields
+            fields_to_update,      // ARGV[6] optional fields
         ];
 
         let mut redis_conn = conn.connection();
@@ -2238,6 +2279,7 @@ impl Worker {
     }
 
     /// Move a failed job to delayed queue for retry with backoff.
+    #[allow(clippy::too_many_arguments)]
     async fn move_to_delayed_for_retry(
         conn: &RedisConnection,
         keys: &QueueKeys,
@@ -2246,6 +2288,7 @@ impl Worker {
         prefix: &[u8],
         delay: u64,
         opts: &WorkerOptions,
+        fields_to_update: &[u8],
     ) -> Result<(), Error> {
         let script = conn
             .scripts()
@@ -2288,7 +2331,6 @@ impl Worker {
         let now_str = now.to_string();
         let delay_str = delay.to_string();
         let skip_attempt = b"0"; // Don't skip attempt increment
-        let fields_to_update: Vec<u8> = Vec::new();
         let fetch_next = b"0"; // Don't fetch next
 
         // Pack opts for fetchNextJob (even though we're not fetching, script expects it)
@@ -2302,7 +2344,7 @@ impl Worker {
             token.as_bytes(),      // ARGV[4] queue token
             delay_str.as_bytes(),  // ARGV[5] delay value
             skip_attempt,          // ARGV[6] skip attempt
-            &fields_to_update,     // ARGV[7] fields to update
+            fields_to_update,      // ARGV[7] fields to update
             fetch_next,            // ARGV[8] fetch next?
             &move_opts,            // ARGV[9] opts
         ];

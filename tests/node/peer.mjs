@@ -10,8 +10,11 @@
 //   node peer.mjs flow - '<json flow tree>'                Node's FlowProducer adds the tree
 //                                                          ({name, queueName, data, opts,
 //                                                          children}); prints its ids
-//   node peer.mjs board <queue> <status>                  what Bull Board's API shows of the
-//                                                          queue and its jobs in <status>
+//   node peer.mjs board <queue> <status> [6]              what Bull Board's API shows of the
+//                                                          queue and its jobs in <status>:
+//                                                          @bull-board/api 9.x, or its newest
+//                                                          6.x with `6` (its version in
+//                                                          `boardVersion`)
 //   node peer.mjs produce-validated <queue> '<{schemas, jobs}>'
 //                                                          checks each job's data against the
 //                                                          payload schema of its name in
@@ -38,6 +41,7 @@
 // REDIS_CLUSTER_NODES (comma-separated seed URLs) puts it on that Redis Cluster instead;
 // BULLMQ=6 runs Node BullMQ 6.x with bullmq-otel 2.x (the workspace bullmq6/) instead of
 // 5.x with bullmq-otel 1.x.
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Cluster } from 'ioredis';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
@@ -79,7 +83,7 @@ const connection = clusterNodes.length > 0
   ? new Cluster(clusterNodes.map(hostPort), { redisOptions: { maxRetriesPerRequest: null } })
   : { ...hostPort(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'), maxRetriesPerRequest: null };
 const prefix = process.env.PREFIX ?? 'bull';
-const [command, queueName, arg] = process.argv.slice(2);
+const [command, queueName, arg, boardMajor] = process.argv.slice(2);
 const print = (value) => process.stdout.write(JSON.stringify(value) + '\n');
 
 async function produce() {
@@ -201,14 +205,24 @@ async function flow() {
   await producer.close();
 }
 
-// Bull Board's own `GET /api/queues` handler, called as its server adapters call it.
+// Bull Board's own `GET /api/queues` handler, called as its server adapters call it:
+// 9.x (this package's), or the newest 6.x (the bullmq6/ workspace's) when asked.
 async function board() {
+  const api = boardMajor === '6'
+    ? await import('queue-tests-node-peer-bullmq6/board.mjs')
+    : { BullMQAdapter, queuesHandler, version: boardVersion() };
   const queue = new Queue(queueName, { connection, prefix });
-  const queues = new Map([[queueName, new BullMQAdapter(queue)]]);
+  const queues = new Map([[queueName, new api.BullMQAdapter(queue)]]);
   const query = { activeQueue: queueName, status: arg, page: 1, jobsPerPage: 50 };
-  const { body } = await queuesHandler({ queues, query, uiConfig: {} });
-  print(body.queues[0]);
+  const { body } = await api.queuesHandler({ queues, query, uiConfig: {} });
+  print({ ...body.queues[0], boardVersion: api.version });
   await queue.close();
+}
+
+// The top level's @bull-board/api version (its package.json is not among its exports).
+function boardVersion() {
+  const path = new URL('./node_modules/@bull-board/api/package.json', import.meta.url);
+  return JSON.parse(readFileSync(path)).version;
 }
 
 // What a Node producer does with the schemas a Rust service exports: validate before adding.

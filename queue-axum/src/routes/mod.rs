@@ -106,8 +106,10 @@ impl JobRoutes {
         self
     }
 
-    /// Shows `failedReason`, the failure's text (internal details). Only behind your
-    /// own access check.
+    /// Shows `failedReason`, the last failure's text, and `attemptErrors`, what each
+    /// failed attempt recorded (its reason, then its error chain or where it panicked;
+    /// oldest first): internal details, only behind your own access check. (`runsAt`,
+    /// when a delayed job or a retry runs next, is shown on every route.)
     pub fn include_failed_reason(mut self, include: bool) -> Self {
         self.include_failed_reason = include;
         self
@@ -161,6 +163,13 @@ struct JobStatus {
     /// Present (possibly `null`) only when the route opts in.
     #[serde(skip_serializing_if = "Option::is_none")]
     failed_reason: Option<Option<String>>,
+    /// Each failed attempt's record, oldest first: present with `failed_reason`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt_errors: Option<Vec<String>>,
+    /// When a delayed job (a retry waiting out its backoff too) runs, in ms since the
+    /// Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runs_at: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     return_value: Option<Option<serde_json::Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -307,6 +316,8 @@ fn to_status(
         processed_on: info.processed_on_ms,
         finished_on: info.finished_on_ms,
         failed_reason: settings.include_failed_reason.then_some(info.failed_reason),
+        attempt_errors: settings.include_failed_reason.then_some(info.stacktrace),
+        runs_at: info.runs_at_ms,
         return_value: settings.include_return_value.then_some(info.return_value),
         data: settings.include_data.then_some(info.data),
         parent: flow.parent,

@@ -236,6 +236,7 @@ pub(crate) fn job_info(job: &bullmq::Job) -> JobInfo {
             "" => Vec::new(),
             raw => serde_json::from_str(raw).unwrap_or_else(|_| vec![raw.to_owned()]),
         },
+        runs_at_ms: None,
         parent: job.parent().map(|parent| crate::job::ParentJob {
             queue_key: parent.queue_key.clone(),
             id: parent.id.clone(),

@@ -52,6 +52,26 @@ pub(crate) struct AttemptFailure {
     pub(crate) is_final: bool,
     /// The attempt was cut off by its timeout.
     pub(crate) timed_out: bool,
+    /// What the job's `stacktrace` records of this attempt beyond the reason: the error
+    /// chain, or where the handler panicked. The reason alone is recorded without it.
+    pub(crate) stack: Option<String>,
+}
+
+/// The most of an attempt's stack text a job records, in bytes: an error that carries a
+/// whole response body in its chain must not grow the job without bound.
+const STACK_TEXT_LIMIT: usize = 8 * 1024;
+
+/// `stack` cut to [`STACK_TEXT_LIMIT`] on a character boundary, saying so.
+fn bounded_stack(mut stack: String) -> String {
+    if stack.len() > STACK_TEXT_LIMIT {
+        let mut end = STACK_TEXT_LIMIT;
+        while !stack.is_char_boundary(end) {
+            end -= 1;
+        }
+        stack.truncate(end);
+        stack.push_str("\n... (cut at 8 KiB)");
+    }
+    stack
 }
 
 /// Our dispatcher: one attempt in, the return value or a failure out.
@@ -307,10 +327,14 @@ fn engine_processor(
                 return Err(bullmq::Error::JobLockNotExist(job_id));
             }
             outcome.map_err(|failure| {
-                if failure.retryable {
+                let error = if failure.retryable {
                     bullmq::Error::ProcessingError(failure.reason)
                 } else {
                     bullmq::Error::Unrecoverable(failure.reason)
+                };
+                match failure.stack {
+                    Some(stack) => error.with_stacktrace(bounded_stack(stack)),
+                    None => error,
                 }
             })
         })

@@ -94,6 +94,22 @@ impl JobError {
     pub fn source(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
         self.source.as_deref()
     }
+
+    /// What the job's `stacktrace` records of this failure when the error has causes:
+    /// the reason, then each cause on its own line, as `anyhow` prints a chain. `None`
+    /// when the reason says it all.
+    pub(crate) fn chain_text(&self) -> Option<String> {
+        let mut cause = self.source.as_deref()?.source();
+        cause?;
+        let mut text = format!("{}\nCaused by:", self.message);
+        let mut depth = 0;
+        while let Some(next) = cause {
+            text.push_str(&format!("\n    {depth}: {next}"));
+            depth += 1;
+            cause = next.source();
+        }
+        Some(text)
+    }
 }
 
 /// Any error, boxed error or message, as a retryable failure: what makes `?` work in a
@@ -178,6 +194,24 @@ mod tests {
             Some(Box::new(Layer("timed out", None))),
         );
         assert_eq!(JobError::from(says_it).message(), "smtp refused: timed out");
+    }
+
+    #[test]
+    fn the_chain_text_puts_each_cause_on_its_own_line() {
+        let chain = Layer(
+            "sending the welcome mail",
+            Some(Box::new(Layer(
+                "smtp refused",
+                Some(Box::new(Layer("timed out", None))),
+            ))),
+        );
+        assert_eq!(
+            JobError::from(chain).chain_text().as_deref(),
+            Some(
+                "sending the welcome mail: smtp refused: timed out\nCaused by:\n    0: smtp refused\n    1: timed out"
+            )
+        );
+        assert_eq!(JobError::from("no causes").chain_text(), None);
     }
 
     #[test]

@@ -40,9 +40,16 @@ pub struct JobInfo {
     pub priority: u32,
     /// The options it was added with, as stored (the trace context among them).
     pub options: crate::options::JobOptions,
-    /// The stack traces its failed attempts recorded, the latest last (Node workers
-    /// record one per failure).
+    /// What each failed attempt recorded, oldest first, one entry per failure (the last
+    /// ten, or the job's `stack_trace_limit`): the attempt's reason on the first line,
+    /// then its error chain or where the handler panicked. Node BullMQ workers record
+    /// the same field (their `err.stack`), so Bull Board shows ours and we show theirs.
     pub stacktrace: Vec<String>,
+    /// When a delayed job is due to run, in ms since the Unix epoch: a job added with a
+    /// delay, or a retry waiting out its backoff. Read by
+    /// [`Queue::get_job_and_state`](crate::Queue::get_job_and_state) only (from the
+    /// delayed set, which the job's hash does not say); `None` elsewhere.
+    pub runs_at_ms: Option<u64>,
     /// The job whose child this is, in a flow.
     pub parent: Option<ParentJob>,
 }

@@ -138,6 +138,7 @@ impl<T> Queue<T> {
             delay: options.delay.unwrap_or_default(),
             priority: options.priority.unwrap_or(0),
             stacktrace: Vec::new(),
+            runs_at_ms: None,
             parent: None,
             options,
         };

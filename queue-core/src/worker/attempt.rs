@@ -38,6 +38,7 @@ pub(crate) struct Dispatcher {
 
 impl Dispatcher {
     pub(crate) fn into_process_fn(self) -> ProcessFn {
+        super::panic_site::install();
         let shared = Arc::new(self);
         Arc::new(move |raw: RawAttempt| -> BoxFuture<'static, _> {
             let shared = shared.clone();
@@ -221,6 +222,7 @@ impl Dispatcher {
                 retryable: !self.plan.fail_unknown_names,
                 is_final: false,
                 timed_out: false,
+                stack: None,
             };
             return (Err(failure), Duration::ZERO);
         };
@@ -279,19 +281,15 @@ impl Supervision {
             result = AssertUnwindSafe(handler).catch_unwind() => match result {
                 Ok(Ok(value)) => Ok(value),
                 Ok(Err(e)) if cancel.is_cancelled() => Err(unrecoverable(format!("cancelled: {}", e.message()))),
-                Ok(Err(e)) => Err(AttemptFailure { reason: e.message().to_owned(), retryable: e.is_retryable(), is_final: false, timed_out: false }),
-                Err(panic) => Err(AttemptFailure {
-                    is_final: false,
-                    timed_out: false,
-                    reason: format!("handler panicked: {}", panic_message(panic.as_ref())),
-                    retryable: true,
-                }),
+                Ok(Err(e)) => Err(AttemptFailure { reason: e.message().to_owned(), retryable: e.is_retryable(), is_final: false, timed_out: false, stack: e.chain_text() }),
+                Err(panic) => Err(panicked(panic_message(panic.as_ref()), super::panic_site::take())),
             },
             () = deadline => Err(AttemptFailure {
                 is_final: false,
                 timed_out: true,
                 reason: format!("timed out after {}", human(timeout.unwrap_or_default())),
                 retryable: true,
+                stack: None,
             }),
             () = cancelled_and_ignored => Err(unrecoverable(format!(
                 "cancelled: the handler did not stop within {} of the request",
@@ -307,6 +305,19 @@ fn unrecoverable(reason: String) -> AttemptFailure {
         retryable: false,
         is_final: true,
         timed_out: false,
+        stack: None,
+    }
+}
+
+/// A panic, retryable (the next attempt may not hit it); its record says where it
+/// happened when the panic hook saw it (`panic_site`).
+fn panicked(message: &str, at: Option<String>) -> AttemptFailure {
+    AttemptFailure {
+        reason: format!("handler panicked: {message}"),
+        retryable: true,
+        is_final: false,
+        timed_out: false,
+        stack: at.map(|at| format!("handler panicked at {at}:\n{message}")),
     }
 }
 

@@ -4,6 +4,7 @@
 mod attempt;
 mod blocking;
 mod listeners;
+mod panic_site;
 mod tracker;
 
 use std::sync::Arc;

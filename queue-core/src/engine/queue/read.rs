@@ -62,7 +62,10 @@ impl EngineQueue {
             return Ok(None);
         }
         let job = bullmq::Job::from_redis_hash(id, &fields).map_err(|e| self.error(e))?;
-        Ok(Some((job_info(&job), Self::state_of(replies)?)))
+        let replies: Vec<redis::Value> = replies.collect();
+        let mut info = job_info(&job);
+        info.runs_at_ms = Self::due_of(&replies);
+        Ok(Some((info, Self::state_of(replies.into_iter())?)))
     }
 
     /// The commands that tell a job's state: its score in each sorted set of a state,
@@ -75,6 +78,16 @@ impl EngineQueue {
         }
         pipe.cmd("EXISTS").arg(format!("{job}:lock"));
         pipe.cmd("EXISTS").arg(&job);
+    }
+
+    /// When the job is due, from its score in the delayed set among the replies of
+    /// [`Self::state_commands`]: BullMQ scores a delayed job `due_ms * 4096 + counter`.
+    fn due_of(replies: &[redis::Value]) -> Option<u64> {
+        let delayed = STATE_SETS
+            .iter()
+            .position(|(_, state)| *state == JobState::Delayed)?;
+        let score: Option<f64> = redis::from_redis_value(replies.get(delayed)?.clone()).ok()?;
+        score.map(|score| (score / 4096.0).floor() as u64)
     }
 
     /// The state from the replies of [`Self::state_commands`].
