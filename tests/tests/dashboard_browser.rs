@@ -118,7 +118,7 @@ async fn an_operator_retries_a_failed_job_pauses_drains_and_walks_a_flow_in_a_br
             .clone()
     };
     assert_eq!(step("job page")["state"], "failed");
-    println!("ATTEMPTS {}", step("attempts")); // TEMP
+    assert_eq!(step("attempts")["failures"], 1, "the attempt history");
     assert_ne!(
         step("after retry")["state"],
         "completed",

@@ -1,7 +1,7 @@
 //! What an operator's dashboard reads, each call a bounded number of Redis commands
 //! whatever the queue's size: listing rows whose strings Redis itself cuts, a bounded
 //! search that says how far it got, the oldest waiting job's age, several jobs' states
-//! at once, and when a retrying job runs next.
+//! at once.
 
 use std::ops::Range;
 
@@ -192,17 +192,5 @@ impl<T> Queue<T> {
                 }
             })
             .collect())
-    }
-
-    /// When a delayed job (waiting out its delay or a retry's backoff) runs next, in ms
-    /// since the Unix epoch; `None` when it is not delayed.
-    pub async fn get_delayed_until(&self, id: &str) -> Result<Option<u64>, Error> {
-        if !crate::options::job_id::could_be_job_id(id) {
-            return Ok(None);
-        }
-        self.timed("get_delayed_until", async {
-            self.engine().await?.delayed_until(id).await
-        })
-        .await
     }
 }

@@ -1,7 +1,7 @@
 //! `/{queue}/jobs/{id}`: one job: state, attempts and their failures, times, progress,
 //! options, its flow, logs, and its payload and return value where the policy allows.
-//! Redis: the job and its state in one transaction, its logs, its flow (bounded), and
-//! for a delayed job its next run.
+//! Redis: the job, its state and a delayed job's next run in one transaction, its logs,
+//! and its flow (bounded).
 
 use std::sync::Arc;
 
@@ -39,23 +39,14 @@ pub(in crate::dashboard) async fn page(
     let Some((info, Some(state))) = read else {
         return Err(Problem::no_job(&name, id));
     };
-    let (runs_at, flow) = tokio::try_join!(
-        async {
-            if state == JobState::Delayed {
-                queue.get_delayed_until(id).await
-            } else {
-                Ok(None)
-            }
-        },
-        FlowTree::read(&shared.app, &name, &info, state),
-    )?;
+    let flow = FlowTree::read(&shared.app, &name, &info, state).await?;
     let here = base.job(&name, id);
     let now = format::now_ms();
     let action = |a: &str| format!("{here}/{a}");
     let attempts = Attempts {
         info: &info,
         state,
-        runs_at,
+        runs_at: info.runs_at_ms,
         retry: (access.can_act() && state == JobState::Failed).then(|| action("retry")),
         now,
     };

@@ -1,6 +1,6 @@
 //! What an operator's dashboard reads, in a bounded number of commands whatever the
 //! queue's size: listing rows with their strings cut in Redis, a bounded search, the
-//! age of the oldest waiting job, several jobs' states at once, a retry's next run.
+//! age of the oldest waiting job, several jobs' states at once.
 
 use std::sync::LazyLock;
 
@@ -144,20 +144,6 @@ impl EngineQueue {
         ids.iter()
             .map(|_| Self::state_of(replies.by_ref()))
             .collect()
-    }
-
-    /// When a delayed job runs: its score in the delayed set is the time in ms times
-    /// 4096, plus a counter (BullMQ's encoding).
-    pub(crate) async fn delayed_until(&self, id: &str) -> Result<Option<u64>, Error> {
-        let score: Option<f64> = self
-            .conn
-            .query(
-                redis::cmd("ZSCORE")
-                    .arg(format!("{}:delayed", self.conn.queue_base(self.name())))
-                    .arg(id),
-            )
-            .await?;
-        Ok(score.map(|s| (s / 4096.0).floor() as u64))
     }
 }
 
