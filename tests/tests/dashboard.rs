@@ -105,12 +105,7 @@ async fn nobody_sees_anything_without_the_policys_yes() {
         assert_eq!(get(addr, path, "viewer").await.status, 200, "{path}");
     }
     // A viewer may look, not act; nothing changes.
-    let refused = post(
-        addr,
-        "/admin/queues/dash-mail/jobs/mail-1/retry",
-        "viewer",
-    )
-    .await;
+    let refused = post(addr, "/admin/queues/dash-mail/jobs/mail-1/retry", "viewer").await;
     assert_eq!(refused.status, 403);
     let q = app.queue::<serde_json::Value>("dash-mail").unwrap();
     assert_eq!(
@@ -178,14 +173,7 @@ async fn the_pages_show_counts_jobs_and_a_job_escaped_and_payloads_only_when_all
         "one failed: {overview}"
     );
 
-    let failed = text(
-        &get(
-            addr,
-            "/admin/queues/dash-mail?state=failed",
-            "viewer",
-        )
-        .await,
-    );
+    let failed = text(&get(addr, "/admin/queues/dash-mail?state=failed", "viewer").await);
     assert!(
         failed.contains(r#"href="/admin/queues/dash-mail/jobs/mail-1""#),
         "{failed}"
@@ -208,14 +196,7 @@ async fn the_pages_show_counts_jobs_and_a_job_escaped_and_payloads_only_when_all
         !as_viewer.contains("alert(1)"),
         "the payload is hidden: {as_viewer}"
     );
-    let as_operator = text(
-        &get(
-            addr,
-            "/admin/queues/dash-mail/jobs/mail-1",
-            "operator",
-        )
-        .await,
-    );
+    let as_operator = text(&get(addr, "/admin/queues/dash-mail/jobs/mail-1", "operator").await);
     assert!(
         as_operator.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
         "{as_operator}"
@@ -248,14 +229,7 @@ async fn a_queue_is_paged_fifty_at_a_time() {
     }
     let addr = serve(&app).await;
     let rows = |page: &str| page.matches("<tr data-job=").count();
-    let first = text(
-        &get(
-            addr,
-            "/admin/queues/dash-many?state=waiting",
-            "viewer",
-        )
-        .await,
-    );
+    let first = text(&get(addr, "/admin/queues/dash-many?state=waiting", "viewer").await);
     assert_eq!(rows(&first), 50);
     assert!(first.contains("page 1 of 2"), "{first}");
     assert!(first.contains("n-59"), "newest first");
@@ -293,9 +267,18 @@ async fn operators_retry_remove_and_pause_and_each_action_is_audited() {
     assert!(text(&again).contains("mail-1"), "{}", text(&again));
 
     // Removing is confirmed first, on a page that says what goes.
-    let asked = post(addr, "/admin/queues/dash-mail/jobs/mail-2/remove", "operator").await;
+    let asked = post(
+        addr,
+        "/admin/queues/dash-mail/jobs/mail-2/remove",
+        "operator",
+    )
+    .await;
     assert_eq!(asked.status, 200);
-    assert!(text(&asked).contains("This touches 1 job"), "{}", text(&asked));
+    assert!(
+        text(&asked).contains("This touches 1 job"),
+        "{}",
+        text(&asked)
+    );
     assert!(q.get_job_state("mail-2").await.unwrap().is_some());
     let removed = post_form(
         addr,
@@ -306,24 +289,16 @@ async fn operators_retry_remove_and_pause_and_each_action_is_audited() {
     assert_eq!(removed.status, 303);
     assert_eq!(q.get_job_state("mail-2").await.unwrap(), None);
     assert_eq!(
-        get(
-            addr,
-            "/admin/queues/dash-mail/jobs/mail-2",
-            "operator"
-        )
-        .await
-        .status,
+        get(addr, "/admin/queues/dash-mail/jobs/mail-2", "operator")
+            .await
+            .status,
         404
     );
 
     assert_eq!(
-        post(
-            addr,
-            "/admin/queues/dash-mail/actions/pause",
-            "operator"
-        )
-        .await
-        .status,
+        post(addr, "/admin/queues/dash-mail/actions/pause", "operator")
+            .await
+            .status,
         303
     );
     assert!(q.is_paused().await.unwrap());
@@ -333,13 +308,9 @@ async fn operators_retry_remove_and_pause_and_each_action_is_audited() {
         "{page}"
     );
     assert_eq!(
-        post(
-            addr,
-            "/admin/queues/dash-mail/actions/resume",
-            "operator"
-        )
-        .await
-        .status,
+        post(addr, "/admin/queues/dash-mail/actions/resume", "operator")
+            .await
+            .status,
         303
     );
     assert!(!q.is_paused().await.unwrap());
@@ -379,12 +350,7 @@ async fn bad_input_gets_4xx_pages_and_redis_down_a_503() {
     ] {
         assert_eq!(get(addr, path, "viewer").await.status, status, "{path}");
     }
-    let unknown = post(
-        addr,
-        "/admin/queues/dash-mail/actions/explode",
-        "operator",
-    )
-    .await;
+    let unknown = post(addr, "/admin/queues/dash-mail/actions/explode", "operator").await;
     assert_eq!(unknown.status, 400);
     assert!(
         text(&unknown).contains("pause, resume"),
@@ -553,14 +519,7 @@ async fn the_overview_shows_workers_limits_schedulers_and_the_last_hour() {
         "{listed}"
     );
 
-    let schedulers = text(
-        &get(
-            addr,
-            "/admin/queues/dash-busy/schedulers",
-            "operator",
-        )
-        .await,
-    );
+    let schedulers = text(&get(addr, "/admin/queues/dash-busy/schedulers", "operator").await);
     assert!(
         schedulers.contains("hourly") && schedulers.contains("every 1 h"),
         "{schedulers}"
@@ -632,14 +591,7 @@ async fn the_job_page_shows_options_trace_stack_and_parent() {
         .await
         .unwrap();
     let addr = serve(&app).await;
-    let page = text(
-        &get(
-            addr,
-            "/admin/queues/dash-mail/jobs/child-1",
-            "viewer",
-        )
-        .await,
-    );
+    let page = text(&get(addr, "/admin/queues/dash-mail/jobs/child-1", "viewer").await);
     assert!(page.contains(trace.trace_id()), "{page}");
     assert!(
         page.contains("attempts 4, fixed backoff 250 ms, timeout 9.0 s"),
@@ -670,14 +622,7 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
     let addr = serve(&app).await;
     let newest = text(&get(addr, "/admin/queues/dash-list", "viewer").await);
     assert_eq!(job_ids(&newest).first(), Some(&"j-5"));
-    let oldest = text(
-        &get(
-            addr,
-            "/admin/queues/dash-list?order=oldest",
-            "viewer",
-        )
-        .await,
-    );
+    let oldest = text(&get(addr, "/admin/queues/dash-list?order=oldest", "viewer").await);
     assert_eq!(job_ids(&oldest).first(), Some(&"j-0"));
     let odd = text(
         &get(
@@ -689,13 +634,9 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
     );
     assert_eq!(job_ids(&odd), ["j-1", "j-3", "j-5"]);
     assert_eq!(
-        get(
-            addr,
-            "/admin/queues/dash-list?order=sideways",
-            "viewer"
-        )
-        .await
-        .status,
+        get(addr, "/admin/queues/dash-list?order=sideways", "viewer")
+            .await
+            .status,
         400
     );
 
@@ -730,7 +671,11 @@ async fn a_queue_lists_oldest_first_filters_by_name_and_cleans_and_drains() {
     )
     .await;
     assert_eq!(asked.status, 200);
-    assert!(text(&asked).contains("Of the <strong>6</strong> waiting jobs"), "{}", text(&asked));
+    assert!(
+        text(&asked).contains("Of the <strong>6</strong> waiting jobs"),
+        "{}",
+        text(&asked)
+    );
     let cleaned = post_form(
         addr,
         "/admin/queues/dash-list/actions/clean",
@@ -1080,31 +1025,15 @@ async fn a_flows_job_page_shows_its_parent_and_children_as_a_tree() {
     let _ = app.queue::<serde_json::Value>("dash-steps").unwrap();
     let addr = serve(&app).await;
 
-    let parent = text(
-        &get(
-            addr,
-            "/admin/queues/dash-reports/jobs/report-1",
-            "viewer",
-        )
-        .await,
-    );
+    let parent = text(&get(addr, "/admin/queues/dash-reports/jobs/report-1", "viewer").await);
     assert!(parent.contains("waiting-children"), "{parent}");
     for child in ["render-1", "upload-1"] {
         assert!(
-            parent.contains(&format!(
-                r#"href="/admin/queues/dash-steps/jobs/{child}""#
-            )),
+            parent.contains(&format!(r#"href="/admin/queues/dash-steps/jobs/{child}""#)),
             "{child} in {parent}"
         );
     }
-    let child = text(
-        &get(
-            addr,
-            "/admin/queues/dash-steps/jobs/render-1",
-            "viewer",
-        )
-        .await,
-    );
+    let child = text(&get(addr, "/admin/queues/dash-steps/jobs/render-1", "viewer").await);
     assert!(
         child.contains(r#"href="/admin/queues/dash-reports/jobs/report-1""#),
         "the parent, as the engine's flow producer wrote it: {child}"
@@ -1147,14 +1076,7 @@ async fn a_flow_parents_page_shows_a_failed_child_with_its_reason() {
     let workers = app.start_workers().await.unwrap();
     wait_for_state(&steps, "render-2", JobState::Failed, SOON).await;
     let addr = serve(&app).await;
-    let parent = text(
-        &get(
-            addr,
-            "/admin/queues/dash-reports/jobs/report-2",
-            "viewer",
-        )
-        .await,
-    );
+    let parent = text(&get(addr, "/admin/queues/dash-reports/jobs/report-2", "viewer").await);
     let failed = parent
         .split("<li>")
         .find(|li| li.contains("render-2"))
@@ -1276,14 +1198,7 @@ async fn board_agrees(bullmq: queue_tests::node::Bullmq) {
 
     // The failed jobs: the same ids in the same order, with the same reasons and
     // attempts, and the same added time.
-    let page = text(
-        &get(
-            addr,
-            "/admin/queues/dash-agree?state=failed",
-            "viewer",
-        )
-        .await,
-    );
+    let page = text(&get(addr, "/admin/queues/dash-agree?state=failed", "viewer").await);
     let our_ids = job_ids(&page);
     let their_jobs = board["jobs"].as_array().unwrap();
     let their_ids: Vec<&str> = their_jobs
@@ -1388,7 +1303,11 @@ async fn operators_promote_one_or_all_delayed_and_retry_every_failed_job() {
     // Retrying every failed job is confirmed first, with the count.
     let asked = post(addr, &format!("{base}/actions/retry-failed"), "operator").await;
     assert_eq!(asked.status, 200);
-    assert!(text(&asked).contains("Move the <strong>"), "{}", text(&asked));
+    assert!(
+        text(&asked).contains("Move the <strong>"),
+        "{}",
+        text(&asked)
+    );
     assert_eq!(
         post_form(addr, &format!("{base}/actions/retry-failed"), "confirm=yes")
             .await

@@ -56,7 +56,11 @@ async fn an_operator_retries_a_failed_job_pauses_drains_and_walks_a_flow_in_a_br
     let drain = app.queue::<serde_json::Value>("browser-drain").unwrap();
     for i in 0..3 {
         drain
-            .add("x", serde_json::json!({}), JobOptions::new().job_id(format!("drain-{i}")))
+            .add(
+                "x",
+                serde_json::json!({}),
+                JobOptions::new().job_id(format!("drain-{i}")),
+            )
             .await
             .unwrap();
     }
@@ -152,7 +156,9 @@ async fn an_operator_retries_a_failed_job_pauses_drains_and_walks_a_flow_in_a_br
         "root first: {flow}"
     );
     assert!(
-        flow["root"].as_str().is_some_and(|h| h.starts_with("notify-2026-11")),
+        flow["root"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("notify-2026-11")),
         "{flow}"
     );
     let errors = lines

@@ -69,7 +69,9 @@ struct Monitor {
 
 impl Monitor {
     async fn start(port: u16) -> Monitor {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
         stream.write_all(b"MONITOR\r\n").await.unwrap();
         let mut monitor = Monitor {
             stream,
@@ -124,11 +126,19 @@ async fn cost(
     let mut least = (u64::MAX, u64::MAX);
     for round in 0..3 {
         let marker = format!("view-{}-{round}-{path}", addr.port());
-        let _: String = redis::cmd("ECHO").arg(format!("{marker}-start")).query_async(conn).await.unwrap();
+        let _: String = redis::cmd("ECHO")
+            .arg(format!("{marker}-start"))
+            .query_async(conn)
+            .await
+            .unwrap();
         monitor.until(&format!("{marker}-start")).await;
         let page = request(addr, "GET", path, &[], b"").await.unwrap();
         assert!(page.status < 400, "{path}: {}", page.status);
-        let _: String = redis::cmd("ECHO").arg(format!("{marker}-end")).query_async(conn).await.unwrap();
+        let _: String = redis::cmd("ECHO")
+            .arg(format!("{marker}-end"))
+            .query_async(conn)
+            .await
+            .unwrap();
         let seen = monitor.until(&format!("{marker}-end")).await;
         least = least.min(seen);
     }
@@ -168,7 +178,10 @@ async fn every_page_costs_the_same_commands_on_100000_jobs_as_on_10() {
         assert!(on_big <= 40, "{path}: {on_big} commands");
         // What scripts run is bounded by a page, or by a search's stated scan (5,000
         // jobs, two O(1) reads each for a payload field).
-        assert!(in_scripts <= 10_100, "{path}: {in_scripts} commands in scripts");
+        assert!(
+            in_scripts <= 10_100,
+            "{path}: {in_scripts} commands in scripts"
+        );
     }
     println!(
         "commands per view, 100,000 jobs / 10 jobs:\n{}",
@@ -187,9 +200,13 @@ async fn listings_cut_every_string_and_the_job_page_is_bounded() {
     for i in 0..10 {
         let id = format!("big-{i}");
         let blob = &huge[..400 * 1024];
-        q.add("x", serde_json::json!({ "blob": blob }), JobOptions::new().job_id(&id))
-            .await
-            .unwrap();
+        q.add(
+            "x",
+            serde_json::json!({ "blob": blob }),
+            JobOptions::new().job_id(&id),
+        )
+        .await
+        .unwrap();
         // A megabyte name and reason, as another producer or worker could write them.
         let _: () = redis::cmd("HSET")
             .arg(format!("cut:{QUEUE}:{id}"))
@@ -202,7 +219,9 @@ async fn listings_cut_every_string_and_the_job_page_is_bounded() {
             .unwrap();
     }
     let addr = serve(&app).await;
-    let listing = request(addr, "GET", "/admin/queues/cost", &[], b"").await.unwrap();
+    let listing = request(addr, "GET", "/admin/queues/cost", &[], b"")
+        .await
+        .unwrap();
     assert_eq!(listing.status, 200);
     assert!(
         listing.body.len() < 64 * 1024,
@@ -210,10 +229,15 @@ async fn listings_cut_every_string_and_the_job_page_is_bounded() {
         listing.body.len()
     );
     let body = String::from_utf8_lossy(&listing.body);
-    assert!(body.contains(&format!("{}…", "n".repeat(120))), "cut, and says so");
+    assert!(
+        body.contains(&format!("{}…", "n".repeat(120))),
+        "cut, and says so"
+    );
     assert!(body.contains("&lt;b&gt;nnn"), "escaped");
     // The job's page shows more, to a bound.
-    let job = request(addr, "GET", "/admin/queues/cost/jobs/big-3", &[], b"").await.unwrap();
+    let job = request(addr, "GET", "/admin/queues/cost/jobs/big-3", &[], b"")
+        .await
+        .unwrap();
     assert_eq!(job.status, 200);
     assert!(
         job.body.len() < 400 * 1024,

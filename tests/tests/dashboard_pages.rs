@@ -9,7 +9,9 @@ use std::time::Duration;
 use axum::http::request::Parts;
 use axum::Router;
 use queue_axum::dashboard::{Access, Dashboard};
-use queue_core::{Backoff, Job, JobError, JobOptions, JobState, OnChildFailure, Processor, QueueApp};
+use queue_core::{
+    Backoff, Job, JobError, JobOptions, JobState, OnChildFailure, Processor, QueueApp,
+};
 use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::{wait_for_state, TestRedis, SOON};
 
@@ -35,7 +37,9 @@ async fn serve(app: &QueueApp, trusted: &[&str]) -> SocketAddr {
 }
 
 async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> HttpResponse {
-    request(addr, "GET", path, headers, b"").await.expect("request")
+    request(addr, "GET", path, headers, b"")
+        .await
+        .expect("request")
 }
 
 fn text(response: &HttpResponse) -> String {
@@ -60,22 +64,55 @@ async fn forwarded_prefixes_are_believed_only_from_the_trusted_proxy_and_only_as
     let from = |prefix: &'static str| vec![("x-forwarded-prefix", prefix)];
 
     let behind = text(&get(trusting, "/admin/queues", &from("/ops")).await);
-    assert!(behind.contains(r#"href="/ops/admin/queues/dash-px""#), "{behind}");
+    assert!(
+        behind.contains(r#"href="/ops/admin/queues/dash-px""#),
+        "{behind}"
+    );
     assert!(behind.contains(r#"src="/ops/admin/queues/-/assets/live.js""#));
     let slash = get(trusting, "/admin/queues/dash-px/", &from("/ops")).await;
     assert_eq!(slash.header("location"), Some("/ops/admin/queues/dash-px"));
 
     // Not a plain path: ignored, in links, scripts and redirects alike.
-    for hostile in ["//evil.example", "/\"><script>alert(1)</script>", "https://evil.example", "/a/../b"] {
-        let page = text(&get(trusting, "/admin/queues", &[("x-forwarded-prefix", hostile)]).await);
-        assert!(page.contains(r#"src="/admin/queues/-/assets/live.js""#), "{hostile}: {page}");
-        assert!(!page.contains("evil") && !page.contains("alert(1)"), "{hostile}: {page}");
-        let slash = get(trusting, "/admin/queues/dash-px/", &[("x-forwarded-prefix", hostile)]).await;
-        assert_eq!(slash.header("location"), Some("/admin/queues/dash-px"), "{hostile}");
+    for hostile in [
+        "//evil.example",
+        "/\"><script>alert(1)</script>",
+        "https://evil.example",
+        "/a/../b",
+    ] {
+        let page = text(
+            &get(
+                trusting,
+                "/admin/queues",
+                &[("x-forwarded-prefix", hostile)],
+            )
+            .await,
+        );
+        assert!(
+            page.contains(r#"src="/admin/queues/-/assets/live.js""#),
+            "{hostile}: {page}"
+        );
+        assert!(
+            !page.contains("evil") && !page.contains("alert(1)"),
+            "{hostile}: {page}"
+        );
+        let slash = get(
+            trusting,
+            "/admin/queues/dash-px/",
+            &[("x-forwarded-prefix", hostile)],
+        )
+        .await;
+        assert_eq!(
+            slash.header("location"),
+            Some("/admin/queues/dash-px"),
+            "{hostile}"
+        );
     }
     // From anyone but the trusted proxy, even a plain path is ignored.
     let direct = text(&get(distrusting, "/admin/queues", &from("/ops")).await);
-    assert!(direct.contains(r#"href="/admin/queues/dash-px""#), "{direct}");
+    assert!(
+        direct.contains(r#"href="/admin/queues/dash-px""#),
+        "{direct}"
+    );
     assert!(!direct.contains("/ops"), "{direct}");
 }
 
@@ -86,16 +123,31 @@ async fn urls_have_one_word_a_level_trailing_slashes_redirect_and_404s_are_pages
         .app(|b| b.processor(Processor::new("dash-url").any_job(ok)))
         .await;
     let q = app.queue::<serde_json::Value>("dash-url").unwrap();
-    q.add("x", serde_json::json!({}), JobOptions::new().job_id("url-42"))
-        .await
-        .unwrap();
+    q.add(
+        "x",
+        serde_json::json!({}),
+        JobOptions::new().job_id("url-42"),
+    )
+    .await
+    .unwrap();
     let addr = serve(&app, &[]).await;
-    assert_eq!(get(addr, "/admin/queues/dash-url/jobs/url-42", &[]).await.status, 200);
+    assert_eq!(
+        get(addr, "/admin/queues/dash-url/jobs/url-42", &[])
+            .await
+            .status,
+        200
+    );
     for (from, to) in [
         ("/admin/queues/", "/admin/queues"),
         ("/admin/queues/dash-url/", "/admin/queues/dash-url"),
-        ("/admin/queues/dash-url/?state=failed", "/admin/queues/dash-url?state=failed"),
-        ("/admin/queues/dash-url/jobs/url-42/", "/admin/queues/dash-url/jobs/url-42"),
+        (
+            "/admin/queues/dash-url/?state=failed",
+            "/admin/queues/dash-url?state=failed",
+        ),
+        (
+            "/admin/queues/dash-url/jobs/url-42/",
+            "/admin/queues/dash-url/jobs/url-42",
+        ),
     ] {
         let moved = get(addr, from, &[]).await;
         assert_eq!(moved.status, 308, "{from}");
@@ -106,8 +158,14 @@ async fn urls_have_one_word_a_level_trailing_slashes_redirect_and_404s_are_pages
     assert_eq!(odd.header("location"), Some("/admin/queues/evil.example"));
     let missing = get(addr, "/admin/queues/dash-url/no/such/page", &[]).await;
     assert_eq!(missing.status, 404);
-    assert!(missing.header("content-type").unwrap_or_default().starts_with("text/html"));
-    assert!(text(&missing).contains(r#"href="/admin/queues""#), "the way home");
+    assert!(missing
+        .header("content-type")
+        .unwrap_or_default()
+        .starts_with("text/html"));
+    assert!(
+        text(&missing).contains(r#"href="/admin/queues""#),
+        "the way home"
+    );
 
     // Another site may link to a page (a person follows it), not load it.
     let linked = [
@@ -115,15 +173,29 @@ async fn urls_have_one_word_a_level_trailing_slashes_redirect_and_404s_are_pages
         ("sec-fetch-mode", "navigate"),
         ("sec-fetch-dest", "document"),
     ];
-    assert_eq!(get(addr, "/admin/queues/dash-url", &linked).await.status, 200);
-    for (mode, dest) in [("cors", "empty"), ("no-cors", "image"), ("navigate", "iframe")] {
+    assert_eq!(
+        get(addr, "/admin/queues/dash-url", &linked).await.status,
+        200
+    );
+    for (mode, dest) in [
+        ("cors", "empty"),
+        ("no-cors", "image"),
+        ("navigate", "iframe"),
+    ] {
         let read = [
             ("sec-fetch-site", "cross-site"),
             ("sec-fetch-mode", mode),
             ("sec-fetch-dest", dest),
         ];
-        for path in ["/admin/queues/dash-url/jobs/url-42", "/admin/queues/dash-url/live"] {
-            assert_eq!(get(addr, path, &read).await.status, 403, "{mode} {dest} {path}");
+        for path in [
+            "/admin/queues/dash-url/jobs/url-42",
+            "/admin/queues/dash-url/live",
+        ] {
+            assert_eq!(
+                get(addr, path, &read).await.status,
+                403,
+                "{mode} {dest} {path}"
+            );
         }
     }
 }
@@ -159,8 +231,17 @@ async fn search_finds_by_id_prefix_name_and_payload_field_and_says_how_far_it_go
         text(&page)
     };
     let by_prefix = search("mail-2").await;
-    assert_eq!(ids(&by_prefix), ["mail-29", "mail-28", "mail-27", "mail-26", "mail-25", "mail-24", "mail-23", "mail-22", "mail-21", "mail-20", "mail-2"]);
-    assert!(by_prefix.contains("11 matches among jobs 1–30 of 30 waiting"), "{by_prefix}");
+    assert_eq!(
+        ids(&by_prefix),
+        [
+            "mail-29", "mail-28", "mail-27", "mail-26", "mail-25", "mail-24", "mail-23", "mail-22",
+            "mail-21", "mail-20", "mail-2"
+        ]
+    );
+    assert!(
+        by_prefix.contains("11 matches among jobs 1–30 of 30 waiting"),
+        "{by_prefix}"
+    );
     assert!(by_prefix.contains("the whole state was searched"));
     let by_name = search("name%20%3D%20welcome").await;
     assert_eq!(ids(&by_name).len(), 10, "{by_name}");
@@ -205,7 +286,10 @@ async fn a_retrying_jobs_page_shows_each_failure_the_next_attempt_and_durations(
     assert!(page.contains("next attempt"), "{page}");
     assert!(page.contains("(attempt 2 of 3)"), "{page}");
     // The backoff: an hour from the failure, as the delayed set says.
-    assert!(page.contains("(in 59 min") || page.contains("(in 1 h)"), "{page}");
+    assert!(
+        page.contains("(in 59 min") || page.contains("(in 1 h)"),
+        "{page}"
+    );
     assert!(page.contains("queued for"), "{page}");
     assert!(page.contains("smtp refused &lt;rcpt&gt;"), "{page}");
 }
@@ -234,14 +318,30 @@ async fn a_flows_page_shows_the_whole_tree_from_its_root_with_each_state() {
     let addr = serve(&app, &[]).await;
     // From the deepest step, the tree is read from its root down.
     let page = text(&get(addr, "/admin/queues/dash-steps/jobs/aggregate-2026-11", &[]).await);
-    let tree = page.split("<ul class=\"tree\">").nth(1).unwrap_or_else(|| panic!("{page}"));
+    let tree = page
+        .split("<ul class=\"tree\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{page}"));
     let order: Vec<usize> = ["notify", "upload", "render", "aggregate"]
         .iter()
-        .map(|step| tree.find(&format!(">{step}-2026-11<")).unwrap_or_else(|| panic!("{step}: {tree}")))
+        .map(|step| {
+            tree.find(&format!(">{step}-2026-11<"))
+                .unwrap_or_else(|| panic!("{step}: {tree}"))
+        })
         .collect();
-    assert!(order.windows(2).all(|w| w[0] < w[1]), "root first: {order:?}");
-    assert_eq!(tree.matches("<ul>").count(), 3, "three levels below the root: {tree}");
-    assert!(tree.contains("<strong><a href=\"/admin/queues/dash-steps/jobs/aggregate-2026-11\""), "{tree}");
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "root first: {order:?}"
+    );
+    assert_eq!(
+        tree.matches("<ul>").count(),
+        3,
+        "three levels below the root: {tree}"
+    );
+    assert!(
+        tree.contains("<strong><a href=\"/admin/queues/dash-steps/jobs/aggregate-2026-11\""),
+        "{tree}"
+    );
     assert_eq!(tree.matches(">waiting-children<").count(), 3, "{tree}");
     assert_eq!(tree.matches(">waiting<").count(), 1, "{tree}");
 }
@@ -262,14 +362,22 @@ async fn the_workers_page_shows_each_process_its_host_pid_queues_and_concurrency
     let pid = format!("<td class=\"n\">{}</td>", std::process::id());
     assert!(page.contains(&pid), "{page}");
     assert!(
-        page.contains(r#"<a href="/admin/queues/dash-work">dash-work</a> <span class="chip">0 / 3</span>"#),
+        page.contains(
+            r#"<a href="/admin/queues/dash-work">dash-work</a> <span class="chip">0 / 3</span>"#
+        ),
         "{page}"
     );
     // The connections by their queue's name, not BullMQ's base64.
-    assert!(page.contains("Connections") && !page.contains("ZGFzaC13b3Jr"), "{page}");
+    assert!(
+        page.contains("Connections") && !page.contains("ZGFzaC13b3Jr"),
+        "{page}"
+    );
     // Narrowed to a queue.
     let idle = text(&get(addr, "/admin/queues/-/workers?queue=dash-idle", &[]).await);
-    assert!(idle.contains("dash-idle</a> <span class=\"chip\">0 / 1</span>"), "{idle}");
+    assert!(
+        idle.contains("dash-idle</a> <span class=\"chip\">0 / 1</span>"),
+        "{idle}"
+    );
     assert!(!idle.contains(">dash-work<"), "{idle}");
     workers.shutdown(SOON).await;
 }

@@ -79,8 +79,6 @@ async fn live_streams_are_capped_and_end_after_their_lifetime() {
     assert!(lasted < Duration::from_secs(5), "{lasted:?}");
     let (again, _) = open(addr, "watched").await;
     assert!(again.starts_with("HTTP/1.1 200"), "{again}");
-    let page = request(addr, "GET", "/q/watched", &[], b"")
-        .await
-        .unwrap();
+    let page = request(addr, "GET", "/q/watched", &[], b"").await.unwrap();
     assert_eq!(page.status, 200, "the page works whatever the streams");
 }

@@ -36,7 +36,12 @@ pub(super) async fn job_action(
         "remove" => ("Remove", true),
         "retry" => ("Retry", false),
         "promote" => ("Promote", false),
-        other => return Err(super::actions::unknown_action(other, "retry, promote, remove")),
+        other => {
+            return Err(super::actions::unknown_action(
+                other,
+                "retry, promote, remove",
+            ))
+        }
     };
     let body = html! {
         p {
@@ -45,7 +50,16 @@ pub(super) async fn job_action(
             @if danger { " It cannot be undone." }
         }
     };
-    Ok(page(&base, &access, &name, verb, body, &base.job(&name, id), danger, &[]))
+    Ok(page(
+        &base,
+        &access,
+        &name,
+        verb,
+        body,
+        &base.job(&name, id),
+        danger,
+        &[],
+    ))
 }
 
 /// `GET /{queue}/actions/{action}`: what a whole-queue action will do, with the count.
@@ -88,7 +102,11 @@ pub(super) async fn queue_action_page(
                 p { label { "Type the queue's name to confirm: " input name="queue" form="confirm" required autocomplete="off"; } }
             },
         ),
-        "pause" => ("Pause", false, html! { p { "Pause " (queue_html) ": workers take no new jobs until it is resumed." } }),
+        "pause" => (
+            "Pause",
+            false,
+            html! { p { "Pause " (queue_html) ": workers take no new jobs until it is resumed." } },
+        ),
         "resume" => ("Resume", false, html! { p { "Resume " (queue_html) "." } }),
         "promote-delayed" => (
             "Promote all delayed",
@@ -102,7 +120,16 @@ pub(super) async fn queue_action_page(
             ))
         }
     };
-    Ok(page(base, access, name, verb, body, &base.queue(name), danger, &[]))
+    Ok(page(
+        base,
+        access,
+        name,
+        verb,
+        body,
+        &base.queue(name),
+        danger,
+        &[],
+    ))
 }
 
 /// The clean form's query.
@@ -148,7 +175,16 @@ pub(super) async fn clean_page(
         ("state", state.as_str().to_owned()),
         ("older_than_s", age.to_string()),
     ];
-    Ok(page(base, access, name, "Clean", body, &base.queue(name), true, &fields))
+    Ok(page(
+        base,
+        access,
+        name,
+        "Clean",
+        body,
+        &base.queue(name),
+        true,
+        &fields,
+    ))
 }
 
 /// The confirmation of removing `ids` (a bulk selection) of queue `name`.
@@ -163,10 +199,20 @@ pub(super) fn bulk_remove_page(
         p { "Remove the " strong { (ids.len()) } " selected jobs of " (Clip(name, 200)) "? It cannot be undone." }
         ul { @for id in ids.iter().take(20) { li { (Clip(id, format::LISTED)) } } @if ids.len() > 20 { li.muted { "… " (ids.len() - 20) " more" } } }
     };
-    let mut fields: Vec<(&str, String)> = vec![("action", "remove".to_owned()), ("state", state.to_owned())];
+    let mut fields: Vec<(&str, String)> =
+        vec![("action", "remove".to_owned()), ("state", state.to_owned())];
     fields.extend(ids.iter().map(|id| ("id", id.clone())));
-    page(base, access, name, "Remove selected", body, &format!("{}?state={state}", base.queue(name)), true, &fields)
-        .into_response()
+    page(
+        base,
+        access,
+        name,
+        "Remove selected",
+        body,
+        &format!("{}?state={state}", base.queue(name)),
+        true,
+        &fields,
+    )
+    .into_response()
 }
 
 /// A confirmation page: what will happen, a form that POSTs to the address it was asked

@@ -169,7 +169,10 @@ impl Dashboard {
     ///     .trust_forwarded_prefix_from(["10.0.0.5".parse().unwrap()]);
     /// # }
     /// ```
-    pub fn trust_forwarded_prefix_from(mut self, proxies: impl IntoIterator<Item = IpAddr>) -> Self {
+    pub fn trust_forwarded_prefix_from(
+        mut self,
+        proxies: impl IntoIterator<Item = IpAddr>,
+    ) -> Self {
         if let Some(shared) = self.shared_mut() {
             shared.trusted_proxies.extend(proxies);
         }
@@ -215,10 +218,7 @@ impl Dashboard {
                 post(actions::on_scheduler),
             )
             .route("/{queue}/workers", get(pages::workers::of_queue))
-            .route(
-                "/{queue}/add",
-                get(add_job::form).post(add_job::submit),
-            )
+            .route("/{queue}/add", get(add_job::form).post(add_job::submit))
             .route(
                 "/{queue}/actions/clean",
                 get(confirm::clean).post(actions::clean),

@@ -299,12 +299,9 @@ impl QueueApp {
         .await?;
         let workers = match ready {
             None => Workers::start(&self.inner.conn, dispatchers, listeners).await?,
-            Some(ready) => Workers::deferred(
-                self.inner.conn.clone(),
-                dispatchers,
-                listeners,
-                ready,
-            ),
+            Some(ready) => {
+                Workers::deferred(self.inner.conn.clone(), dispatchers, listeners, ready)
+            }
         };
         if self.inner.pulses.roster {
             crate::health::roster::start(&self.inner.conn, &self.inner.pulses).await;

@@ -26,9 +26,9 @@ use serde::Serialize;
 
 pub use info::RedisInfo;
 pub use memory::MemoryGuard;
-pub use roster::{ProcessInfo, ProcessWorker};
 pub(crate) use memory::{MemoryState, MemoryWatch};
 pub(crate) use pulse::{PulseBoard, WorkerPulse};
+pub use roster::{ProcessInfo, ProcessWorker};
 
 use crate::app::QueueApp;
 use crate::engine::Backlog;

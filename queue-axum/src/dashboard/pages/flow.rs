@@ -103,13 +103,19 @@ impl FlowTree {
             let mut next = Vec::new();
             let mut pending: HashMap<String, Vec<usize>> = HashMap::new();
             for (&parent, children) in level.iter().zip(all) {
-                let total = children.pending_total + children.processed_total + children.failed_total;
+                let total =
+                    children.pending_total + children.processed_total + children.failed_total;
                 let listed = children
                     .pending
                     .iter()
                     .map(|c| (c.queue.clone(), c.id.clone(), None, None))
                     .chain(children.processed.iter().map(|c| {
-                        (c.queue.clone(), c.id.clone(), Some(JobState::Completed), None)
+                        (
+                            c.queue.clone(),
+                            c.id.clone(),
+                            Some(JobState::Completed),
+                            None,
+                        )
                     }))
                     .chain(children.failed.iter().map(|f| {
                         (

@@ -84,13 +84,14 @@ impl Listing {
                 )))
             }
         };
-        let name = query.name.as_deref().map(str::trim).filter(|n| !n.is_empty());
+        let name = query
+            .name
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty());
         let search = match (query.q.as_deref().map(str::trim), name) {
             (Some(q), _) if !q.is_empty() => Some((q.to_owned(), parse_search(q)?)),
-            (_, Some(name)) => Some((
-                format!("name = {name}"),
-                JobFilter::Name(name.to_owned()),
-            )),
+            (_, Some(name)) => Some((format!("name = {name}"), JobFilter::Name(name.to_owned()))),
             _ => None,
         };
         Ok(Listing {
@@ -259,9 +260,10 @@ fn parse_search(q: &str) -> Result<JobFilter, Problem> {
     if field == "name" {
         return Ok(JobFilter::Name(value.to_owned()));
     }
-    if let Some(path) = field.strip_prefix("data.").filter(|p| {
-        !p.is_empty() && p.split('.').all(|part| !part.is_empty())
-    }) {
+    if let Some(path) = field
+        .strip_prefix("data.")
+        .filter(|p| !p.is_empty() && p.split('.').all(|part| !part.is_empty()))
+    {
         let value = serde_json::from_str(value)
             .unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
         return Ok(JobFilter::DataField {
@@ -281,7 +283,9 @@ mod tests {
 
     #[test]
     fn searches_read_as_an_id_prefix_a_name_or_a_payload_field() {
-        assert!(matches!(parse_search("welcome-4"), Ok(JobFilter::IdPrefix(p)) if p == "welcome-4"));
+        assert!(
+            matches!(parse_search("welcome-4"), Ok(JobFilter::IdPrefix(p)) if p == "welcome-4")
+        );
         assert!(matches!(parse_search("name = welcome"), Ok(JobFilter::Name(n)) if n == "welcome"));
         assert!(matches!(
             parse_search("data.user.id = 42"),

@@ -90,12 +90,9 @@ pub(in crate::dashboard) async fn page(
 
 fn health(redis: &RedisInfo) -> Markup {
     let memory = match (redis.used_memory, redis.maxmemory) {
-        (Some(used), Some(max)) if max > 0 => format!(
-            "{} of {} ({}%)",
-            bytes(used),
-            bytes(max),
-            used * 100 / max
-        ),
+        (Some(used), Some(max)) if max > 0 => {
+            format!("{} of {} ({}%)", bytes(used), bytes(max), used * 100 / max)
+        }
         (Some(used), _) => format!("{} (no limit)", bytes(used)),
         _ => "—".to_owned(),
     };

@@ -14,8 +14,8 @@ use axum::Extension;
 use maud::html;
 use serde::Deserialize;
 
-use crate::dashboard::view::format::{self, url_segment, Clip};
 use crate::dashboard::view;
+use crate::dashboard::view::format::{self, url_segment, Clip};
 use crate::dashboard::{Access, Base, PageResult, Shared};
 
 /// `?queue=`: only that queue's workers.
