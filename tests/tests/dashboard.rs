@@ -204,6 +204,32 @@ async fn the_pages_show_counts_jobs_and_a_job_escaped_and_payloads_only_when_all
     assert!(!as_operator.contains("<script>"), "escaped: {as_operator}");
     assert!(as_operator.contains("/admin/queues/dash-mail/jobs/mail-1/retry"));
 
+    // Cleaning finished jobs: the confirmation counts exactly those that go.
+    let clean = text(
+        &get(
+            addr,
+            "/admin/queues/dash-mail/actions/clean?state=failed&older_than_s=0",
+            "operator",
+        )
+        .await,
+    );
+    assert!(
+        clean.contains("Remove the <strong>1</strong> failed jobs"),
+        "{clean}"
+    );
+    let none = text(
+        &get(
+            addr,
+            "/admin/queues/dash-mail/actions/clean?state=failed&older_than_s=3600",
+            "operator",
+        )
+        .await,
+    );
+    assert!(
+        none.contains("Remove the <strong>0</strong> failed jobs"),
+        "{none}"
+    );
+
     // A lookup by id goes to the job's page.
     let lookup = get(addr, "/admin/queues/dash-mail?id=mail-2", "viewer").await;
     assert_eq!(lookup.status, 303);

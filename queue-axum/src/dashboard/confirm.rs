@@ -163,12 +163,26 @@ pub(super) async fn clean_page(
     state: JobState,
     age: u64,
 ) -> PageResult {
-    let counts = shared.queue(name)?.get_job_counts().await?;
+    let queue = shared.queue(name)?;
+    let (counts, exact) = tokio::try_join!(
+        queue.get_job_counts(),
+        queue.count_older_than(state, std::time::Duration::from_secs(age)),
+    )?;
+    let older = format::duration(age.saturating_mul(1000));
     let body = html! {
         p {
-            "Remove the " (state.as_str()) " jobs of " (Clip(name, 200)) " older than "
-            (format::duration(age.saturating_mul(1000))) "? Of the " strong { (counts.of(state)) }
-            " " (state.as_str()) " jobs, those older go. It cannot be undone."
+            @match exact {
+                Some(n) => {
+                    "Remove the " strong { (n) } " " (state.as_str()) " jobs of " (Clip(name, 200))
+                    " that finished more than " (older) " ago (of " (counts.of(state)) ")?"
+                },
+                None => {
+                    "Remove the " (state.as_str()) " jobs of " (Clip(name, 200)) " older than "
+                    (older) "? Of the " strong { (counts.of(state)) } " " (state.as_str())
+                    " jobs, those older go."
+                },
+            }
+            " It cannot be undone."
         }
     };
     let fields = [

@@ -193,4 +193,22 @@ impl<T> Queue<T> {
             })
             .collect())
     }
+
+    /// How many jobs [`clean`](Queue::clean) of `state` with this `age` would remove,
+    /// where one command can tell: completed and failed jobs, by their finishing time.
+    /// `None` for the other states.
+    pub async fn count_older_than(
+        &self,
+        state: JobState,
+        age: std::time::Duration,
+    ) -> Result<Option<u64>, Error> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let before = now.saturating_sub(u64::try_from(age.as_millis()).unwrap_or(u64::MAX));
+        self.timed("count_older_than", async {
+            self.engine().await?.finished_before(state, before).await
+        })
+        .await
+    }
 }

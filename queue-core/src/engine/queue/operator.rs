@@ -130,6 +130,26 @@ impl EngineQueue {
         Ok(timestamp.and_then(|t| t.parse().ok()))
     }
 
+    /// How many jobs of a finished state finished at or before `before_ms` (their score
+    /// in the set is their finishing time); `None` for other states.
+    pub(crate) async fn finished_before(
+        &self,
+        state: JobState,
+        before_ms: u64,
+    ) -> Result<Option<u64>, Error> {
+        if !matches!(state, JobState::Completed | JobState::Failed) {
+            return Ok(None);
+        }
+        let Some((key, _)) = self.state_key(state) else {
+            return Ok(None);
+        };
+        let n: u64 = self
+            .conn
+            .query(redis::cmd("ZCOUNT").arg(key).arg("-inf").arg(before_ms))
+            .await?;
+        Ok(Some(n))
+    }
+
     /// The states of `ids`, in one round trip (each O(1) or O(log n)).
     pub(crate) async fn states(&self, ids: &[String]) -> Result<Vec<Option<JobState>>, Error> {
         if ids.is_empty() {
