@@ -51,7 +51,10 @@ pub use events::{
 };
 pub use flow::{AddedFlow, ExistingJob, FlowError, FlowJob, OnChildFailure};
 pub use handler::Handler;
-pub use health::{Check, CheckStatus, Health, HealthReport, HealthSettings, MemoryGuard};
+pub use health::{
+    Check, CheckStatus, Health, HealthReport, HealthSettings, MemoryGuard, ProcessInfo,
+    ProcessWorker, RedisInfo,
+};
 pub use job::{
     ChildKey, ChildResults, FailedChild, Job, JobCounts, JobError, JobInfo, JobState, ParentJob,
     TestJobHandle,
@@ -62,8 +65,8 @@ pub use options::{
 };
 pub use processor::{AnyQueue, Processor};
 pub use queue::{
-    AddedJob, BulkJob, CancelOutcome, ChildJob, Children, GlobalLimits, JobLogs, Outcome, Queue,
-    SchedulerInfo, WorkerInfo,
+    AddedJob, BulkJob, CancelOutcome, ChildJob, Children, GlobalLimits, JobFilter, JobLogs,
+    JobScan, JobSummary, Outcome, Queue, ScanLimits, SchedulerInfo, WorkerInfo,
 };
 pub use sentinel::Sentinel;
 #[cfg(feature = "sqlx")]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::http::request::Parts;
 use axum::Router;
 use queue_axum::dashboard::{Access, Dashboard};
-use queue_core::{Job, JobError, JobOptions, JobState, Processor};
+use queue_core::{Job, JobError, JobOptions, JobState, OnChildFailure, Processor};
 use queue_tests::http::listener;
 use queue_tests::{node, wait_for_state, TestRedis, SOON};
 
@@ -36,7 +36,7 @@ async fn flaky(_job: Job<serde_json::Value>) -> Result<(), JobError> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operator_retries_a_failed_job_and_pauses_the_queue_in_a_browser() {
+async fn an_operator_retries_a_failed_job_pauses_drains_and_walks_a_flow_in_a_browser() {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
     assert!(
         std::path::Path::new(&chromium).exists(),
@@ -44,10 +44,41 @@ async fn an_operator_retries_a_failed_job_and_pauses_the_queue_in_a_browser() {
     );
     let redis = TestRedis::new("dash-browser");
     let app = redis
-        .app(|b| b.processor(Processor::new("browser-mail").any_job(flaky)))
+        .app(|b| {
+            b.processor(Processor::new("browser-mail").any_job(flaky))
+                .processor(Processor::new("browser-drain").any_job(flaky))
+                .processor(Processor::new("browser-steps").any_job(flaky))
+        })
         .await;
     let q = app.queue::<serde_json::Value>("browser-mail").unwrap();
-    let workers = app.start_workers().await.unwrap();
+    // Only the mail queue runs: the others keep their jobs for the page to show.
+    let workers = app.start_workers_for(&["browser-mail"]).await.unwrap();
+    let drain = app.queue::<serde_json::Value>("browser-drain").unwrap();
+    for i in 0..3 {
+        drain
+            .add(
+                "x",
+                serde_json::json!({}),
+                JobOptions::new().job_id(format!("drain-{i}")),
+            )
+            .await
+            .unwrap();
+    }
+    let steps = app.queue::<serde_json::Value>("browser-steps").unwrap();
+    let step = |name: &str| {
+        steps
+            .flow_job(name, serde_json::json!({ "month": "2026-11" }))
+            .options(JobOptions::new().job_id(format!("{name}-2026-11")))
+    };
+    app.add_flow(step("notify").child(
+        OnChildFailure::FailParent,
+        step("upload").child(
+            OnChildFailure::FailParent,
+            step("render").child(OnChildFailure::FailParent, step("aggregate")),
+        ),
+    ))
+    .await
+    .unwrap();
     q.add(
         "welcome",
         serde_json::json!({"to": "ada@example.com"}),
@@ -58,7 +89,7 @@ async fn an_operator_retries_a_failed_job_and_pauses_the_queue_in_a_browser() {
     wait_for_state(&q, "mail-1", JobState::Failed, SOON).await;
 
     let (listener, addr) = listener().await;
-    let router = Router::new().nest("/admin/queues", Dashboard::new(&app, policy).router());
+    let router: Router = Router::new().merge(Dashboard::new(&app, policy).mount("/admin/queues"));
     tokio::spawn(async move { axum::serve(listener, router).await });
     let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/dashboard-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
@@ -72,6 +103,9 @@ async fn an_operator_retries_a_failed_job_and_pauses_the_queue_in_a_browser() {
             "browser-mail",
             "mail-1",
             shots.to_str().unwrap(),
+            "browser-drain",
+            "browser-steps",
+            "aggregate-2026-11",
         ])
         .env("CHROMIUM", &chromium)
         .stdout(std::process::Stdio::piped())
@@ -88,6 +122,7 @@ async fn an_operator_retries_a_failed_job_and_pauses_the_queue_in_a_browser() {
             .clone()
     };
     assert_eq!(step("job page")["state"], "failed");
+    assert_eq!(step("attempts")["failures"], 1, "the attempt history");
     assert_ne!(
         step("after retry")["state"],
         "completed",
@@ -100,6 +135,32 @@ async fn an_operator_retries_a_failed_job_and_pauses_the_queue_in_a_browser() {
         "the page updated itself: {retried}"
     );
     assert_eq!(step("paused")["resume"], true);
+    let drained = step("drained");
+    assert_eq!(drained["before"], "3");
+    assert!(
+        drained["question"]
+            .as_str()
+            .is_some_and(|q| q.contains("Remove the 3 waiting")),
+        "{drained}"
+    );
+    assert_eq!(drained["after"], "0");
+    let flow = step("flow");
+    assert_eq!(
+        flow["tree"],
+        serde_json::json!([
+            "notify-2026-11",
+            "upload-2026-11",
+            "render-2026-11",
+            "aggregate-2026-11"
+        ]),
+        "root first: {flow}"
+    );
+    assert!(
+        flow["root"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("notify-2026-11")),
+        "{flow}"
+    );
     let errors = lines
         .iter()
         .find_map(|l| l.get("errors"))
@@ -115,7 +176,15 @@ async fn an_operator_retries_a_failed_job_and_pauses_the_queue_in_a_browser() {
         Some(JobState::Completed)
     );
     assert!(q.is_paused().await.unwrap());
-    for shot in ["overview.png", "job.png", "queue-dark.png"] {
+    assert_eq!(drain.get_job_counts().await.unwrap().waiting, 0);
+    for shot in [
+        "overview.png",
+        "failed-job.png",
+        "job.png",
+        "queue-dark.png",
+        "confirm-drain.png",
+        "flow.png",
+    ] {
         let size = std::fs::metadata(shots.join(shot))
             .map(|m| m.len())
             .unwrap_or(0);

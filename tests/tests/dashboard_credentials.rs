@@ -81,7 +81,7 @@ async fn basic_and_bearer_credentials_log_in_and_everything_else_is_asked_to() {
     let action = request(
         addr,
         "POST",
-        "/admin/queues/queues/q/pause",
+        "/admin/queues/q/pause",
         &[("authorization", viewer), ("sec-fetch-site", "same-origin")],
         b"",
     )

@@ -136,7 +136,7 @@ async fn job_actions_with_ids_that_are_no_job_answer_4xx_and_touch_nothing() {
 
     for id in hostile_ids() {
         for action in ["remove", "retry", "promote"] {
-            let path = format!("/admin/queues/queues/{QUEUE}/jobs/{id}/{action}");
+            let path = format!("/admin/queues/{QUEUE}/jobs/{id}/{action}");
             let response = post(addr, &path, "").await;
             assert!(
                 (400..500).contains(&response.status),
@@ -147,7 +147,7 @@ async fn job_actions_with_ids_that_are_no_job_answer_4xx_and_touch_nothing() {
         }
         // A scheduler's actions take a scheduler's id: these name no scheduler.
         for action in ["remove", "run"] {
-            let path = format!("/admin/queues/queues/{QUEUE}/schedulers/{id}/{action}");
+            let path = format!("/admin/queues/{QUEUE}/schedulers/{id}/{action}");
             let response = post(addr, &path, "").await;
             assert!(
                 (400..500).contains(&response.status),
@@ -159,7 +159,7 @@ async fn job_actions_with_ids_that_are_no_job_answer_4xx_and_touch_nothing() {
         let page = request(
             addr,
             "GET",
-            &format!("/admin/queues/queues/{QUEUE}/jobs/{id}"),
+            &format!("/admin/queues/{QUEUE}/jobs/{id}"),
             &[],
             b"",
         )
@@ -193,8 +193,8 @@ async fn job_actions_with_ids_that_are_no_job_answer_4xx_and_touch_nothing() {
     // A real job is still removed.
     let removed = post(
         addr,
-        &format!("/admin/queues/queues/{QUEUE}/jobs/job-1/remove"),
-        "",
+        &format!("/admin/queues/{QUEUE}/jobs/job-1/remove"),
+        "confirm=yes",
     )
     .await;
     assert_eq!(removed.status, 303, "{}", text(&removed));
@@ -221,7 +221,7 @@ async fn the_add_form_refuses_ids_and_delays_it_could_not_add_faithfully() {
     ];
     for (field, at) in cases {
         let form = format!("name=n&data=%7B%7D&{field}");
-        let response = post(addr, &format!("/admin/queues/queues/{QUEUE}/add"), &form).await;
+        let response = post(addr, &format!("/admin/queues/{QUEUE}/add"), &form).await;
         let page = text(&response);
         assert_eq!(response.status, 400, "{field:.40}: {page}");
         // The complaint sits beside the field at fault.
@@ -236,7 +236,7 @@ async fn the_add_form_refuses_ids_and_delays_it_could_not_add_faithfully() {
     // A delay that fits, and an ordinary id, are added.
     let fine = post(
         addr,
-        &format!("/admin/queues/queues/{QUEUE}/add"),
+        &format!("/admin/queues/{QUEUE}/add"),
         "name=n&data=%7B%7D&job_id=fine-1&delay_ms=60000",
     )
     .await;

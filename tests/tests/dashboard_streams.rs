@@ -21,7 +21,7 @@ fn viewer(_: &Parts) -> Access {
 async fn open(addr: SocketAddr, queue: &str) -> (String, tokio::net::TcpStream) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let head = format!(
-        "GET /q/queues/{queue}/live HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+        "GET /q/{queue}/live HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
     );
     stream.write_all(head.as_bytes()).await.unwrap();
     let mut seen = String::new();
@@ -79,8 +79,6 @@ async fn live_streams_are_capped_and_end_after_their_lifetime() {
     assert!(lasted < Duration::from_secs(5), "{lasted:?}");
     let (again, _) = open(addr, "watched").await;
     assert!(again.starts_with("HTTP/1.1 200"), "{again}");
-    let page = request(addr, "GET", "/q/queues/watched", &[], b"")
-        .await
-        .unwrap();
+    let page = request(addr, "GET", "/q/watched", &[], b"").await.unwrap();
     assert_eq!(page.status, 200, "the page works whatever the streams");
 }

@@ -1,7 +1,9 @@
 //! The dashboard with a deep history: 1,000,000 completed jobs in one queue (as BullMQ
 //! stores them: a hash each and the `completed` sorted set), then the overview, the
-//! first page of 50 completed jobs and a deep page, each timed inside the server (from
-//! the request's arrival to its response, without the client or the loopback).
+//! first page of 50 completed jobs, a deep page, a job and three searches, each timed
+//! inside the server (from the request's arrival to its response, without the client or
+//! the loopback), with the Redis CPU and commands each view cost. Then four open tabs
+//! for a minute, against none (`dashboard_tabs`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -81,7 +83,31 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> BenchResult<String> {
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
-async fn measure_pages(url: &str, jobs: u64) -> BenchResult<Vec<(&'static str, Vec<u64>)>> {
+/// What one page cost: server times (µs, sorted), Redis CPU (µs) and commands per view.
+struct PageCost {
+    label: &'static str,
+    server_us: Vec<u64>,
+    redis_cpu_us: f64,
+    commands: f64,
+}
+
+/// Redis's CPU seconds and commands processed so far (its `INFO`; one command).
+fn redis_counters(conn: &mut redis::Connection) -> BenchResult<(f64, u64)> {
+    let info: String = redis::cmd("INFO").query(conn)?;
+    let read = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok((
+        read("used_cpu_user:") + read("used_cpu_sys:"),
+        read("total_commands_processed:") as u64,
+    ))
+}
+
+async fn measure_pages(url: &str, jobs: u64) -> BenchResult<Vec<PageCost>> {
+    let mut counters = redis::Client::open(url)?.get_connection()?;
     let app = QueueApp::builder()
         .redis(url)
         .registrations(Registrations::None)
@@ -107,22 +133,32 @@ async fn measure_pages(url: &str, jobs: u64) -> BenchResult<Vec<(&'static str, V
         Access::read_only("bench")
     });
     let router = Router::new()
-        .nest("/q", dashboard.router())
+        .merge(dashboard.mount("/q"))
         .layer(axum::middleware::from_fn(timed));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move { axum::serve(listener, router).await });
+    let last = jobs.saturating_sub(1);
     let pages = [
         ("overview", "/q".to_owned()),
-        (
-            "50 newest completed",
-            format!("/q/queues/{QUEUE}?state=completed"),
-        ),
+        ("50 newest completed", format!("/q/{QUEUE}?state=completed")),
         (
             "50 completed at page 10,000",
-            format!("/q/queues/{QUEUE}?state=completed&page=10000"),
+            format!("/q/{QUEUE}?state=completed&page=10000"),
         ),
-        ("one job", format!("/q/queues/{QUEUE}/jobs/123456")),
+        ("one job", format!("/q/{QUEUE}/jobs/123456")),
+        (
+            "search by name (50 matches)",
+            format!("/q/{QUEUE}?state=completed&q=name%20%3D%20email"),
+        ),
+        (
+            "search by id prefix (20,000 ids)",
+            format!("/q/{QUEUE}?state=completed&q=x{last}"),
+        ),
+        (
+            "search by payload field (5,000 payloads)",
+            format!("/q/{QUEUE}?state=completed&q=data.to%20%3D%20nobody%40example.com"),
+        ),
     ];
     let mut out = Vec::new();
     for (label, path) in pages {
@@ -136,16 +172,24 @@ async fn measure_pages(url: &str, jobs: u64) -> BenchResult<Vec<(&'static str, V
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clear();
+        let (cpu_before, commands_before) = redis_counters(&mut counters)?;
         for _ in 0..REQUESTS {
             get(addr, &path).await?;
         }
+        let (cpu_after, commands_after) = redis_counters(&mut counters)?;
         let mut taken = std::mem::take(
             &mut *timings
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
         taken.sort_unstable();
-        out.push((label, taken));
+        out.push(PageCost {
+            label,
+            server_us: taken,
+            redis_cpu_us: (cpu_after - cpu_before) * 1e6 / REQUESTS as f64,
+            // The second INFO is one of them.
+            commands: (commands_after - commands_before - 1) as f64 / REQUESTS as f64,
+        });
     }
     Ok(out)
 }
@@ -166,18 +210,26 @@ pub(super) fn measure(redis: &mut BenchRedis) -> BenchResult<String> {
     let ms = |us: u64| us as f64 / 1000.0;
     let mut report = format!(
         "### Dashboard with {jobs} completed jobs in one queue\n\n\
-         Server-side time per page ({REQUESTS} requests each, after one warm-up), target <= 50 ms.\n\n\
-         | page | p50 | p99 | max |\n|---|---|---|---|\n"
+         Server-side time per page ({REQUESTS} requests each, after one warm-up), target <= 50 ms; \
+         Redis CPU and commands (those scripts run included) per view.\n\n\
+         | page | p50 | p99 | max | Redis CPU per view | Redis commands per view |\n\
+         |---|---|---|---|---|---|\n"
     );
-    for (label, us) in &pages {
+    for page in &pages {
+        let us = &page.server_us;
         report.push_str(&format!(
-            "| {label} | {:.2} ms | {:.2} ms | {:.2} ms |\n",
+            "| {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.0} |\n",
+            page.label,
             ms(percentile(us, 50.0)),
             ms(percentile(us, 99.0)),
             ms(percentile(us, 100.0)),
+            page.redis_cpu_us / 1000.0,
+            page.commands,
         ));
     }
     report.push('\n');
+    redis.flush()?;
+    report.push_str(&runtime.block_on(super::dashboard_tabs::measure(&redis.url()))?);
     redis.flush()?;
     Ok(report)
 }

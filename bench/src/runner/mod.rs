@@ -4,6 +4,7 @@
 
 mod cluster;
 mod dashboard;
+mod dashboard_tabs;
 mod floor;
 mod health;
 mod outbox;

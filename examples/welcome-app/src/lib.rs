@@ -90,6 +90,8 @@ pub async fn build(
         .outbox(db.outbox())
         // Counted and timed per queue and job name; scraped at `/admin/metrics`.
         .metrics(Metrics::new())
+        // Each worker process on the dashboard's workers page: host, pid, queues, busy.
+        .process_roster(true)
         .build()
         .await?;
     if config.role != Role::Web {

@@ -165,13 +165,24 @@ async fn signup_answers_202_and_the_welcome_mail_lands_exactly_once() {
     assert_eq!(page.status, 200);
     let html = String::from_utf8_lossy(&page.body).into_owned();
     assert!(
-        html.contains(r#"href="/admin/queues/queues/email""#)
-            && html.contains(r#"href="/admin/queues/queues/coupon""#),
+        html.contains(r#"href="/admin/queues/email""#)
+            && html.contains(r#"href="/admin/queues/coupon""#),
         "{html}"
     );
+    // The example records BullMQ's per-minute metrics: the overview draws the mail sent.
+    assert!(html.contains(r#"<svg class="spark good""#), "{html}");
+    // With a trailing slash, the dashboard, not the API's JSON 404.
+    let slash = get_with(
+        svc.addr,
+        "/admin/queues/",
+        &[("authorization", &basic(ADMIN))],
+    )
+    .await;
+    assert_eq!(slash.status, 308);
+    assert_eq!(slash.header("location"), Some("/admin/queues"));
     let job_page = get_with(
         svc.addr,
-        &format!("/admin/queues/queues/email/jobs/welcome-{user_id}"),
+        &format!("/admin/queues/email/jobs/welcome-{user_id}"),
         &[("authorization", &basic(ADMIN))],
     )
     .await;

@@ -1,5 +1,6 @@
 //! Who may see and do what: the application's [`AccessPolicy`] decides per request; the
-//! guard refuses what it does not allow, and refuses cross-site actions.
+//! guard refuses what it does not allow, cross-site actions, and pages asked for by
+//! another site's scripts, frames or images.
 
 use std::sync::Arc;
 
@@ -7,10 +8,10 @@ use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
-use super::html;
-use super::Shared;
+use super::view;
+use super::{Base, Shared};
 
 /// What a request may do on the dashboard, as the application's policy decided it.
 ///
@@ -140,11 +141,16 @@ pub(super) async fn guard(
     request: Request,
     next: Next,
 ) -> Response {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    let base = Base::of(&parts, &shared.trusted_proxies);
+    parts.extensions.insert(base);
     let access = shared.policy.decide(&parts);
     let refusal = if let (false, Some(challenge)) = (access.can_see(), access.challenge.clone()) {
-        let mut response =
-            html::error_page(StatusCode::UNAUTHORIZED, "Log in to see this dashboard.");
+        let mut response = view::error_page(
+            StatusCode::UNAUTHORIZED,
+            "Log in to see this dashboard.",
+            None,
+        );
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, challenge);
@@ -152,6 +158,11 @@ pub(super) async fn guard(
         return response;
     } else if !access.can_see() {
         Some((StatusCode::FORBIDDEN, "You may not see this dashboard."))
+    } else if parts.method != Method::POST && !may_read(&parts.headers) {
+        Some((
+            StatusCode::FORBIDDEN,
+            "Cross-site request refused: the dashboard's pages are not another site's to load.",
+        ))
     } else if parts.method == Method::POST && !access.can_act() {
         Some((
             StatusCode::FORBIDDEN,
@@ -177,7 +188,7 @@ pub(super) async fn guard(
                     "dashboard action refused"
                 );
             }
-            html::error_page(status, message).into_response()
+            view::error_page(status, message, None)
         }
         None => {
             let mut request = Request::from_parts(parts, body);
@@ -202,6 +213,24 @@ fn same_origin(headers: &HeaderMap) -> bool {
             .split_once("://")
             .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host)),
         _ => false,
+    }
+}
+
+/// Whether a read may be answered (the resource isolation policy): a request from the
+/// dashboard's own pages, a person typing the address or opening a bookmark
+/// (`Sec-Fetch-Site: none`), a browser that sends no fetch metadata, or a person
+/// following a link from elsewhere (a top-level navigation to a document: the link in
+/// the alert that names a job). Refused: another site's `fetch`, `<img>`, `<script>`,
+/// `<iframe>`, `EventSource`, which would read or probe the pages with the operator's
+/// credentials.
+fn may_read(headers: &HeaderMap) -> bool {
+    let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    match value("sec-fetch-site") {
+        None | Some("same-origin" | "none") => true,
+        Some(_) => {
+            value("sec-fetch-mode") == Some("navigate")
+                && matches!(value("sec-fetch-dest"), None | Some("document"))
+        }
     }
 }
 
@@ -250,5 +279,30 @@ mod tests {
             ("host", "app.example")
         ])));
         assert!(!same_origin(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn other_sites_may_link_to_a_page_but_not_load_it() {
+        assert!(may_read(&HeaderMap::new()));
+        assert!(may_read(&headers(&[("sec-fetch-site", "same-origin")])));
+        assert!(may_read(&headers(&[("sec-fetch-site", "none")])));
+        assert!(may_read(&headers(&[
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-mode", "navigate"),
+            ("sec-fetch-dest", "document"),
+        ])));
+        for (mode, dest) in [
+            ("cors", "empty"),
+            ("no-cors", "image"),
+            ("no-cors", "script"),
+            ("navigate", "iframe"),
+        ] {
+            assert!(!may_read(&headers(&[
+                ("sec-fetch-site", "cross-site"),
+                ("sec-fetch-mode", mode),
+                ("sec-fetch-dest", dest),
+            ])));
+        }
+        assert!(!may_read(&headers(&[("sec-fetch-site", "same-site")])));
     }
 }

@@ -13,7 +13,9 @@ use axum::{Extension, Form};
 use queue_core::{JobOptions, PayloadError};
 use serde::Deserialize;
 
-use super::html::{self, esc};
+use maud::html;
+
+use super::view::{self, format::Clip};
 use super::{Access, Base, PageResult, Problem, Shared, AUDIT_TARGET};
 
 /// What the form sends.
@@ -54,9 +56,10 @@ pub(super) async fn form(
 ) -> PageResult {
     shared.queue(&name)?;
     if !access.can_act() {
-        return Ok(html::error_page(
+        return Ok(view::error_page(
             StatusCode::FORBIDDEN,
             "Adding a job is an operator action; you may only look.",
+            Some(&base),
         ));
     }
     let form = AddForm {
@@ -166,7 +169,7 @@ pub(super) async fn submit(
         duplicate = added.duplicate,
         "dashboard action"
     );
-    Ok(Redirect::to(&base.job_page(&queue_name, &added.id)).into_response())
+    Ok(Redirect::to(&base.job(&queue_name, &added.id)).into_response())
 }
 
 fn invalid(
@@ -192,64 +195,55 @@ fn page(
     form: &AddForm,
     errors: &FieldErrors,
 ) -> axum::response::Html<String> {
-    let here = base.queue_page(queue);
+    let here = base.queue(queue);
     let (names, any_name) = shared.app.job_names(queue);
     let beside = |error: &Option<String>| {
-        error.as_deref().map_or_else(String::new, |e| {
-            format!("<p class=\"bad field-error\" role=\"alert\">{}</p>", esc(e))
-        })
+        html! {
+            @if let Some(error) = error { p.bad.field-error role="alert" { (Clip(error, 2_000)) } }
+        }
     };
     let hint = match (names.is_empty(), any_name) {
         (true, false) => "No handler of this app processes this queue.".to_owned(),
         (_, true) => format!(
             "Handled by name: {}; any other name by the catch-all.",
-            esc(&names.join(", "))
+            names.join(", ")
         ),
-        (false, false) => format!("Handled: {}.", esc(&names.join(", "))),
+        (false, false) => format!("Handled: {}.", names.join(", ")),
     };
-    let options: String = names
-        .iter()
-        .map(|n| format!("<option value=\"{}\">", esc(n)))
-        .collect();
-    let schemas: String = shared
-        .app
-        .declared_jobs()
+    let declared = shared.app.declared_jobs();
+    let schemas = declared
         .iter()
         .filter(|job| job.queue == queue)
-        .filter_map(|job| Some((job, job.payload_schema.as_ref()?)))
-        .map(|(job, schema)| {
-            let pretty = serde_json::to_string_pretty(schema).unwrap_or_default();
-            format!(
-                "<details class=\"schema\"><summary>data of <code>{}</code> ({})</summary><pre>{}</pre></details>",
-                esc(&job.name),
-                esc(job.payload_type),
-                esc(&pretty)
-            )
-        })
-        .collect();
-    let body = format!(
-        "<h1><a href=\"{here}\">{queue_html}</a> · add a job</h1>\
-         <form method=\"post\" action=\"{here}/add\" class=\"add\">\
-         <dl><dt><label for=\"name\">name</label></dt><dd><input id=\"name\" name=\"name\" list=\"names\" value=\"{name}\" required> <span class=\"muted\">{hint}</span><datalist id=\"names\">{options}</datalist>{name_error}</dd>\
-         <dt><label for=\"data\">data (JSON)</label></dt><dd><textarea id=\"data\" name=\"data\" rows=\"10\" cols=\"70\">{data}</textarea>{data_error}{schemas}</dd>\
-         <dt><label for=\"job_id\">job id</label></dt><dd><input id=\"job_id\" name=\"job_id\" value=\"{job_id}\" placeholder=\"automatic\">{job_id_error}</dd>\
-         <dt><label for=\"delay_ms\">delay (ms)</label></dt><dd><input id=\"delay_ms\" name=\"delay_ms\" value=\"{delay}\" placeholder=\"0\">{delay_error}</dd></dl>\
-         <button>Add</button></form>",
-        here = esc(&here),
-        queue_html = esc(queue),
-        name = esc(&form.name),
-        data = esc(&form.data),
-        job_id = esc(&form.job_id),
-        delay = esc(&form.delay_ms),
-        name_error = beside(&errors.name),
-        data_error = beside(&errors.data),
-        job_id_error = beside(&errors.job_id),
-        delay_error = beside(&errors.delay_ms),
-    );
-    html::page(
-        base.as_str(),
-        &format!("add to {queue}"),
-        access.who(),
-        &body,
-    )
+        .filter_map(|job| Some((job, job.payload_schema.as_ref()?)));
+    let body = html! {
+        h1 { a href=(here) { (Clip(queue, 80)) } " · add a job" }
+        form.add method="post" action={ (here) "/add" } {
+            dl {
+                dt { label for="name" { "name" } }
+                dd {
+                    input #name name="name" list="names" value=(form.name) required;
+                    " " span.muted { (hint) }
+                    datalist #names { @for name in &names { option value=(name); } }
+                    (beside(&errors.name))
+                }
+                dt { label for="data" { "data (JSON)" } }
+                dd {
+                    textarea #data name="data" rows="10" cols="70" { (form.data) }
+                    (beside(&errors.data))
+                    @for (job, schema) in schemas {
+                        details.schema {
+                            summary { "data of " code { (job.name) } " (" (job.payload_type) ")" }
+                            pre { (serde_json::to_string_pretty(schema).unwrap_or_default()) }
+                        }
+                    }
+                }
+                dt { label for="job_id" { "job id" } }
+                dd { input #job_id name="job_id" value=(form.job_id) placeholder="automatic"; (beside(&errors.job_id)) }
+                dt { label for="delay_ms" { "delay (ms)" } }
+                dd { input #delay_ms name="delay_ms" value=(form.delay_ms) placeholder="0"; (beside(&errors.delay_ms)) }
+            }
+            button { "Add" }
+        }
+    };
+    view::page(base, &format!("add to {queue}"), access.who(), body)
 }

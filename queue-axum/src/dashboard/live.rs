@@ -1,6 +1,8 @@
 //! Live pages: a queue's event stream, read once per queue however many tabs watch it,
-//! sent to each tab as server-sent events. A tab's script then updates the counts, and
-//! refetches what it shows when one of its jobs moved.
+//! sent to each tab as server-sent events. An update carries the changes: the counts,
+//! and the new state of each job that moved (read once per burst by the queue's reader,
+//! for every tab). A tab's script puts them in place; it never fetches the page again,
+//! so a page that cost a search costs it once.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -22,6 +24,9 @@ const TAB_BUFFER: usize = 64;
 /// How long a reader gathers events before it reads the counts once and sends: a
 /// burst of a thousand completions is one update, not a thousand count reads.
 const COALESCE: Duration = Duration::from_millis(200);
+
+/// The most moved jobs whose states one update carries; more only say that more moved.
+const MOVED_MAX: usize = 100;
 
 /// How often a reader with no event looks whether anyone still watches.
 const IDLE_CHECK: Duration = Duration::from_secs(2);
@@ -132,8 +137,14 @@ async fn read(hub: Arc<LiveHub>, app: QueueApp, queue: String, feed: broadcast::
         }
         moved.sort();
         moved.dedup();
-        let update = match tokio::try_join!(handle.get_job_counts(), handle.is_paused()) {
-            Ok((counts, paused)) => update_json(&counts, paused, &moved),
+        let more = moved.len() > MOVED_MAX;
+        moved.truncate(MOVED_MAX);
+        let update = match tokio::try_join!(
+            handle.get_job_counts(),
+            handle.is_paused(),
+            handle.get_job_states(&moved)
+        ) {
+            Ok((counts, paused, states)) => update_json(&counts, paused, &moved, &states, more),
             Err(_) => r#"{"unavailable":true}"#.to_owned(),
         };
         if feed.send(Arc::from(update)).is_err() && hub.release_if_unwatched(&queue, &feed) {
@@ -146,15 +157,29 @@ async fn read(hub: Arc<LiveHub>, app: QueueApp, queue: String, feed: broadcast::
     events.close().await;
 }
 
-fn update_json(counts: &JobCounts, paused: bool, moved: &[String]) -> String {
+/// An update: the counts per state, the pause flag, each moved job's state (`null`
+/// when it is gone), and whether more jobs moved than are listed.
+fn update_json(
+    counts: &JobCounts,
+    paused: bool,
+    moved: &[String],
+    states: &[Option<JobState>],
+    more: bool,
+) -> String {
     let by_state: serde_json::Map<String, serde_json::Value> = JobState::ALL
         .iter()
         .map(|state| (state.as_str().to_owned(), counts.of(*state).into()))
         .collect();
+    let jobs: serde_json::Map<String, serde_json::Value> = moved
+        .iter()
+        .zip(states)
+        .map(|(id, state)| (id.clone(), state.map(|s| s.as_str()).into()))
+        .collect();
     serde_json::json!({
         "counts": by_state,
         "paused": paused,
-        "jobs": moved,
+        "jobs": jobs,
+        "more": more,
     })
     .to_string()
 }
@@ -203,27 +228,20 @@ fn updates(tab: broadcast::Receiver<Arc<str>>) -> impl Stream<Item = Result<Even
     })
 }
 
-/// The tab's side: counts in place, and a refetch of the page's live part when one of
-/// its jobs moved. Served from our own origin, as the CSP requires.
+/// The tab's side: counts in place; on a list, each listed job that moved marked with
+/// its new state, and a note that the list changed; on a job's page, its state chip
+/// and a note. Served from our own origin, as the CSP requires.
 pub(super) const SCRIPT: &str = r#"(() => {
   const root = document.querySelector('[data-live]');
   if (!root || !window.EventSource) return;
   const job = root.dataset.job;
-  let refetching = false;
-  const refetch = async () => {
-    if (refetching) return;
-    refetching = true;
-    try {
-      const response = await fetch(location.href, { credentials: 'same-origin' });
-      if (!response.ok) return;
-      const page = new DOMParser().parseFromString(await response.text(), 'text/html');
-      const fresh = page.querySelector('[data-refresh]');
-      const stale = document.querySelector('[data-refresh]');
-      if (fresh && stale) stale.replaceWith(fresh);
-    } finally {
-      refetching = false;
-    }
+  const listed = root.dataset.state;
+  const changed = () => {
+    const note = root.querySelector('[data-changed]');
+    if (note) note.hidden = false;
   };
+  const tab = listed && document.querySelector(`[data-count="${listed}"]`);
+  let shown = tab ? Number(tab.textContent) : null;
   const source = new EventSource(root.dataset.live);
   source.addEventListener('update', (message) => {
     const update = JSON.parse(message.data);
@@ -233,7 +251,29 @@ pub(super) const SCRIPT: &str = r#"(() => {
     for (const [state, n] of Object.entries(update.counts)) {
       for (const el of document.querySelectorAll(`[data-count="${state}"]`)) el.textContent = n;
     }
-    if (!job || update.jobs.includes(job)) refetch();
+    const moved = update.jobs || {};
+    if (job !== undefined) {
+      if (!(job in moved)) return;
+      const state = moved[job];
+      const chip = root.querySelector('h1 [data-state]');
+      if (chip) {
+        chip.textContent = state ?? 'removed';
+        chip.className = 'chip' + (state === 'completed' ? ' good' : state === 'failed' ? ' bad' : '');
+      }
+      changed();
+      return;
+    }
+    for (const row of root.querySelectorAll('tr[data-job]')) {
+      if (!(row.dataset.job in moved)) continue;
+      const state = moved[row.dataset.job];
+      if (state === listed) continue;
+      row.classList.add('moved');
+      const cell = row.querySelector('[data-live-state]');
+      if (cell) cell.textContent = '→ ' + (state ?? 'removed');
+    }
+    const count = update.counts[listed];
+    if (shown !== null && count !== shown) changed();
+    shown = count;
   });
 })();
 "#;

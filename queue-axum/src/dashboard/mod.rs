@@ -1,25 +1,31 @@
 //! A dashboard for every queue of the app, to mount under any path (feature
-//! `dashboard`): server-rendered pages, embedded assets, no Node and no CDN.
+//! `dashboard`): server-rendered pages (maud templates, escaping by default), embedded
+//! assets, no Node and no CDN.
 //!
 //! It cannot be built without an [`AccessPolicy`]: the application decides, for each
 //! request, whether it is forbidden, read-only or an operator's, and whether payloads
 //! show. There is no open default. Actions are POSTs, refused unless they come from the
-//! dashboard's own origin (`Sec-Fetch-Site`, else `Origin` against `Host`), and every
-//! action is logged with who, what and which job on the [`AUDIT_TARGET`] tracing target.
+//! dashboard's own origin (`Sec-Fetch-Site`, else `Origin` against `Host`); pages are
+//! refused to other sites' scripts, frames and images (only a person following a link
+//! opens one). Every action is logged with who, what and which job on the
+//! [`AUDIT_TARGET`] tracing target, and every destructive one (drain, clean, remove,
+//! obliterate, retry all) is confirmed on a page that says how many jobs it touches.
 //!
-//! Pages:
-//! - `/`: every queue with its counts per state, and whether it is paused;
-//! - `/queues/{queue}?state=failed&page=2`: a queue's jobs in one state, newest first,
-//!   50 a page, and a lookup by id;
-//! - `/queues/{queue}/jobs/{id}`: one job: state, attempts, times, progress, failure,
-//!   logs, and its payload and return value where the policy allows.
+//! Pages (one word per level under the mount point):
+//! - `/`: Redis's health (memory against its limit, eviction policy, clients, version,
+//!   ops/s) and every queue with its counts per state, the age of its oldest waiting
+//!   job, and its throughput per minute;
+//! - `/{queue}?state=failed&page=2`: a queue's jobs in one state, newest first, 50 a
+//!   page, with bulk actions; `?q=` searches it (an id prefix, `name = ..`, or a payload
+//!   field, `data.user_id = 42`) in a bounded scan that says how far it got;
+//! - `/{queue}/jobs/{id}`: one job: state, times and durations, its attempt history
+//!   with each failure's reason and error chain, the next retry, progress, logs, its
+//!   whole flow tree, and its payload and return value where the policy allows;
+//! - `/{queue}/schedulers`, `/{queue}/add`, `/-/workers`.
 //!
-//! More pages: a queue's schedulers (run one now, remove it), the workers connected to
-//! it, and a form to add a job, whose JSON is checked against the payload type of the
-//! handler this app has for the job's name before the add.
-//!
-//! Actions (operators): retry, promote or remove a job; pause, resume, retry every failed
-//! job, promote every delayed job, drain, clean a state of jobs older than an age.
+//! Each page costs Redis a bounded number of commands, whatever the queue's size;
+//! listed strings are cut in Redis; a live page is sent changes (counts, the states of
+//! the jobs that moved) by one reader per queue, never refetched.
 //!
 //! ```no_run
 //! use axum::Router;
@@ -34,33 +40,37 @@
 //!         None => Access::forbidden(),
 //!     }
 //! });
-//! let router: Router = Router::new().nest("/admin/queues", dashboard.router());
+//! let router: Router = Router::new().merge(dashboard.mount("/admin/queues"));
 //! # }
 //! ```
 
 mod access;
 mod actions;
 mod add_job;
+mod base;
+mod confirm;
 mod credentials;
-mod html;
 mod live;
 mod pages;
+mod problem;
 mod secret;
+mod view;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{FromRequestParts, OriginalUri};
-use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{header, StatusCode, Uri};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use queue_core::QueueApp;
 
 pub use access::{Access, AccessPolicy};
+pub(crate) use base::Base;
 pub use credentials::Credentials;
 pub use live::{DEFAULT_LIVE_STREAM_LIFETIME, DEFAULT_MAX_LIVE_STREAMS};
+pub(crate) use problem::{job_id, PageResult, Problem};
 pub use secret::{InvalidSecret, Secret};
 
 /// The tracing target of the audit log: one event per action, with who, what, which
@@ -88,7 +98,7 @@ pub const PAGE_SIZE: usize = 50;
 ///     Some(role) if role == "support" => Access::read_only("support"),
 ///     _ => Access::forbidden(),
 /// };
-/// let router: Router = Router::new().nest("/ops/queues", Dashboard::new(&app, policy).router());
+/// let router: Router = Router::new().merge(Dashboard::new(&app, policy).mount("/ops/queues"));
 /// # }
 /// ```
 pub struct Dashboard {
@@ -106,6 +116,8 @@ pub(crate) struct Shared {
     app: QueueApp,
     policy: Box<dyn AccessPolicy>,
     live: Arc<live::LiveHub>,
+    /// Proxies whose `X-Forwarded-Prefix` is believed.
+    trusted_proxies: Vec<IpAddr>,
 }
 
 impl Dashboard {
@@ -116,18 +128,21 @@ impl Dashboard {
                 app: app.clone(),
                 policy: Box::new(policy),
                 live: Arc::default(),
+                trusted_proxies: Vec::new(),
             }),
         }
+    }
+
+    fn shared_mut(&mut self) -> Option<&mut Shared> {
+        Arc::get_mut(&mut self.shared)
     }
 
     /// The most live streams (a queue page's live counts) open at once; more answer 503
     /// and their pages work without live updates. Default
     /// [`DEFAULT_MAX_LIVE_STREAMS`].
     pub fn max_live_streams(mut self, max: usize) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            if let Some(hub) = Arc::get_mut(&mut shared.live) {
-                hub.streams = Arc::new(tokio::sync::Semaphore::new(max));
-            }
+        if let Some(hub) = self.shared_mut().and_then(|s| Arc::get_mut(&mut s.live)) {
+            hub.streams = Arc::new(tokio::sync::Semaphore::new(max));
         }
         self
     }
@@ -135,106 +150,120 @@ impl Dashboard {
     /// How long a live stream lasts before it ends and the tab opens another. Default
     /// [`DEFAULT_LIVE_STREAM_LIFETIME`].
     pub fn live_stream_lifetime(mut self, lifetime: Duration) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            if let Some(hub) = Arc::get_mut(&mut shared.live) {
-                hub.lifetime = lifetime;
-            }
+        if let Some(hub) = self.shared_mut().and_then(|s| Arc::get_mut(&mut s.live)) {
+            hub.lifetime = lifetime;
         }
         self
     }
 
-    /// The router, to `nest` under the path of your choice.
+    /// Believes the `X-Forwarded-Prefix` header (a reverse proxy serving the app under
+    /// a sub-path it strips) on connections from these addresses, and only as a plain
+    /// path. From anyone else, or without the peer address (serve with
+    /// `into_make_service_with_connect_info::<SocketAddr>()`), the header is ignored: a
+    /// client could otherwise point the dashboard's links and redirects elsewhere.
+    ///
+    /// ```no_run
+    /// # fn demo(app: queue_core::QueueApp) {
+    /// use queue_axum::dashboard::{Access, Dashboard};
+    /// let dashboard = Dashboard::new(&app, |_: &axum::http::request::Parts| Access::forbidden())
+    ///     .trust_forwarded_prefix_from(["10.0.0.5".parse().unwrap()]);
+    /// # }
+    /// ```
+    pub fn trust_forwarded_prefix_from(
+        mut self,
+        proxies: impl IntoIterator<Item = IpAddr>,
+    ) -> Self {
+        if let Some(shared) = self.shared_mut() {
+            shared.trusted_proxies.extend(proxies);
+        }
+        self
+    }
+
+    /// The router, nested at `path` (`/admin/queues`), with `path/` redirected to it:
+    /// merge it into the app's router.
+    pub fn mount(self, path: &str) -> Router {
+        let path = path.trim_end_matches('/');
+        let home = if path.is_empty() { "/" } else { path }.to_owned();
+        let router = self.router();
+        if path.is_empty() {
+            return router;
+        }
+        Router::new().nest(path, router).route(
+            &format!("{path}/"),
+            get(move |uri: Uri| async move { Redirect::permanent(&with_query(&home, &uri)) }),
+        )
+    }
+
+    /// The router, to `nest` under the path of your choice ([`Dashboard::mount`] also
+    /// redirects the path with a trailing slash, which `nest` leaves to the app).
     pub fn router(self) -> Router {
         let shared = self.shared;
+        let guard = axum::middleware::from_fn_with_state(shared.clone(), access::guard);
         Router::new()
-            .route("/", get(pages::overview))
-            .route("/assets/dashboard.css", get(stylesheet))
-            .route("/assets/live.js", get(live::script))
-            .route("/queues/{queue}/live", get(live::stream))
-            .route("/queues/{queue}", get(pages::queue))
-            .route("/queues/{queue}/jobs/{id}", get(pages::job))
-            .route("/queues/{queue}/jobs/{id}/{action}", post(actions::on_job))
-            .route("/queues/{queue}/schedulers", get(pages::schedulers))
+            .route("/", get(pages::overview::page))
+            .route("/-/assets/dashboard.css", get(stylesheet))
+            .route("/-/assets/live.js", get(live::script))
+            .route("/-/workers", get(pages::workers::page))
+            .route("/{queue}", get(pages::queue::page))
+            .route("/{queue}/live", get(live::stream))
+            .route("/{queue}/bulk", post(actions::bulk))
+            .route("/{queue}/jobs/{id}", get(pages::job::page))
             .route(
-                "/queues/{queue}/schedulers/{id}/{action}",
+                "/{queue}/jobs/{id}/{action}",
+                get(confirm::job_action).post(actions::on_job),
+            )
+            .route("/{queue}/schedulers", get(pages::schedulers::page))
+            .route(
+                "/{queue}/schedulers/{id}/{action}",
                 post(actions::on_scheduler),
             )
-            .route("/queues/{queue}/workers", get(pages::workers))
+            .route("/{queue}/workers", get(pages::workers::of_queue))
+            .route("/{queue}/add", get(add_job::form).post(add_job::submit))
             .route(
-                "/queues/{queue}/add",
-                get(add_job::form).post(add_job::submit),
+                "/{queue}/actions/clean",
+                get(confirm::clean).post(actions::clean),
             )
-            .route("/queues/{queue}/actions/clean", post(actions::clean))
-            .route("/queues/{queue}/actions/{action}", post(actions::on_queue))
-            .fallback(|| async { html::error_page(StatusCode::NOT_FOUND, "No such page.") })
-            .layer(axum::middleware::from_fn_with_state(
-                shared.clone(),
-                access::guard,
-            ))
+            .route(
+                "/{queue}/actions/{action}",
+                get(confirm::queue_action).post(actions::on_queue),
+            )
+            .fallback(not_found)
+            .layer(guard)
             .with_state(shared)
     }
+}
+
+/// `to` with the query of `uri`, if it has one.
+fn with_query(to: &str, uri: &Uri) -> String {
+    match uri.query() {
+        Some(query) => format!("{to}?{query}"),
+        None => to.to_owned(),
+    }
+}
+
+/// No route: a path with a trailing slash goes to the path without it; anything else is
+/// the dashboard's own 404 page.
+async fn not_found(base: Base, uri: Uri) -> Response {
+    let path = uri.path();
+    let rest = path.trim_matches('/');
+    // Only a plain path is sent back as a `Location`: `/\evil.example/` would read as
+    // another host to a browser.
+    let plain = rest
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._~%/".contains(&b));
+    if path.len() > 1 && path.ends_with('/') && plain && !rest.starts_with('/') {
+        let to = format!("{}/{rest}", base.as_str());
+        return Redirect::permanent(&with_query(&to, &uri)).into_response();
+    }
+    view::error_page(StatusCode::NOT_FOUND, "No such page.", Some(&base))
 }
 
 async fn stylesheet() -> Response {
     (
         [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
-        html::STYLESHEET,
+        view::STYLESHEET,
     )
         .into_response()
-}
-
-/// Where the dashboard is mounted, for its links: the path it was nested under, behind
-/// the `X-Forwarded-Prefix` a reverse proxy that strips a sub-path sends.
-#[derive(Debug, Clone)]
-pub(crate) struct Base(String);
-
-impl Base {
-    fn of(parts: &Parts) -> Base {
-        let inner = parts.uri.path();
-        let full = parts
-            .extensions
-            .get::<OriginalUri>()
-            .map_or(inner, |original| original.path());
-        let mounted = full.strip_suffix(inner).unwrap_or("");
-        let mounted = if inner == "/" { full } else { mounted };
-        let forwarded = parts
-            .headers
-            .get("x-forwarded-prefix")
-            .and_then(|v| v.to_str().ok())
-            .filter(|p| {
-                p.starts_with('/')
-                    && p.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"/-_.~".contains(&b))
-            })
-            .unwrap_or("");
-        Base(
-            format!("{forwarded}{mounted}")
-                .trim_end_matches('/')
-                .to_owned(),
-        )
-    }
-
-    pub(crate) fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// A queue's page (a URL: escape it for HTML).
-    pub(crate) fn queue_page(&self, queue: &str) -> String {
-        format!("{}/queues/{}", self.0, html::url_segment(queue))
-    }
-
-    /// A job's page (a URL: escape it for HTML).
-    pub(crate) fn job_page(&self, queue: &str, id: &str) -> String {
-        format!("{}/jobs/{}", self.queue_page(queue), html::url_segment(id))
-    }
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for Base {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Base::of(parts))
-    }
 }
 
 impl Shared {
@@ -243,64 +272,9 @@ impl Shared {
         if !self.app.known_queues().iter().any(|q| q == name) {
             return Err(Problem::NotFound(format!(
                 "No queue named {} in this app.",
-                crate::quote(name)
+                crate::quote(&view::format::clip(name, 200))
             )));
         }
         Ok(self.app.queue::<serde_json::Value>(name)?)
     }
 }
-
-/// The job id in a path, if it could name a job. Checked before any read or action, as
-/// the status route checks it: an id that names one of the queue's own keys (`meta`, or
-/// `repeat:<scheduler>`, a scheduler's definition) is no job, and an action on it would
-/// act on that key.
-fn job_id<'a>(queue: &str, id: &'a str) -> Result<&'a str, Problem> {
-    if queue_core::could_be_job_id(id) {
-        Ok(id)
-    } else {
-        Err(Problem::NotFound(format!(
-            "No job {} in queue {}.",
-            crate::quote(id),
-            crate::quote(queue)
-        )))
-    }
-}
-
-/// Why a page or an action could not be served, answered as a page with its status.
-#[derive(Debug)]
-pub(crate) enum Problem {
-    /// 404: no such queue, job or page.
-    NotFound(String),
-    /// 400: a bad parameter, with the reason.
-    BadRequest(String),
-    /// What a queue call refused or could not do: the status and the text
-    /// `QueueError` gives a client (503 when Redis is unavailable; nothing of our
-    /// internals).
-    Queue(Box<queue_core::Error>),
-}
-
-impl From<queue_core::Error> for Problem {
-    fn from(error: queue_core::Error) -> Self {
-        Problem::Queue(Box::new(error))
-    }
-}
-
-impl IntoResponse for Problem {
-    fn into_response(self) -> Response {
-        match self {
-            Problem::NotFound(message) => html::error_page(StatusCode::NOT_FOUND, &message),
-            Problem::BadRequest(message) => html::error_page(StatusCode::BAD_REQUEST, &message),
-            Problem::Queue(error) => {
-                let error = crate::QueueError::from(*error);
-                let status = error.status();
-                if status == StatusCode::INTERNAL_SERVER_ERROR {
-                    tracing::error!(error = %error, "dashboard: queue error");
-                }
-                html::error_page(status, &error.body_text())
-            }
-        }
-    }
-}
-
-/// What a page handler answers.
-pub(crate) type PageResult = Result<Response, Problem>;

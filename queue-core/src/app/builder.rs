@@ -59,6 +59,7 @@ pub struct QueueAppBuilder {
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::Metrics>,
     memory_guard: MemoryGuard,
+    process_roster: bool,
 }
 
 impl Default for QueueAppBuilder {
@@ -82,6 +83,7 @@ impl Default for QueueAppBuilder {
             #[cfg(feature = "metrics")]
             metrics: None,
             memory_guard: MemoryGuard::default(),
+            process_roster: false,
         }
     }
 }
@@ -260,6 +262,17 @@ impl QueueAppBuilder {
     /// How long `build` waits for Redis to answer (default 5 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Records each process that runs workers in Redis every ten seconds (host, pid,
+    /// start time, and per queue its concurrency and the jobs it runs now), for the
+    /// dashboard's workers page ([`QueueApp::get_processes`](crate::QueueApp::get_processes)).
+    /// Off by default: it writes a key per process beside BullMQ's
+    /// (`<prefix>:queue-core:process:<id>`, expiring a minute after the last beat) and
+    /// one sorted set, which a deployment that allows only BullMQ's keys may refuse.
+    pub fn process_roster(mut self, on: bool) -> Self {
+        self.process_roster = on;
         self
     }
 
@@ -532,7 +545,7 @@ impl QueueAppBuilder {
                 relay: Mutex::new(None),
                 #[cfg(feature = "metrics")]
                 metrics: self.metrics,
-                pulses: Arc::default(),
+                pulses: Arc::new(crate::health::PulseBoard::new(self.process_roster)),
                 memory,
             }),
         }

@@ -297,15 +297,16 @@ impl QueueApp {
             &deps,
         )
         .await?;
-        match ready {
-            None => Workers::start(&self.inner.conn, dispatchers, listeners).await,
-            Some(ready) => Ok(Workers::deferred(
-                self.inner.conn.clone(),
-                dispatchers,
-                listeners,
-                ready,
-            )),
+        let workers = match ready {
+            None => Workers::start(&self.inner.conn, dispatchers, listeners).await?,
+            Some(ready) => {
+                Workers::deferred(self.inner.conn.clone(), dispatchers, listeners, ready)
+            }
+        };
+        if self.inner.pulses.roster {
+            crate::health::roster::start(&self.inner.conn, &self.inner.pulses).await;
         }
+        Ok(workers)
     }
 
     /// Whether this app knows `queue`: it has a processor or an `#[inject_queue]` producer

@@ -14,17 +14,21 @@
 //!   costs Redis nothing; one that did not costs one round trip of O(1) commands. Redis
 //!   unreachable is readiness's business, never a reason to restart a pod.
 
+mod info;
 mod memory;
 mod pulse;
+pub(crate) mod roster;
 
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use serde::Serialize;
 
+pub use info::RedisInfo;
 pub use memory::MemoryGuard;
 pub(crate) use memory::{MemoryState, MemoryWatch};
 pub(crate) use pulse::{PulseBoard, WorkerPulse};
+pub use roster::{ProcessInfo, ProcessWorker};
 
 use crate::app::QueueApp;
 use crate::engine::Backlog;

@@ -104,9 +104,20 @@ impl WorkerPulse {
 #[derive(Debug, Default)]
 pub(crate) struct PulseBoard {
     pulses: Mutex<Vec<Weak<WorkerPulse>>>,
+    /// Whether the process records itself in the roster (`super::roster`).
+    pub(crate) roster: bool,
+    /// Whether the roster's beat runs now.
+    pub(crate) roster_running: AtomicBool,
 }
 
 impl PulseBoard {
+    pub(crate) fn new(roster: bool) -> Self {
+        PulseBoard {
+            roster,
+            ..PulseBoard::default()
+        }
+    }
+
     pub(crate) fn add(&self, pulse: &Arc<WorkerPulse>) {
         let mut pulses = self.pulses.lock().unwrap_or_else(PoisonError::into_inner);
         pulses.retain(|p| p.strong_count() > 0);

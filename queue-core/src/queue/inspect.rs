@@ -180,8 +180,8 @@ impl<T> Queue<T> {
         .await
     }
 
-    /// BullMQ's per-minute counts of `outcome` for the last `minutes` minutes, newest
-    /// first: what workers record when
+    /// BullMQ's per-minute counts of `outcome` for the last `minutes` minutes, the
+    /// current minute (so far) first: what workers record when
     /// [`Processor::per_minute_metrics`](crate::Processor::per_minute_metrics) is on
     /// (empty otherwise).
     pub async fn get_per_minute(

@@ -3,6 +3,7 @@
 mod cancel;
 mod inspect;
 mod manage;
+mod operator;
 #[cfg(feature = "sqlx")]
 mod outbox;
 #[cfg(feature = "sqlx")]
@@ -23,6 +24,7 @@ use tracing::Instrument;
 pub use cancel::CancelOutcome;
 pub use inspect::{ChildJob, Children, GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
 pub use manage::JobLogs;
+pub use operator::{JobFilter, JobScan, JobSummary, ScanLimits};
 #[cfg(feature = "sqlx")]
 pub(crate) use relayed::{Refusal, Relayed, RowJob};
 

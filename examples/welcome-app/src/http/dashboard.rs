@@ -8,11 +8,11 @@ use axum::Router;
 use queue_axum::dashboard::{Access, Dashboard};
 use queue_core::QueueApp;
 
-/// The dashboard, for the holder of `admin_token`.
-pub(crate) fn router(app: &QueueApp, admin_token: String) -> Router {
+/// The dashboard at `path`, for the holder of `admin_token`.
+pub(crate) fn router(app: &QueueApp, path: &str, admin_token: String) -> Router {
     let policy = Access::bearer(&admin_token)
         .or(Access::basic_any_user(&admin_token))
         .with_payloads()
         .realm("welcome-app queues");
-    Dashboard::new(app, policy).router()
+    Dashboard::new(app, policy).mount(path)
 }

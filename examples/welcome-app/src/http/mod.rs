@@ -130,7 +130,7 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
         )
         .nest("/admin", admin);
     if let Some(token) = admin_token {
-        api = api.nest("/admin/queues", dashboard::router(app, token));
+        api = api.merge(dashboard::router(app, "/admin/queues", token));
     }
     Ok(api
         // Every error answer is JSON, axum's own (404, 405, a bad path) too.

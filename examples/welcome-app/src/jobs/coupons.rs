@@ -51,7 +51,7 @@ pub struct ScanZone(pub chrono_tz::Tz);
 #[derive(Debug, Default)]
 pub struct Coupons;
 
-#[processor(super::Coupon, concurrency = 5)]
+#[processor(super::Coupon, concurrency = 5, per_minute_metrics = 1440)]
 impl Coupons {
     /// Adds one grant job per user born on the day.
     #[job]

@@ -45,7 +45,12 @@ pub fn options(user_id: &str, backoff: Duration) -> JobOptions {
 
 /// Sends the welcome email. Delivery is at-least-once, so the mail log's unique
 /// idempotency key makes a second run a successful no-op instead of a second email.
-#[processor(super::Email, concurrency = 5, timeout = "30s")]
+#[processor(
+    super::Email,
+    concurrency = 5,
+    timeout = "30s",
+    per_minute_metrics = 1440
+)]
 pub async fn send_welcome(
     job: Job<WelcomeEmail>,
     mailer: Dep<Mailer>,

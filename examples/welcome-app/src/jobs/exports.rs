@@ -118,7 +118,7 @@ fn csv_line(user: &crate::db::User) -> String {
 #[derive(Debug, Default)]
 pub struct Exports;
 
-#[processor(super::Export, concurrency = 2)]
+#[processor(super::Export, concurrency = 2, per_minute_metrics = 1440)]
 impl Exports {
     /// Writes the users in batches, resuming after the batches already stored, and
     /// stops between batches when cancelled.

@@ -142,7 +142,7 @@ fn previous<R: Clone>(results: &ChildResults<R>, step: &str) -> Result<R, JobErr
 #[derive(Debug, Default)]
 pub struct Reports;
 
-#[processor(Report, concurrency = 2)]
+#[processor(Report, concurrency = 2, per_minute_metrics = 1440)]
 impl Reports {
     /// Counts the month's birthdays and coupons.
     #[job]

@@ -170,7 +170,67 @@ impl EngineQueue {
             .get_metrics(kind, 0, end)
             .await
             .map_err(|e| self.error(e))?;
-        Ok(metrics.data)
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Ok(with_current_minute(&metrics, minutes, now_ms))
+    }
+}
+
+/// BullMQ's per-minute list with the minute still being counted in front. BullMQ pushes
+/// a minute's count only when a job finishes in a later minute; until then it is the
+/// running `count` less `prevCount`, and it belongs to the minute of `prevTS` (the
+/// first job of each minute moves `prevTS`). Minutes since, with nothing finished, are
+/// zeros. Nothing recorded yet (no `prevTS`): the list as it is (empty).
+fn with_current_minute(metrics: &bullmq::types::Metrics, minutes: usize, now_ms: u64) -> Vec<u64> {
+    let meta = &metrics.meta;
+    if meta.prev_ts == 0 {
+        return metrics.data.clone();
+    }
+    let idle = usize::try_from((now_ms / 60_000).saturating_sub(meta.prev_ts / 60_000))
+        .unwrap_or(usize::MAX)
+        .min(minutes);
+    let mut series = vec![0; idle];
+    series.push(meta.count.saturating_sub(meta.prev_count));
+    series.extend(&metrics.data);
+    series.truncate(minutes);
+    series
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics(count: u64, prev_ts: u64, prev_count: u64, data: &[u64]) -> bullmq::types::Metrics {
+        bullmq::types::Metrics {
+            meta: bullmq::types::MetricsMeta {
+                count,
+                prev_ts,
+                prev_count,
+            },
+            data: data.to_vec(),
+            count: data.len() as u64,
+        }
+    }
+
+    #[test]
+    fn the_minute_being_counted_comes_first() {
+        let minute = 60_000;
+        // Three jobs this minute, none pushed yet.
+        assert_eq!(
+            with_current_minute(&metrics(3, 10 * minute, 0, &[]), 60, 10 * minute + 5),
+            [3]
+        );
+        // Two minutes later with nothing finished since: two idle minutes, then that one.
+        assert_eq!(
+            with_current_minute(&metrics(7, 10 * minute, 4, &[4]), 60, 12 * minute + 1),
+            [0, 0, 3, 4]
+        );
+        assert_eq!(
+            with_current_minute(&metrics(7, 10 * minute, 4, &[4]), 2, 12 * minute),
+            [0, 0]
+        );
+        assert!(with_current_minute(&metrics(0, 0, 0, &[]), 60, minute).is_empty());
     }
 }
 

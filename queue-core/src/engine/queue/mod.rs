@@ -8,6 +8,7 @@ mod add;
 mod cancel;
 mod inspect;
 mod manage;
+mod operator;
 mod read;
 mod relayed;
 mod schedulers;

@@ -70,7 +70,7 @@ impl EngineQueue {
 
     /// The commands that tell a job's state: its score in each sorted set of a state,
     /// whether it is locked (active), whether it exists (waiting).
-    fn state_commands(&self, pipe: &mut redis::Pipeline, id: &str) {
+    pub(super) fn state_commands(&self, pipe: &mut redis::Pipeline, id: &str) {
         let base = self.conn.queue_base(self.name());
         let job = self.job_key(id);
         for (set, _) in STATE_SETS {
@@ -91,7 +91,7 @@ impl EngineQueue {
     }
 
     /// The state from the replies of [`Self::state_commands`].
-    fn state_of(
+    pub(super) fn state_of(
         mut replies: impl Iterator<Item = redis::Value>,
     ) -> Result<Option<JobState>, Error> {
         let scores = replies

@@ -1,0 +1,211 @@
+//! A job's whole flow: up to its root, then every level down, each node with its state;
+//! bounded per parent and in all, so a flow of a million children costs what a small
+//! one does.
+
+use std::collections::HashMap;
+
+use futures::future::try_join_all;
+use maud::{html, Markup};
+use queue_core::{JobInfo, JobState, QueueApp};
+
+use crate::dashboard::view::format::{self, Clip};
+use crate::dashboard::view::widgets;
+use crate::dashboard::Base;
+
+/// Ancestors followed up from the job.
+const MAX_UP: usize = 8;
+/// Levels read down from the root.
+const MAX_DEPTH: usize = 8;
+/// Children read of each parent.
+const PER_PARENT: usize = 25;
+/// Nodes read in all.
+const MAX_NODES: usize = 150;
+
+/// One job of the tree.
+struct Node {
+    queue: String,
+    id: String,
+    state: Option<JobState>,
+    reason: Option<String>,
+    children: Vec<usize>,
+    /// Children not read (past `PER_PARENT`, `MAX_NODES` or `MAX_DEPTH`).
+    more: u64,
+}
+
+/// The tree around a job, read from its root down.
+pub(in crate::dashboard) struct FlowTree {
+    nodes: Vec<Node>,
+    /// Ancestors above the root that were not read (past `MAX_UP`).
+    cut_above: bool,
+}
+
+impl FlowTree {
+    /// Reads the flow of job `info` (in `state`) of `queue`: nothing when it has no
+    /// parent and no children (two commands).
+    pub(in crate::dashboard) async fn read(
+        app: &QueueApp,
+        queue: &str,
+        info: &JobInfo,
+        state: JobState,
+    ) -> Result<Option<FlowTree>, queue_core::Error> {
+        // Up to the root.
+        let (mut root_queue, mut root_id) = (queue.to_owned(), info.id.clone());
+        let (mut root_state, mut root_reason) = (Some(state), info.failed_reason.clone());
+        let mut parent = info.parent.clone();
+        let mut cut_above = false;
+        for step in 0..=MAX_UP {
+            let Some(up) = parent.take() else { break };
+            if step == MAX_UP {
+                cut_above = true;
+                break;
+            }
+            let handle = app.queue::<serde_json::Value>(up.queue())?;
+            let Some((job, job_state)) = handle.get_job_and_state(&up.id).await? else {
+                break;
+            };
+            root_queue = up.queue().to_owned();
+            root_id = up.id.clone();
+            root_state = job_state;
+            root_reason = job.failed_reason.clone();
+            parent = job.parent.clone();
+        }
+        let mut tree = FlowTree {
+            nodes: vec![Node {
+                queue: root_queue,
+                id: root_id,
+                state: root_state,
+                reason: root_reason,
+                children: Vec::new(),
+                more: 0,
+            }],
+            cut_above,
+        };
+        tree.read_down(app).await?;
+        if tree.nodes.len() == 1 && tree.nodes[0].more == 0 && info.parent.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(tree))
+    }
+
+    /// Reads the levels below the root, a level at a time (one round of reads each).
+    async fn read_down(&mut self, app: &QueueApp) -> Result<(), queue_core::Error> {
+        let mut level = vec![0];
+        for _ in 0..MAX_DEPTH {
+            let reads = level.iter().map(|&i| {
+                let node = &self.nodes[i];
+                let (queue, id) = (node.queue.clone(), node.id.clone());
+                async move {
+                    let handle = app.queue::<serde_json::Value>(&queue)?;
+                    handle.get_children(&id, PER_PARENT).await
+                }
+            });
+            let all = try_join_all(reads).await?;
+            let mut next = Vec::new();
+            let mut pending: HashMap<String, Vec<usize>> = HashMap::new();
+            for (&parent, children) in level.iter().zip(all) {
+                let total =
+                    children.pending_total + children.processed_total + children.failed_total;
+                let listed = children
+                    .pending
+                    .iter()
+                    .map(|c| (c.queue.clone(), c.id.clone(), None, None))
+                    .chain(children.processed.iter().map(|c| {
+                        (
+                            c.queue.clone(),
+                            c.id.clone(),
+                            Some(JobState::Completed),
+                            None,
+                        )
+                    }))
+                    .chain(children.failed.iter().map(|f| {
+                        (
+                            f.child.queue.clone(),
+                            f.child.id.clone(),
+                            Some(JobState::Failed),
+                            Some(f.reason.clone()),
+                        )
+                    }));
+                let mut taken = 0u64;
+                for (queue, id, state, reason) in listed {
+                    if self.nodes.len() >= MAX_NODES {
+                        break;
+                    }
+                    let index = self.nodes.len();
+                    if state.is_none() {
+                        pending.entry(queue.clone()).or_default().push(index);
+                    }
+                    self.nodes.push(Node {
+                        queue,
+                        id,
+                        state,
+                        reason,
+                        children: Vec::new(),
+                        more: 0,
+                    });
+                    self.nodes[parent].children.push(index);
+                    next.push(index);
+                    taken += 1;
+                }
+                self.nodes[parent].more = total.saturating_sub(taken);
+            }
+            // The states of the pending children: one round trip per queue.
+            let states = pending.into_iter().map(|(queue, indexes)| {
+                let ids: Vec<String> = indexes.iter().map(|&i| self.nodes[i].id.clone()).collect();
+                async move {
+                    let handle = app.queue::<serde_json::Value>(&queue)?;
+                    Ok::<_, queue_core::Error>((indexes, handle.get_job_states(&ids).await?))
+                }
+            });
+            for (indexes, states) in try_join_all(states).await? {
+                for (i, state) in indexes.into_iter().zip(states) {
+                    self.nodes[i].state = state;
+                }
+            }
+            if next.is_empty() || self.nodes.len() >= MAX_NODES {
+                break;
+            }
+            level = next;
+        }
+        Ok(())
+    }
+
+    /// The tree as nested lists, the job `(queue, id)` in bold.
+    pub(in crate::dashboard) fn render(&self, base: &Base, queue: &str, id: &str) -> Markup {
+        html! {
+            h2 { "Flow" }
+            @if self.cut_above { p.muted { "Higher ancestors are not shown." } }
+            ul.tree { (self.node(0, base, (queue, id))) }
+            @if self.nodes.len() >= MAX_NODES {
+                p.muted { "The first " (MAX_NODES) " jobs of the flow are shown." }
+            }
+        }
+    }
+
+    fn node(&self, index: usize, base: &Base, current: (&str, &str)) -> Markup {
+        let node = &self.nodes[index];
+        let here = (node.queue.as_str(), node.id.as_str()) == current;
+        html! {
+            li {
+                @let link = html! {
+                    a href=(base.job(&node.queue, &node.id)) { (Clip(&node.id, format::LISTED)) }
+                    " " span.muted { "in " (Clip(&node.queue, format::LISTED)) }
+                };
+                @if here { strong { (link) } } @else { (link) }
+                " "
+                @match node.state {
+                    Some(state) => (widgets::state_chip(state)),
+                    None => span.chip.muted { "gone" },
+                }
+                @if let (Some(reason), Some(JobState::Failed)) = (&node.reason, node.state) {
+                    " " span.bad { (Clip(reason, format::LISTED)) }
+                }
+                @if !node.children.is_empty() || node.more > 0 {
+                    ul {
+                        @for &child in &node.children { (self.node(child, base, current)) }
+                        @if node.more > 0 { li.muted { "… " (node.more) " more" } }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! `/{queue}/jobs/{id}`: one job: state, attempts and their failures, times, progress,
+//! options, its flow, logs, and its payload and return value where the policy allows.
+//! Redis: the job, its state and a delayed job's next run in one transaction, its logs,
+//! and its flow (bounded).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::response::IntoResponse;
+use axum::Extension;
+use maud::{html, Markup};
+use queue_core::{JobInfo, JobState};
+
+use super::attempts::Attempts;
+use super::flow::FlowTree;
+use super::unavailable_notice;
+use crate::dashboard::view::format::{self, Clip};
+use crate::dashboard::view::{self, widgets};
+use crate::dashboard::{job_id, Access, Base, PageResult, Problem, Shared};
+
+/// Log lines shown (the last ones), each cut.
+const LOG_LINES: usize = 100;
+const LOG_LINE_SHOWN: usize = 2_000;
+/// The characters of a payload or return value shown.
+const VALUE_SHOWN: usize = 256 * 1024;
+
+pub(in crate::dashboard) async fn page(
+    State(shared): State<Arc<Shared>>,
+    Extension(access): Extension<Access>,
+    base: Base,
+    Path((name, id)): Path<(String, String)>,
+) -> PageResult {
+    let queue = shared.queue(&name)?;
+    let id = job_id(&name, &id)?;
+    let (read, logs) = tokio::try_join!(
+        queue.get_job_and_state(id),
+        queue.get_job_logs(id, 0..LOG_LINES),
+    )?;
+    let Some((info, Some(state))) = read else {
+        return Err(Problem::no_job(&name, id));
+    };
+    let flow = FlowTree::read(&shared.app, &name, &info, state).await?;
+    let here = base.job(&name, id);
+    let now = format::now_ms();
+    let action = |a: &str| format!("{here}/{a}");
+    let attempts = Attempts {
+        info: &info,
+        state,
+        runs_at: info.runs_at_ms,
+        retry: (access.can_act() && state == JobState::Failed).then(|| action("retry")),
+        now,
+    };
+    let body = html! {
+        div data-live={ (base.queue(&name)) "/live" } data-job=(info.id) {
+            (unavailable_notice())
+            p.notice.live-note data-changed hidden {
+                "This job has moved on: " a href="" { "read it again" } "."
+            }
+            h1 { (Clip(&info.id, 200)) " " (widgets::state_chip(state)) }
+            @if access.can_act() {
+                div.actions {
+                    @if state == JobState::Delayed {
+                        (widgets::post_button(&action("promote"), "Promote", false))
+                    }
+                    @if state != JobState::Active {
+                        (widgets::confirm_link(&action("remove"), "Remove"))
+                    }
+                }
+            }
+            (details(&name, &info, &base))
+            (attempts.render())
+            @if access.sees_payloads() {
+                h2 { "Payload" }
+                pre { (Clip(&pretty(&info.data), VALUE_SHOWN)) }
+                @if let Some(value) = &info.return_value {
+                    h2 { "Return value" }
+                    pre { (Clip(&pretty(value), VALUE_SHOWN)) }
+                }
+            } @else {
+                p.muted { "The payload and return value are hidden by the access policy." }
+            }
+            @if let Some(flow) = &flow { (flow.render(&base, &name, &info.id)) }
+            h2 { "Logs (" (logs.total) ")" }
+            @if logs.lines.is_empty() {
+                p.muted { "None." }
+            } @else {
+                pre { @for line in &logs.lines { (Clip(line, LOG_LINE_SHOWN)) "\n" } }
+            }
+        }
+    };
+    Ok(view::page(&base, &info.id, access.who(), body).into_response())
+}
+
+fn details(queue: &str, info: &JobInfo, base: &Base) -> Markup {
+    html! {
+        dl {
+            dt { "queue" } dd { a href=(base.queue(queue)) { (Clip(queue, 200)) } }
+            dt { "name" } dd { (Clip(&info.name, 2_000)) }
+            dt { "priority" } dd { (info.priority) }
+            dt { "progress" } dd { (Clip(&info.progress.to_string(), 2_000)) }
+            dt { "trace id" }
+            dd {
+                @match info.options.get_trace() {
+                    Some(trace) => code { (trace.trace_id()) },
+                    None => "—",
+                }
+            }
+            dt { "parent" }
+            dd {
+                @match &info.parent {
+                    Some(parent) => a href=(base.job(parent.queue(), &parent.id)) {
+                        (Clip(&parent.id, 200)) " in " (Clip(parent.queue(), 200))
+                    },
+                    None => "—",
+                }
+            }
+            dt { "options" } dd { (options_summary(&info.options)) }
+        }
+    }
+}
+
+/// The options a person reads a job by: attempts, backoff, delay, priority, timeout.
+fn options_summary(options: &queue_core::JobOptions) -> String {
+    let mut parts = Vec::new();
+    if let Some(attempts) = options.get_attempts() {
+        parts.push(format!("attempts {attempts}"));
+    }
+    match options.get_backoff() {
+        Some(queue_core::Backoff::Fixed(d)) => {
+            parts.push(format!("fixed backoff {}", format::duration(millis(d))))
+        }
+        Some(queue_core::Backoff::Exponential(d)) => parts.push(format!(
+            "exponential backoff from {}",
+            format::duration(millis(d))
+        )),
+        Some(queue_core::Backoff::Custom(name)) => {
+            parts.push(format!("backoff `{}`", format::clip(name, 100)))
+        }
+        _ => {}
+    }
+    if let Some(delay) = options.get_delay() {
+        parts.push(format!("delay {}", format::duration(millis(&delay))));
+    }
+    if let Some(priority) = options.get_priority() {
+        parts.push(format!("priority {priority}"));
+    }
+    if let Some(timeout) = options.get_timeout() {
+        parts.push(format!("timeout {}", format::duration(millis(&timeout))));
+    }
+    if parts.is_empty() {
+        "defaults".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn millis(d: &std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}

@@ -1,0 +1,70 @@
+//! Why a page or an action could not be served, answered as a page with its status.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use super::view::{self, format::clip};
+
+/// The job id in a path, if it could name a job. Checked before any read or action, as
+/// the status route checks it: an id that names one of the queue's own keys (`meta`, or
+/// `repeat:<scheduler>`, a scheduler's definition) is no job, and an action on it would
+/// act on that key.
+pub(crate) fn job_id<'a>(queue: &str, id: &'a str) -> Result<&'a str, Problem> {
+    if queue_core::could_be_job_id(id) {
+        Ok(id)
+    } else {
+        Err(Problem::no_job(queue, id))
+    }
+}
+
+/// Why a page or an action could not be served.
+#[derive(Debug)]
+pub(crate) enum Problem {
+    /// 404: no such queue, job or page.
+    NotFound(String),
+    /// 400: a bad parameter, with the reason.
+    BadRequest(String),
+    /// What a queue call refused or could not do: the status and the text
+    /// `QueueError` gives a client (503 when Redis is unavailable; nothing of our
+    /// internals).
+    Queue(Box<queue_core::Error>),
+}
+
+impl Problem {
+    /// 404 for job `id` of `queue`, both cut for the page.
+    pub(crate) fn no_job(queue: &str, id: &str) -> Problem {
+        Problem::NotFound(format!(
+            "No job {} in queue {}.",
+            crate::quote(&clip(id, 200)),
+            crate::quote(&clip(queue, 200))
+        ))
+    }
+}
+
+impl From<queue_core::Error> for Problem {
+    fn from(error: queue_core::Error) -> Self {
+        Problem::Queue(Box::new(error))
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        match self {
+            Problem::NotFound(message) => view::error_page(StatusCode::NOT_FOUND, &message, None),
+            Problem::BadRequest(message) => {
+                view::error_page(StatusCode::BAD_REQUEST, &message, None)
+            }
+            Problem::Queue(error) => {
+                let error = crate::QueueError::from(*error);
+                let status = error.status();
+                if status == StatusCode::INTERNAL_SERVER_ERROR {
+                    tracing::error!(error = %error, "dashboard: queue error");
+                }
+                view::error_page(status, &error.body_text(), None)
+            }
+        }
+    }
+}
+
+/// What a page handler answers.
+pub(crate) type PageResult = Result<Response, Problem>;

@@ -1,0 +1,63 @@
+//! Pieces several pages use: action buttons, the link to a confirmation, a state's
+//! chip, the per-minute sparkline.
+
+use std::fmt::Write as _;
+
+use maud::{html, Markup, PreEscaped};
+use queue_core::JobState;
+
+/// A POST button: one form per action, so each works without JavaScript.
+pub(in crate::dashboard) fn post_button(action: &str, label: &str, danger: bool) -> Markup {
+    html! {
+        form.inline method="post" action=(action) {
+            @if danger { button.danger { (label) } } @else { button { (label) } }
+        }
+    }
+}
+
+/// A destructive action's button: a link to the page that says what it will do and
+/// how many jobs it touches, where the operator confirms.
+pub(in crate::dashboard) fn confirm_link(href: &str, label: &str) -> Markup {
+    html! { a.button.danger href=(href) { (label) "…" } }
+}
+
+/// A job state as a chip, coloured by how it went.
+pub(in crate::dashboard) fn state_chip(state: JobState) -> Markup {
+    let class = match state {
+        JobState::Completed => "chip good",
+        JobState::Failed => "chip bad",
+        _ => "chip",
+    };
+    html! { span class=(class) data-state { (state.as_str()) } }
+}
+
+/// A tiny bar chart of per-minute counts (oldest left), as inline SVG: no script, no
+/// image request. `points` come newest first, as BullMQ stores them. Raw markup built
+/// from numbers only.
+pub(in crate::dashboard) fn sparkline(points: &[u64], class: &'static str) -> Markup {
+    const WIDTH: usize = 120;
+    const HEIGHT: u64 = 24;
+    let max = points.iter().copied().max().unwrap_or(0).max(1);
+    let bar = (WIDTH / points.len().max(1)).max(1);
+    let mut bars = String::new();
+    for (i, n) in points.iter().rev().enumerate() {
+        let h = (n * HEIGHT).div_ceil(max);
+        let _ = write!(
+            bars,
+            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{h}\"/>",
+            i * bar,
+            HEIGHT - h,
+            bar.saturating_sub(1).max(1)
+        );
+    }
+    let label = format!(
+        "{} in the last {} minutes",
+        points.iter().sum::<u64>(),
+        points.len()
+    );
+    html! {
+        svg class={ "spark " (class) } width=(WIDTH) height=(HEIGHT) role="img" aria-label=(label) {
+            (PreEscaped(bars))
+        }
+    }
+}
