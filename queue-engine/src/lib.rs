@@ -40,6 +40,8 @@ mod event_channel;
 mod finishing;
 /// FlowProducer — atomically add trees of dependent jobs (flows).
 pub mod flow_producer;
+/// Fair groups: per-group round robin, concurrency and rate limits (PATCHES.md, change 20).
+pub mod groups;
 /// Job representation and lifecycle management.
 pub mod job;
 /// Job Scheduler — repeatable/cron-based job scheduling.

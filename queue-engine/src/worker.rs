@@ -260,6 +260,8 @@ struct LoopContext {
     metrics_failed_key: String,
     marker_key: String,
     prefix_bytes: Vec<u8>,
+    /// Set when jobs are taken one group after the other (`WorkerOptions::groups`).
+    groups: Option<crate::groups::Grouping>,
 
     // Token generation
     worker_id: String,
@@ -347,6 +349,9 @@ impl LoopContext {
         let metrics_failed_key = keys.get("metrics:failed");
         let marker_key = keys.marker();
         let prefix_bytes = keys.key_prefix().into_bytes();
+        let groups = opts
+            .groups
+            .map(|limits| crate::groups::Grouping::new(&keys, &move_to_active_keys, limits));
 
         Self {
             conn,
@@ -369,6 +374,7 @@ impl LoopContext {
             metrics_failed_key,
             marker_key,
             prefix_bytes,
+            groups,
             worker_id,
             token_counter: std::sync::atomic::AtomicU64::new(0),
             outage: crate::outage::Outage::default(),
@@ -956,15 +962,20 @@ impl Worker {
 
             let token = ctx.next_token();
 
-            // Non-blocking fetch (moveToActive script only).
-            let fetch_result = Self::try_fetch_job_fast(
-                &ctx.conn,
-                &ctx.move_to_active_keys,
-                &ctx.prefix_bytes,
-                &token,
-                &ctx.opts,
-            )
-            .await;
+            // Non-blocking fetch (moveToActive script only, or groupTake).
+            let fetch_result = match ctx.groups.as_ref() {
+                Some(groups) => Self::take_grouped(&ctx, groups, &token).await,
+                None => {
+                    Self::try_fetch_job_fast(
+                        &ctx.conn,
+                        &ctx.move_to_active_keys,
+                        &ctx.prefix_bytes,
+                        &token,
+                        &ctx.opts,
+                    )
+                    .await
+                }
+            };
 
             if fetch_result.is_ok() {
                 ctx.outage.answered(ctx.keys.name());
@@ -1043,7 +1054,14 @@ impl Worker {
             let _slot = slot_guard;
             let mut next = Some(job);
             while let Some(current) = next.take() {
+                let group_slot = task_ctx
+                    .groups
+                    .as_ref()
+                    .map(|_| crate::groups::Grouping::slot_of(&current));
                 next = Self::process_fetched_job(&task_ctx, current, &token).await;
+                if let (Some(groups), Some(slot)) = (task_ctx.groups.as_ref(), group_slot) {
+                    Self::release_group_slot(&task_ctx, groups, &slot, &token).await;
+                }
             }
         });
     }
@@ -1352,7 +1370,10 @@ impl Worker {
     /// Whether the finishing script should also fetch the next job in the same
     /// round-trip. Mirrors the Node.js `fetchNextCallback`.
     fn should_fetch_next(ctx: &LoopContext) -> bool {
-        !ctx.closing.load(Ordering::Relaxed)
+        // A grouped worker takes its next job by group (`groupTake`), never
+        // through the finishing script's own fetch, which knows nothing of groups.
+        ctx.groups.is_none()
+            && !ctx.closing.load(Ordering::Relaxed)
             && !ctx.paused.load(Ordering::Relaxed)
             && ctx.active_fetchers.load(Ordering::Relaxed)
                 <= ctx.desired_concurrency.load(Ordering::Relaxed)
@@ -2034,6 +2055,31 @@ impl Worker {
         match result {
             redis::Value::Int(code) if code < 0 => Err(Error::from_script_code(code)),
             _ => Ok(()),
+        }
+    }
+
+    /// Takes the next job of the next group in turn (`groupTake`, PATCHES.md
+    /// change 20); answers as a `moveToActive` fetch.
+    async fn take_grouped(
+        ctx: &LoopContext,
+        groups: &crate::groups::Grouping,
+        token: &str,
+    ) -> Result<FetchResult, Error> {
+        let opts_packed = pack_move_to_active_opts(token, &ctx.opts);
+        let result = groups.take(&ctx.conn, &opts_packed).await?;
+        Self::parse_move_to_active_result(&result)
+    }
+
+    /// Gives back the group slot a finished attempt held. On failure the slot comes
+    /// back when its lock is found gone (`groupTake`'s repair), so a warning is all.
+    async fn release_group_slot(
+        ctx: &LoopContext,
+        groups: &crate::groups::Grouping,
+        slot: &crate::groups::Slot,
+        token: &str,
+    ) {
+        if let Err(e) = groups.release(&ctx.conn, slot, token).await {
+            warn!(error = %e, ?slot, "cannot give back a group slot; it comes back once its lock is gone");
         }
     }
 

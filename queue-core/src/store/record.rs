@@ -36,6 +36,8 @@ pub(crate) struct StoredOptions {
     traceparent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tracestate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +101,7 @@ impl StoredOptions {
                 .trace
                 .as_ref()
                 .and_then(|t| t.tracestate().map(str::to_owned)),
+            group: opts.group.clone(),
         }
     }
 
@@ -132,6 +135,7 @@ impl StoredOptions {
                 .traceparent
                 .as_deref()
                 .and_then(|tp| TraceContext::from_traceparent(tp, self.tracestate.as_deref())),
+            group: self.group,
         }
     }
 }
@@ -176,6 +180,7 @@ mod tests {
             .backoff(Backoff::exponential(Duration::from_secs(3)))
             .delay(Duration::from_millis(1500))
             .priority(7)
+            .group("tenant-7")
             .lifo()
             .remove_on_complete(Keep::Last(100))
             .remove_on_fail(Keep::LastWithin {
