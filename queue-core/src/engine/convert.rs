@@ -166,11 +166,10 @@ pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
         attempts: opts.attempts,
         backoff: opts.backoff.as_ref().map(backoff_from_engine),
         delay: opts.delay.filter(|d| *d > 0).map(Duration::from_millis),
-        priority: opts.priority.filter(|p| *p > 0).or_else(|| {
-            let group = opts.extensions.get(bullmq::groups::GROUP_OPTION)?;
-            let p = group.get("priority")?.as_u64()?;
-            u32::try_from(p).ok().filter(|p| *p > 0)
-        }),
+        priority: opts
+            .priority
+            .filter(|p| *p > 0)
+            .or_else(|| group_priority(opts)),
         lifo: opts.lifo.unwrap_or(false),
         job_id: opts.job_id.clone(),
         remove_on_complete: opts.remove_on_complete.as_ref().map(keep_from_engine),
@@ -194,6 +193,13 @@ pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
             .and_then(TraceContext::from_metadata),
         group: bullmq::groups::group_of(opts).map(str::to_owned),
     }
+}
+
+/// A grouped job's priority inside its group (`opts.group.priority`).
+fn group_priority(opts: &bullmq::JobOptions) -> Option<u32> {
+    let group = opts.extensions.get(bullmq::groups::GROUP_OPTION)?;
+    let p = group.get("priority")?.as_u64()?;
+    u32::try_from(p).ok().filter(|p| *p > 0)
 }
 
 /// BullMQ's range names; `waiting` also covers jobs parked by a paused queue.
@@ -247,7 +253,7 @@ pub(crate) fn job_info(job: &bullmq::Job) -> JobInfo {
             .map(str::to_owned),
         return_value,
         delay: Duration::from_millis(job.delay()),
-        priority: job.priority(),
+        priority: group_priority(job.opts()).unwrap_or_else(|| job.priority()),
         options: options_from_engine(job.opts()),
         stacktrace: match job.stacktrace() {
             "" => Vec::new(),

@@ -320,7 +320,9 @@ impl JobOptions {
     pub(crate) fn initial_state(&self) -> crate::JobState {
         if self.delay.is_some_and(|d| !d.is_zero()) {
             crate::JobState::Delayed
-        } else if self.priority.is_some_and(|p| p > 0) {
+        } else if self.priority.is_some_and(|p| p > 0) && self.group.is_none() {
+            // A grouped job waits in `wait` until a grouped worker moves it into its
+            // group (then `prioritized`, whatever its priority).
             crate::JobState::Prioritized
         } else {
             crate::JobState::Waiting
