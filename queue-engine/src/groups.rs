@@ -274,6 +274,48 @@ impl Queue {
         Ok(())
     }
 
+    /// Deletes the groups' own keys, a page of groups at a time: each group's waiting
+    /// jobs (`drain`, which removes those jobs, leaves their ids there), and with
+    /// `everything` (after `obliterate`) the groups themselves, their slots, settings and
+    /// the ring.
+    pub async fn clear_groups(&self, everything: bool) -> Result<(), Error> {
+        const PAGE: usize = 500;
+        let keys = GroupKeys::new(self.keys());
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.list_groups(after.as_deref(), PAGE).await?;
+            let mut del = redis::cmd("DEL");
+            for group in &page {
+                let base = format!("{}g:{}:", keys.prefix, group.id);
+                del.arg(format!("{base}wait"));
+                if everything {
+                    for suffix in ["active", "meta", "limiter"] {
+                        del.arg(format!("{base}{suffix}"));
+                    }
+                }
+            }
+            if !page.is_empty() {
+                let mut conn = self.connection().connection();
+                del.query_async::<()>(&mut conn).await?;
+            }
+            if page.len() < PAGE {
+                break;
+            }
+            after = page.last().map(|g| g.id.clone());
+        }
+        if everything {
+            let mut conn = self.connection().connection();
+            redis::cmd("DEL")
+                .arg(&keys.ring)
+                .arg(&keys.known)
+                .arg(&keys.limited)
+                .arg(&keys.full)
+                .query_async::<()>(&mut conn)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// One page of the queue's groups, by id: those after `after` (from the first
     /// when `None`), at most `count` of them.
     pub async fn list_groups(

@@ -24,6 +24,7 @@ page!(JobsAndOptions, "../../docs/jobs-and-options.md");
 page!(Axum, "../../docs/axum.md");
 page!(Testing, "../../docs/testing.md");
 page!(Scheduling, "../../docs/scheduling.md");
+page!(Groups, "../../docs/groups.md");
 page!(Operations, "../../docs/operations.md");
 page!(ScaleOut, "../../docs/scale-out.md");
 page!(NodeInterop, "../../docs/node-interop.md");

@@ -523,3 +523,38 @@ async fn ten_thousand_groups_of_two_jobs_each_run_every_job_once() {
     assert!(q.groups(None, 10).await.unwrap().groups.is_empty());
     assert!(workers.shutdown(SOON).await.is_clean());
 }
+
+#[tokio::test]
+async fn drain_empties_the_groups_and_obliterate_leaves_no_group_key() {
+    let redis = TestRedis::new("groups-clear");
+    let app = redis
+        .app(|b| {
+            b.provide(Seen::default())
+                .processor(grouped("clear", 1, GroupLimits::new()))
+        })
+        .await;
+    let q = app.queue::<Work>("clear").unwrap();
+    q.pause_group("g").await.unwrap();
+    add_all(&q, jobs("g", 3, 0)).await;
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "the paused group's jobs to be taken into it", || async {
+        let page = q.groups(None, 10).await.expect("groups");
+        page.groups
+            .iter()
+            .any(|g| g.id == "g" && g.waiting == 3)
+            .then_some(())
+    })
+    .await;
+    q.drain(true).await.unwrap();
+    let page = q.groups(None, 10).await.unwrap();
+    assert_eq!(page.groups[0].waiting, 0, "{page:?}");
+    assert_eq!(q.get_job_counts().await.unwrap().prioritized, 0);
+    assert!(workers.shutdown(SOON).await.is_clean());
+    q.obliterate(true).await.unwrap();
+    let left: Vec<String> = redis
+        .keys()
+        .into_iter()
+        .filter(|k| k.contains(":g:") || k.contains(":gs:"))
+        .collect();
+    assert!(left.is_empty(), "group keys left: {left:?}");
+}
