@@ -63,13 +63,18 @@ pub struct GroupInfo {
     pub limits: GroupLimits,
 }
 
-/// The group a job's options name: `opts.group.id`, `None` for an ungrouped job.
-pub fn group_of(opts: &JobOptions) -> Option<&str> {
-    opts.extensions
-        .get(GROUP_OPTION)
-        .and_then(|group| group.get("id"))
-        .and_then(|id| id.as_str())
-        .filter(|id| !id.is_empty())
+/// The group a job's options name: `opts.group.id` (a number, as a Node producer may
+/// give, as its decimal text), `None` for an ungrouped job.
+pub fn group_of(opts: &JobOptions) -> Option<std::borrow::Cow<'_, str>> {
+    let id = opts.extensions.get(GROUP_OPTION)?.get("id")?;
+    let id = match id {
+        serde_json::Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
+        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => {
+            std::borrow::Cow::Owned(n.to_string())
+        }
+        _ => return None,
+    };
+    (!id.is_empty()).then_some(id)
 }
 
 /// The keys of a queue's groups, joined once per worker.
@@ -143,21 +148,30 @@ impl Grouping {
         }
     }
 
-    /// Runs `groupTake`; answers as `moveToActive` does.
+    /// Runs `groupTake`; answers as `moveToActive` does. `giving_back` is the slot
+    /// (and its lock token) of the attempt the caller just finished: freed in the
+    /// same call.
     pub(crate) async fn take(
         &self,
         conn: &RedisConnection,
         packed_opts: &[u8],
+        giving_back: Option<(&Slot, &str)>,
     ) -> Result<redis::Value, Error> {
         let script = script(conn, "groupTake")?;
         let now = now_ms().to_string().into_bytes();
-        let args: [&[u8]; 6] = [
+        let (group, job_id, token) = giving_back.map_or(("", "", ""), |(slot, token)| {
+            (slot.group.as_str(), slot.job_id.as_str(), token)
+        });
+        let args: [&[u8]; 9] = [
             self.keys.prefix.as_bytes(),
             &now,
             packed_opts,
             &self.limits[0],
             &self.limits[1],
             &self.limits[2],
+            group.as_bytes(),
+            job_id.as_bytes(),
+            token.as_bytes(),
         ];
         let mut redis_conn = conn.connection();
         script
@@ -168,7 +182,7 @@ impl Grouping {
     /// The slot a job taken by [`take`](Self::take) holds.
     pub(crate) fn slot_of(job: &crate::job::Job) -> Slot {
         Slot {
-            group: group_of(job.opts()).unwrap_or_default().to_owned(),
+            group: group_of(job.opts()).unwrap_or_default().into_owned(),
             job_id: job.id().to_owned(),
         }
     }
@@ -384,7 +398,10 @@ mod tests {
             GROUP_OPTION.into(),
             serde_json::json!({ "id": "tenant-42" }),
         );
-        assert_eq!(group_of(&opts), Some("tenant-42"));
+        assert_eq!(group_of(&opts).as_deref(), Some("tenant-42"));
+        opts.extensions
+            .insert(GROUP_OPTION.into(), serde_json::json!({ "id": 42 }));
+        assert_eq!(group_of(&opts).as_deref(), Some("42"));
         opts.extensions
             .insert(GROUP_OPTION.into(), serde_json::json!({ "id": "" }));
         assert_eq!(group_of(&opts), None);

@@ -1060,7 +1060,7 @@ impl Worker {
                     .map(|_| crate::groups::Grouping::slot_of(&current));
                 next = Self::process_fetched_job(&task_ctx, current, &token).await;
                 if let (Some(groups), Some(slot)) = (task_ctx.groups.as_ref(), group_slot) {
-                    Self::release_group_slot(&task_ctx, groups, &slot, &token).await;
+                    next = Self::end_group_turn(&task_ctx, groups, &slot, &token).await;
                 }
             }
         });
@@ -2066,20 +2066,44 @@ impl Worker {
         token: &str,
     ) -> Result<FetchResult, Error> {
         let opts_packed = pack_move_to_active_opts(token, &ctx.opts);
-        let result = groups.take(&ctx.conn, &opts_packed).await?;
+        let result = groups.take(&ctx.conn, &opts_packed, None).await?;
         Self::parse_move_to_active_result(&result)
     }
 
-    /// Gives back the group slot a finished attempt held. On failure the slot comes
-    /// back when its lock is found gone (`groupTake`'s repair), so a warning is all.
-    async fn release_group_slot(
+    /// After a grouped attempt: gives back its group slot and, when this task may go
+    /// on (as a finishing script's `fetchNext` would), takes the next job in the same
+    /// call, so that tasks take their next jobs in parallel rather than one by one
+    /// through the fetch driver. On failure the slot comes back once its lock is found
+    /// gone (`groupTake`'s repair), and a job taken under the token by a call whose
+    /// answer was lost comes back through stalled-job recovery.
+    async fn end_group_turn(
         ctx: &LoopContext,
         groups: &crate::groups::Grouping,
         slot: &crate::groups::Slot,
         token: &str,
-    ) {
-        if let Err(e) = groups.release(&ctx.conn, slot, token).await {
-            warn!(error = %e, ?slot, "cannot give back a group slot; it comes back once its lock is gone");
+    ) -> Option<Job> {
+        let go_on = !ctx.closing.load(Ordering::Relaxed)
+            && !ctx.paused.load(Ordering::Relaxed)
+            && ctx.active_fetchers.load(Ordering::Relaxed)
+                <= ctx.desired_concurrency.load(Ordering::Relaxed);
+        if !go_on {
+            if let Err(e) = groups.release(&ctx.conn, slot, token).await {
+                warn!(error = %e, ?slot, "cannot give back a group slot; it comes back once its lock is gone");
+            }
+            return None;
+        }
+        let opts_packed = pack_move_to_active_opts(token, &ctx.opts);
+        let taken = groups
+            .take(&ctx.conn, &opts_packed, Some((slot, token)))
+            .await
+            .and_then(|reply| Self::parse_move_to_active_result(&reply));
+        match taken {
+            Ok(FetchResult::Job(job)) => Some(*job),
+            Ok(_) => None,
+            Err(e) => {
+                warn!(error = %e, ?slot, "cannot give back a group slot and take the next job; the slot comes back once its lock is gone");
+                None
+            }
         }
     }
 

@@ -537,13 +537,17 @@ async fn drain_empties_the_groups_and_obliterate_leaves_no_group_key() {
     q.pause_group("g").await.unwrap();
     add_all(&q, jobs("g", 3, 0)).await;
     let workers = app.start_workers().await.unwrap();
-    wait_until(SOON, "the paused group's jobs to be taken into it", || async {
-        let page = q.groups(None, 10).await.expect("groups");
-        page.groups
-            .iter()
-            .any(|g| g.id == "g" && g.waiting == 3)
-            .then_some(())
-    })
+    wait_until(
+        SOON,
+        "the paused group's jobs to be taken into it",
+        || async {
+            let page = q.groups(None, 10).await.expect("groups");
+            page.groups
+                .iter()
+                .any(|g| g.id == "g" && g.waiting == 3)
+                .then_some(())
+        },
+    )
     .await;
     q.drain(true).await.unwrap();
     let page = q.groups(None, 10).await.unwrap();

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queue_core::{
-    BulkJob, Dep, GroupLimits, Job, JobError, JobOptions, Keep, Processor, QueueApp,
-    Registrations,
+    BulkJob, Dep, GroupLimits, Job, JobError, JobOptions, Keep, Processor, QueueApp, Registrations,
 };
 
 use super::redis::BenchRedis;
@@ -39,7 +38,9 @@ fn stats(redis: &mut BenchRedis) -> BenchResult<(u64, u64)> {
     let info = redis.info("commandstats")?;
     let (mut calls, mut script_us) = (0, 0);
     for line in info.lines() {
-        let Some((name, fields)) = line.strip_prefix("cmdstat_").and_then(|l| l.split_once(':'))
+        let Some((name, fields)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
         else {
             continue;
         };
@@ -73,7 +74,9 @@ fn run_once(
     let url = redis.url();
     let done = Arc::new(AtomicU64::new(0));
     let (app, queue) = runtime.block_on(async {
-        let mut processor = Processor::new(QUEUE).concurrency(concurrency).any_job(count);
+        let mut processor = Processor::new(QUEUE)
+            .concurrency(concurrency)
+            .any_job(count);
         if groups.is_some() {
             processor = processor.groups(GroupLimits::new());
         }

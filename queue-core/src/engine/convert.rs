@@ -191,7 +191,7 @@ pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
             .as_deref()
             .filter(|_| opts.telemetry_omit_context != Some(true))
             .and_then(TraceContext::from_metadata),
-        group: bullmq::groups::group_of(opts).map(str::to_owned),
+        group: bullmq::groups::group_of(opts).map(std::borrow::Cow::into_owned),
     }
 }
 

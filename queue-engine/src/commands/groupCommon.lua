@@ -41,6 +41,8 @@ local function groupOfOpts(optsJson)
   local ok, opts = pcall(cjson.decode, optsJson)
   if ok and type(opts) == "table" and type(opts["group"]) == "table" then
     local id = opts["group"]["id"]
+    -- A Node producer may give a number: the group is its decimal text.
+    if type(id) == "number" then id = tostring(id) end
     if type(id) == "string" and id ~= "" then
       return id, tonumber(opts["group"]["priority"]), opts["lifo"]
     end

@@ -4,6 +4,9 @@
   what moveToActive returns, so a worker reads both alike.
 
   Each call, in this order:
+    0. gives back the slot of the attempt the calling task just finished, if
+       ARGV[7] names one (as groupRelease does: a task takes its next job and
+       frees its last one's slot in one call);
     1. moves due delayed jobs, and up to ADOPT_BATCH jobs from 'wait', into
        their groups (they wait in 'prioritized' meanwhile);
     2. gives rate-limited groups whose window ended back to the ring, and looks
@@ -38,10 +41,14 @@
     ARGV[4] group concurrency (0: none)
     ARGV[5] group rate limit: starts per window (0: none)
     ARGV[6] group rate limit: window (ms)
+    ARGV[7] group of the slot to give back ("" for none)
+    ARGV[8] its job id
+    ARGV[9] its lock token
 ]]
 local ADOPT_BATCH = 500
-local STALE_BATCH = 100
 local RING_BATCH = 1000
+-- Ids of jobs removed while they waited in a group, passed over in one take at most.
+local staleBudget = 200
 
 local waitKey = KEYS[1]
 local activeKey = KEYS[2]
@@ -132,13 +139,14 @@ local function reviewBlockedGroups()
 end
 
 -- The group's first job still waiting in 'prioritized' (ids of jobs removed
--- meanwhile are dropped on the way).
+-- meanwhile are dropped on the way, within the take's budget).
 local function popGroupJob(group)
   local waitingKey = groupKey(prefix, group, "wait")
-  for _ = 1, STALE_BATCH do
+  while staleBudget > 0 do
     local popped = rcall("ZPOPMIN", waitingKey)
     if #popped == 0 then return nil end
     if rcall("ZREM", prioritizedKey, popped[1]) == 1 then return popped[1] end
+    staleBudget = staleBudget - 1
   end
   return nil
 end
@@ -203,15 +211,24 @@ local function nextWake()
   return next
 end
 
+if ARGV[7] ~= nil and ARGV[8] ~= nil and ARGV[8] ~= "" then
+  local slotsKey = groupKey(prefix, ARGV[7], "active")
+  if rcall("HGET", slotsKey, ARGV[8]) == ARGV[9] then
+    rcall("HDEL", slotsKey, ARGV[8])
+  end
+  rejoin(ARGV[7])
+  groupForgetIfIdle(prefix, ARGV[7], knownKey)
+end
+
+local held, ttl, max, duration = queueHeld()
+-- A paused (or globally maxed) queue's jobs stay where BullMQ keeps them.
+if held and ttl == 0 then return { 0, 0, 0, 0 } end
+
 promoteDueDelayed()
 adoptWaiting()
 reviewBlockedGroups()
 
-local held, ttl, max, duration = queueHeld()
-if held then
-  if ttl > 0 then return { 0, 0, ttl, 0 } end
-  return { 0, 0, 0, 0 }
-end
+if held then return { 0, 0, ttl, 0 } end
 
 for _ = 1, RING_BATCH do
   local group = rcall("RPOP", ringKey)
@@ -226,6 +243,7 @@ for _ = 1, RING_BATCH do
   end
   rejoin(group)
   groupForgetIfIdle(prefix, group, knownKey)
+  if staleBudget <= 0 then break end
 end
 
 if rcall("LLEN", ringKey) > 0 then rcall("ZADD", markerKey, 0, "0") end
