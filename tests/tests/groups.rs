@@ -516,10 +516,11 @@ async fn ten_thousand_groups_of_two_jobs_each_run_every_job_once() {
             .then_some(())
     })
     .await;
-    let runs = seen.runs.lock().unwrap();
-    assert_eq!(runs.len(), 20_000);
-    assert!(runs.values().all(|n| *n == 1), "every job ran once");
-    drop(runs);
+    {
+        let runs = seen.runs.lock().unwrap();
+        assert_eq!(runs.len(), 20_000);
+        assert!(runs.values().all(|n| *n == 1), "every job ran once");
+    }
     assert!(q.groups(None, 10).await.unwrap().groups.is_empty());
     assert!(workers.shutdown(SOON).await.is_clean());
 }
