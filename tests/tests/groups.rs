@@ -28,6 +28,8 @@ struct Seen {
     running: Mutex<HashMap<String, usize>>,
     most: Mutex<HashMap<String, usize>>,
     runs: Mutex<HashMap<String, usize>>,
+    /// Jobs whose options did not name the group their payload says.
+    misread: Mutex<Vec<String>>,
 }
 
 impl Seen {
@@ -47,6 +49,9 @@ impl Seen {
 
 async fn work(job: Job<Work>, seen: Dep<Seen>) -> Result<(), JobError> {
     let group = job.data.group.clone();
+    if job.options().get_group() != Some(group.as_str()) {
+        seen.misread.lock().unwrap().push(job.id().to_owned());
+    }
     seen.starts
         .lock()
         .unwrap()
@@ -521,6 +526,10 @@ async fn ten_thousand_groups_of_two_jobs_each_run_every_job_once() {
         assert_eq!(runs.len(), 20_000);
         assert!(runs.values().all(|n| *n == 1), "every job ran once");
     }
+    assert!(
+        seen.misread.lock().unwrap().is_empty(),
+        "each handler read its job's group"
+    );
     assert!(q.groups(None, 10).await.unwrap().groups.is_empty());
     assert!(workers.shutdown(SOON).await.is_clean());
 }
