@@ -6,7 +6,7 @@
 #
 # Sizes: BENCH_ROUNDS (3), BENCH_JOBS (20000), BENCH_LATENCY_JOBS (500), BENCH_HTTP_SECS (10).
 # BENCH_SUITES=throughput,latency runs only those (of floor, enqueue, throughput, latency,
-# http, results, outbox, status, health, observability, dashboard, cluster, footprint).
+# http, results, outbox, status, health, observability, dashboard, groups, cluster, footprint).
 # Progress goes to stderr, the report to stdout:  scripts/bench.sh > report.md
 set -euo pipefail
 cd "$(dirname "$0")/.."

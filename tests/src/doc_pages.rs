@@ -25,6 +25,7 @@ page!(Axum, "../../docs/axum.md");
 page!(Results, "../../docs/results.md");
 page!(Testing, "../../docs/testing.md");
 page!(Scheduling, "../../docs/scheduling.md");
+page!(Groups, "../../docs/groups.md");
 page!(Operations, "../../docs/operations.md");
 page!(ScaleOut, "../../docs/scale-out.md");
 page!(NodeInterop, "../../docs/node-interop.md");

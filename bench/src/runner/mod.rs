@@ -6,6 +6,7 @@ mod cluster;
 mod dashboard;
 mod dashboard_tabs;
 mod floor;
+mod groups;
 mod health;
 mod outbox;
 mod redis;
@@ -31,7 +32,7 @@ pub(super) struct Settings {
     latency_jobs: u64,
     /// `BENCH_HTTP_SECS` (default 10): length of each HTTP load. (`BENCH_SUITES`, a comma list
     /// of floor, enqueue, throughput, latency, http, results, outbox, status, health,
-    /// observability, dashboard, cluster, footprint, runs only those.)
+    /// observability, dashboard, groups, cluster, footprint, runs only those.)
     http_secs: u64,
 }
 
@@ -140,6 +141,9 @@ pub(crate) fn run_all() -> BenchResult<()> {
     }
     if wanted("dashboard") {
         report.push_str(&dashboard::measure(&mut redis)?);
+    }
+    if wanted("groups") {
+        report.push_str(&groups::measure(&mut redis, settings)?);
     }
     if wanted("cluster") {
         report.push_str(&cluster::measure(&mut redis, settings)?);

@@ -234,6 +234,7 @@ impl QueueApp {
                 concurrency: plan.concurrency,
                 lock_duration: plan.lock_duration,
                 limiter: plan.limiter,
+                groups: plan.groups,
                 stalled_interval: plan.stalled_interval,
                 max_stalled_count: plan.max_stalled_count,
                 backoff: self.inner.backoffs.as_lookup(),

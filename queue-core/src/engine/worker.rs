@@ -101,6 +101,8 @@ pub(crate) struct WorkerSettings {
     pub(crate) concurrency: usize,
     pub(crate) lock_duration: Option<Duration>,
     pub(crate) limiter: Option<(u64, Duration)>,
+    /// Each group's limits, when the queue's jobs are taken by group.
+    pub(crate) groups: Option<crate::GroupLimits>,
     pub(crate) stalled_interval: Option<Duration>,
     pub(crate) max_stalled_count: Option<u32>,
     pub(crate) backoff: Option<BackoffFn>,
@@ -167,6 +169,7 @@ impl EngineWorker {
         if let Some((max, per)) = settings.limiter {
             options.limiter = Some(bullmq::RateLimiterOptions::new(max, per));
         }
+        options.groups = settings.groups.map(super::queue::limits_to_engine);
         options.remove_on_complete = Some(keep_to_engine(settings.keep_completed));
         options.remove_on_fail = Some(keep_to_engine(settings.keep_failed));
         if let Some(max_data_points) = settings.metrics_data_points {

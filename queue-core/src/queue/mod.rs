@@ -1,6 +1,7 @@
 //! `Queue<T>`: the typed producer, plus the management calls in [`manage`].
 
 mod cancel;
+mod groups;
 mod inspect;
 mod manage;
 mod operator;

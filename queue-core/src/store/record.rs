@@ -38,6 +38,8 @@ pub(crate) struct StoredOptions {
     tracestate: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stack_trace_limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +104,7 @@ impl StoredOptions {
                 .as_ref()
                 .and_then(|t| t.tracestate().map(str::to_owned)),
             stack_trace_limit: opts.stack_trace_limit,
+            group: opts.group.clone(),
         }
     }
 
@@ -136,6 +139,7 @@ impl StoredOptions {
                 .as_deref()
                 .and_then(|tp| TraceContext::from_traceparent(tp, self.tracestate.as_deref())),
             stack_trace_limit: self.stack_trace_limit,
+            group: self.group,
         }
     }
 }
@@ -180,6 +184,7 @@ mod tests {
             .backoff(Backoff::exponential(Duration::from_secs(3)))
             .delay(Duration::from_millis(1500))
             .priority(7)
+            .group("tenant-7")
             .lifo()
             .remove_on_complete(Keep::Last(100))
             .remove_on_fail(Keep::LastWithin {
