@@ -89,18 +89,29 @@ pub(crate) fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
 }
 
+/// How a `work` run went: the time from the first handler start to the last job in the
+/// completed set, and how many `ZCARD`s the timing loop sent (the command-count suite
+/// takes them out: Node's worker counts its own completions and sends none).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timed {
+    pub(crate) took: Duration,
+    pub(crate) polls: u64,
+}
+
 /// Waits until `n` handlers have started and `n` jobs sit in the completed set; returns
 /// the time from the first start to then. Both systems are timed by this one loop.
 pub(crate) async fn time_until_completed(
     counter: &StartCounter,
     queue: &str,
     n: u64,
-) -> BenchResult<Duration> {
+) -> BenchResult<Timed> {
     let client = redis::Client::open(redis_url())?;
     let mut conn = client.get_multiplexed_async_connection().await?;
     let completed_key = format!("bull:{queue}:completed");
+    let mut polls = 0;
     loop {
         if counter.started() >= n {
+            polls += 1;
             let done: u64 = redis::cmd("ZCARD")
                 .arg(&completed_key)
                 .query_async(&mut conn)
@@ -112,7 +123,10 @@ pub(crate) async fn time_until_completed(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let first = counter.first.get().copied().unwrap_or_else(Instant::now);
-    Ok(first.elapsed())
+    Ok(Timed {
+        took: first.elapsed(),
+        polls,
+    })
 }
 
 fn print(value: &serde_json::Value) {
@@ -171,13 +185,14 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
                             .ok_or_else(|| format!("`{other}`: observed or observed=<0..1>"))?,
                     ),
                 };
-                let (took, spans) = match (ours, observed) {
+                let (timed, spans) = match (ours, observed) {
                     (true, observed) => ours::work(&queue, n, observed).await?,
                     (false, None) => (raw::work(&queue, concurrency, n).await?, 0),
                     (false, Some(_)) => return Err("only ours can be observed".into()),
                 };
                 print(&serde_json::json!({
-                    "ms": millis(took),
+                    "ms": millis(timed.took),
+                    "polls": timed.polls,
                     "peakRssKb": peak_rss_kb(),
                     "spans": spans,
                 }));

@@ -3,9 +3,12 @@
 //! and a Markdown report of medians and ratios on stdout.
 
 mod cluster;
+mod commands;
 mod dashboard;
 mod floor;
 mod health;
+mod http;
+mod observability;
 mod outbox;
 mod redis;
 mod stats;
@@ -29,7 +32,7 @@ pub(super) struct Settings {
     latency_jobs: u64,
     /// `BENCH_HTTP_SECS` (default 10): length of each HTTP load. (`BENCH_SUITES`, a comma list
     /// of floor, enqueue, throughput, latency, http, outbox, status, health, observability,
-    /// dashboard, cluster, footprint, runs only those.)
+    /// dashboard, cluster, commands, footprint, runs only those.)
     http_secs: u64,
 }
 
@@ -116,13 +119,16 @@ pub(crate) fn run_all() -> BenchResult<()> {
         rss = measured;
     }
     if wanted("observability") {
-        report.push_str(&suites::observability(&mut redis, settings)?);
+        report.push_str(&observability::measure(&mut redis, settings)?);
+    }
+    if wanted("commands") {
+        report.push_str(&commands::measure(&mut redis)?);
     }
     if wanted("latency") {
         report.push_str(&suites::latency(&mut redis, settings)?);
     }
     if wanted("http") {
-        report.push_str(&suites::http(&mut redis, settings)?);
+        report.push_str(&http::measure(&mut redis, settings)?);
     }
     if wanted("outbox") {
         report.push_str(&outbox::measure(&mut redis, settings)?);
