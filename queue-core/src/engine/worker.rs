@@ -238,6 +238,8 @@ fn engine_processor(
     reads_children: ReadsChildren,
 ) -> bullmq::worker::ProcessorFn {
     let keeper = Arc::new(keeper);
+    // Shared, not copied per job: a connection's clone is several allocations.
+    let (conn, queue) = (Arc::new(conn), Arc::<str>::from(queue));
     Arc::new(move |engine_job: bullmq::Job, token: CancellationToken| {
         let conn = conn.clone();
         let queue = queue.clone();
