@@ -282,7 +282,10 @@ fn engine_processor(
             // Everything the attempt needs came with the job: its timeout and trace
             // context are in its stored options.
             let meta = job_meta(&engine_job, &queue);
-            let data = engine_job.data().clone();
+            // Moved, not copied: the engine keeps its own copy for after the attempt,
+            // and the job handed to `LiveJob` needs no payload.
+            let mut engine_job = engine_job;
+            let data = engine_job.take_data();
             let ctx = JobContext::Live(Arc::new(LiveJob::new(engine_job, &queue, conn.clone())));
             let explain_null = data.is_null().then(|| {
                 let (conn, queue, id) = (conn.clone(), meta.queue.clone(), meta.id.clone());
