@@ -4,7 +4,7 @@
 // `npm ci` in tests/node installs, and the OpenTelemetry SDK from there too.
 //
 //   node observed.mjs work <queue> <concurrency> <n> <off|on> <noop|1ms>
-//                                                        -> {"ms", "spans"}
+//                                                        -> {"ms", "cpuMs", "spans"}
 //
 // "on": bullmq-otel's tracer and meter over the OpenTelemetry SDK's batch span
 // processor, whose exporter counts the spans and drops them (as the Rust side does): the
@@ -66,13 +66,17 @@ async function otel() {
 async function work(concurrency, n) {
   const observed = mode === 'on' ? await otel() : null;
   let first = 0;
+  let firstCpu;
   let completed = 0;
   let resolveDone;
   const done = new Promise((resolve) => (resolveDone = resolve));
   const worker = new Worker(
     queueName,
     async () => {
-      if (first === 0) first = now();
+      if (first === 0) {
+        first = now();
+        firstCpu = process.cpuUsage();
+      }
       if (handler === '1ms') await sleep(1);
     },
     { connection, concurrency, telemetry: observed?.telemetry },
@@ -82,10 +86,17 @@ async function work(concurrency, n) {
     if (completed === n) resolveDone(now());
   });
   const finished = await done;
+  // The process's CPU time from the first handler start to the last completion.
+  const { user, system } = process.cpuUsage(firstCpu);
   await worker.close();
   const spans = observed ? await observed.finish() : 0;
   process.stdout.write(
-    JSON.stringify({ ms: (finished - first) / 1000, spans, bullmq: versions.bullmq }) + '\n',
+    JSON.stringify({
+      ms: (finished - first) / 1000,
+      cpuMs: (user + system) / 1000,
+      spans,
+      bullmq: versions.bullmq,
+    }) + '\n',
   );
 }
 

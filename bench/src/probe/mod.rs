@@ -55,6 +55,8 @@ pub(crate) fn now_us() -> u64 {
 pub(crate) struct StartCounter {
     started: AtomicU64,
     first: OnceLock<Instant>,
+    /// The process's CPU time at the first start, ms.
+    first_cpu: OnceLock<f64>,
 }
 
 impl StartCounter {
@@ -62,10 +64,12 @@ impl StartCounter {
         StartCounter {
             started: AtomicU64::new(0),
             first: OnceLock::new(),
+            first_cpu: OnceLock::new(),
         }
     }
 
     pub(crate) fn mark(&self) {
+        self.first_cpu.get_or_init(cpu_ms);
         self.first.get_or_init(Instant::now);
         self.started.fetch_add(1, Ordering::Relaxed);
     }
@@ -85,6 +89,22 @@ pub(crate) fn peak_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time this process has used so far (user + system), in milliseconds, from
+/// `/proc/self/stat` (clock ticks of 10 ms).
+pub(crate) fn cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name, which is in brackets and may hold spaces.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) * 10.0
+}
+
 pub(crate) fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
 }
@@ -96,6 +116,8 @@ pub(crate) fn redis_url() -> String {
 pub(crate) struct Timed {
     pub(crate) took: Duration,
     pub(crate) polls: u64,
+    /// The process's CPU time over `took`, ms.
+    pub(crate) cpu_ms: f64,
 }
 
 /// Waits until `n` handlers have started and `n` jobs sit in the completed set; returns
@@ -123,9 +145,11 @@ pub(crate) async fn time_until_completed(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let first = counter.first.get().copied().unwrap_or_else(Instant::now);
+    let cpu = cpu_ms() - counter.first_cpu.get().copied().unwrap_or(0.0);
     Ok(Timed {
         took: first.elapsed(),
         polls,
+        cpu_ms: cpu,
     })
 }
 
@@ -194,6 +218,7 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
                     "ms": millis(timed.took),
                     "polls": timed.polls,
                     "peakRssKb": peak_rss_kb(),
+                    "cpuMs": timed.cpu_ms,
                     "spans": spans,
                 }));
             }

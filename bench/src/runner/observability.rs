@@ -52,7 +52,7 @@ const HANDLERS: [(&str, &str, &str); 2] = [
     ("waits 1 ms", "bench-w", "1ms"),
 ];
 
-/// One run of `mode`: jobs/s and spans exported per job.
+/// One run of `mode`: jobs/s, spans exported per job, and the worker's CPU µs per job.
 fn run_once(
     redis: &BenchRedis,
     mode: Mode,
@@ -60,7 +60,7 @@ fn run_once(
     handler: &str,
     concurrency: u32,
     n: u64,
-) -> BenchResult<(f64, f64)> {
+) -> BenchResult<(f64, f64, f64)> {
     let (c, n_arg) = (concurrency.to_string(), n.to_string());
     let result = match mode.side {
         Side::Ours => {
@@ -80,7 +80,8 @@ fn run_once(
         }
     };
     let rate = n as f64 / field(&result, "ms")? * 1000.0;
-    Ok((rate, field(&result, "spans")? / n as f64))
+    let cpu_us = field(&result, "cpuMs")? * 1000.0 / n as f64;
+    Ok((rate, field(&result, "spans")? / n as f64, cpu_us))
 }
 
 /// Per mode (ours off, ours on, Node off, Node on), one figure per round.
@@ -97,6 +98,7 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
          | handler | concurrency | jobs | ours off | ours on | ours on/off | Node off | Node on | Node on/off | spans per job (ours / Node) |\n\
          |---|---|---|---|---|---|---|---|---|---|\n",
     );
+    let mut cpu_rows = String::new();
     for (label, prefix, node_handler) in HANDLERS {
         for concurrency in [1u32, 10, 100] {
             let queue = format!("{prefix}{concurrency}");
@@ -107,15 +109,17 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
                 settings.jobs.min(2_000 * u64::from(concurrency))
             };
             let mut rates: Rounds = Default::default();
+            let mut cpu: Rounds = Default::default();
             let mut spans: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
             let indexed: Vec<(usize, Mode)> = MODES.into_iter().enumerate().collect();
             for round in 0..settings.rounds {
                 for (index, mode) in rotated(&indexed, round) {
                     redis.flush()?;
                     System::Raw.run(&redis.url(), &["enqueue", &queue, "bulk", &n.to_string()])?;
-                    let (rate, per_job) =
+                    let (rate, per_job, cpu_us) =
                         run_once(redis, mode, &queue, node_handler, concurrency, n)?;
                     rates[index].push(rate);
+                    cpu[index].push(cpu_us);
                     if mode.on {
                         let side = if mode.side == Side::Ours {
                             "ours"
@@ -139,6 +143,18 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
                 format!("**{}** ({low:.2} to {high:.2})", ratio(m(on), m(off)))
             };
             let spans_of = |side| spans.get(side).map_or(f64::NAN, |v| median(v));
+            let c = |i: usize| median(&cpu[i]);
+            cpu_rows.push_str(&format!(
+                "| {label} | {concurrency} | {:.1} | {:.1} | +{:.1} ({}) | {:.1} | {:.1} | +{:.1} ({}) |\n",
+                c(0),
+                c(1),
+                c(1) - c(0),
+                ratio(c(0), c(1)),
+                c(2),
+                c(3),
+                c(3) - c(2),
+                ratio(c(2), c(3)),
+            ));
             out.push_str(&format!(
                 "| {label} | {concurrency} | {n} | {:.0} | {:.0} | {} | {:.0} | {:.0} | {} | {:.2} / {:.2} |\n",
                 m(0),
@@ -152,6 +168,14 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
             ));
         }
     }
+    out.push_str(
+        "\nThe worker process's CPU time per job (µs, median of the rounds), from the first \
+         handler start to the last completion: what on adds, and off/on (the throughput a \
+         worker would keep if its CPU were the limit).\n\n\
+         | handler | concurrency | ours off | ours on | ours, on adds | Node off | Node on | Node, on adds |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    out.push_str(&cpu_rows);
     out.push('\n');
     Ok(out)
 }
