@@ -3,11 +3,14 @@
 //! and a Markdown report of medians and ratios on stdout.
 
 mod cluster;
+mod commands;
 mod dashboard;
 mod dashboard_tabs;
 mod floor;
 mod groups;
 mod health;
+mod http;
+mod observability;
 mod outbox;
 mod redis;
 mod results;
@@ -32,7 +35,7 @@ pub(super) struct Settings {
     latency_jobs: u64,
     /// `BENCH_HTTP_SECS` (default 10): length of each HTTP load. (`BENCH_SUITES`, a comma list
     /// of floor, enqueue, throughput, latency, http, results, outbox, status, health,
-    /// observability, dashboard, groups, cluster, footprint, runs only those.)
+    /// observability, dashboard, groups, cluster, commands, footprint, runs only those.)
     http_secs: u64,
 }
 
@@ -119,13 +122,16 @@ pub(crate) fn run_all() -> BenchResult<()> {
         rss = measured;
     }
     if wanted("observability") {
-        report.push_str(&suites::observability(&mut redis, settings)?);
+        report.push_str(&observability::measure(&mut redis, settings)?);
+    }
+    if wanted("commands") {
+        report.push_str(&commands::measure(&mut redis)?);
     }
     if wanted("latency") {
         report.push_str(&suites::latency(&mut redis, settings)?);
     }
     if wanted("http") {
-        report.push_str(&suites::http(&mut redis, settings)?);
+        report.push_str(&http::measure(&mut redis, settings)?);
     }
     if wanted("results") {
         report.push_str(&results::measure(&mut redis)?);
