@@ -197,6 +197,18 @@ fn with_current_minute(metrics: &bullmq::types::Metrics, minutes: usize, now_ms:
     series
 }
 
+fn scheduler_info(s: bullmq::job_scheduler::JobSchedulerJson) -> SchedulerInfo {
+    SchedulerInfo {
+        id: s.key,
+        job_name: s.name,
+        pattern: s.pattern,
+        every: s.every.map(Duration::from_millis),
+        tz: s.tz,
+        next_run_ms: s.next,
+        iterations: s.iteration_count,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,17 +243,5 @@ mod tests {
             [0, 0]
         );
         assert!(with_current_minute(&metrics(0, 0, 0, &[]), 60, minute).is_empty());
-    }
-}
-
-fn scheduler_info(s: bullmq::job_scheduler::JobSchedulerJson) -> SchedulerInfo {
-    SchedulerInfo {
-        id: s.key,
-        job_name: s.name,
-        pattern: s.pattern,
-        every: s.every.map(Duration::from_millis),
-        tz: s.tz,
-        next_run_ms: s.next,
-        iterations: s.iteration_count,
     }
 }
