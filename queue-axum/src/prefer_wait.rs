@@ -31,7 +31,10 @@ pub const PREFERENCE_APPLIED: &str = "preference-applied";
 /// of that name) and its headers (`Cache-Control: no-store`, say). A 303 has no body:
 /// prefer the 200 when the 202 carries something the client gets only once.
 ///
-/// Requests without `Prefer: wait` pass through untouched. The waits of every request
+/// Requests without `Prefer: wait` pass through untouched. The layer reads the app
+/// that [`QueueLayer`](crate::QueueLayer) puts in the request, so it goes inside it
+/// (`.layer(PreferWaitLayer::..)` before `.layer(QueueLayer::new(&app))`); outside, a
+/// request is answered as if it had not asked to wait. The waits of every request
 /// share one reader of each queue's event stream (see
 /// [`Queue::wait_for_job`](queue_core::Queue::wait_for_job)).
 ///
@@ -135,8 +138,13 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let asked = wait_preference(request.headers()).and_then(|seconds| {
-            let app = request.extensions().get::<QueueApp>()?.clone();
-            Some((seconds.min(self.settings.max_seconds), app))
+            let Some(app) = request.extensions().get::<QueueApp>() else {
+                tracing::debug!(
+                    "Prefer: wait: no QueueLayer outside the PreferWaitLayer; not waiting"
+                );
+                return None;
+            };
+            Some((seconds.min(self.settings.max_seconds), app.clone()))
         });
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);

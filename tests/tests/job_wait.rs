@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queue_core::prelude::*;
-use queue_core::{testing, JobOutcome, OnChildFailure, Workers};
+use queue_core::{testing, OnChildFailure, Workers};
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

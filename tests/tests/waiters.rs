@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use queue_core::prelude::*;
-use queue_core::{JobOutcome, QueueApp};
+use queue_core::QueueApp;
 use queue_tests::{wait_until, PrivateRedis};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
