@@ -144,7 +144,7 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
          worker in the same rounds. Medians of {} rounds; commands and script time per job \
          from `INFO commandstats` while the workers ran (every command the workers sent: \
          takes, finishes, group releases, lock renewals, stalled checks).\n\n\
-         | concurrency | jobs | jobs/s | of ungrouped | Redis commands/job | script µs/job |\n\
+         | concurrency | jobs in | jobs/s | of ungrouped | Redis commands/job | script µs/job |\n\
          |---|---|---|---|---|---|\n",
         settings.jobs, settings.rounds
     );

@@ -77,14 +77,17 @@ end
 
 -- Why a group cannot start a job now: "paused", "empty", "full", "limited"
 -- (with the ms until its window ends), or nil when it can; then the group's
--- rate limit (starts per window, window in ms).
+-- rate limit (starts per window, window in ms), its concurrency and its slots
+-- held (when counted).
 local function groupBlock(prefix, group, defaults)
   local meta = rcall("HMGET", groupKey(prefix, group, "meta"), "paused", "concurrency", "max", "duration")
   local concurrency, max, duration = groupLimits(meta, defaults)
   if meta[1] then return "paused", 0, max, duration end
   if rcall("ZCARD", groupKey(prefix, group, "wait")) == 0 then return "empty", 0, max, duration end
-  if concurrency > 0 and rcall("HLEN", groupKey(prefix, group, "active")) >= concurrency then
-    return "full", 0, max, duration
+  local held = 0
+  if concurrency > 0 then
+    held = rcall("HLEN", groupKey(prefix, group, "active"))
+    if held >= concurrency then return "full", 0, max, duration end
   end
   if max > 0 then
     local limiterKey = groupKey(prefix, group, "limiter")
@@ -94,7 +97,7 @@ local function groupBlock(prefix, group, defaults)
       rcall("DEL", limiterKey)
     end
   end
-  return nil, 0, max, duration
+  return nil, 0, max, duration, concurrency, held
 end
 
 -- Puts a group in the ring if it can start a job, else files it where the

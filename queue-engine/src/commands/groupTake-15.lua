@@ -77,7 +77,7 @@ end
 -- (stalled, retried) gives back the slot it held.
 local function adopt(jobId)
   local jobKey = prefix .. jobId
-  local fields = rcall("HMGET", jobKey, "opts", "priority")
+  local fields = rcall("HMGET", jobKey, "opts", "priority", "ats")
   if not fields[1] then return nil end
   local group, groupPriority = groupOfOpts(fields[1])
   local priority = tonumber(fields[2]) or 0
@@ -88,9 +88,19 @@ local function adopt(jobId)
   local score = priority * 0x100000000 + rcall("INCR", pcKey) % 0x100000000
   rcall("ZADD", prioritizedKey, score, jobId)
   rcall("ZADD", groupKey(prefix, group, "wait"), score, jobId)
-  rcall("HDEL", groupKey(prefix, group, "active"), jobId)
-  rcall("ZADD", knownKey, 0, group)
+  -- Only a job that started before (stalled, retried) can hold a slot.
+  if (tonumber(fields[3]) or 0) > 0 then
+    rcall("HDEL", groupKey(prefix, group, "active"), jobId)
+  end
   return group
+end
+
+-- After adopting a job: a group in the ring is known and can start it already.
+local function settle(group)
+  if rcall("HEXISTS", groupKey(prefix, group, "meta"), "ring") == 0 then
+    rcall("ZADD", knownKey, 0, group)
+    rejoin(group)
+  end
 end
 
 local function promoteDueDelayed()
@@ -102,7 +112,7 @@ local function promoteDueDelayed()
     if group then
       rcall("HSET", prefix .. jobId, "delay", 0)
       rcall("XADD", eventStreamKey, "*", "event", "waiting", "jobId", jobId, "prev", "delayed")
-      rejoin(group)
+      settle(group)
     end
   end
 end
@@ -114,7 +124,7 @@ local function adoptWaiting()
     -- BullMQ 4's markers in the wait list are not jobs.
     if string.sub(jobId, 1, 2) ~= "0:" then
       local group = adopt(jobId)
-      if group then rejoin(group) end
+      if group then settle(group) end
     end
   end
 end
@@ -166,16 +176,27 @@ local function queueHeld()
   return false, 0, max, duration
 end
 
--- Locks the job and marks it started, as moveToActive does.
-local function start(jobId, group, groupMax, groupDuration, max, duration)
+-- Locks the job and marks it started, as moveToActive does. The group came
+-- out of the ring (its flag still set): it goes back at the end if it can start
+-- another job, else is filed where later takes look for it.
+local function start(jobId, group, groupMax, groupDuration, concurrency, held, max, duration)
   local jobKey = prefix .. jobId
   rcall("LPUSH", activeKey, jobId)
   rcall("HSET", groupKey(prefix, group, "active"), jobId, opts["token"])
+  local canGoOn = concurrency == 0 or held + 1 < concurrency
   if groupMax > 0 then
     local limiterKey = groupKey(prefix, group, "limiter")
-    if rcall("INCR", limiterKey) == 1 then
+    local started = rcall("INCR", limiterKey)
+    if started == 1 then
       rcall("PEXPIRE", limiterKey, math.max(1, math.floor(groupDuration)))
     end
+    canGoOn = canGoOn and started < groupMax
+  end
+  if canGoOn and rcall("ZCARD", groupKey(prefix, group, "wait")) > 0 then
+    rcall("LPUSH", ringKey, group)
+  else
+    rcall("HDEL", groupKey(prefix, group, "meta"), "ring")
+    rejoin(group)
   end
   if max and rcall("HEXISTS", jobKey, "defa") == 0 then
     if rcall("INCR", rateLimiterKey) == 1 then
@@ -192,7 +213,6 @@ local function start(jobId, group, groupMax, groupDuration, max, duration)
     rcall("HSET", jobKey, "processedOn", now)
   end
   rcall("HINCRBY", jobKey, "ats", 1)
-  rejoin(group)
   rcall("ZADD", markerKey, 0, "0")
   return { rcall("HGETALL", jobKey), jobId, 0, 0 }
 end
@@ -216,8 +236,9 @@ if ARGV[7] ~= nil and ARGV[8] ~= nil and ARGV[8] ~= "" then
   if rcall("HGET", slotsKey, ARGV[8]) == ARGV[9] then
     rcall("HDEL", slotsKey, ARGV[8])
   end
-  rejoin(ARGV[7])
-  groupForgetIfIdle(prefix, ARGV[7], knownKey)
+  if not rejoin(ARGV[7]) then
+    groupForgetIfIdle(prefix, ARGV[7], knownKey)
+  end
 end
 
 local held, ttl, max, duration = queueHeld()
@@ -233,14 +254,14 @@ if held then return { 0, 0, ttl, 0 } end
 for _ = 1, RING_BATCH do
   local group = rcall("RPOP", ringKey)
   if not group then break end
-  rcall("HDEL", groupKey(prefix, group, "meta"), "ring")
-  local block, _, groupMax, groupDuration = groupBlock(prefix, group, defaults)
+  local block, _, groupMax, groupDuration, concurrency, slots = groupBlock(prefix, group, defaults)
   if block == nil then
     local jobId = popGroupJob(group)
     if jobId then
-      return start(jobId, group, groupMax, groupDuration, max, duration)
+      return start(jobId, group, groupMax, groupDuration, concurrency, slots, max, duration)
     end
   end
+  rcall("HDEL", groupKey(prefix, group, "meta"), "ring")
   rejoin(group)
   groupForgetIfIdle(prefix, group, knownKey)
   if staleBudget <= 0 then break end
