@@ -94,7 +94,7 @@ async fn noop(_job: Job<serde_json::Value>) -> Result<(), JobError> {
 /// Waits until `queue` has `JOBS` completed jobs, by `ZCARD`s the caller takes out.
 async fn completed(url: &str, queue: &str) -> u64 {
     let client = redis::Client::open(url).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let conn = client.get_multiplexed_async_connection().await.unwrap();
     let key = format!("bull:{queue}:completed");
     let mut polls = 0;
     wait_until(Duration::from_secs(30), "every job completed", || {
