@@ -2,7 +2,7 @@
 // per run; the result is one JSON object on stdout.
 //
 //   node bench.mjs enqueue <queue> <single|inflight|bulk> <n>   -> {"ms"}
-//   node bench.mjs work <queue> <concurrency> <n>               -> {"ms", "peakRssKb"}
+//   node bench.mjs work <queue> <concurrency> <n>               -> {"ms", "cpuMs", "peakRssKb"}
 //   node bench.mjs latency <queue> <n>                          -> {"samplesUs": [..]}
 //
 // Environment: REDIS_URL (default redis://127.0.0.1:6379). Prefix: BullMQ's default, "bull".
@@ -51,13 +51,17 @@ async function enqueue(mode, n) {
 
 async function work(concurrency, n) {
   let first = 0;
+  let firstCpu;
   let completed = 0;
   let resolveDone;
   const done = new Promise((resolve) => (resolveDone = resolve));
   const worker = new Worker(
     queueName,
     async () => {
-      if (first === 0) first = now();
+      if (first === 0) {
+        first = now();
+        firstCpu = process.cpuUsage();
+      }
     },
     { connection, concurrency },
   );
@@ -66,9 +70,11 @@ async function work(concurrency, n) {
     if (completed === n) resolveDone(now());
   });
   const finished = await done;
+  // CPU time from the first handler start to the last completion, as the Rust side.
+  const { user, system } = process.cpuUsage(firstCpu);
   const rss = peakRssKb();
   await worker.close();
-  print({ ms: (finished - first) / 1000, peakRssKb: rss });
+  print({ ms: (finished - first) / 1000, cpuMs: (user + system) / 1000, peakRssKb: rss });
 }
 
 async function latency(n) {

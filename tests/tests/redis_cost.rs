@@ -192,14 +192,16 @@ async fn processing_a_job_sends_redis_what_the_engines_worker_sends() {
         let (ours, raw) = (ours_calls.get(name), raw_calls.get(name));
         let (o, r) = (ours.copied().unwrap_or(0), raw.copied().unwrap_or(0));
         assert!(
-            o.abs_diff(r) <= 2,
+            o.abs_diff(r) <= 3,
             "{name}: ours {o}, the engine's {r} for {JOBS} jobs\nours: {ours_calls:?}\nengine: {raw_calls:?}"
         );
     }
+    // One script a job, and the few a worker runs once (its first fetch, a stalled
+    // check when idle).
     assert!(
         raw_calls
             .get("evalsha")
-            .is_some_and(|n| n.abs_diff(JOBS) <= 2),
+            .is_some_and(|n| (JOBS..=JOBS + 5).contains(n)),
         "one script a job: {raw_calls:?}"
     );
 }

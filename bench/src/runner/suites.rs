@@ -78,9 +78,12 @@ pub(super) type Rss = Figures;
 pub(super) fn throughput(redis: &mut BenchRedis, settings: Settings) -> BenchResult<(String, Rss)> {
     let mut out = String::from(
         "### Processing throughput, no-op handler (jobs/s, median of the rounds)\n\n\
-         Redis busy: the share of the run's wall time Redis spent on CPU (one core at most).\n\n\
-         | concurrency | ours (`#[processor]`) | raw engine worker | Node BullMQ worker | ours/raw | ours/Node | Redis busy (ours / raw / Node) |\n\
-         |---|---|---|---|---|---|---|\n",
+         Redis busy: the share of the run's wall time Redis spent on CPU (one core at most). \
+         Worker CPU: the worker process's CPU time per job, from the first handler start to \
+         the last completion; raw/ours is the throughput ours would keep against the raw \
+         engine if the worker's CPU were the limit.\n\n\
+         | concurrency | ours (`#[processor]`) | raw engine worker | Node BullMQ worker | ours/raw | ours/Node | Redis busy (ours / raw / Node) | worker CPU per job (ours / raw / Node) | CPU raw/ours |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     let mut rss = Rss::new();
     let n = settings.jobs.to_string();
@@ -89,6 +92,7 @@ pub(super) fn throughput(redis: &mut BenchRedis, settings: Settings) -> BenchRes
         let concurrency_arg = concurrency.to_string();
         let mut figures = Figures::new();
         let mut busy = Figures::new();
+        let mut cpu = Figures::new();
         for round in 0..settings.rounds {
             for system in rotated(&System::ALL, round) {
                 redis.flush()?;
@@ -101,6 +105,11 @@ pub(super) fn throughput(redis: &mut BenchRedis, settings: Settings) -> BenchRes
                 // The child's start-up is outside `ms` but inside the CPU reading; Redis
                 // is idle then, so this hardly overstates how busy it was.
                 record(&mut busy, system, redis_cpu / (ms / 1000.0));
+                record(
+                    &mut cpu,
+                    system,
+                    field(&result, "cpuMs")? * 1000.0 / settings.jobs as f64,
+                );
                 if concurrency == 100 {
                     record(&mut rss, system, field(&result, "peakRssKb")?);
                 }
@@ -112,13 +121,18 @@ pub(super) fn throughput(redis: &mut BenchRedis, settings: Settings) -> BenchRes
             med(&figures, System::Node),
         );
         let percent = |system| format!("{:.0} %", med(&busy, system) * 100.0);
+        let us = |system| format!("{:.1} µs", med(&cpu, system));
         out.push_str(&format!(
-            "| {concurrency} | {ours:.0} | {raw:.0} | {node:.0} | {} | {} | {} / {} / {} |\n",
+            "| {concurrency} | {ours:.0} | {raw:.0} | {node:.0} | {} | {} | {} / {} / {} | {} / {} / {} | {} |\n",
             ratio(ours, raw),
             ratio(ours, node),
             percent(System::Ours),
             percent(System::Raw),
             percent(System::Node),
+            us(System::Ours),
+            us(System::Raw),
+            us(System::Node),
+            ratio(med(&cpu, System::Raw), med(&cpu, System::Ours)),
         ));
         eprintln!("throughput c{concurrency}: {figures:?}");
     }
