@@ -2,11 +2,14 @@
 # Runs every benchmark in one invocation: our framework against the raw engine and Node
 # BullMQ, in alternating rounds on a private redis-server, and prints a Markdown report
 # (BENCHMARKS.md keeps one). Installs what it needs: redis-server and redis-benchmark,
-# wrk, Node's bullmq (bench/node, pinned by its lock file).
+# wrk, Node's bullmq (bench/node, pinned by its lock file) and, for the observability
+# suite, Node BullMQ 6 with bullmq-otel 2 (tests/node, the interop tests' peer, pinned by
+# its lock file).
 #
 # Sizes: BENCH_ROUNDS (3), BENCH_JOBS (20000), BENCH_LATENCY_JOBS (500), BENCH_HTTP_SECS (10).
 # BENCH_SUITES=throughput,latency runs only those (of floor, enqueue, throughput, latency,
-# http, outbox, status, health, observability, dashboard, cluster, footprint).
+# http, results, outbox, status, health, observability, dashboard, groups, cluster, commands,
+# footprint).
 # Progress goes to stderr, the report to stdout:  scripts/bench.sh > report.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +27,8 @@ command -v npm >/dev/null || apt_install nodejs npm
 
 say "Node BullMQ (bench/node)"
 (cd bench/node && npm ci --no-audit --no-fund --loglevel=error) >&2
+say "Node BullMQ 6 and bullmq-otel 2 (tests/node)"
+(cd tests/node && npm ci --no-audit --no-fund --loglevel=error) >&2
 
 say "cargo build --release -p queue-bench"
 cargo build --release -p queue-bench >&2

@@ -8,7 +8,7 @@
 //! ```text
 //! queue-bench enqueue <ours|raw> <queue> <single|inflight|bulk> <n>   -> {"ms"}
 //! queue-bench work    <ours|raw> <queue> <concurrency> <n> [observed[=share]]
-//!                                                   -> {"ms","peakRssKb","spans"}
+//!                                                   -> {"ms","polls","peakRssKb","spans"}
 //! queue-bench latency <ours|raw> <queue> <n>                          -> {"samplesUs"}
 //! queue-bench serve   <ours|raw> <port> [no-traces]              (until killed)
 //! queue-bench spread  ours <single:<url>|cluster:<urls>> <queues> <concurrency> <n>
@@ -18,7 +18,8 @@
 //! `observed` (ours only) turns on metrics and OpenTelemetry traces, every trace
 //! sampled, or the given share of them (`observed=0.1`).
 //!
-//! The Node side (`bench/node/bench.mjs`) answers the same commands.
+//! The Node side (`bench/node/bench.mjs`) answers the same commands; the observability
+//! suite runs Node BullMQ 6 with and without `bullmq-otel` through `bench/node/observed.mjs`.
 
 mod probe;
 mod runner;

@@ -143,6 +143,16 @@ struct BaseBody<'a> {
     state: Option<&'a str>,
 }
 
+/// Which job a 202 answered for, in the response's extensions: what
+/// [`PreferWaitLayer`](crate::PreferWaitLayer) waits for when the request asked to.
+#[derive(Debug, Clone)]
+pub(crate) struct AcceptedJob {
+    pub(crate) queue: String,
+    pub(crate) id: String,
+    /// The fields added with [`Accepted::with`]: a waited answer keeps them.
+    pub(crate) extra: serde_json::Map<String, serde_json::Value>,
+}
+
 impl IntoResponse for Accepted {
     fn into_response(self) -> Response {
         let mut response = (
@@ -157,6 +167,11 @@ impl IntoResponse for Accepted {
         if let Ok(value) = HeaderValue::from_str(&self.location()) {
             response.headers_mut().insert(header::LOCATION, value);
         }
+        response.extensions_mut().insert(AcceptedJob {
+            queue: self.queue,
+            id: self.id,
+            extra: self.extra,
+        });
         response
     }
 }

@@ -10,7 +10,7 @@ use tower::{Layer, Service};
 
 use queue_core::trace::{self, TraceContext};
 
-use crate::trace_context::{request_id_of, trace_context_of, REQUEST_ID_HEADER};
+use crate::trace_context::{request_id_of, trace_context_of, REQUEST_ID};
 
 /// A tower layer that makes the app's queues available to handlers and extractors.
 /// Works with any router state.
@@ -133,10 +133,16 @@ where
         request.extensions_mut().insert(self.app.clone());
         let headers = request.headers();
         let incoming = trace_context_of(headers);
-        let request_id = request_id_of(headers).map(str::to_owned);
-        let (context, span) = self.request_span(incoming, request_id.as_deref());
-        // Echoed as the client sent it, or the trace id for a client that sent none.
-        let echo = request_id.or_else(|| context.as_ref().map(|c| c.trace_id().to_owned()));
+        let request_id = request_id_of(headers).cloned();
+        // Its shape was checked: plain ASCII.
+        let request_id_text = request_id.as_ref().and_then(|id| id.to_str().ok());
+        let (context, span) = self.request_span(incoming, request_id_text);
+        // Echoed as the client sent it, or the trace id for a client that sent none
+        // (hex digits: always a valid header value).
+        let echo = request_id.or_else(|| {
+            let context = context.as_ref()?;
+            HeaderValue::from_str(context.trace_id()).ok()
+        });
         // The clone that was made ready by `poll_ready` handles this request.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
@@ -148,11 +154,8 @@ where
                 }
                 _ => response.await?,
             };
-            if let Some(value) = echo.and_then(|id| HeaderValue::from_str(&id).ok()) {
-                response
-                    .headers_mut()
-                    .entry(REQUEST_ID_HEADER)
-                    .or_insert(value);
+            if let Some(value) = echo {
+                response.headers_mut().entry(&REQUEST_ID).or_insert(value);
             }
             Ok(response)
         })

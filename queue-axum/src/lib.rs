@@ -70,7 +70,9 @@
 //!   with `Retry-After` (Redis down), 4xx (the client's mistake) or 500.
 //! - [`IdempotencyLayer`] answers a retried request with the same `Idempotency-Key` with
 //!   the first answer, kept in Redis, instead of doing the work again.
-//! - [`job_routes`] and [`JobRoutes`] serve `GET /jobs/{queue}/{id}`; [`json_errors`]
+//! - [`job_routes`] and [`JobRoutes`] serve `GET /jobs/{queue}/{id}` and its live
+//!   stream, `GET /jobs/{queue}/{id}/events`; [`PreferWaitLayer`] answers a request
+//!   with `Prefer: wait=N` with its job's status when the job finishes in time; [`json_errors`]
 //!   makes axum's own errors JSON; [`quote`] bounds what an error repeats of the input.
 //! - [`serve`] serves with client time limits and shuts down in order: requests, then
 //!   workers.
@@ -125,6 +127,7 @@ mod layer;
 mod limits;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod prefer_wait;
 mod quote;
 mod rejection;
 mod routes;
@@ -161,12 +164,16 @@ pub use limits::MAX_IDEMPOTENCY_KEY_LEN;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metrics::metrics_route;
+pub use prefer_wait::{PreferWaitLayer, PreferWaitService, PREFERENCE_APPLIED};
 pub use quote::{quote, MAX_QUOTED_CHARS};
 pub use rejection::{
     IdempotencyKeyInFlight, IdempotencyKeyReused, InvalidIdempotencyKey, InvalidQueue,
     MissingIdempotencyKey, MissingQueueLayer, QueueRejection,
 };
-pub use routes::{job_routes, JobRoutes, DEFAULT_STATUS_REDIS_WAIT};
+pub use routes::{
+    job_routes, JobRoutes, DEFAULT_JOB_STREAM_LIFETIME, DEFAULT_MAX_JOB_STREAMS,
+    DEFAULT_STATUS_REDIS_WAIT,
+};
 pub use serve::{serve, serve_until, serve_with_limits, shutdown_signal, ServeLimits};
 pub use trace_context::{MAX_REQUEST_ID_LEN, REQUEST_ID_HEADER};
 

@@ -65,6 +65,8 @@ pub(crate) struct InlineRunner {
     provide_app: OnceLock<ProvideApp>,
     jobs: Mutex<Vec<InlineJob>>,
     ids: Mutex<HashSet<(String, String)>>,
+    /// The app's claims (`QueueApp::claims`), which a Redis app keeps in Redis.
+    claims: Arc<crate::claims::MemoryClaims>,
 }
 
 impl std::fmt::Debug for InlineRunner {
@@ -83,7 +85,13 @@ impl InlineRunner {
             provide_app: OnceLock::new(),
             jobs: Mutex::new(Vec::new()),
             ids: Mutex::new(HashSet::new()),
+            claims: Arc::default(),
         }
+    }
+
+    /// The app's claims, kept in memory.
+    pub(crate) fn claims(&self) -> Arc<crate::claims::MemoryClaims> {
+        self.claims.clone()
     }
 
     /// How jobs get `Dep<QueueApp>`: set once, by the app that owns this runner.

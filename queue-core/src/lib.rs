@@ -12,6 +12,7 @@ mod engine;
 mod error;
 mod events;
 mod flow;
+mod group;
 mod handler;
 mod health;
 mod inline;
@@ -25,6 +26,7 @@ mod sentinel;
 #[cfg(feature = "sqlx")]
 mod store;
 mod tls;
+mod watch;
 mod worker;
 
 pub mod __private;
@@ -49,6 +51,7 @@ pub use events::{
     EventJob, JobFailure, QueueEvent, QueueEvents, WorkerEvent, WorkerEvents, QUEUE_EVENTS_CAPACITY,
 };
 pub use flow::{AddedFlow, ExistingJob, FlowError, FlowJob, OnChildFailure};
+pub use group::{GroupInfo, GroupLimits, GroupPage, MAX_GROUP_PAGE};
 pub use handler::Handler;
 pub use health::{
     Check, CheckStatus, Health, HealthReport, HealthSettings, MemoryGuard, ProcessInfo,
@@ -60,7 +63,7 @@ pub use job::{
 };
 pub use options::{
     could_be_job_id, Backoff, BackoffContext, Deduplication, JobOptions, Keep, Schedule, MAX_DELAY,
-    MAX_JOB_ID_BYTES, MAX_PRIORITY,
+    MAX_GROUP_BYTES, MAX_JOB_ID_BYTES, MAX_PRIORITY,
 };
 pub use processor::{AnyQueue, Processor};
 pub use queue::{
@@ -75,6 +78,7 @@ pub use store::{
     OutboxCounts, OutboxEntry, Relay, RelayStats, Stages,
 };
 pub use tls::Tls;
+pub use watch::{JobOutcome, JobWatcher, WatchStats};
 pub use worker::{ListenerStats, ShutdownReport, Workers, LISTENER_MAILBOX};
 
 #[doc = include_str!("../docs/registration.md")]

@@ -4,8 +4,9 @@
 pub use serde::{Deserialize, Serialize};
 
 pub use crate::{
-    Backoff, ChildResults, Dep, EventJob, Job, JobError, JobFailure, JobOptions, JobState, JobType,
-    Keep, OnChildFailure, Processor, Queue, QueueApp, QueueEvent, QueueType, WorkerEvent,
+    Backoff, ChildResults, Dep, EventJob, Job, JobError, JobFailure, JobOptions, JobOutcome,
+    JobState, JobType, Keep, OnChildFailure, Processor, Queue, QueueApp, QueueEvent, QueueType,
+    WorkerEvent,
 };
 
 #[cfg(feature = "macros")]

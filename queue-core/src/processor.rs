@@ -57,6 +57,7 @@ pub struct Processor<Q = AnyQueue> {
     pub(crate) timeout: Option<Duration>,
     pub(crate) lock_duration: Option<Duration>,
     pub(crate) limiter: Option<(u64, Duration)>,
+    pub(crate) groups: Option<crate::GroupLimits>,
     pub(crate) stalled_interval: Option<Duration>,
     pub(crate) max_stalled_count: Option<u32>,
     pub(crate) cancel_grace: Duration,
@@ -133,6 +134,7 @@ impl<Q> Processor<Q> {
             timeout: None,
             lock_duration: None,
             limiter: None,
+            groups: None,
             stalled_interval: None,
             max_stalled_count: None,
             cancel_grace: DEFAULT_CANCEL_GRACE,
@@ -178,6 +180,29 @@ impl<Q> Processor<Q> {
     /// Start at most `max` jobs per `per` across this queue's workers.
     pub fn limiter(mut self, max: u64, per: Duration) -> Self {
         self.limiter = Some((max, per));
+        self
+    }
+
+    /// Takes this queue's jobs one group after the other
+    /// ([`JobOptions::group`](crate::JobOptions::group)), each group under `limits`
+    /// across every worker: a group with one waiting job starts within about one turn
+    /// of the groups, however deep the others are. Every worker of the queue must be
+    /// grouped (a worker that is not takes jobs in BullMQ's order, past the groups).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queue_core::{GroupLimits, Job, JobError, Processor};
+    ///
+    /// async fn render(job: Job<String>) -> Result<(), JobError> { Ok(()) }
+    ///
+    /// let reports = Processor::new("reports")
+    ///     .concurrency(10)
+    ///     .groups(GroupLimits::new().concurrency(2).rate(30, Duration::from_secs(60)))
+    ///     .job("render", render);
+    /// # let _ = reports;
+    /// ```
+    pub fn groups(mut self, limits: crate::GroupLimits) -> Self {
+        self.groups = Some(limits);
         self
     }
 
@@ -282,6 +307,7 @@ impl<Q> Processor<Q> {
             timeout: self.timeout,
             lock_duration: self.lock_duration,
             limiter: self.limiter,
+            groups: self.groups,
             stalled_interval: self.stalled_interval,
             max_stalled_count: self.max_stalled_count,
             cancel_grace: self.cancel_grace,

@@ -1163,15 +1163,7 @@ impl FlowProducer {
         }
         crate::queue::push_telemetry_and_extensions(&mut entries, opts);
 
-        // Encode as msgpack map
-        let mut buf = Vec::with_capacity(64);
-        write_map_len(&mut buf, entries.len() as u32).unwrap();
-        for (key, val) in &entries {
-            write_str(&mut buf, key).unwrap();
-            buf.extend_from_slice(val);
-        }
-
-        buf
+        crate::queue::pack_entries(&entries)
     }
 
     /// Extract a job ID from a Redis value.

@@ -41,6 +41,8 @@ mod failure_record;
 mod finishing;
 /// FlowProducer — atomically add trees of dependent jobs (flows).
 pub mod flow_producer;
+/// Fair groups: per-group round robin, concurrency and rate limits (PATCHES.md, change 21).
+pub mod groups;
 /// Job representation and lifecycle management.
 pub mod job;
 /// Job Scheduler — repeatable/cron-based job scheduling.

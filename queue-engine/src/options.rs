@@ -572,6 +572,9 @@ pub struct WorkerOptions {
     /// Time-series metrics collection. When set, the worker records
     /// completed/failed counts per minute, readable via `Queue::get_metrics`.
     pub metrics: Option<MetricsOptions>,
+    /// Takes jobs one group after the other, each group under these limits
+    /// ([`crate::groups`]). `None` (the default) takes them as BullMQ does.
+    pub groups: Option<crate::groups::GroupLimits>,
 }
 
 /// Configuration for time-series metrics collection.
@@ -616,6 +619,7 @@ impl Default for WorkerOptions {
             skip_stalled_check: false,
             skip_lock_renewal: false,
             event_capacity: None,
+            groups: None,
         }
     }
 }

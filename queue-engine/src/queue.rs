@@ -586,6 +586,13 @@ impl Queue {
             entries.push(("de", b));
         }
 
+        // Stored under Node's name, where the worker that records a failure reads it.
+        if let Some(limit) = opts.stack_trace_limit {
+            let mut b = Vec::new();
+            write_uint(&mut b, u64::from(limit)).unwrap();
+            entries.push(("stackTraceLimit", b));
+        }
+
         // Persist the custom job id so the qualified job key
         // (`{prefix}:{queueName}:{jobId}`) can be parsed back unambiguously.
         // Mirrors `optsAsJSON` in the Node.js backend, which stores `jobId` too.
@@ -599,15 +606,7 @@ impl Queue {
 
         push_telemetry_and_extensions(&mut entries, opts);
 
-        // Encode as msgpack map
-        let mut buf = Vec::with_capacity(64);
-        write_map_len(&mut buf, entries.len() as u32).unwrap();
-        for (key, val) in &entries {
-            write_str(&mut buf, key).unwrap();
-            buf.extend_from_slice(val);
-        }
-
-        buf
+        crate::queue::pack_entries(&entries)
     }
 
     pub(crate) fn encode_remove_on_finish(rof: &crate::types::RemoveOnFinish) -> Vec<u8> {
@@ -2967,19 +2966,32 @@ impl Queue {
 
         push_extensions(&mut entries, opts);
 
-        let mut buf = Vec::with_capacity(64);
-        write_map_len(&mut buf, entries.len() as u32).unwrap();
-        for (key, val) in &entries {
-            write_str(&mut buf, key).unwrap();
-            buf.extend_from_slice(val);
-        }
-        buf
+        crate::queue::pack_entries(&entries)
     }
 
     /// Close the queue connection.
     pub async fn close(&self) {
         self.conn.close().await;
     }
+}
+
+/// Packs an options map's entries (each value already msgpack) as one msgpack map, in a
+/// buffer sized once. A job's options pass 64 bytes as soon as they carry a trace
+/// context (`tm`, about 80 bytes): a buffer grown from 64 was copied twice per add.
+pub(crate) fn pack_entries(entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    use rmp::encode::*;
+    // A map header is at most 5 bytes, a key's str header at most 5.
+    let len = 5 + entries
+        .iter()
+        .map(|(key, value)| 5 + key.len() + value.len())
+        .sum::<usize>();
+    let mut buf = Vec::with_capacity(len);
+    write_map_len(&mut buf, entries.len() as u32).unwrap();
+    for (key, value) in entries {
+        write_str(&mut buf, key).unwrap();
+        buf.extend_from_slice(value);
+    }
+    buf
 }
 
 /// Appends the telemetry metadata (`tm`, `omc`) and the unmodelled options of `opts`
@@ -3475,5 +3487,33 @@ mod dependency_key_tests {
         assert_eq!(split_qualified_job_key("bull::1"), None);
         assert_eq!(split_qualified_job_key("bull:queue:"), None);
         assert_eq!(split_qualified_job_key("queue:1"), None);
+    }
+}
+
+#[cfg(test)]
+mod pack_entries_tests {
+    use super::pack_entries;
+
+    #[test]
+    fn packs_a_msgpack_map_in_a_buffer_sized_once() {
+        let tm = r#"{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}"#;
+        let mut tm_value = Vec::new();
+        rmp::encode::write_str(&mut tm_value, tm).unwrap();
+        let mut attempts = Vec::new();
+        rmp::encode::write_uint(&mut attempts, 3).unwrap();
+        let entries = [("attempts", attempts), ("tm", tm_value)];
+
+        let packed = pack_entries(&entries);
+        let expected_len = 5 + entries
+            .iter()
+            .map(|(k, v)| 5 + k.len() + v.len())
+            .sum::<usize>();
+        assert_eq!(packed.capacity(), expected_len, "never grown");
+
+        let map: std::collections::BTreeMap<String, serde_json::Value> =
+            rmp_serde::from_slice(&packed).unwrap();
+        assert_eq!(map["attempts"], serde_json::json!(3));
+        assert_eq!(map["tm"], serde_json::json!(tm));
+        assert!(pack_entries(&[]).len() == 1, "an empty map is its header");
     }
 }

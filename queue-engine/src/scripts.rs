@@ -307,6 +307,40 @@ impl ScriptRegistry {
                 1,
                 include_str!("commands/removeOrphanedJobs-1.lua"),
             ),
+            // Fair groups (PATCHES.md, change 21): scripts of ours, each with the
+            // helpers of `groupCommon.lua` in front.
+            (
+                "groupTake",
+                15,
+                concat!(
+                    include_str!("commands/groupCommon.lua"),
+                    include_str!("commands/groupTake-15.lua")
+                ),
+            ),
+            (
+                "groupRelease",
+                5,
+                concat!(
+                    include_str!("commands/groupCommon.lua"),
+                    include_str!("commands/groupRelease-5.lua")
+                ),
+            ),
+            (
+                "groupControl",
+                5,
+                concat!(
+                    include_str!("commands/groupCommon.lua"),
+                    include_str!("commands/groupControl-5.lua")
+                ),
+            ),
+            (
+                "groupList",
+                1,
+                concat!(
+                    include_str!("commands/groupCommon.lua"),
+                    include_str!("commands/groupList-1.lua")
+                ),
+            ),
         ]
     }
 }

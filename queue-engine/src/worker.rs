@@ -261,6 +261,8 @@ struct LoopContext {
     metrics_failed_key: String,
     marker_key: String,
     prefix_bytes: Vec<u8>,
+    /// Set when jobs are taken one group after the other (`WorkerOptions::groups`).
+    groups: Option<crate::groups::Grouping>,
 
     // Token generation
     worker_id: String,
@@ -350,6 +352,9 @@ impl LoopContext {
         let metrics_failed_key = keys.get("metrics:failed");
         let marker_key = keys.marker();
         let prefix_bytes = keys.key_prefix().into_bytes();
+        let groups = opts
+            .groups
+            .map(|limits| crate::groups::Grouping::new(&keys, &move_to_active_keys, limits));
 
         Self {
             conn,
@@ -372,6 +377,7 @@ impl LoopContext {
             metrics_failed_key,
             marker_key,
             prefix_bytes,
+            groups,
             worker_id,
             token_counter: std::sync::atomic::AtomicU64::new(0),
             outage: crate::outage::Outage::default(),
@@ -959,15 +965,20 @@ impl Worker {
 
             let token = ctx.next_token();
 
-            // Non-blocking fetch (moveToActive script only).
-            let fetch_result = Self::try_fetch_job_fast(
-                &ctx.conn,
-                &ctx.move_to_active_keys,
-                &ctx.prefix_bytes,
-                &token,
-                &ctx.opts,
-            )
-            .await;
+            // Non-blocking fetch (moveToActive script only, or groupTake).
+            let fetch_result = match ctx.groups.as_ref() {
+                Some(groups) => Self::take_grouped(&ctx, groups, &token).await,
+                None => {
+                    Self::try_fetch_job_fast(
+                        &ctx.conn,
+                        &ctx.move_to_active_keys,
+                        &ctx.prefix_bytes,
+                        &token,
+                        &ctx.opts,
+                    )
+                    .await
+                }
+            };
 
             if fetch_result.is_ok() {
                 ctx.outage.answered(ctx.keys.name());
@@ -1046,7 +1057,14 @@ impl Worker {
             let _slot = slot_guard;
             let mut next = Some(job);
             while let Some(current) = next.take() {
+                let group_slot = task_ctx
+                    .groups
+                    .as_ref()
+                    .map(|_| crate::groups::Grouping::slot_of(&current));
                 next = Self::process_fetched_job(&task_ctx, current, &token).await;
+                if let (Some(groups), Some(slot)) = (task_ctx.groups.as_ref(), group_slot) {
+                    next = Self::end_group_turn(&task_ctx, groups, &slot, &token).await;
+                }
             }
         });
     }
@@ -1369,7 +1387,10 @@ impl Worker {
     /// Whether the finishing script should also fetch the next job in the same
     /// round-trip. Mirrors the Node.js `fetchNextCallback`.
     fn should_fetch_next(ctx: &LoopContext) -> bool {
-        !ctx.closing.load(Ordering::Relaxed)
+        // A grouped worker takes its next job by group (`groupTake`), never
+        // through the finishing script's own fetch, which knows nothing of groups.
+        ctx.groups.is_none()
+            && !ctx.closing.load(Ordering::Relaxed)
             && !ctx.paused.load(Ordering::Relaxed)
             && ctx.active_fetchers.load(Ordering::Relaxed)
                 <= ctx.desired_concurrency.load(Ordering::Relaxed)
@@ -2075,6 +2096,55 @@ impl Worker {
         match result {
             redis::Value::Int(code) if code < 0 => Err(Error::from_script_code(code)),
             _ => Ok(()),
+        }
+    }
+
+    /// Takes the next job of the next group in turn (`groupTake`, PATCHES.md
+    /// change 21); answers as a `moveToActive` fetch.
+    async fn take_grouped(
+        ctx: &LoopContext,
+        groups: &crate::groups::Grouping,
+        token: &str,
+    ) -> Result<FetchResult, Error> {
+        let opts_packed = pack_move_to_active_opts(token, &ctx.opts);
+        let result = groups.take(&ctx.conn, &opts_packed, None).await?;
+        Self::parse_move_to_active_result(&result)
+    }
+
+    /// After a grouped attempt: gives back its group slot and, when this task may go
+    /// on (as a finishing script's `fetchNext` would), takes the next job in the same
+    /// call, so that tasks take their next jobs in parallel rather than one by one
+    /// through the fetch driver. On failure the slot comes back once its lock is found
+    /// gone (`groupTake`'s repair), and a job taken under the token by a call whose
+    /// answer was lost comes back through stalled-job recovery.
+    async fn end_group_turn(
+        ctx: &LoopContext,
+        groups: &crate::groups::Grouping,
+        slot: &crate::groups::Slot,
+        token: &str,
+    ) -> Option<Job> {
+        let go_on = !ctx.closing.load(Ordering::Relaxed)
+            && !ctx.paused.load(Ordering::Relaxed)
+            && ctx.active_fetchers.load(Ordering::Relaxed)
+                <= ctx.desired_concurrency.load(Ordering::Relaxed);
+        if !go_on {
+            if let Err(e) = groups.release(&ctx.conn, slot, token).await {
+                warn!(error = %e, ?slot, "cannot give back a group slot; it comes back once its lock is gone");
+            }
+            return None;
+        }
+        let opts_packed = pack_move_to_active_opts(token, &ctx.opts);
+        let taken = groups
+            .take(&ctx.conn, &opts_packed, Some((slot, token)))
+            .await
+            .and_then(|reply| Self::parse_move_to_active_result(&reply));
+        match taken {
+            Ok(FetchResult::Job(job)) => Some(*job),
+            Ok(_) => None,
+            Err(e) => {
+                warn!(error = %e, ?slot, "cannot give back a group slot and take the next job; the slot comes back once its lock is gone");
+                None
+            }
         }
     }
 

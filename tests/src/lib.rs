@@ -11,6 +11,7 @@ mod cluster;
 pub mod db;
 mod doc_pages;
 pub mod fixtures;
+pub mod group_chaos;
 pub mod http;
 pub mod logs;
 pub mod node;

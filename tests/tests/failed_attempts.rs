@@ -239,5 +239,13 @@ async fn a_long_error_chain_is_cut_and_the_entries_are_bounded() {
         assert!(entry.len() < 8 * 1024 + 64, "{} bytes", entry.len());
         assert!(entry.ends_with("... (cut at 8 KiB)"));
     }
+    // The job's own limit, as Node's `stackTraceLimit`.
+    let limited = JobOptions::new()
+        .job_id("fa-5")
+        .attempts(4)
+        .stack_trace_limit(2);
+    queue.add("welcome", "long".into(), limited).await.unwrap();
+    let failed = job_in(&queue, "fa-5", JobState::Failed, 2).await;
+    assert_eq!(failed.attempts_made, 4);
     workers.shutdown(SOON).await;
 }

@@ -408,3 +408,21 @@ async fn a_request_cut_off_by_a_timeout_runs_to_its_end_and_its_retry_gets_the_a
     assert_eq!(retried.header("idempotent-replayed"), Some("true"));
     assert_eq!(counts.slow.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn an_inline_app_keeps_its_keys_in_memory_so_a_unit_test_needs_no_redis() {
+    let app = queue_core::QueueApp::builder()
+        .build_inline()
+        .expect("an inline app builds");
+    let counts = Counts::default();
+    let addr = serve(routes(&app, counts.clone(), |l| l)).await;
+    let first = send(addr, "/orders", Some("k-1"), r#"{"item":"tea"}"#).await;
+    assert_eq!(first.status, 201);
+    let again = send(addr, "/orders", Some("k-1"), r#"{"item":"tea"}"#).await;
+    assert_eq!(again.status, 201);
+    assert_eq!(again.json(), first.json());
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    let changed = send(addr, "/orders", Some("k-1"), r#"{"item":"cake"}"#).await;
+    assert_eq!(changed.status, 422, "the same key with another request");
+    assert_eq!(counts.orders.load(Ordering::SeqCst), 1);
+}

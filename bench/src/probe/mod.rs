@@ -55,6 +55,8 @@ pub(crate) fn now_us() -> u64 {
 pub(crate) struct StartCounter {
     started: AtomicU64,
     first: OnceLock<Instant>,
+    /// The process's CPU time at the first start, ms.
+    first_cpu: OnceLock<f64>,
 }
 
 impl StartCounter {
@@ -62,10 +64,12 @@ impl StartCounter {
         StartCounter {
             started: AtomicU64::new(0),
             first: OnceLock::new(),
+            first_cpu: OnceLock::new(),
         }
     }
 
     pub(crate) fn mark(&self) {
+        self.first_cpu.get_or_init(cpu_ms);
         self.first.get_or_init(Instant::now);
         self.started.fetch_add(1, Ordering::Relaxed);
     }
@@ -85,8 +89,35 @@ pub(crate) fn peak_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time this process has used so far (user + system), in milliseconds, from
+/// `/proc/self/stat` (clock ticks of 10 ms).
+pub(crate) fn cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name, which is in brackets and may hold spaces.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) * 10.0
+}
+
 pub(crate) fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// How a `work` run went: the time from the first handler start to the last job in the
+/// completed set, and how many `ZCARD`s the timing loop sent (the command-count suite
+/// takes them out: Node's worker counts its own completions and sends none).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timed {
+    pub(crate) took: Duration,
+    pub(crate) polls: u64,
+    /// The process's CPU time over `took`, ms.
+    pub(crate) cpu_ms: f64,
 }
 
 /// Waits until `n` handlers have started and `n` jobs sit in the completed set; returns
@@ -95,12 +126,14 @@ pub(crate) async fn time_until_completed(
     counter: &StartCounter,
     queue: &str,
     n: u64,
-) -> BenchResult<Duration> {
+) -> BenchResult<Timed> {
     let client = redis::Client::open(redis_url())?;
     let mut conn = client.get_multiplexed_async_connection().await?;
     let completed_key = format!("bull:{queue}:completed");
+    let mut polls = 0;
     loop {
         if counter.started() >= n {
+            polls += 1;
             let done: u64 = redis::cmd("ZCARD")
                 .arg(&completed_key)
                 .query_async(&mut conn)
@@ -112,7 +145,12 @@ pub(crate) async fn time_until_completed(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let first = counter.first.get().copied().unwrap_or_else(Instant::now);
-    Ok(first.elapsed())
+    let cpu = cpu_ms() - counter.first_cpu.get().copied().unwrap_or(0.0);
+    Ok(Timed {
+        took: first.elapsed(),
+        polls,
+        cpu_ms: cpu,
+    })
 }
 
 fn print(value: &serde_json::Value) {
@@ -171,14 +209,16 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
                             .ok_or_else(|| format!("`{other}`: observed or observed=<0..1>"))?,
                     ),
                 };
-                let (took, spans) = match (ours, observed) {
+                let (timed, spans) = match (ours, observed) {
                     (true, observed) => ours::work(&queue, n, observed).await?,
                     (false, None) => (raw::work(&queue, concurrency, n).await?, 0),
                     (false, Some(_)) => return Err("only ours can be observed".into()),
                 };
                 print(&serde_json::json!({
-                    "ms": millis(took),
+                    "ms": millis(timed.took),
+                    "polls": timed.polls,
                     "peakRssKb": peak_rss_kb(),
+                    "cpuMs": timed.cpu_ms,
                     "spans": spans,
                 }));
             }

@@ -37,6 +37,33 @@ async fn noop_c100(_job: Job<Email>) -> Result<(), JobError> {
     Ok(())
 }
 
+/// One millisecond of a real job's waiting (an I/O call), for the observability suite:
+/// a no-op handler makes any per-job cost look large.
+async fn one_millisecond_of_work() {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
+#[processor("bench-w1", concurrency = 1)]
+async fn work_c1(_job: Job<Email>) -> Result<(), JobError> {
+    STARTS.mark();
+    one_millisecond_of_work().await;
+    Ok(())
+}
+
+#[processor("bench-w10", concurrency = 10)]
+async fn work_c10(_job: Job<Email>) -> Result<(), JobError> {
+    STARTS.mark();
+    one_millisecond_of_work().await;
+    Ok(())
+}
+
+#[processor("bench-w100", concurrency = 100)]
+async fn work_c100(_job: Job<Email>) -> Result<(), JobError> {
+    STARTS.mark();
+    one_millisecond_of_work().await;
+    Ok(())
+}
+
 /// Where the latency handler reports (sent, started) to the producer loop.
 static LATENCY: OnceLock<mpsc::UnboundedSender<(u64, u64)>> = OnceLock::new();
 
@@ -90,7 +117,7 @@ pub(super) async fn work(
     queue: &str,
     n: u64,
     observed: Option<f64>,
-) -> BenchResult<(Duration, u64)> {
+) -> BenchResult<(super::Timed, u64)> {
     let observed = observed
         .map(super::observed::Observed::install)
         .transpose()?;
@@ -104,13 +131,13 @@ pub(super) async fn work(
     }
     let app = builder.build().await?;
     let workers = app.start_workers_for(&[queue]).await?;
-    let took = super::time_until_completed(&STARTS, queue, n).await?;
+    let timed = super::time_until_completed(&STARTS, queue, n).await?;
     workers.shutdown(Duration::from_secs(5)).await;
     let spans = match observed {
         Some(observed) => observed.finish()?,
         None => 0,
     };
-    Ok((took, spans))
+    Ok((timed, spans))
 }
 
 pub(super) async fn latency(queue: &str, n: u64) -> BenchResult<Vec<u64>> {

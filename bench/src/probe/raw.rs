@@ -57,7 +57,7 @@ pub(super) async fn enqueue(name: &str, mode: &str, n: u64) -> BenchResult<Durat
     Ok(started.elapsed())
 }
 
-pub(super) async fn work(name: &str, concurrency: usize, n: u64) -> BenchResult<Duration> {
+pub(super) async fn work(name: &str, concurrency: usize, n: u64) -> BenchResult<super::Timed> {
     let options = WorkerOptions {
         connection: connection(),
         concurrency,
@@ -72,9 +72,9 @@ pub(super) async fn work(name: &str, concurrency: usize, n: u64) -> BenchResult<
         options,
     )
     .await?;
-    let took = super::time_until_completed(&STARTS, name, n).await?;
+    let timed = super::time_until_completed(&STARTS, name, n).await?;
     worker.close(5_000).await?;
-    Ok(took)
+    Ok(timed)
 }
 
 pub(super) async fn latency(name: &str, n: u64) -> BenchResult<Vec<u64>> {

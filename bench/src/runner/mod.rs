@@ -3,12 +3,17 @@
 //! and a Markdown report of medians and ratios on stdout.
 
 mod cluster;
+mod commands;
 mod dashboard;
 mod dashboard_tabs;
 mod floor;
+mod groups;
 mod health;
+mod http;
+mod observability;
 mod outbox;
 mod redis;
+mod results;
 mod stats;
 mod status;
 mod suites;
@@ -29,8 +34,8 @@ pub(super) struct Settings {
     /// `BENCH_LATENCY_JOBS` (default 500): probes per latency run.
     latency_jobs: u64,
     /// `BENCH_HTTP_SECS` (default 10): length of each HTTP load. (`BENCH_SUITES`, a comma list
-    /// of floor, enqueue, throughput, latency, http, outbox, status, health, observability,
-    /// dashboard, cluster, footprint, runs only those.)
+    /// of floor, enqueue, throughput, latency, http, results, outbox, status, health,
+    /// observability, dashboard, groups, cluster, commands, footprint, runs only those.)
     http_secs: u64,
 }
 
@@ -117,13 +122,19 @@ pub(crate) fn run_all() -> BenchResult<()> {
         rss = measured;
     }
     if wanted("observability") {
-        report.push_str(&suites::observability(&mut redis, settings)?);
+        report.push_str(&observability::measure(&mut redis, settings)?);
+    }
+    if wanted("commands") {
+        report.push_str(&commands::measure(&mut redis)?);
     }
     if wanted("latency") {
         report.push_str(&suites::latency(&mut redis, settings)?);
     }
     if wanted("http") {
-        report.push_str(&suites::http(&mut redis, settings)?);
+        report.push_str(&http::measure(&mut redis, settings)?);
+    }
+    if wanted("results") {
+        report.push_str(&results::measure(&mut redis)?);
     }
     if wanted("outbox") {
         report.push_str(&outbox::measure(&mut redis, settings)?);
@@ -136,6 +147,9 @@ pub(crate) fn run_all() -> BenchResult<()> {
     }
     if wanted("dashboard") {
         report.push_str(&dashboard::measure(&mut redis)?);
+    }
+    if wanted("groups") {
+        report.push_str(&groups::measure(&mut redis, settings)?);
     }
     if wanted("cluster") {
         report.push_str(&cluster::measure(&mut redis, settings)?);

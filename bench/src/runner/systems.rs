@@ -30,9 +30,8 @@ impl System {
     fn command(self, redis_url: &str, args: &[&str]) -> BenchResult<Command> {
         let mut command = match self {
             System::Node => {
-                let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("node/bench.mjs");
-                let mut node = Command::new("node");
-                node.arg(script).args(args);
+                let mut node = node_script("bench.mjs");
+                node.args(args);
                 node
             }
             System::Ours | System::Raw => {
@@ -49,19 +48,8 @@ impl System {
 
     /// Runs `args` to the end and parses its one line of JSON.
     pub(super) fn run(self, redis_url: &str, args: &[&str]) -> BenchResult<serde_json::Value> {
-        let output = self
-            .command(redis_url, args)?
-            .stderr(Stdio::inherit())
-            .output()?;
-        if !output.status.success() {
-            return Err(format!("{} {args:?} failed: {}", self.label(), output.status).into());
-        }
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let line = stdout
-            .lines()
-            .last()
-            .ok_or_else(|| format!("{} {args:?} printed nothing", self.label()))?;
-        Ok(serde_json::from_str(line)?)
+        let command = self.command(redis_url, args)?;
+        run_to_json(command, &format!("{} {args:?}", self.label()))
     }
 
     /// Starts a long-running command (a server); the caller kills it.
@@ -71,4 +59,29 @@ impl System {
             .stdout(Stdio::null())
             .spawn()?)
     }
+}
+
+/// `node bench/node/<script>`.
+pub(super) fn node_script(script: &str) -> Command {
+    let mut node = Command::new("node");
+    node.arg(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("node")
+            .join(script),
+    );
+    node
+}
+
+/// Runs `command` to the end and parses the last line it printed as JSON.
+pub(super) fn run_to_json(mut command: Command, what: &str) -> BenchResult<serde_json::Value> {
+    let output = command.stderr(Stdio::inherit()).output()?;
+    if !output.status.success() {
+        return Err(format!("{what} failed: {}", output.status).into());
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .last()
+        .ok_or_else(|| format!("{what} printed nothing"))?;
+    Ok(serde_json::from_str(line)?)
 }

@@ -347,3 +347,93 @@ async fn an_export_attempt_that_times_out_is_retried_and_resumes_then_fails() {
     assert!((3..10).contains(&written), "{written} batches");
     svc.stop().await;
 }
+
+/// The server-sent events of `path` until the stream ends: `(event, data)` pairs.
+async fn stream_to_end(svc: &Running, path: &str) -> Vec<(String, serde_json::Value)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(svc.addr).await.unwrap();
+    // HTTP/1.0: the body is the stream itself, until the server closes it.
+    let head = format!(
+        "GET {path} HTTP/1.0\r\nHost: {}\r\nAuthorization: {}\r\n\r\n",
+        svc.addr,
+        bearer(ADMIN)
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(SOON, stream.read_to_end(&mut raw))
+        .await
+        .expect("the stream ends with the report")
+        .unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    body.split("\n\n")
+        .filter_map(|block| {
+            let event = block.lines().find_map(|l| l.strip_prefix("event:"))?;
+            let data = block.lines().find_map(|l| l.strip_prefix("data:"))?;
+            Some((
+                event.trim().to_owned(),
+                serde_json::from_str(data.trim()).unwrap(),
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_report_streams_its_steps_live() {
+    let svc = start("wa-report-live", FailurePolicy::Never).await;
+    add_users(&svc).await;
+    // Held until the stream is open, so that it sees every step move.
+    let report = svc.app.queue::<serde_json::Value>("report").unwrap();
+    report.pause().await.unwrap();
+    let started = svc
+        .operator_post("/reports", &serde_json::json!({"month": MONTH}))
+        .await;
+    assert_eq!(started.status, 202);
+    let path = format!("/reports/{MONTH}/events");
+    let reading = async { stream_to_end(&svc, &path).await };
+    let resuming = async {
+        // The stream's first event is sent at once; resume a moment after it opened.
+        wait_until(SOON, "the stream to watch the steps", || async {
+            (svc.app.watch_stats().watchers >= 4).then_some(())
+        })
+        .await;
+        report.resume().await.unwrap();
+    };
+    let (events, ()) = tokio::join!(reading, resuming);
+    let states: Vec<Vec<String>> = events
+        .iter()
+        .map(|(_, status)| {
+            status["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["state"].as_str().unwrap_or("none").to_owned())
+                .collect()
+        })
+        .collect();
+    assert!(events.iter().all(|(event, _)| event == "report"));
+    assert_eq!(
+        states[0],
+        [
+            "waiting",
+            "waiting-children",
+            "waiting-children",
+            "waiting-children"
+        ]
+    );
+    assert_eq!(states.last().unwrap(), &["completed"; 4]);
+    assert!(
+        events.len() >= 4,
+        "one event per move, not only the first and the last: {states:?}"
+    );
+    assert_eq!(events.last().unwrap().1["file"], "reports/2025-11.txt");
+    // Every stream and its watchers are gone with the report.
+    wait_until(SOON, "the stream's watchers to leave", || async {
+        (svc.app.watch_stats().watchers == 0).then_some(())
+    })
+    .await;
+}

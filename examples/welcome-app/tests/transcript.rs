@@ -320,7 +320,9 @@ fn check_answer(shown: &[String], stdout: &str, learnt: &Learnt) -> Result<Learn
             ))?;
         same_text(value, got.1, &mut learnt, name)?;
     }
-    if let Some(body) = body {
+    if let Some(body) = body.as_deref().filter(|b| b.starts_with("event:")) {
+        same_events(body, got_body, &mut learnt)?;
+    } else if let Some(body) = body {
         let shown: Value = serde_json::from_str(&body)
             .map_err(|e| format!("the README's answer is not JSON ({e}): {body}"))?;
         let got: Value = serde_json::from_str(got_body)
@@ -328,6 +330,51 @@ fn check_answer(shown: &[String], stdout: &str, learnt: &Learnt) -> Result<Learn
         same_json(&shown, &got, &mut learnt, "answer")?;
     }
     Ok(learnt)
+}
+
+/// Server-sent events as `(event, data)` pairs (ids and comments left out). The README's
+/// lines come joined by spaces (`split_shown`): each field starts a line again.
+fn events_of(text: &str) -> Vec<(String, String)> {
+    let text = text
+        .replace(" event:", "\nevent:")
+        .replace(" data:", "\ndata:")
+        .replace(" id:", "\nid:");
+    let mut events: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("event:") {
+            events.push((name.trim().to_owned(), String::new()));
+        } else if let (Some(data), Some(last)) = (line.strip_prefix("data:"), events.last_mut()) {
+            last.1.push_str(data.trim());
+        }
+    }
+    events
+}
+
+/// Compares a stream as shown (its events joined into one line by `split_shown`) with
+/// the stream answered: the same events in order, their data as JSON.
+fn same_events(shown: &str, got: &str, learnt: &mut Learnt) -> Result<(), String> {
+    let (shown, got) = (events_of(shown), events_of(got));
+    if shown.len() != got.len() {
+        return Err(format!(
+            "the README shows {} events, the stream sent {}: {got:?}",
+            shown.len(),
+            got.len()
+        ));
+    }
+    for (i, ((shown_name, shown_data), (got_name, got_data))) in shown.iter().zip(&got).enumerate()
+    {
+        if shown_name != got_name {
+            return Err(format!(
+                "event {i}: the README shows `{shown_name}`, the stream sent `{got_name}`"
+            ));
+        }
+        let shown: Value = serde_json::from_str(shown_data)
+            .map_err(|e| format!("the README's event {i} is not JSON ({e}): {shown_data}"))?;
+        let got: Value = serde_json::from_str(got_data)
+            .map_err(|e| format!("the stream's event {i} is not JSON ({e}): {got_data}"))?;
+        same_json(&shown, &got, learnt, &format!("event {i}"))?;
+    }
+    Ok(())
 }
 
 /// The running service, its log lines, and its private Redis.

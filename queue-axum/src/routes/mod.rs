@@ -1,6 +1,7 @@
 //! The job-status route: `GET /jobs/{queue}/{id}`; a flow job's parent and children
 //! in [`flow`].
 
+mod events;
 mod flow;
 
 use std::sync::Arc;
@@ -64,6 +65,9 @@ pub struct JobRoutes {
     include_return_value: bool,
     queues: Option<Arc<[String]>>,
     redis_wait: Duration,
+    /// One permit per open live stream, shared by the clones of these settings.
+    live_streams: Arc<tokio::sync::Semaphore>,
+    live_stream_lifetime: Duration,
 }
 
 /// How long the status route waits for Redis by default.
@@ -81,6 +85,8 @@ impl Default for JobRoutes {
             include_return_value: false,
             queues: None,
             redis_wait: DEFAULT_STATUS_REDIS_WAIT,
+            live_streams: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_JOB_STREAMS)),
+            live_stream_lifetime: DEFAULT_JOB_STREAM_LIFETIME,
         }
     }
 }
@@ -132,12 +138,34 @@ impl JobRoutes {
         self
     }
 
-    /// The router, at `/jobs/{queue}/{id}`.
-    pub fn router<S: Clone + Send + Sync + 'static>(self) -> Router<S> {
-        Router::new().route("/jobs/{queue}/{id}", get(status).with_state(self))
+    /// The most live streams (`GET /jobs/{queue}/{id}/events`) open at once, across
+    /// the clones of these settings (default [`DEFAULT_MAX_JOB_STREAMS`]); past it, a
+    /// new stream is answered 503 with `Retry-After`.
+    pub fn max_live_streams(mut self, max: usize) -> Self {
+        self.live_streams = Arc::new(tokio::sync::Semaphore::new(max));
+        self
     }
 
-    fn serves(&self, app: &QueueApp, queue: &str) -> bool {
+    /// How long a live stream lasts at most (default [`DEFAULT_JOB_STREAM_LIFETIME`]);
+    /// the client's `EventSource` then opens another, which starts with the job's
+    /// current state.
+    pub fn live_stream_lifetime(mut self, lifetime: Duration) -> Self {
+        self.live_stream_lifetime = lifetime;
+        self
+    }
+
+    /// The router: the status at `/jobs/{queue}/{id}`, its live stream at
+    /// `/jobs/{queue}/{id}/events`.
+    pub fn router<S: Clone + Send + Sync + 'static>(self) -> Router<S> {
+        Router::new()
+            .route("/jobs/{queue}/{id}", get(status).with_state(self.clone()))
+            .route(
+                "/jobs/{queue}/{id}/events",
+                get(events::stream).with_state(self),
+            )
+    }
+
+    pub(crate) fn serves(&self, app: &QueueApp, queue: &str) -> bool {
         let listed = self
             .queues
             .as_ref()
@@ -146,10 +174,18 @@ impl JobRoutes {
     }
 }
 
+/// Live streams open at once by default, per [`JobRoutes`].
+pub const DEFAULT_MAX_JOB_STREAMS: usize = 256;
+
+/// How long a job's live stream lasts by default before it ends (and the client's
+/// `EventSource` opens another): no stream is held for ever, and a proxy's idle limit
+/// never cuts one mid-update.
+pub const DEFAULT_JOB_STREAM_LIFETIME: Duration = Duration::from_secs(600);
+
 /// What the status route answers.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct JobStatus {
+pub(crate) struct JobStatus {
     queue: String,
     id: String,
     name: String,
@@ -213,12 +249,13 @@ async fn status(
     }
 }
 
-enum Lookup {
+pub(crate) enum Lookup {
     UnknownQueue,
     Queue(QueueError),
 }
 
-async fn lookup(
+/// The job's status as these settings show it; `None` when there is no such job.
+pub(crate) async fn lookup(
     app: &QueueApp,
     queue: &str,
     id: &str,

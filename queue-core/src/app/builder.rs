@@ -512,6 +512,7 @@ impl QueueAppBuilder {
             .iter()
             .map(|r| (renames.owned(r.queue), *r))
             .collect();
+        let watch = Arc::new(crate::watch::JobWatch::new(conn.clone()));
         QueueApp {
             inner: Arc::new(AppInner {
                 conn,
@@ -529,6 +530,7 @@ impl QueueAppBuilder {
                     #[cfg(feature = "sqlx")]
                     outbox: self.outbox,
                     memory: memory.clone(),
+                    watch,
                 },
                 backoffs: self.backoffs,
                 queues: Mutex::new(HashMap::new()),

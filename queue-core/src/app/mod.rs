@@ -234,6 +234,7 @@ impl QueueApp {
                 concurrency: plan.concurrency,
                 lock_duration: plan.lock_duration,
                 limiter: plan.limiter,
+                groups: plan.groups,
                 stalled_interval: plan.stalled_interval,
                 max_stalled_count: plan.max_stalled_count,
                 backoff: self.inner.backoffs.as_lookup(),
@@ -444,6 +445,20 @@ impl QueueApp {
         Ok(QueueEvents::new(Box::new(
             EngineQueueEvents::open(&self.inner.conn, queue).await?,
         )))
+    }
+
+    /// How many queues this app reads the event stream of for its job watchers (waits,
+    /// live streams, [`JobWatcher`](crate::JobWatcher)s), and how many watchers there
+    /// are: one reader per queue, however many watch.
+    ///
+    /// ```no_run
+    /// # fn demo(app: queue_core::QueueApp) {
+    /// let stats = app.watch_stats();
+    /// println!("{} waiters on {} readers", stats.watchers, stats.readers);
+    /// # }
+    /// ```
+    pub fn watch_stats(&self) -> crate::WatchStats {
+        self.inner.producer.watch.stats()
     }
 
     /// The key prefix.

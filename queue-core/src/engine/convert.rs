@@ -121,11 +121,23 @@ pub(crate) fn options_to_engine(opts: &JobOptions, timestamp_ms: u64) -> bullmq:
     if let Some(timeout) = opts.timeout {
         extensions.insert(TIMEOUT_KEY.to_owned(), millis(timeout).into());
     }
+    let priority = opts.priority.filter(|p| *p > 0);
+    if let Some(group) = &opts.group {
+        // A grouped job's priority orders it inside its group: kept in the group
+        // option, so BullMQ's add leaves the job in `wait` for the group take to
+        // adopt (a priority of BullMQ's own would put it in `prioritized`, where
+        // no group take looks for new jobs).
+        let mut value = serde_json::json!({ "id": group });
+        if let Some(p) = priority {
+            value["priority"] = p.into();
+        }
+        extensions.insert(bullmq::groups::GROUP_OPTION.to_owned(), value);
+    }
     bullmq::JobOptions {
         attempts: opts.attempts,
         backoff: opts.backoff.as_ref().map(backoff_to_engine),
         delay: opts.delay.map(millis).filter(|d| *d > 0),
-        priority: opts.priority.filter(|p| *p > 0),
+        priority: priority.filter(|_| opts.group.is_none()),
         lifo: opts.lifo.then_some(true),
         job_id: opts.job_id.clone(),
         remove_on_complete: opts.remove_on_complete.map(keep_to_engine),
@@ -141,6 +153,7 @@ pub(crate) fn options_to_engine(opts: &JobOptions, timestamp_ms: u64) -> bullmq:
                 keep_last_if_active: None,
             }),
         timestamp: Some(timestamp_ms),
+        stack_trace_limit: opts.stack_trace_limit,
         telemetry_metadata: opts.trace.as_ref().map(TraceContext::to_metadata),
         extensions,
         ..Default::default()
@@ -154,7 +167,10 @@ pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
         attempts: opts.attempts,
         backoff: opts.backoff.as_ref().map(backoff_from_engine),
         delay: opts.delay.filter(|d| *d > 0).map(Duration::from_millis),
-        priority: opts.priority.filter(|p| *p > 0),
+        priority: opts
+            .priority
+            .filter(|p| *p > 0)
+            .or_else(|| group_priority(opts)),
         lifo: opts.lifo.unwrap_or(false),
         job_id: opts.job_id.clone(),
         remove_on_complete: opts.remove_on_complete.as_ref().map(keep_from_engine),
@@ -176,7 +192,16 @@ pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
             .as_deref()
             .filter(|_| opts.telemetry_omit_context != Some(true))
             .and_then(TraceContext::from_metadata),
+        stack_trace_limit: opts.stack_trace_limit,
+        group: bullmq::groups::group_of(opts).map(std::borrow::Cow::into_owned),
     }
+}
+
+/// A grouped job's priority inside its group (`opts.group.priority`).
+fn group_priority(opts: &bullmq::JobOptions) -> Option<u32> {
+    let group = opts.extensions.get(bullmq::groups::GROUP_OPTION)?;
+    let p = group.get("priority")?.as_u64()?;
+    u32::try_from(p).ok().filter(|p| *p > 0)
 }
 
 /// BullMQ's range names; `waiting` also covers jobs parked by a paused queue.
@@ -230,7 +255,7 @@ pub(crate) fn job_info(job: &bullmq::Job) -> JobInfo {
             .map(str::to_owned),
         return_value,
         delay: Duration::from_millis(job.delay()),
-        priority: job.priority(),
+        priority: group_priority(job.opts()).unwrap_or_else(|| job.priority()),
         options: options_from_engine(job.opts()),
         stacktrace: match job.stacktrace() {
             "" => Vec::new(),
@@ -307,6 +332,23 @@ mod tests {
         ));
         assert_eq!(options_from_engine(&engine), ours);
         // What the add script stores (msgpack in, JSON out) reads back the same way.
+        let stored: bullmq::JobOptions =
+            serde_json::from_str(&serde_json::to_string(&engine).unwrap()).unwrap();
+        assert_eq!(options_from_engine(&stored), ours);
+    }
+
+    #[test]
+    fn a_grouped_jobs_priority_travels_in_its_group_option() {
+        let ours = JobOptions::new().group("tenant-42").priority(3);
+        let engine = options_to_engine(&ours, 1);
+        assert_eq!(
+            engine.priority, None,
+            "BullMQ's add must leave it in `wait`"
+        );
+        assert_eq!(
+            engine.extensions.get("group"),
+            Some(&serde_json::json!({ "id": "tenant-42", "priority": 3 }))
+        );
         let stored: bullmq::JobOptions =
             serde_json::from_str(&serde_json::to_string(&engine).unwrap()).unwrap();
         assert_eq!(options_from_engine(&stored), ours);

@@ -17,11 +17,11 @@ pub(crate) struct LiveJob {
     job: Arc<Mutex<bullmq::Job>>,
     id: String,
     queue: String,
-    conn: Connection,
+    conn: Arc<Connection>,
 }
 
 impl LiveJob {
-    pub(super) fn new(job: bullmq::Job, queue: &str, conn: Connection) -> Self {
+    pub(super) fn new(job: bullmq::Job, queue: &str, conn: Arc<Connection>) -> Self {
         LiveJob {
             id: job.id().to_owned(),
             job: Arc::new(Mutex::new(job)),

@@ -101,6 +101,8 @@ pub(crate) struct WorkerSettings {
     pub(crate) concurrency: usize,
     pub(crate) lock_duration: Option<Duration>,
     pub(crate) limiter: Option<(u64, Duration)>,
+    /// Each group's limits, when the queue's jobs are taken by group.
+    pub(crate) groups: Option<crate::GroupLimits>,
     pub(crate) stalled_interval: Option<Duration>,
     pub(crate) max_stalled_count: Option<u32>,
     pub(crate) backoff: Option<BackoffFn>,
@@ -167,6 +169,7 @@ impl EngineWorker {
         if let Some((max, per)) = settings.limiter {
             options.limiter = Some(bullmq::RateLimiterOptions::new(max, per));
         }
+        options.groups = settings.groups.map(super::queue::limits_to_engine);
         options.remove_on_complete = Some(keep_to_engine(settings.keep_completed));
         options.remove_on_fail = Some(keep_to_engine(settings.keep_failed));
         if let Some(max_data_points) = settings.metrics_data_points {
@@ -258,6 +261,8 @@ fn engine_processor(
     reads_children: ReadsChildren,
 ) -> bullmq::worker::ProcessorFn {
     let keeper = Arc::new(keeper);
+    // Shared, not copied per job: a connection's clone is several allocations.
+    let (conn, queue) = (Arc::new(conn), Arc::<str>::from(queue));
     Arc::new(move |engine_job: bullmq::Job, token: CancellationToken| {
         let conn = conn.clone();
         let queue = queue.clone();
@@ -300,7 +305,10 @@ fn engine_processor(
             // Everything the attempt needs came with the job: its timeout and trace
             // context are in its stored options.
             let meta = job_meta(&engine_job, &queue);
-            let data = engine_job.data().clone();
+            // Moved, not copied: the engine keeps its own copy for after the attempt,
+            // and the job handed to `LiveJob` needs no payload.
+            let mut engine_job = engine_job;
+            let data = engine_job.take_data();
             let ctx = JobContext::Live(Arc::new(LiveJob::new(engine_job, &queue, conn.clone())));
             let explain_null = data.is_null().then(|| {
                 let (conn, queue, id) = (conn.clone(), meta.queue.clone(), meta.id.clone());

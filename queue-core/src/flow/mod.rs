@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::job::JobState;
 use crate::options::JobOptions;
 use crate::queue::{AddedJob, Queue};
+use crate::watch::JobLink;
 
 /// What a child's final failure does to its parent. Every child of a flow states one:
 /// BullMQ's default (none of these) leaves the parent waiting for that child forever,
@@ -243,7 +244,7 @@ impl AddedFlow {
         all
     }
 
-    fn new(prepared: &PreparedJob, ids: AddedIds) -> Self {
+    fn new<T>(queue: &Queue<T>, prepared: &PreparedJob, ids: AddedIds) -> Self {
         let state = if prepared.children.is_empty() {
             prepared.options.initial_state()
         } else {
@@ -256,12 +257,17 @@ impl AddedFlow {
                 name: prepared.name.clone(),
                 duplicate: ids.existing.is_some(),
                 state: Some(ids.existing.unwrap_or(state)),
+                link: if prepared.queue == queue.name() {
+                    JobLink::to(queue)
+                } else {
+                    JobLink::to(&queue.sibling(&prepared.queue))
+                },
             },
             children: prepared
                 .children
                 .iter()
                 .zip(ids.children)
-                .map(|(child, ids)| AddedFlow::new(child, ids))
+                .map(|(child, ids)| AddedFlow::new(queue, child, ids))
                 .collect(),
         }
     }
@@ -289,7 +295,7 @@ pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
     queue.admit()?;
     let work = async {
         match crate::engine::add_flow(queue.connection(), &prepared, &claims).await? {
-            FlowWrite::Added(ids) => Ok(AddedFlow::new(&prepared, ids)),
+            FlowWrite::Added(ids) => Ok(AddedFlow::new(&queue, &prepared, ids)),
             FlowWrite::RootExists => {
                 let id = prepared.options.job_id.clone().unwrap_or_default();
                 let outcome = crate::engine::AddOutcome {

@@ -140,7 +140,7 @@ impl_parent_handler!(A1, A2, A3);
 impl_parent_handler!(A1, A2, A3, A4);
 impl_parent_handler!(A1, A2, A3, A4, A5);
 
-type RunFn = dyn Fn(Job<serde_json::Value>, &Deps) -> BoxFuture<'static, Result<serde_json::Value, JobError>>
+type RunFn = dyn Fn(Job<serde_json::Value>, Arc<Deps>) -> BoxFuture<'static, Result<serde_json::Value, JobError>>
     + Send
     + Sync;
 
@@ -171,23 +171,23 @@ impl ErasedHandler {
     /// Erases `handler`'s types.
     pub fn new<H: Handler<Args>, Args>(handler: H) -> Self {
         let payload_type = type_name::<H::Payload>();
-        let run = move |job: Job<serde_json::Value>, deps: &Deps| -> BoxFuture<'static, _> {
-            let typed = match deserialize_payload::<H::Payload>(job) {
-                Ok(typed) => typed,
-                Err(e) => return Box::pin(std::future::ready(Err(e))),
-            };
-            let Some(future) = handler.call(typed, deps) else {
-                let missing = H::dependencies()
-                    .into_iter()
-                    .filter(|d| !deps.contains(d))
-                    .map(|d| d.type_name)
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                return Box::pin(std::future::ready(Err(JobError::unrecoverable_msg(
-                    format!("dependency not provided: {missing}"),
-                ))));
-            };
+        // One boxed future per attempt, which does everything when first polled (see
+        // `run`): the payload's deserialization, the call, the return value's JSON.
+        let run = move |job: Job<serde_json::Value>, deps: Arc<Deps>| -> BoxFuture<'static, _> {
+            let handler = handler.clone();
             Box::pin(async move {
+                let typed = deserialize_payload::<H::Payload>(job)?;
+                let Some(future) = handler.call(typed, &deps) else {
+                    let missing = H::dependencies()
+                        .into_iter()
+                        .filter(|d| !deps.contains(d))
+                        .map(|d| d.type_name)
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(JobError::unrecoverable_msg(format!(
+                        "dependency not provided: {missing}"
+                    )));
+                };
                 let output = future.await?;
                 serde_json::to_value(output).map_err(|e| {
                     JobError::unrecoverable_msg(format!(
@@ -217,8 +217,7 @@ impl ErasedHandler {
         job: Job<serde_json::Value>,
         deps: &Arc<Deps>,
     ) -> BoxFuture<'static, Result<serde_json::Value, JobError>> {
-        let (run, deps) = (self.run.clone(), deps.clone());
-        Box::pin(async move { run(job, &deps).await })
+        (self.run)(job, deps.clone())
     }
 }
 

@@ -19,6 +19,28 @@ pub(crate) use strategies::{BackoffFn, BackoffRegistry};
 use crate::error::Error;
 use job_id::validate_job_id;
 
+/// The longest group id, in bytes: ids are part of Redis keys, and a tenant id or a
+/// name fits.
+pub const MAX_GROUP_BYTES: usize = 128;
+
+/// A group id is not empty, fits [`MAX_GROUP_BYTES`] and has no control characters
+/// (it is shown in listings and logs).
+pub(crate) fn validate_group(group: &str) -> Result<(), Error> {
+    if group.is_empty() {
+        return Err(Error::invalid("group", "cannot be empty"));
+    }
+    if group.len() > MAX_GROUP_BYTES {
+        return Err(Error::invalid(
+            "group",
+            format!("{} bytes is longer than {MAX_GROUP_BYTES}", group.len()),
+        ));
+    }
+    if group.chars().any(char::is_control) {
+        return Err(Error::invalid("group", "cannot hold control characters"));
+    }
+    Ok(())
+}
+
 /// The highest priority number BullMQ accepts (2^21 - 1). `1` is the most urgent.
 pub const MAX_PRIORITY: u32 = 2_097_151;
 
@@ -61,6 +83,8 @@ pub struct JobOptions {
     pub(crate) deduplication: Option<Deduplication>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) trace: Option<crate::trace::TraceContext>,
+    pub(crate) stack_trace_limit: Option<u32>,
+    pub(crate) group: Option<String>,
 }
 
 impl JobOptions {
@@ -131,12 +155,49 @@ impl JobOptions {
         self
     }
 
+    /// Puts the job in a group (a tenant, a customer): a grouped worker takes jobs one
+    /// group after the other, each group under its own concurrency and rate limit
+    /// ([`GroupLimits`](crate::GroupLimits)), so one group's backlog does not hold up
+    /// another's jobs. Inside a group, priorities and delays keep their meaning.
+    /// Stored where BullMQ Pro keeps it (`opts.group.id`), so a Node producer can add
+    /// to a group too. At most [`MAX_GROUP_BYTES`] bytes, not empty.
+    ///
+    /// ```
+    /// use queue_core::JobOptions;
+    ///
+    /// let opts = JobOptions::new().group("tenant-42").priority(3);
+    /// assert_eq!(opts.get_group(), Some("tenant-42"));
+    /// assert!(opts.validate().is_ok());
+    /// assert!(JobOptions::new().group("").validate().is_err());
+    /// ```
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+
+    /// The job's group, if set.
+    pub fn get_group(&self) -> Option<&str> {
+        self.group.as_deref()
+    }
+
     /// Ties the job to a trace: the job's attempts continue `context`. Unset, `add`
     /// continues the current [`trace::scope`](crate::trace::scope), if any. Stored
     /// where BullMQ's telemetry keeps it (`tm`), so Node workers continue it too.
     pub fn trace(mut self, context: crate::trace::TraceContext) -> Self {
         self.trace = Some(context);
         self
+    }
+
+    /// How many failed attempts' records the job keeps in its `stacktrace`, the newest
+    /// (BullMQ's `stackTraceLimit`; 0 keeps none). Unset, the last 10.
+    pub fn stack_trace_limit(mut self, limit: u32) -> Self {
+        self.stack_trace_limit = Some(limit);
+        self
+    }
+
+    /// The configured stack trace limit, if set.
+    pub fn get_stack_trace_limit(&self) -> Option<u32> {
+        self.stack_trace_limit
     }
 
     /// The trace context, if set.
@@ -220,6 +281,9 @@ impl JobOptions {
         if self.timeout == Some(Duration::ZERO) {
             return Err(Error::invalid("timeout", "must be longer than zero"));
         }
+        if let Some(group) = &self.group {
+            validate_group(group)?;
+        }
         if let Some(Backoff::Custom(name)) = &self.backoff {
             if name.is_empty() || name == "fixed" || name == "exponential" {
                 return Err(Error::invalid(
@@ -234,18 +298,20 @@ impl JobOptions {
     /// These options, with every unset value taken from `defaults`.
     pub(crate) fn or_defaults(self, defaults: &JobOptions) -> JobOptions {
         let (job_id, deduplication) = (self.job_id.clone(), self.deduplication.clone());
+        let group = self.group.clone();
         // The job hangs below the add's span, or the current scope.
         let trace = self.trace.clone().or_else(crate::trace::for_new_job);
         JobOptions {
             job_id,
             deduplication,
             trace,
+            group,
             ..self.over(defaults)
         }
     }
 
     /// The defaults these options make over `base` (a queue's over the app's): each
-    /// unset value from `base`. Ids and trace contexts are never defaults.
+    /// unset value from `base`. Ids, trace contexts and groups are never defaults.
     pub(crate) fn over(self, base: &JobOptions) -> JobOptions {
         JobOptions {
             attempts: self.attempts.or(base.attempts),
@@ -259,6 +325,8 @@ impl JobOptions {
             deduplication: None,
             timeout: self.timeout.or(base.timeout),
             trace: None,
+            stack_trace_limit: self.stack_trace_limit.or(base.stack_trace_limit),
+            group: None,
         }
     }
 
@@ -266,7 +334,9 @@ impl JobOptions {
     pub(crate) fn initial_state(&self) -> crate::JobState {
         if self.delay.is_some_and(|d| !d.is_zero()) {
             crate::JobState::Delayed
-        } else if self.priority.is_some_and(|p| p > 0) {
+        } else if self.priority.is_some_and(|p| p > 0) && self.group.is_none() {
+            // A grouped job waits in `wait` until a grouped worker moves it into its
+            // group (then `prioritized`, whatever its priority).
             crate::JobState::Prioritized
         } else {
             crate::JobState::Waiting
@@ -313,6 +383,12 @@ mod tests {
             refused_option(JobOptions::new().delay(MAX_DELAY + Duration::from_millis(1))),
             "delay"
         );
+        assert_eq!(refused_option(JobOptions::new().group("")), "group");
+        assert_eq!(
+            refused_option(JobOptions::new().group("g".repeat(MAX_GROUP_BYTES + 1))),
+            "group"
+        );
+        assert_eq!(refused_option(JobOptions::new().group("a\nb")), "group");
     }
 
     #[test]

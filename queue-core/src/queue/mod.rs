@@ -1,6 +1,7 @@
 //! `Queue<T>`: the typed producer, plus the management calls in [`manage`].
 
 mod cancel;
+mod groups;
 mod inspect;
 mod manage;
 mod operator;
@@ -70,6 +71,8 @@ pub(crate) struct ProducerSettings {
     pub(crate) command_timeout: Duration,
     /// An inline app's runner: adds run their handler at once, without Redis.
     pub(crate) inline: Option<Arc<dyn InlineAdds>>,
+    /// The app's watchers of jobs: one event reader per queue, shared.
+    pub(crate) watch: Arc<crate::watch::JobWatch>,
     /// Where `add_in` writes jobs.
     #[cfg(feature = "sqlx")]
     pub(crate) outbox: Option<crate::store::Outbox>,
@@ -166,6 +169,9 @@ pub struct AddedJob {
     /// The state the new job starts in (for a duplicate: the existing job's state
     /// when it was looked up, `None` if it finished and was removed since).
     pub state: Option<JobState>,
+    /// The queue, for [`wait`](AddedJob::wait).
+    #[serde(skip)]
+    pub(crate) link: crate::watch::JobLink,
 }
 
 /// One job of an [`add_bulk`](Queue::add_bulk) call.
@@ -257,6 +263,14 @@ impl<T> Queue<T> {
 
     pub(crate) fn connection(&self) -> &Connection {
         &self.shared.conn
+    }
+
+    pub(crate) fn is_inline(&self) -> bool {
+        self.shared.settings.inline.is_some()
+    }
+
+    pub(crate) fn job_watch(&self) -> &Arc<crate::watch::JobWatch> {
+        &self.shared.settings.watch
     }
 
     /// Refuses JSON over the app's payload size limit.
@@ -438,6 +452,7 @@ impl<T: Serialize> Queue<T> {
             name: name.to_owned(),
             duplicate,
             state: Some(state),
+            link: crate::watch::JobLink::default(),
         }
     }
 
@@ -461,6 +476,7 @@ impl<T: Serialize> Queue<T> {
             name: name.to_owned(),
             duplicate: outcome.duplicate,
             state,
+            link: crate::watch::JobLink::to(self),
         })
     }
 }

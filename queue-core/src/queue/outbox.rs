@@ -96,6 +96,7 @@ impl<T: Serialize> Queue<T> {
             name: name.to_owned(),
             duplicate: !inserted,
             state: Some(JobState::Pending),
+            link: crate::watch::JobLink::to(self),
         })
     }
 }

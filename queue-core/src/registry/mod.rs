@@ -23,6 +23,8 @@ pub(crate) struct QueuePlan {
     pub(crate) concurrency: usize,
     pub(crate) lock_duration: Option<Duration>,
     pub(crate) limiter: Option<(u64, Duration)>,
+    /// Set when the queue's jobs are taken by group, with each group's limits.
+    pub(crate) groups: Option<crate::GroupLimits>,
     pub(crate) stalled_interval: Option<Duration>,
     pub(crate) max_stalled_count: Option<u32>,
     pub(crate) cancel_grace: Duration,

@@ -88,6 +88,7 @@ pub(crate) fn merge_processors(
             concurrency: processor.concurrency,
             lock_duration: processor.lock_duration,
             limiter: processor.limiter,
+            groups: processor.groups,
             stalled_interval: processor.stalled_interval,
             max_stalled_count: processor.max_stalled_count,
             cancel_grace: processor.cancel_grace,
@@ -172,6 +173,18 @@ fn merge_settings(plan: &mut QueuePlan, processor: &Processor, problems: &mut Ve
             "queue `{queue}`: processors disagree on limiter ({a:?} vs {b:?}); set it once"
         )),
         (None, Some(b)) => plan.limiter = Some(b),
+        _ => {}
+    }
+    if let Some(limits) = processor.groups {
+        if let Err(e) = limits.validate() {
+            problems.push(format!("queue `{queue}`: {e}"));
+        }
+    }
+    match (plan.groups, processor.groups) {
+        (Some(a), Some(b)) if a != b => problems.push(format!(
+            "queue `{queue}`: processors disagree on group limits ({a:?} vs {b:?}); set them once"
+        )),
+        (None, Some(b)) => plan.groups = Some(b),
         _ => {}
     }
 }

@@ -36,6 +36,10 @@ pub(crate) struct StoredOptions {
     traceparent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tracestate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stack_trace_limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +103,8 @@ impl StoredOptions {
                 .trace
                 .as_ref()
                 .and_then(|t| t.tracestate().map(str::to_owned)),
+            stack_trace_limit: opts.stack_trace_limit,
+            group: opts.group.clone(),
         }
     }
 
@@ -132,6 +138,8 @@ impl StoredOptions {
                 .traceparent
                 .as_deref()
                 .and_then(|tp| TraceContext::from_traceparent(tp, self.tracestate.as_deref())),
+            stack_trace_limit: self.stack_trace_limit,
+            group: self.group,
         }
     }
 }
@@ -176,6 +184,7 @@ mod tests {
             .backoff(Backoff::exponential(Duration::from_secs(3)))
             .delay(Duration::from_millis(1500))
             .priority(7)
+            .group("tenant-7")
             .lifo()
             .remove_on_complete(Keep::Last(100))
             .remove_on_fail(Keep::LastWithin {
@@ -184,6 +193,7 @@ mod tests {
             })
             .deduplication(Deduplication::new("d").ttl(Duration::from_secs(9)).extend())
             .timeout(Duration::from_secs(30))
+            .stack_trace_limit(3)
             .trace(
                 TraceContext::from_traceparent(
                     "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",

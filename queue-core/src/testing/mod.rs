@@ -44,7 +44,9 @@
 //! trip (a payload that does not fit its handler fails as it would in a worker), the
 //! dependencies (`Dep<T>`, `Dep<QueueApp>`: a handler's follow-up adds run inline too,
 //! nested), a job id already used (`duplicate`, nothing run), attempts (run one after
-//! the other), unrecoverable errors, timeouts, and panics (as failed attempts).
+//! the other), unrecoverable errors, timeouts, and panics (as failed attempts). Its
+//! claims ([`QueueApp::claims`](crate::QueueApp::claims), what queue-axum's idempotency
+//! layer keeps answers in) live in the app's memory, by the same rules.
 //!
 //! What it does not simulate: Redis itself (every call that reads or changes Redis,
 //! `get_job`, counts, `cancel`, `remove`, schedulers, `add_flow`, `queue_events`,
@@ -111,6 +113,19 @@ pub fn inline_jobs(app: &QueueApp) -> Vec<InlineJob> {
 #[doc(hidden)]
 pub fn skew_host_clock(ahead_ms: i64) {
     crate::clock::set_skew_ms(ahead_ms);
+}
+
+/// Runs `hook` before a wait for job `id` of `queue` subscribes to its events (once):
+/// a test finishes the job there, between its `add` and the subscription. Test
+/// plumbing (feature `__private`), not an API.
+#[cfg(feature = "__private")]
+#[doc(hidden)]
+pub fn before_watch(
+    queue: &str,
+    id: &str,
+    hook: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    crate::watch::set_before_watch(queue, id, Box::pin(hook));
 }
 
 /// Deletes every key under the connection's prefix.

@@ -30,11 +30,30 @@ pub(super) fn context_of(span: &tracing::Span) -> Option<TraceContext> {
     })
 }
 
+/// An attribute's value as the caller has it, borrowed: it becomes OpenTelemetry's
+/// (a string copied) only inside `set_attribute`, when an OpenTelemetry layer records the
+/// span. Every add and every attempt sets these, and most apps record no such span.
+pub(super) enum Attribute<'a> {
+    Str(&'a str),
+    Static(&'static str),
+    Int(i64),
+}
+
+impl From<Attribute<'_>> for opentelemetry::Value {
+    fn from(value: Attribute<'_>) -> Self {
+        match value {
+            Attribute::Str(s) => s.to_owned().into(),
+            Attribute::Static(s) => s.into(),
+            Attribute::Int(i) => i.into(),
+        }
+    }
+}
+
 /// Sets attributes of `span`'s OpenTelemetry span only (not `tracing` fields, so no log
 /// line shows them). Nothing happens when no layer records the span.
 pub(super) fn set_attributes<const N: usize>(
     span: &tracing::Span,
-    attributes: [(&'static str, opentelemetry::Value); N],
+    attributes: [(&'static str, Attribute<'_>); N],
 ) {
     if span.is_disabled() {
         return;
@@ -56,16 +75,19 @@ pub(super) fn set_messaging_attributes(
     set_attributes(
         span,
         [
-            ("messaging.system", "bullmq".into()),
-            ("messaging.operation.type", operation_type.into()),
-            ("messaging.operation.name", operation.into()),
-            ("messaging.destination.name", queue.to_owned().into()),
-            ("bullmq.queue.name", queue.to_owned().into()),
-            ("bullmq.queue.operation", operation.into()),
+            ("messaging.system", Attribute::Static("bullmq")),
+            (
+                "messaging.operation.type",
+                Attribute::Static(operation_type),
+            ),
+            ("messaging.operation.name", Attribute::Static(operation)),
+            ("messaging.destination.name", Attribute::Str(queue)),
+            ("bullmq.queue.name", Attribute::Str(queue)),
+            ("bullmq.queue.operation", Attribute::Static(operation)),
         ],
     );
     if let Some(name) = job_name {
-        set_attributes(span, [("bullmq.job.name", name.to_owned().into())]);
+        set_attributes(span, [("bullmq.job.name", Attribute::Str(name))]);
     }
 }
 

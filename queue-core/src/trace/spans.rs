@@ -7,6 +7,8 @@ use std::fmt;
 
 use super::bridge::{context_of, set_parent, set_parent_if_unparented};
 use super::context::TraceContext;
+#[cfg(feature = "opentelemetry")]
+use super::otel::Attribute;
 use super::scope::{current_child, with_current};
 
 /// The context a job added now carries: the current span's, when OpenTelemetry records
@@ -124,11 +126,11 @@ pub(crate) fn consumer_span(
         super::otel::set_attributes(
             &span,
             [
-                ("messaging.message.id", job_id.to_owned().into()),
-                ("bullmq.job.id", job_id.to_owned().into()),
+                ("messaging.message.id", Attribute::Str(job_id)),
+                ("bullmq.job.id", Attribute::Str(job_id)),
                 (
                     "bullmq.job.attempts.made",
-                    i64::from(attempt.saturating_sub(1)).into(),
+                    Attribute::Int(i64::from(attempt.saturating_sub(1))),
                 ),
             ],
         );
@@ -154,8 +156,8 @@ pub(crate) fn record_job_id(span: &tracing::Span, id: &str) {
     super::otel::set_attributes(
         span,
         [
-            ("messaging.message.id", id.to_owned().into()),
-            ("bullmq.job.id", id.to_owned().into()),
+            ("messaging.message.id", Attribute::Str(id)),
+            ("bullmq.job.id", Attribute::Str(id)),
         ],
     );
 }

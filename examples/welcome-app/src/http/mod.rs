@@ -6,6 +6,7 @@ mod dashboard;
 mod error;
 mod exports;
 mod ignorable;
+mod report_live;
 mod reports;
 mod users;
 mod validate;
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use axum::routing::{get, post};
 use axum::Router;
-use queue_axum::{HealthRoutes, IdempotencyLayer, JobRoutes, QueueLayer};
+use queue_axum::{HealthRoutes, IdempotencyLayer, JobRoutes, PreferWaitLayer, QueueLayer};
 use queue_core::{inject_queue, HealthSettings, Queue, QueueApp};
 
 pub use birthdays::{SCAN_DAYS_AHEAD, SCAN_DAYS_BACK};
@@ -23,6 +24,9 @@ pub use error::ApiError;
 use crate::db::Db;
 use crate::jobs::exports::ExportSettings;
 use crate::jobs::{Coupon, Email, Export, Report, EMAIL_QUEUE};
+
+/// The longest a sign-up waits for its welcome email (`Prefer: wait=N`).
+pub const MAX_SIGN_UP_WAIT: Duration = Duration::from_secs(10);
 
 /// What handlers share.
 #[derive(Debug, Clone)]
@@ -63,7 +67,8 @@ pub struct Producers {
 /// The whole API, with the queue layer.
 ///
 /// - `POST /users`: sign-up; a retry with the same `Idempotency-Key` header gets the
-///   first answer (kept in Redis for a day), not a 409.
+///   first answer (kept in Redis for a day), not a 409. With `Prefer: wait=N` (up to
+///   10 s), a welcome email sent in time is answered with its status (200).
 /// - `GET /jobs/email/{id}`: a welcome job's state, progress, attempts and timestamps,
 ///   for the client that was given its `Location` (its id holds a random user id, so it
 ///   cannot be guessed). The other queues' jobs are the operator's: a coupon job's id
@@ -71,7 +76,8 @@ pub struct Producers {
 /// - `GET /admin/jobs/{queue}/{id}`: any queue's job, with the failure reason and
 ///   return value, for the operator (`Authorization: Bearer $ADMIN_TOKEN`).
 /// - `POST /reports`, `GET /reports/{month}`: the monthly report, a flow of four
-///   idempotent steps, and each step's state (operator only).
+///   idempotent steps, and each step's state (operator only); `GET
+///   /reports/{month}/events`, the same status live, as server-sent events.
 /// - `POST /exports`, `GET /exports/{id}`, `DELETE /exports/{id}`: the users export,
 ///   with its timeout and cancellation (operator only).
 /// - `GET /admin/metrics`: the Prometheus metrics, for a scraper sending the same
@@ -94,6 +100,7 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
     let operator_work = Router::new()
         .route("/reports", post(reports::create))
         .route("/reports/{month}", get(reports::status))
+        .route("/reports/{month}/events", get(report_live::stream))
         .route("/exports", post(exports::create))
         .route(
             "/exports/{id}",
@@ -106,13 +113,17 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
     let admin_token = state.admin_token.clone();
     // A retried sign-up gets its first answer (the same user and token), not a 409.
     let idempotent = IdempotencyLayer::new(app);
+    // The public status route of welcome emails; a sign-up that waits (`Prefer: wait`)
+    // is answered with what it shows.
+    let public_status = JobRoutes::new().queues([EMAIL_QUEUE]);
+    let waits = PreferWaitLayer::new(MAX_SIGN_UP_WAIT).status(public_status.clone());
     let mut api = Router::new()
-        .route("/users", post(users::create).layer(idempotent))
+        .route("/users", post(users::create).layer(waits).layer(idempotent))
         .route("/users/{id}/coupons", get(users::coupons))
         .route("/birthdays/run", post(birthdays::run))
         .merge(operator_work)
         .with_state(state)
-        .merge(JobRoutes::new().queues([EMAIL_QUEUE]).router())
+        .merge(public_status.router())
         .merge(
             HealthRoutes::new(HealthSettings::new().wedged_after(Duration::from_secs(120)))
                 .router(),

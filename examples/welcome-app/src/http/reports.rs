@@ -7,18 +7,19 @@ use axum::Json;
 use chrono::{Datelike, NaiveDate};
 use futures::future::try_join_all;
 use queue_axum::{Accepted, Queues};
-use queue_core::JobState;
+use queue_core::{JobState, Queue};
 use serde::Serialize;
 
 use super::{validate, ApiError, AppState, Producers};
 use crate::jobs::reports::{self, report_id, step_job_id, REPORT_STAGES, REPORT_STEPS};
+use crate::jobs::Report;
 
 /// The first year a report may be of.
 const FIRST_YEAR: i32 = 1900;
 
 /// `YYYY-MM`, four digits and two (chrono alone also takes `+2026-1`, `0000-01` and
 /// `-999-01`), from 1900 to a month that has begun (in the service's time zone).
-fn month(text: &str, state: &AppState) -> Result<String, ApiError> {
+pub(super) fn month(text: &str, state: &AppState) -> Result<String, ApiError> {
     let first = NaiveDate::parse_from_str(&format!("{text}-01"), "%Y-%m-%d")
         .ok()
         .filter(|day| validate::has_shape(text, "9999-99") && day.year() >= FIRST_YEAR)
@@ -76,17 +77,27 @@ pub(crate) async fn status(
     Path(month_text): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let month = month(&month_text, &state)?;
-    let queue = &producers.report;
+    Ok(Json(
+        report_status(&state, &producers.report, &month).await?,
+    ))
+}
+
+/// The report of `month` as `GET /reports/{month}` answers it.
+pub(super) async fn report_status(
+    state: &AppState,
+    queue: &Queue<Report>,
+    month: &str,
+) -> Result<serde_json::Value, ApiError> {
     let ids: Vec<String> = REPORT_STEPS
         .iter()
-        .map(|(step, _)| step_job_id(&month, step))
+        .map(|(step, _)| step_job_id(month, step))
         .collect();
     let jobs = try_join_all(ids.iter().map(|id| queue.get_job(id)));
     let states = try_join_all(ids.iter().map(|id| queue.get_job_state(id)));
     let (jobs, states) = tokio::try_join!(jobs, states)?;
     let done = state
         .db
-        .stages_done(REPORT_STAGES, &report_id(&month))
+        .stages_done(REPORT_STAGES, &report_id(month))
         .await?;
     if jobs.iter().all(Option::is_none) && done.is_empty() {
         return Err(ApiError::NotFound(format!(
@@ -113,11 +124,11 @@ pub(crate) async fn status(
         .iter()
         .find(|d| d.stage == "uploaded")
         .map(|d| d.result["location"].clone());
-    Ok(Json(serde_json::json!({
+    Ok(serde_json::json!({
         "month": month,
-        "reportId": report_id(&month),
+        "reportId": report_id(month),
         "state": steps.last().and_then(|s| s.state),
         "steps": steps,
         "file": uploaded,
-    })))
+    }))
 }

@@ -104,6 +104,11 @@ impl EngineQueue {
         self.inner
             .drain(include_delayed)
             .await
+            .map_err(|e| self.error(e))?;
+        // The drained jobs' ids leave their groups' waiting sets too.
+        self.inner
+            .clear_groups(false)
+            .await
             .map_err(|e| self.error(e))
     }
 
@@ -139,6 +144,10 @@ impl EngineQueue {
         self.pause().await?;
         self.inner
             .obliterate(force, 1000)
+            .await
+            .map_err(|e| self.error(e))?;
+        self.inner
+            .clear_groups(true)
             .await
             .map_err(|e| self.error(e))
     }

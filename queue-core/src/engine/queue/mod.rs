@@ -6,6 +6,7 @@
 
 mod add;
 mod cancel;
+mod groups;
 mod inspect;
 mod manage;
 mod operator;
@@ -15,6 +16,7 @@ mod schedulers;
 
 pub(crate) use add::AddOutcome;
 pub(super) use cancel::cancel_channel;
+pub(super) use groups::limits_to_engine;
 
 use super::connection::Connection;
 use super::convert::engine_error_in;

@@ -1,0 +1,264 @@
+//! The HTTP suite: `POST /enqueue` answered 202 under wrk, ours (traces started, and
+//! not) against a bare axum endpoint over the raw engine; with the CPU each process
+//! spent per request, which says where a difference in requests/s went.
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::redis::{free_port, BenchRedis};
+use super::stats::median;
+use super::suites::ratio;
+use super::systems::System;
+use super::{rotated, Settings};
+use crate::BenchResult;
+
+/// Per server, one figure per round.
+type Figures = BTreeMap<&'static str, Vec<f64>>;
+
+/// What one wrk run reported.
+#[derive(Debug, Default)]
+struct Load {
+    requests_per_sec: f64,
+    p99_ms: f64,
+    requests: u64,
+    non_2xx: u64,
+    timeouts: u64,
+}
+
+fn parse_duration_ms(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let (number, factor) = if let Some(n) = text.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        (text, 1.0)
+    };
+    number.parse::<f64>().ok().map(|n| n * factor)
+}
+
+fn parse_wrk(output: &str) -> Load {
+    let mut load = Load::default();
+    for line in output.lines().map(str::trim) {
+        if let Some(rate) = line.strip_prefix("Requests/sec:") {
+            load.requests_per_sec = rate.trim().parse().unwrap_or(0.0);
+        } else if let Some(p99) = line.strip_prefix("99%") {
+            load.p99_ms = parse_duration_ms(p99).unwrap_or(f64::NAN);
+        } else if let Some(n) = line.strip_prefix("Non-2xx or 3xx responses:") {
+            load.non_2xx = n.trim().parse().unwrap_or(0);
+        } else if let Some((n, _)) = line.split_once(" requests in ") {
+            load.requests = n.trim().parse().unwrap_or(0);
+        } else if let Some((_, t)) = line.split_once("timeout ") {
+            load.timeouts = t.trim().parse().unwrap_or(0);
+        }
+    }
+    load
+}
+
+fn wait_for_port(port: u16) -> BenchResult<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            return Err(format!("nothing listens on {port}").into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+const HTTP_QUEUE: &str = "bench-http";
+
+/// One server under HTTP load.
+#[derive(Debug, Clone, Copy)]
+struct HttpServer {
+    system: System,
+    label: &'static str,
+    extra: Option<&'static str>,
+}
+
+const HTTP_SERVERS: [HttpServer; 3] = [
+    HttpServer {
+        system: System::Ours,
+        label: "ours: axum + queue-axum, traces started (default)",
+        extra: None,
+    },
+    HttpServer {
+        system: System::Ours,
+        label: "ours: axum + queue-axum, `start_traces(false)`",
+        extra: Some("no-traces"),
+    },
+    HttpServer {
+        system: System::Raw,
+        label: "raw engine: axum + engine `add`",
+        extra: None,
+    },
+];
+
+pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult<String> {
+    let script = std::env::temp_dir().join(format!("queue-bench-{}.lua", std::process::id()));
+    std::fs::write(
+        &script,
+        "wrk.method = \"POST\"\n\
+         wrk.body = '{\"to\":\"ada@example.com\",\"subject\":\"welcome\"}'\n\
+         wrk.headers[\"Content-Type\"] = \"application/json\"\n",
+    )?;
+    let script_arg = script.display().to_string();
+    let duration = format!("{}s", settings.http_secs);
+    let mut rates = Figures::new();
+    let mut p99s = Figures::new();
+    let (mut server_us, mut redis_us) = (Figures::new(), Figures::new());
+    let mut checks: BTreeMap<&'static str, (u64, u64, u64, u64)> = BTreeMap::new();
+    let servers = HTTP_SERVERS;
+    for round in 0..settings.rounds {
+        for HttpServer {
+            system,
+            label,
+            extra,
+        } in rotated(&servers, round)
+        {
+            redis.flush()?;
+            let port = free_port()?;
+            let port_arg = port.to_string();
+            let mut args = vec!["serve", port_arg.as_str()];
+            args.extend(extra);
+            let mut server = system.spawn(&redis.url(), &args)?;
+            wait_for_port(port)?;
+            let url = format!("http://127.0.0.1:{port}/enqueue");
+            let (server_cpu, redis_cpu) = (process_cpu_seconds(server.id())?, redis.cpu_seconds()?);
+            let output = Command::new("wrk")
+                .args([
+                    "-t2",
+                    "-c64",
+                    "-d",
+                    &duration,
+                    "--latency",
+                    "-s",
+                    &script_arg,
+                    &url,
+                ])
+                .output()
+                .map_err(|e| format!("cannot run wrk (apt-get install wrk): {e}"))?;
+            let server_cpu = process_cpu_seconds(server.id())? - server_cpu;
+            let redis_cpu = redis.cpu_seconds()? - redis_cpu;
+            let _ = server.kill();
+            let _ = server.wait();
+            let load = parse_wrk(&String::from_utf8_lossy(&output.stdout));
+            let jobs = redis.waiting(HTTP_QUEUE)?;
+            let accepted = load.requests - load.non_2xx;
+            if jobs < accepted {
+                return Err(format!(
+                    "{label}: {accepted} requests got a 202 but only {jobs} jobs are in Redis"
+                )
+                .into());
+            }
+            rates.entry(label).or_default().push(load.requests_per_sec);
+            let per_request = |seconds: f64| seconds * 1e6 / load.requests.max(1) as f64;
+            server_us
+                .entry(label)
+                .or_default()
+                .push(per_request(server_cpu));
+            redis_us
+                .entry(label)
+                .or_default()
+                .push(per_request(redis_cpu));
+            p99s.entry(label).or_default().push(load.p99_ms);
+            let entry = checks.entry(label).or_default();
+            *entry = (
+                entry.0 + accepted,
+                entry.1 + jobs,
+                entry.2 + load.non_2xx,
+                entry.3 + load.timeouts,
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&script);
+    let mut out = format!(
+        "### HTTP: `POST /enqueue` -> 202, wrk, 64 connections, {duration} per round\n\n\
+         CPU per request: the server process's user + system time, and Redis's, over the \
+         load, divided by the requests (wrk's own is the rest of the two cores).\n\n\
+         | system | requests/s | p99 | server CPU per request | Redis CPU per request | non-2xx | timeouts | 202s (all rounds) | jobs in Redis |\n\
+         |---|---|---|---|---|---|---|---|---|\n"
+    );
+    let median_of =
+        |figures: &Figures, label: &str| figures.get(label).map_or(f64::NAN, |v| median(v));
+    for HttpServer { label, .. } in servers {
+        let (accepted, jobs, non_2xx, timeouts) = checks.get(label).copied().unwrap_or_default();
+        out.push_str(&format!(
+            "| {label} | {:.0} | {:.2} ms | {:.1} µs | {:.1} µs | {non_2xx} | {timeouts} | {accepted} | {jobs} |\n",
+            median_of(&rates, label),
+            median_of(&p99s, label),
+            median_of(&server_us, label),
+            median_of(&redis_us, label),
+        ));
+    }
+    let raw = median_of(&rates, HTTP_SERVERS[2].label);
+    // Each round's own ratio: the servers of a round ran back to back.
+    let range = |label: &str| {
+        let per_round: Vec<f64> = rates[label]
+            .iter()
+            .zip(&rates[HTTP_SERVERS[2].label])
+            .map(|(ours, raw)| ours / raw)
+            .collect();
+        let low = per_round.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = per_round.iter().copied().fold(0.0, f64::max);
+        format!("{low:.2} to {high:.2} by round")
+    };
+    out.push_str(&format!(
+        "\nrequests/s ours/raw: **{}** ({}) with traces started, **{}** ({}) without\n\n",
+        ratio(median_of(&rates, HTTP_SERVERS[0].label), raw),
+        range(HTTP_SERVERS[0].label),
+        ratio(median_of(&rates, HTTP_SERVERS[1].label), raw),
+        range(HTTP_SERVERS[1].label),
+    ));
+    Ok(out)
+}
+
+/// CPU seconds (user + system) the process `pid` has used so far, from `/proc`.
+fn process_cpu_seconds(pid: u32) -> BenchResult<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name, which is in brackets and may hold spaces.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime: the 14th and 15th fields of the line, the 12th and 13th here.
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
+    let (Some(user), Some(system)) = (ticks(11), ticks(12)) else {
+        return Err(format!("cannot read the CPU time of process {pid}").into());
+    };
+    Ok((user + system) / clock_ticks_per_second())
+}
+
+/// The kernel's clock ticks per second (`getconf CLK_TCK`; 100 on Linux nearly always).
+fn clock_ticks_per_second() -> f64 {
+    super::command_output("getconf", &["CLK_TCK"])
+        .parse()
+        .unwrap_or(100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrk_output_is_read() {
+        let output = "Running 10s test @ http://127.0.0.1:1/enqueue
+  2 threads and 64 connections
+  Latency Distribution
+     50%    1.10ms
+     99%  850.00us
+  123456 requests in 10.00s, 20.00MB read
+  Socket errors: connect 0, read 0, write 0, timeout 3
+  Non-2xx or 3xx responses: 12
+Requests/sec:  12345.67
+";
+        let load = parse_wrk(output);
+        assert_eq!(load.requests, 123_456);
+        assert_eq!(load.non_2xx, 12);
+        assert_eq!(load.timeouts, 3);
+        assert!((load.p99_ms - 0.85).abs() < 1e-9);
+        assert!((load.requests_per_sec - 12_345.67).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,126 @@
+//! Fair groups with the real Node `bullmq`, 5.x and 6.x: a Node producer adds to a
+//! group by the documented convention (`opts.group = { id, priority? }`, BullMQ Pro's
+//! shape), our grouped worker takes those jobs in turn, Bull Board lists a job waiting
+//! its group's turn (as prioritized), and Node reads the group of a job we added.
+
+use std::sync::{Arc, Mutex};
+
+use queue_core::{Dep, GroupLimits, Job, JobError, JobOptions, JobState, Processor};
+use queue_tests::node::Bullmq;
+use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
+
+/// The ids of the jobs our worker started, in order.
+#[derive(Default)]
+struct Started(Mutex<Vec<String>>);
+
+async fn run(job: Job<serde_json::Value>, started: Dep<Started>) -> Result<(), JobError> {
+    started.0.lock().unwrap().push(job.id().to_owned());
+    Ok(())
+}
+
+#[tokio::test]
+async fn node_bullmq5_adds_to_groups_and_bull_board_lists_a_waiting_grouped_job() {
+    node_groups(Bullmq::V5).await;
+}
+
+#[tokio::test]
+async fn node_bullmq6_adds_to_groups_and_bull_board_lists_a_waiting_grouped_job() {
+    node_groups(Bullmq::V6).await;
+}
+
+async fn node_groups(bullmq: Bullmq) {
+    let redis = TestRedis::new(&format!("interop-groups-{}", bullmq.major()));
+    let started = Arc::new(Started::default());
+    let app = redis
+        .app(|b| {
+            b.provide_arc(started.clone()).processor(
+                Processor::new("tenants")
+                    .groups(GroupLimits::new().concurrency(1))
+                    .any_job(run),
+            )
+        })
+        .await;
+    let q = app.queue::<serde_json::Value>("tenants").unwrap();
+    q.pause_group("held").await.unwrap();
+
+    // Node adds: a deep group, a small group (behind the deep one in `wait`), a job
+    // of a paused group, and two with a priority inside their group.
+    let mut jobs: Vec<serde_json::Value> = (0..8)
+        .map(|n| {
+            serde_json::json!({
+                "name": "work", "data": {"n": n},
+                "opts": {"jobId": format!("big-{n}"), "group": {"id": "big"}}
+            })
+        })
+        .collect();
+    jobs.push(serde_json::json!({
+        "name": "work", "data": {}, "opts": {"jobId": "small-0", "group": {"id": "small"}}
+    }));
+    jobs.push(serde_json::json!({
+        "name": "work", "data": {}, "opts": {"jobId": "held-0", "group": {"id": "held"}}
+    }));
+    for (id, priority) in [("ranked-low", 9), ("ranked-high", 1)] {
+        jobs.push(serde_json::json!({
+            "name": "work", "data": {},
+            "opts": {"jobId": id, "group": {"id": "ranked", "priority": priority}}
+        }));
+    }
+    let jobs = serde_json::to_string(&jobs).unwrap();
+    let added = bullmq
+        .run(redis.prefix(), &["produce", "tenants", &jobs])
+        .await;
+    assert_eq!(added.len(), 12, "{added:?}");
+
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&q, "big-7", JobState::Completed, SOON).await;
+    wait_for_state(&q, "small-0", JobState::Completed, SOON).await;
+    wait_for_state(&q, "ranked-low", JobState::Completed, SOON).await;
+    let order = started.0.lock().unwrap().clone();
+    let position = |id: &str| order.iter().position(|o| o == id).unwrap();
+    assert!(
+        position("small-0") < 3,
+        "the small group's job ran in the first turn, not behind the big group's 8: {order:?}"
+    );
+    assert!(
+        position("ranked-high") < position("ranked-low"),
+        "{order:?}"
+    );
+    assert!(!order.iter().any(|id| id == "held-0"));
+
+    // Bull Board: the paused group's job is waiting, listed as prioritized.
+    let lines = bullmq
+        .run(redis.prefix(), &["board", "tenants", "prioritized"])
+        .await;
+    let board = lines.last().expect("Bull Board's view").clone();
+    assert_eq!(board["counts"]["prioritized"], 1, "{}", board["counts"]);
+    let listed: Vec<&str> = board["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|j| j["id"].as_str())
+        .collect();
+    assert_eq!(listed, ["held-0"]);
+
+    // Node reads the group of a job we add.
+    q.add(
+        "work",
+        serde_json::json!({}),
+        JobOptions::new()
+            .group("from-rust")
+            .priority(4)
+            .job_id("rust-0"),
+    )
+    .await
+    .unwrap();
+    let read = bullmq
+        .run(redis.prefix(), &["job", "tenants", "rust-0"])
+        .await;
+    let opts = &read.last().unwrap()["job"]["opts"];
+    assert_eq!(opts["group"]["id"], "from-rust", "{opts}");
+    assert_eq!(opts["group"]["priority"], 4, "{opts}");
+    wait_until(SOON, "our grouped job to run", || async {
+        (q.get_job_state("rust-0").await.unwrap() == Some(JobState::Completed)).then_some(())
+    })
+    .await;
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
