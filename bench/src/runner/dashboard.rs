@@ -39,7 +39,7 @@ async fn fill(url: &str, n: u64) -> BenchResult<()> {
     let mut next = 0;
     while next < n {
         let mut pipe = redis::pipe();
-        for id in next..(next + 10_000).min(n) {
+        for id in next..(next + 1_000).min(n) {
             let finished = now - (n - id);
             pipe.cmd("HSET")
                 .arg(format!("{base}:{id}"))
@@ -61,7 +61,7 @@ async fn fill(url: &str, n: u64) -> BenchResult<()> {
                 .ignore();
         }
         let () = pipe.query_async(&mut conn).await?;
-        next += 10_000;
+        next += 1_000;
     }
     Ok(())
 }
@@ -146,7 +146,7 @@ async fn measure_pages(url: &str, jobs: u64) -> BenchResult<Vec<PageCost>> {
             "50 completed at page 10,000",
             format!("/q/{QUEUE}?state=completed&page=10000"),
         ),
-        ("one job", format!("/q/{QUEUE}/jobs/123456")),
+        ("one job", format!("/q/{QUEUE}/jobs/{}", jobs / 2)),
         (
             "search by name (50 matches)",
             format!("/q/{QUEUE}?state=completed&q=name%20%3D%20email"),
