@@ -177,18 +177,6 @@ impl EngineQueue {
     }
 }
 
-fn scheduler_info(s: bullmq::job_scheduler::JobSchedulerJson) -> SchedulerInfo {
-    SchedulerInfo {
-        id: s.key,
-        job_name: s.name,
-        pattern: s.pattern,
-        every: s.every.map(Duration::from_millis),
-        tz: s.tz,
-        next_run_ms: s.next,
-        iterations: s.iteration_count,
-    }
-}
-
 /// BullMQ's per-minute list with the minute still being counted in front. BullMQ pushes
 /// a minute's count only when a job finishes in a later minute; until then it is the
 /// running `count` less `prevCount`, and it belongs to the minute of `prevTS` (the
