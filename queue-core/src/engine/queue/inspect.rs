@@ -209,18 +209,6 @@ fn with_current_minute(metrics: &bullmq::types::Metrics, minutes: usize, now_ms:
     series
 }
 
-fn scheduler_info(s: bullmq::job_scheduler::JobSchedulerJson) -> SchedulerInfo {
-    SchedulerInfo {
-        id: s.key,
-        job_name: s.name,
-        pattern: s.pattern,
-        every: s.every.map(Duration::from_millis),
-        tz: s.tz,
-        next_run_ms: s.next,
-        iterations: s.iteration_count,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
