@@ -21,10 +21,9 @@ use futures::stream::{self, Stream, StreamExt};
 use queue_core::{JobState, JobWatcher, Queue, QueueApp, QueueEvent};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::{lookup, not_found, JobRoutes, JobStatus, Lookup};
+use super::{lookup, no_job, unknown_queue, JobRoutes, JobStatus, Lookup};
 use crate::error::QueueError;
 use crate::extract::app_of;
-use crate::quote;
 
 /// The id of the event that carries a finished state.
 const FINISHED_ID: &str = "finished";
@@ -103,20 +102,6 @@ pub(super) async fn stream(
     Sse::new(events(live).take_until(ends))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
-}
-
-fn unknown_queue(queue: &str) -> Response {
-    not_found(
-        "unknown queue",
-        format!("this service has no queue {}", quote(queue)),
-    )
-}
-
-fn no_job(queue: &str, id: &str) -> Response {
-    not_found(
-        "job not found",
-        format!("no job {} in queue {}", quote(id), quote(queue)),
-    )
 }
 
 fn finished(status: &JobStatus) -> bool {

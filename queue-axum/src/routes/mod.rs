@@ -226,6 +226,22 @@ fn not_found(what: &str, message: String) -> Response {
         .into_response()
 }
 
+/// The 404 of a queue this route does not serve.
+fn unknown_queue(queue: &str) -> Response {
+    not_found(
+        "unknown queue",
+        format!("this service has no queue {}", quote(queue)),
+    )
+}
+
+/// The 404 of a job the queue does not have.
+fn no_job(queue: &str, id: &str) -> Response {
+    not_found(
+        "job not found",
+        format!("no job {} in queue {}", quote(id), quote(queue)),
+    )
+}
+
 async fn status(
     State(settings): State<JobRoutes>,
     Path((queue, id)): Path<(String, String)>,
@@ -237,14 +253,8 @@ async fn status(
     };
     match lookup(&app, &queue, &id, &settings).await {
         Ok(Some(status)) => Json(status).into_response(),
-        Ok(None) => not_found(
-            "job not found",
-            format!("no job {} in queue {}", quote(&id), quote(&queue)),
-        ),
-        Err(Lookup::UnknownQueue) => not_found(
-            "unknown queue",
-            format!("this service has no queue {}", quote(&queue)),
-        ),
+        Ok(None) => no_job(&queue, &id),
+        Err(Lookup::UnknownQueue) => unknown_queue(&queue),
         Err(Lookup::Queue(e)) => e.into_response(),
     }
 }
