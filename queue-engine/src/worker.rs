@@ -1316,22 +1316,19 @@ impl Worker {
             Err(e) => {
                 // If the processor called `job.discard()`, treat the failure as
                 // unrecoverable so the job is not retried (mirrors Node.js).
-                let e = match e.without_stacktrace() {
-                    (e, stack)
-                        if discarded.load(Ordering::SeqCst)
-                            && should_convert_discarded_error(&e) =>
-                    {
-                        let e = Error::Unrecoverable(e.to_string());
-                        match stack {
-                            Some(stack) => e.with_stacktrace(stack),
-                            None => e,
-                        }
-                    }
-                    (e, Some(stack)) => e.with_stacktrace(stack),
-                    (e, None) => e,
+                // The failure itself is judged; its stack text goes along unchanged.
+                let (e, stack) = e.without_stacktrace();
+                let e = if discarded.load(Ordering::SeqCst) && should_convert_discarded_error(&e) {
+                    Error::Unrecoverable(e.to_string())
+                } else {
+                    e
                 };
                 // The job is another run's now: that run schedules the next iteration.
                 let lock_lost = matches!(e, Error::JobLockNotExist(_));
+                let e = match stack {
+                    Some(stack) => e.with_stacktrace(stack),
+                    None => e,
+                };
                 let next = Self::handle_job_failed(
                     ctx,
                     &job_id,
