@@ -723,6 +723,15 @@ impl Worker {
         self.event_tx.dropped()
     }
 
+    /// Completes once the events waiting to be read fill a quarter of a bounded
+    /// channel ([`WorkerOptions::event_capacity`]), at once if they did since the last
+    /// call; never when the channel is unbounded. A reader that drains the channel in
+    /// batches on a timer waits on this beside its timer, so a burst of events wakes it
+    /// before the channel overflows.
+    pub async fn events_filling(&self) {
+        self.event_tx.filling().await
+    }
+
     /// Receive the next worker event.
     pub async fn next_event(&self) -> Option<WorkerEvent> {
         self.event_rx.lock().await.recv().await
@@ -1057,14 +1066,7 @@ impl Worker {
             let _slot = slot_guard;
             let mut next = Some(job);
             while let Some(current) = next.take() {
-                let group_slot = task_ctx
-                    .groups
-                    .as_ref()
-                    .map(|_| crate::groups::Grouping::slot_of(&current));
                 next = Self::process_fetched_job(&task_ctx, current, &token).await;
-                if let (Some(groups), Some(slot)) = (task_ctx.groups.as_ref(), group_slot) {
-                    next = Self::end_group_turn(&task_ctx, groups, &slot, &token).await;
-                }
             }
         });
     }
@@ -1188,7 +1190,14 @@ impl Worker {
     /// the same round-trip (see [`Self::move_to_finished_fast`]). The caller can
     /// process the returned job directly, reusing `token`, without issuing a
     /// separate `moveToActive` call.
+    ///
+    /// A grouped worker's job gives back its group slot and takes the next job
+    /// (`end_group_turn`) once its handler is done.
     async fn process_fetched_job(ctx: &LoopContext, mut job: Job, token: &str) -> Option<Job> {
+        let group_slot = ctx
+            .groups
+            .as_ref()
+            .map(|_| crate::groups::Grouping::slot_of(&job));
         let cancel_token = CancellationToken::new();
         let job_id = job.id().to_string();
         let job_attempts = job.opts().attempts.unwrap_or(0);
@@ -1257,6 +1266,9 @@ impl Worker {
                 let mut jobs = ctx.active_jobs.write().await;
                 jobs.retain(|j| j.job_id != job_id);
             }
+            if let (Some(groups), Some(slot)) = (ctx.groups.as_ref(), group_slot.as_ref()) {
+                return Self::end_group_turn(ctx, groups, slot, token).await;
+            }
             return next_job;
         }
 
@@ -1270,106 +1282,121 @@ impl Worker {
         // budget (this loop already owns one slot).
         let fetch_next = Self::should_fetch_next(ctx);
 
-        let next_job = match result {
-            Ok(return_value) => {
-                let next = Self::handle_job_completed(
-                    ctx,
-                    &job_id,
-                    token,
-                    &return_value,
-                    job_attempts,
-                    job_attempts_made,
-                    &job_opts,
-                    &job_data,
-                    &previous_stacktrace,
-                    fetch_next,
-                )
-                .await;
-
-                // Schedule the next iteration if this is a repeatable job
-                if let Some(ref scheduler_id) = repeat_job_key {
-                    if let Err(e) = Self::update_job_scheduler(
+        let finishing = async {
+            match result {
+                Ok(return_value) => {
+                    let next = Self::handle_job_completed(
                         ctx,
-                        scheduler_id,
                         &job_id,
-                        &job_name,
-                        &job_data,
+                        token,
+                        &return_value,
+                        job_attempts,
+                        job_attempts_made,
                         &job_opts,
+                        &job_data,
+                        &previous_stacktrace,
+                        fetch_next,
                     )
-                    .await
-                    {
-                        error!(
-                            job_id = %job_id,
-                            scheduler_id = %scheduler_id,
-                            error = %e,
-                            "failed to schedule next iteration"
-                        );
-                        let _ = ctx.event_tx.send(WorkerEvent::Error(format!(
-                            "Failed to add repeatable job for next iteration: {}",
-                            e
-                        )));
-                    }
-                }
+                    .await;
 
+                    // Schedule the next iteration if this is a repeatable job
+                    if let Some(ref scheduler_id) = repeat_job_key {
+                        if let Err(e) = Self::update_job_scheduler(
+                            ctx,
+                            scheduler_id,
+                            &job_id,
+                            &job_name,
+                            &job_data,
+                            &job_opts,
+                        )
+                        .await
+                        {
+                            error!(
+                                job_id = %job_id,
+                                scheduler_id = %scheduler_id,
+                                error = %e,
+                                "failed to schedule next iteration"
+                            );
+                            let _ = ctx.event_tx.send(WorkerEvent::Error(format!(
+                                "Failed to add repeatable job for next iteration: {}",
+                                e
+                            )));
+                        }
+                    }
+
+                    next
+                }
+                Err(e) => {
+                    // If the processor called `job.discard()`, treat the failure as
+                    // unrecoverable so the job is not retried (mirrors Node.js).
+                    // The failure itself is judged; its stack text goes along unchanged.
+                    let (e, stack) = e.without_stacktrace();
+                    let e =
+                        if discarded.load(Ordering::SeqCst) && should_convert_discarded_error(&e) {
+                            Error::Unrecoverable(e.to_string())
+                        } else {
+                            e
+                        };
+                    // The job is another run's now: that run schedules the next iteration.
+                    let lock_lost = matches!(e, Error::JobLockNotExist(_));
+                    let e = match stack {
+                        Some(stack) => e.with_stacktrace(stack),
+                        None => e,
+                    };
+                    let next = Self::handle_job_failed(
+                        ctx,
+                        &job_id,
+                        token,
+                        e,
+                        job_attempts,
+                        job_attempts_made,
+                        &job_opts,
+                        &job_data,
+                        &previous_stacktrace,
+                        fetch_next,
+                    )
+                    .await;
+
+                    // Schedule the next iteration even when job fails
+                    if let Some(scheduler_id) = repeat_job_key.as_ref().filter(|_| !lock_lost) {
+                        if let Err(e) = Self::update_job_scheduler(
+                            ctx,
+                            scheduler_id,
+                            &job_id,
+                            &job_name,
+                            &job_data,
+                            &job_opts,
+                        )
+                        .await
+                        {
+                            error!(
+                                job_id = %job_id,
+                                scheduler_id = %scheduler_id,
+                                error = %e,
+                                "failed to schedule next iteration after job failure"
+                            );
+                            let _ = ctx.event_tx.send(WorkerEvent::Error(format!(
+                                "Failed to add repeatable job for next iteration: {}",
+                                e
+                            )));
+                        }
+                    }
+
+                    next
+                }
+            }
+        };
+        let next_job = match (ctx.groups.as_ref(), group_slot.as_ref()) {
+            // The group turn goes out beside the finish rather than after it: one
+            // round trip instead of two. The handler is done, so its slot is free
+            // whatever the finish decides; the finish fetches nothing for a grouped
+            // worker (`should_fetch_next`), so the turn's job is the next one.
+            (Some(groups), Some(slot)) => {
+                let (_, next) =
+                    tokio::join!(finishing, Self::end_group_turn(ctx, groups, slot, token));
                 next
             }
-            Err(e) => {
-                // If the processor called `job.discard()`, treat the failure as
-                // unrecoverable so the job is not retried (mirrors Node.js).
-                // The failure itself is judged; its stack text goes along unchanged.
-                let (e, stack) = e.without_stacktrace();
-                let e = if discarded.load(Ordering::SeqCst) && should_convert_discarded_error(&e) {
-                    Error::Unrecoverable(e.to_string())
-                } else {
-                    e
-                };
-                // The job is another run's now: that run schedules the next iteration.
-                let lock_lost = matches!(e, Error::JobLockNotExist(_));
-                let e = match stack {
-                    Some(stack) => e.with_stacktrace(stack),
-                    None => e,
-                };
-                let next = Self::handle_job_failed(
-                    ctx,
-                    &job_id,
-                    token,
-                    e,
-                    job_attempts,
-                    job_attempts_made,
-                    &job_opts,
-                    &job_data,
-                    &previous_stacktrace,
-                    fetch_next,
-                )
-                .await;
-
-                // Schedule the next iteration even when job fails
-                if let Some(scheduler_id) = repeat_job_key.as_ref().filter(|_| !lock_lost) {
-                    if let Err(e) = Self::update_job_scheduler(
-                        ctx,
-                        scheduler_id,
-                        &job_id,
-                        &job_name,
-                        &job_data,
-                        &job_opts,
-                    )
-                    .await
-                    {
-                        error!(
-                            job_id = %job_id,
-                            scheduler_id = %scheduler_id,
-                            error = %e,
-                            "failed to schedule next iteration after job failure"
-                        );
-                        let _ = ctx.event_tx.send(WorkerEvent::Error(format!(
-                            "Failed to add repeatable job for next iteration: {}",
-                            e
-                        )));
-                    }
-                }
-
-                next
-            }
+            _ => finishing.await,
         };
 
         // Remove from active jobs
