@@ -389,12 +389,12 @@ async fn bad_queries_get_4xx_pages() {
     let gate = Arc::new(Gate(Semaphore::new(0)));
     let app = grouped_app(&redis, "dg-bad", gate).await;
     let addr = serve(&app).await;
-    let long = "g".repeat(queue_core::MAX_GROUP_BYTES + 1);
+    // Longer than any group id, even one from a Node producer (ours stop at 128 bytes).
+    let long = "g".repeat(4 * 1024 + 1);
     for (path, status) in [
         ("/admin/queues/dg-bad/groups?count=0".to_owned(), 400),
         ("/admin/queues/dg-bad/groups?count=201".to_owned(), 400),
         ("/admin/queues/dg-bad/groups?count=ten".to_owned(), 400),
-        ("/admin/queues/dg-bad/groups?after=a%0Ab".to_owned(), 400),
         (format!("/admin/queues/dg-bad/groups?after={long}"), 400),
         ("/admin/queues/no-such/groups".to_owned(), 404),
     ] {
