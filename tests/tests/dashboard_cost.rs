@@ -1,6 +1,6 @@
 //! The dashboard is cheap by construction: each page costs Redis the same number of
-//! commands on a queue of 100,000 jobs as on one of 10, and a listing reads cut
-//! strings, so jobs with megabyte names make a small page. Counted on a private Redis
+//! commands on a queue of 100,000 jobs as on one of 10, and on 2,000 groups as on 60,
+//! and a listing reads cut strings, so jobs with megabyte names make a small page. Counted on a private Redis
 //! (its `MONITOR` feed), which nothing else talks to: the commands the dashboard sends,
 //! and, bounded by a page or a search's stated scan, those its scripts run.
 
@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use axum::http::request::Parts;
 use axum::Router;
 use queue_axum::dashboard::{Access, Dashboard};
-use queue_core::{BulkJob, Job, JobError, JobOptions, Processor, QueueApp};
+use queue_core::{BulkJob, GroupLimits, Job, JobError, JobOptions, Processor, QueueApp};
 use queue_tests::http::{listener, request};
 use queue_tests::PrivateRedis;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -164,6 +164,7 @@ async fn every_page_costs_the_same_commands_on_100000_jobs_as_on_10() {
         "/admin/queues/cost?q=data.n%20%3D%205",
         "/admin/queues/cost/jobs/job-5",
         "/admin/queues/cost/schedulers",
+        "/admin/queues/cost/groups",
         "/admin/queues/-/workers",
         "/admin/queues/cost/actions/drain",
     ];
@@ -185,6 +186,51 @@ async fn every_page_costs_the_same_commands_on_100000_jobs_as_on_10() {
     }
     println!(
         "commands per view, 100,000 jobs / 10 jobs:\n{}",
+        seen.join("\n")
+    );
+}
+
+/// `count` groups `g-0000` .. with limits of their own.
+async fn groups(app: &QueueApp, count: usize) {
+    let q = app.queue::<serde_json::Value>(QUEUE).unwrap();
+    for n in 0..count {
+        q.set_group_limits(&format!("g-{n:04}"), GroupLimits::new().concurrency(2))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_groups_page_and_the_overview_cost_the_same_on_2000_groups_as_on_60() {
+    let redis = PrivateRedis::start();
+    let (many, few) = (app(&redis, "many").await, app(&redis, "few").await);
+    tokio::join!(groups(&many, 2_000), groups(&few, 60));
+    let (many_addr, few_addr) = (serve(&many).await, serve(&few).await);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}", redis.port())).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut monitor = Monitor::start(redis.port()).await;
+    // Both have a full page after each of these (and one group more).
+    let mut seen = Vec::new();
+    for path in [
+        "/admin/queues",
+        "/admin/queues/cost/groups",
+        "/admin/queues/cost/groups?after=g-0005",
+        "/admin/queues/cost/groups?count=7&after=g-0030",
+    ] {
+        let on_many = cost(many_addr, &mut conn, &mut monitor, path).await;
+        let on_few = cost(few_addr, &mut conn, &mut monitor, path).await;
+        assert_eq!(on_many, on_few, "{path}: 2,000 groups against 60");
+        let (sent, in_scripts) = on_many;
+        seen.push(format!("{path}: {sent} sent, {in_scripts} in scripts"));
+        assert!(sent <= 40, "{path}: {sent} commands");
+        // One range read, then three reads per group of a page of 50 and one more.
+        assert!(
+            in_scripts <= 1 + 3 * 51,
+            "{path}: {in_scripts} commands in scripts"
+        );
+    }
+    println!(
+        "commands per view, 2,000 groups and 60:\n{}",
         seen.join("\n")
     );
 }

@@ -12,6 +12,7 @@ use axum::Extension;
 use queue_core::JobState;
 
 use super::confirm::{self, CONFIRM};
+use super::pages::groups::Cursor;
 use super::view::format::clip;
 use super::{job_id, Access, Base, PageResult, Problem, Shared, AUDIT_TARGET, PAGE_SIZE};
 use crate::quote;
@@ -69,7 +70,7 @@ pub(super) async fn on_job(
         "remove" => remove(&queue, &name, id).await,
         other => return Err(unknown_action(other, "retry, promote, remove")),
     };
-    audit(&access, &action, &name, Some(id), &outcome);
+    audit(&access, &action, &name, Subject::Job(id), &outcome);
     outcome?;
     // A removed job has no page left to show.
     let to = if action == "remove" {
@@ -126,7 +127,7 @@ pub(super) async fn on_queue(
             ))
         }
     };
-    audit(&access, &action, &name, None, &outcome);
+    audit(&access, &action, &name, Subject::Queue, &outcome);
     outcome?;
     Ok(Redirect::to(&base.queue(&name)).into_response())
 }
@@ -182,7 +183,7 @@ pub(super) async fn clean(
         .clean(std::time::Duration::from_secs(age), 0, state)
         .await
         .map(drop);
-    audit(&access, "clean", &name, None, &outcome);
+    audit(&access, "clean", &name, Subject::Queue, &outcome);
     outcome?;
     Ok(Redirect::to(&format!("{}?state={}", base.queue(&name), state.as_str())).into_response())
 }
@@ -235,7 +236,7 @@ pub(super) async fn bulk(
             "remove" => remove(&queue, &name, id).await,
             other => return Err(unknown_action(other, "retry, promote, remove")),
         };
-        audit(&access, &action, &name, Some(id), &outcome);
+        audit(&access, &action, &name, Subject::Job(id), &outcome);
         outcome?;
     }
     Ok(Redirect::to(&format!("{}?state={}", base.queue(&name), state.as_str())).into_response())
@@ -283,11 +284,42 @@ pub(super) async fn on_scheduler(
         &access,
         &format!("scheduler-{action}"),
         &name,
-        Some(&id),
+        Subject::Job(&id),
         &outcome,
     );
     outcome?;
     Ok(Redirect::to(&format!("{}/schedulers", base.queue(&name))).into_response())
+}
+
+/// `POST /{queue}/groups/{pause|resume}` with `group`, and the page's `after` and
+/// `count` to go back to: stops a group's jobs from starting, or lets them start again.
+pub(super) async fn on_group(
+    State(shared): State<Arc<Shared>>,
+    Extension(access): Extension<Access>,
+    base: Base,
+    Path((name, action)): Path<(String, String)>,
+    body: Bytes,
+) -> PageResult {
+    let queue = shared.queue(&name)?;
+    let fields = Fields::of(&body);
+    let group = fields
+        .get("group")
+        .ok_or_else(|| Problem::BadRequest("No group was named.".to_owned()))?;
+    let back = Cursor::checked(fields.get("after"), fields.get("count"))?;
+    let outcome = match action.as_str() {
+        "pause" => queue.pause_group(group).await,
+        "resume" => queue.resume_group(group).await,
+        other => return Err(unknown_action(other, "pause, resume")),
+    };
+    audit(
+        &access,
+        &format!("{action}-group"),
+        &name,
+        Subject::Group(group),
+        &outcome,
+    );
+    outcome?;
+    Ok(Redirect::to(&back.link(&base.groups(&name))).into_response())
 }
 
 fn no_scheduler(id: &str, queue: &str) -> Problem {
@@ -298,14 +330,29 @@ fn no_scheduler(id: &str, queue: &str) -> Problem {
     ))
 }
 
-/// One line per action: who did what to which queue and job, and how it went.
+/// What an action touched within its queue, for the audit line.
+enum Subject<'a> {
+    /// The whole queue.
+    Queue,
+    /// One job (or scheduler), by id.
+    Job(&'a str),
+    /// One group, by id.
+    Group(&'a str),
+}
+
+/// One line per action: who did what to which queue and job or group, and how it went.
 fn audit(
     access: &Access,
     action: &str,
     queue: &str,
-    job_id: Option<&str>,
+    subject: Subject<'_>,
     outcome: &Result<(), queue_core::Error>,
 ) {
+    let (job_id, group) = match subject {
+        Subject::Queue => (None, None),
+        Subject::Job(id) => (Some(id), None),
+        Subject::Group(id) => (None, Some(id)),
+    };
     match outcome {
         Ok(()) => tracing::info!(
             target: AUDIT_TARGET,
@@ -313,6 +360,7 @@ fn audit(
             action,
             queue,
             job_id,
+            group,
             "dashboard action"
         ),
         Err(error) => tracing::warn!(
@@ -321,6 +369,7 @@ fn audit(
             action,
             queue,
             job_id,
+            group,
             %error,
             "dashboard action failed"
         ),

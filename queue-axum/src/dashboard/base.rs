@@ -83,6 +83,11 @@ impl Base {
         format!("{}/{}", self.0, url_segment(queue))
     }
 
+    /// A queue's groups page.
+    pub(crate) fn groups(&self, queue: &str) -> String {
+        format!("{}/groups", self.queue(queue))
+    }
+
     /// A job's page.
     pub(crate) fn job(&self, queue: &str, id: &str) -> String {
         format!("{}/jobs/{}", self.queue(queue), url_segment(id))

@@ -7,7 +7,7 @@
 //! show. There is no open default. Actions are POSTs, refused unless they come from the
 //! dashboard's own origin (`Sec-Fetch-Site`, else `Origin` against `Host`); pages are
 //! refused to other sites' scripts, frames and images (only a person following a link
-//! opens one). Every action is logged with who, what and which job on the
+//! opens one). Every action is logged with who, what and which job or group on the
 //! [`AUDIT_TARGET`] tracing target, and every destructive one (drain, clean, remove,
 //! obliterate, retry all) is confirmed on a page that says how many jobs it touches.
 //!
@@ -21,6 +21,9 @@
 //! - `/{queue}/jobs/{id}`: one job: state, times and durations, its attempt history
 //!   with each failure's reason and error chain, the next retry, progress, logs, its
 //!   whole flow tree, and its payload and return value where the policy allows;
+//! - `/{queue}/groups?after=..`: a queue's fair groups by id, 50 a page, each with its
+//!   waiting and running jobs, whether it is paused and its own limits; pause and
+//!   resume (POSTs to `/{queue}/groups/{pause|resume}` naming the `group`);
 //! - `/{queue}/schedulers`, `/{queue}/add`, `/-/workers`.
 //!
 //! Each page costs Redis a bounded number of commands, whatever the queue's size;
@@ -217,6 +220,8 @@ impl Dashboard {
                 "/{queue}/schedulers/{id}/{action}",
                 post(actions::on_scheduler),
             )
+            .route("/{queue}/groups", get(pages::groups::page))
+            .route("/{queue}/groups/{action}", post(actions::on_group))
             .route("/{queue}/workers", get(pages::workers::of_queue))
             .route("/{queue}/add", get(add_job::form).post(add_job::submit))
             .route(

@@ -1,11 +1,12 @@
 //! The pages, one file each. A page reads what it shows in a bounded number of Redis
 //! commands, whatever the queue's size, and renders it with maud.
 //!
-//! A new page (a queue's groups, say) is a file here with its handler, a route in
-//! `Dashboard::router`, and a link from the queue page's `nav.sub`.
+//! A new page is a file here with its handler, a route in `Dashboard::router`, and a
+//! link from the queue page's `nav.sub` (as the queue's groups have).
 
 pub(super) mod attempts;
 pub(super) mod flow;
+pub(super) mod groups;
 pub(super) mod job;
 pub(super) mod listing;
 pub(super) mod overview;

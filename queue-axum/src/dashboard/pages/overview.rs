@@ -1,6 +1,7 @@
 //! `/`: Redis's health, then every queue: counts per state, the age of its oldest
-//! waiting job, workers, limits, schedulers and the last hour's throughput per minute.
-//! Redis: one `INFO`, then per queue a fixed handful of commands.
+//! waiting job, workers, limits, schedulers, the last hour's throughput per minute, and
+//! whether it has groups. Redis: one `INFO`, then per queue a fixed handful of commands
+//! (whether it has groups: a page of one group).
 
 use std::sync::Arc;
 
@@ -29,6 +30,9 @@ struct Row {
     completed: Vec<u64>,
     failed: Vec<u64>,
     oldest_waiting: Option<u64>,
+    /// Whether the queue has groups ([`Queue::groups`](queue_core::Queue::groups) lists
+    /// one).
+    grouped: bool,
 }
 
 pub(in crate::dashboard) async fn page(
@@ -40,7 +44,17 @@ pub(in crate::dashboard) async fn page(
     for name in shared.app.known_queues() {
         // Known by construction: `Shared::queue`'s check would list them all again.
         let queue = shared.app.queue::<serde_json::Value>(&name)?;
-        let (counts, paused, workers, limits, schedulers, completed, failed, oldest_waiting) = tokio::try_join!(
+        let (
+            counts,
+            paused,
+            workers,
+            limits,
+            schedulers,
+            completed,
+            failed,
+            oldest_waiting,
+            groups,
+        ) = tokio::try_join!(
             queue.get_job_counts(),
             queue.is_paused(),
             queue.get_workers(),
@@ -49,6 +63,7 @@ pub(in crate::dashboard) async fn page(
             queue.get_per_minute(Outcome::Completed, MINUTES),
             queue.get_per_minute(Outcome::Failed, MINUTES),
             queue.get_oldest_waiting(),
+            queue.groups(None, 1),
         )?;
         rows.push(Row {
             name,
@@ -60,6 +75,7 @@ pub(in crate::dashboard) async fn page(
             completed,
             failed,
             oldest_waiting,
+            grouped: !groups.groups.is_empty(),
         });
     }
     // A provider that hides `INFO` leaves the health line empty, not the page.
@@ -134,6 +150,7 @@ fn queue_row(base: &Base, row: &Row, now: u64) -> Markup {
             td {
                 a href=(link) { (Clip(&row.name, format::LISTED)) }
                 @if row.paused { " " span.chip.bad { "paused" } }
+                @if row.grouped { " " a.chip href=(base.groups(&row.name)) { "grouped" } }
             }
             @for state in LISTED {
                 @let n = row.counts.of(state);

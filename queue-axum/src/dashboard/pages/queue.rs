@@ -46,6 +46,7 @@ pub(in crate::dashboard) async fn page(
         }
         nav.sub {
             a href={ (here) "/schedulers" } { "schedulers" }
+            a href=(base.groups(&name)) { "groups" }
             a href={ (base.workers()) "?queue=" (url_segment(&name)) } { "workers" }
         }
         @if access.can_act() { (queue_actions(&here, paused, &counts)) }

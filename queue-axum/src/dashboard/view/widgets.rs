@@ -8,8 +8,20 @@ use queue_core::JobState;
 
 /// A POST button: one form per action, so each works without JavaScript.
 pub(in crate::dashboard) fn post_button(action: &str, label: &str, danger: bool) -> Markup {
+    post_button_with(action, label, danger, &[])
+}
+
+/// A POST button that sends `fields` (hidden) with its form: what the action acts on
+/// when that is no part of its address.
+pub(in crate::dashboard) fn post_button_with(
+    action: &str,
+    label: &str,
+    danger: bool,
+    fields: &[(&str, String)],
+) -> Markup {
     html! {
         form.inline method="post" action=(action) {
+            @for (name, value) in fields { input type="hidden" name=(name) value=(value); }
             @if danger { button.danger { (label) } } @else { button { (label) } }
         }
     }
