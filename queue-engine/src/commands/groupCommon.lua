@@ -82,18 +82,18 @@ end
 local function groupBlock(prefix, group, defaults)
   local meta = rcall("HMGET", groupKey(prefix, group, "meta"), "paused", "concurrency", "max", "duration")
   local concurrency, max, duration = groupLimits(meta, defaults)
-  if meta[1] then return "paused", 0, max, duration end
-  if rcall("ZCARD", groupKey(prefix, group, "wait")) == 0 then return "empty", 0, max, duration end
+  if meta[1] then return "paused", 0, max, duration, concurrency end
+  if rcall("ZCARD", groupKey(prefix, group, "wait")) == 0 then return "empty", 0, max, duration, concurrency end
   local held = 0
   if concurrency > 0 then
     held = rcall("HLEN", groupKey(prefix, group, "active"))
-    if held >= concurrency then return "full", 0, max, duration end
+    if held >= concurrency then return "full", 0, max, duration, concurrency end
   end
   if max > 0 then
     local limiterKey = groupKey(prefix, group, "limiter")
     if (tonumber(rcall("GET", limiterKey)) or 0) >= max then
       local ttl = rcall("PTTL", limiterKey)
-      if ttl > 0 then return "limited", ttl, max, duration end
+      if ttl > 0 then return "limited", ttl, max, duration, concurrency end
       rcall("DEL", limiterKey)
     end
   end
@@ -101,34 +101,38 @@ local function groupBlock(prefix, group, defaults)
 end
 
 -- Puts a group in the ring if it can start a job, else files it where the
--- scripts look for it again. Returns true when the group is (now) in the ring.
-local function groupRejoin(prefix, group, defaults, ringKey, limitedKey, fullKey, markerKey, now)
+-- scripts look for it again. Returns true when the group is (now) in the ring,
+-- else false and why not (a groupBlock reason). outOfRing: the caller knows
+-- the group is not in the ring. A group is taken out of the full and limited
+-- sets only where its limits could have put it there (a group filed under
+-- limits since removed stays until the take's review passes it): every
+-- command counts, a take being a few dozen of them.
+local function groupRejoin(prefix, group, defaults, ringKey, limitedKey, fullKey, markerKey, now, outOfRing)
   local metaKey = groupKey(prefix, group, "meta")
-  if rcall("HEXISTS", metaKey, "ring") == 1 then return true end
-  local block, ttl = groupBlock(prefix, group, defaults)
-  if block == nil then
-    rcall("ZREM", fullKey, group)
-    rcall("ZREM", limitedKey, group)
-    rcall("HSET", metaKey, "ring", 1)
-    rcall("LPUSH", ringKey, group)
-    rcall("ZADD", markerKey, 0, "0")
-    return true
-  elseif block == "full" then
+  if not outOfRing and rcall("HEXISTS", metaKey, "ring") == 1 then return true end
+  local block, ttl, max, _, concurrency = groupBlock(prefix, group, defaults)
+  if block == "full" then
     rcall("ZADD", fullKey, "NX", now, group)
   elseif block == "limited" then
     rcall("ZADD", limitedKey, now + ttl, group)
   else
-    rcall("ZREM", fullKey, group)
-    rcall("ZREM", limitedKey, group)
+    if concurrency > 0 then rcall("ZREM", fullKey, group) end
+    if max > 0 then rcall("ZREM", limitedKey, group) end
+    if block == nil then
+      rcall("HSET", metaKey, "ring", 1)
+      rcall("LPUSH", ringKey, group)
+      rcall("ZADD", markerKey, 0, "0")
+      return true
+    end
   end
-  return false
+  return false, block
 end
 
--- Forgets a group that has nothing waiting, nothing active and no settings.
-local function groupForgetIfIdle(prefix, group, knownKey)
-  if rcall("ZCARD", groupKey(prefix, group, "wait")) == 0
-      and rcall("EXISTS", groupKey(prefix, group, "active")) == 0
-      and rcall("EXISTS", groupKey(prefix, group, "meta")) == 0 then
+-- Forgets a group that has nothing waiting, nothing active and no settings
+-- (waitEmpty: the caller just found nothing waiting).
+local function groupForgetIfIdle(prefix, group, knownKey, waitEmpty)
+  if (waitEmpty or rcall("ZCARD", groupKey(prefix, group, "wait")) == 0)
+      and rcall("EXISTS", groupKey(prefix, group, "active"), groupKey(prefix, group, "meta")) == 0 then
     rcall("ZREM", knownKey, group)
   end
 end

@@ -30,7 +30,8 @@ if rcall("HGET", activeKey, ARGV[3]) == ARGV[4] then
   released = 1
 end
 local defaults = { tonumber(ARGV[6]) or 0, tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 0 }
-if not groupRejoin(prefix, group, defaults, KEYS[1], KEYS[3], KEYS[4], KEYS[5], tonumber(ARGV[5])) then
-  groupForgetIfIdle(prefix, group, KEYS[2])
+local inRing, block = groupRejoin(prefix, group, defaults, KEYS[1], KEYS[3], KEYS[4], KEYS[5], tonumber(ARGV[5]))
+if not inRing then
+  groupForgetIfIdle(prefix, group, KEYS[2], block == "empty")
 end
 return released

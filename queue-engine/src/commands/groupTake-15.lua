@@ -68,14 +68,15 @@ local now = tonumber(ARGV[2])
 local opts = cmsgpack.unpack(ARGV[3])
 local defaults = { tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0, tonumber(ARGV[6]) or 0 }
 
-local function rejoin(group)
-  return groupRejoin(prefix, group, defaults, ringKey, limitedKey, fullKey, markerKey, now)
+local function rejoin(group, outOfRing)
+  return groupRejoin(prefix, group, defaults, ringKey, limitedKey, fullKey, markerKey, now, outOfRing)
 end
 
 -- Moves one job into its group: ordered there and in 'prioritized' by its
--- priority (the group's, else BullMQ's), then by arrival. A job coming back
--- (stalled, retried) gives back the slot it held.
-local function adopt(jobId)
+-- priority (the group's, else BullMQ's), then by arrival (order: its number
+-- from BullMQ's priority counter, taken for the whole batch at once). A job
+-- coming back (stalled, retried) gives back the slot it held.
+local function adopt(jobId, order)
   local jobKey = prefix .. jobId
   local fields = rcall("HMGET", jobKey, "opts", "priority", "ats")
   if not fields[1] then return nil end
@@ -85,7 +86,7 @@ local function adopt(jobId)
     priority = groupPriority
     rcall("HSET", jobKey, "priority", priority)
   end
-  local score = priority * 0x100000000 + rcall("INCR", pcKey) % 0x100000000
+  local score = priority * 0x100000000 + order % 0x100000000
   rcall("ZADD", prioritizedKey, score, jobId)
   rcall("ZADD", groupKey(prefix, group, "wait"), score, jobId)
   -- Only a job that started before (stalled, retried) can hold a slot.
@@ -96,19 +97,29 @@ local function adopt(jobId)
 end
 
 -- After adopting a job: a group in the ring is known and can start it already.
+-- Once a take per group: the first settle put it in the ring or filed it.
+local settled = {}
 local function settle(group)
+  if settled[group] then return end
+  settled[group] = true
   if rcall("HEXISTS", groupKey(prefix, group, "meta"), "ring") == 0 then
     rcall("ZADD", knownKey, 0, group)
-    rejoin(group)
+    rejoin(group, true)
   end
+end
+
+-- The first of n numbers from BullMQ's priority counter, for a batch of adoptions.
+local function takeOrders(n)
+  return rcall("INCRBY", pcKey, n) - n + 1
 end
 
 local function promoteDueDelayed()
   local due = rcall("ZRANGEBYSCORE", delayedKey, 0, (now + 1) * 0x1000 - 1, "LIMIT", 0, ADOPT_BATCH)
   if #due == 0 then return end
   rcall("ZREM", delayedKey, unpack(due))
-  for _, jobId in ipairs(due) do
-    local group = adopt(jobId)
+  local first = takeOrders(#due)
+  for i, jobId in ipairs(due) do
+    local group = adopt(jobId, first + i - 1)
     if group then
       rcall("HSET", prefix .. jobId, "delay", 0)
       rcall("XADD", eventStreamKey, "*", "event", "waiting", "jobId", jobId, "prev", "delayed")
@@ -117,13 +128,18 @@ local function promoteDueDelayed()
   end
 end
 
+-- Up to ADOPT_BATCH jobs from the consuming (right) end of 'wait', oldest
+-- first, in three commands for the batch.
 local function adoptWaiting()
-  for _ = 1, ADOPT_BATCH do
-    local jobId = rcall("RPOP", waitKey)
-    if not jobId then return end
+  local ids = rcall("LRANGE", waitKey, -ADOPT_BATCH, -1)
+  if #ids == 0 then return end
+  rcall("LTRIM", waitKey, 0, -(#ids + 1))
+  local first = takeOrders(#ids)
+  for i = #ids, 1, -1 do
+    local jobId = ids[i]
     -- BullMQ 4's markers in the wait list are not jobs.
     if string.sub(jobId, 1, 2) ~= "0:" then
-      local group = adopt(jobId)
+      local group = adopt(jobId, first + #ids - i)
       if group then settle(group) end
     end
   end
@@ -141,10 +157,10 @@ local function reviewBlockedGroups()
     local group = oldest[1]
     rcall("ZREM", fullKey, group)
     groupDropLostSlots(prefix, group)
-    if not rejoin(group) then
-      rcall("ZADD", fullKey, "XX", now, group)
+    local inRing, block = rejoin(group)
+    if not inRing then
+      groupForgetIfIdle(prefix, group, knownKey, block == "empty")
     end
-    groupForgetIfIdle(prefix, group, knownKey)
   end
 end
 
@@ -196,7 +212,7 @@ local function start(jobId, group, groupMax, groupDuration, concurrency, held, m
     rcall("LPUSH", ringKey, group)
   else
     rcall("HDEL", groupKey(prefix, group, "meta"), "ring")
-    rejoin(group)
+    rejoin(group, true)
   end
   if max and rcall("HEXISTS", jobKey, "defa") == 0 then
     if rcall("INCR", rateLimiterKey) == 1 then
@@ -236,8 +252,9 @@ if ARGV[7] ~= nil and ARGV[8] ~= nil and ARGV[8] ~= "" then
   if rcall("HGET", slotsKey, ARGV[8]) == ARGV[9] then
     rcall("HDEL", slotsKey, ARGV[8])
   end
-  if not rejoin(ARGV[7]) then
-    groupForgetIfIdle(prefix, ARGV[7], knownKey)
+  local inRing, block = rejoin(ARGV[7])
+  if not inRing then
+    groupForgetIfIdle(prefix, ARGV[7], knownKey, block == "empty")
   end
 end
 
@@ -245,9 +262,11 @@ local held, ttl, max, duration = queueHeld()
 -- A paused (or globally maxed) queue's jobs stay where BullMQ keeps them.
 if held and ttl == 0 then return { 0, 0, 0, 0 } end
 
-promoteDueDelayed()
+-- One look tells whether there are delayed jobs or blocked groups to see to.
+local anythingHeldBack = rcall("EXISTS", delayedKey, limitedKey, fullKey) > 0
+if anythingHeldBack then promoteDueDelayed() end
 adoptWaiting()
-reviewBlockedGroups()
+if anythingHeldBack then reviewBlockedGroups() end
 
 if held then return { 0, 0, ttl, 0 } end
 
@@ -262,8 +281,10 @@ for _ = 1, RING_BATCH do
     end
   end
   rcall("HDEL", groupKey(prefix, group, "meta"), "ring")
-  rejoin(group)
-  groupForgetIfIdle(prefix, group, knownKey)
+  local inRing, why = rejoin(group, true)
+  if not inRing then
+    groupForgetIfIdle(prefix, group, knownKey, why == "empty")
+  end
   if staleBudget <= 0 then break end
 end
 
