@@ -13,21 +13,24 @@ use crate::job::{JobWriter, RawChildren};
 
 /// The engine's job, shared by the handler's `Job<T>` for progress and logs, with the
 /// connection and queue it came from, for what the engine's job cannot do itself.
+/// Made once per attempt: one allocation, nothing copied.
 pub(crate) struct LiveJob {
-    job: Arc<Mutex<bullmq::Job>>,
-    id: String,
-    queue: String,
+    job: Mutex<bullmq::Job>,
+    queue: Arc<str>,
     conn: Arc<Connection>,
 }
 
 impl LiveJob {
-    pub(super) fn new(job: bullmq::Job, queue: &str, conn: Arc<Connection>) -> Self {
+    pub(super) fn new(job: bullmq::Job, queue: Arc<str>, conn: Arc<Connection>) -> Self {
         LiveJob {
-            id: job.id().to_owned(),
-            job: Arc::new(Mutex::new(job)),
-            queue: queue.to_owned(),
+            job: Mutex::new(job),
+            queue,
             conn,
         }
+    }
+
+    async fn id(&self) -> String {
+        self.job.lock().await.id().to_owned()
     }
 }
 
@@ -59,7 +62,8 @@ impl JobWriter for LiveJob {
             // Both hashes BullMQ keeps on the parent, in one round trip: `processed`
             // (child key -> return value) and `failed` (child key -> reason, for the
             // failures the parent may pass).
-            let key = format!("{}:{}", self.conn.queue_base(&self.queue), self.id);
+            let id = self.id().await;
+            let key = format!("{}:{}", self.conn.queue_base(&self.queue), id);
             let mut pipe = redis::pipe();
             pipe.cmd("HGETALL").arg(format!("{key}:processed"));
             pipe.cmd("HGETALL").arg(format!("{key}:failed"));
@@ -78,7 +82,7 @@ impl JobWriter for LiveJob {
         Box::pin(async move {
             let queue = self.conn.engine_queue(&self.queue).await?;
             queue
-                .remove_unprocessed_children(&self.id)
+                .remove_unprocessed_children(&self.id().await)
                 .await
                 .map_err(engine_error)
         })

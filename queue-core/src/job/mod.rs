@@ -36,7 +36,8 @@ use crate::options::JobOptions;
 pub(crate) struct JobMeta {
     pub(crate) id: String,
     pub(crate) name: String,
-    pub(crate) queue: String,
+    /// Shared with the worker: the same for every job of a queue.
+    pub(crate) queue: Arc<str>,
     pub(crate) attempts_made: u32,
     /// Starts so far, this one included; more than `attempts_made + 1` means an
     /// earlier start never finished (its worker died or stalled).
@@ -120,7 +121,7 @@ impl<T> Job<T> {
         let meta = JobMeta {
             id: id.to_owned(),
             name: name.to_owned(),
-            queue: queue.to_owned(),
+            queue: Arc::from(queue),
             attempts_made,
             attempts_started: attempts_made + 1,
             timestamp_ms: now_ms(),
@@ -175,6 +176,12 @@ impl<T> Job<T> {
             JobContext::Live(_) => None,
         };
         TestJobHandle::new(recorder, self.cancel.clone())
+    }
+
+    /// The facts that do not depend on the payload, shared (the worker keeps them for
+    /// the attempt's bookkeeping without copying them).
+    pub(crate) fn meta(&self) -> &Arc<JobMeta> {
+        &self.meta
     }
 
     /// The job id.

@@ -68,7 +68,6 @@ struct Awaiting {
 /// took the job over), so the job id alone does not name an attempt.
 #[derive(Debug)]
 pub(crate) struct TrackedAttempt {
-    job_id: String,
     seq: u64,
 }
 
@@ -163,10 +162,7 @@ impl AttemptTracker {
                 attempt,
             });
         }
-        TrackedAttempt {
-            job_id: job_id.to_owned(),
-            seq,
-        }
+        TrackedAttempt { seq }
     }
 
     /// Keeps a running attempt's data for its completion, failure and progress events,
@@ -185,7 +181,6 @@ impl AttemptTracker {
     /// waits for the engine's report.
     pub(crate) fn ended(&self, attempt: &TrackedAttempt, outcome: AttemptOutcome<'_>) {
         let now = Instant::now();
-        let job_id = attempt.job_id.as_str();
         let mut book = self.book();
         let Some(facts) = book.running.remove(&attempt.seq) else {
             return;
@@ -196,7 +191,7 @@ impl AttemptTracker {
             AttemptOutcome::Failed { reason, is_final } => Some((reason.to_owned(), is_final)),
         };
         book.awaiting
-            .entry(job_id.to_owned())
+            .entry(facts.job_id.clone())
             .or_default()
             .push_back(Awaiting {
                 facts,
@@ -227,6 +222,10 @@ impl AttemptTracker {
 
     /// Turns an engine event into ours.
     pub(crate) fn on_engine_event(&self, event: EngineEvent) {
+        if !self.listening() {
+            self.unheard(event);
+            return;
+        }
         let queue = self.queue.clone();
         let event = match event {
             EngineEvent::Completed { job_id, result } => {
@@ -305,6 +304,28 @@ impl AttemptTracker {
             }
         };
         self.publish(event);
+    }
+
+    /// An engine event nobody listens to: only the bookkeeping its report closes, and
+    /// what is counted or logged whether or not anyone listens. A listener that
+    /// subscribes later gets the reports that come after it.
+    fn unheard(&self, event: EngineEvent) {
+        match event {
+            EngineEvent::Completed { job_id, .. } => {
+                self.book().take_report(&job_id, None);
+            }
+            EngineEvent::Failed { job_id, reason } => {
+                self.book().take_report(&job_id, Some(&reason));
+            }
+            EngineEvent::Error { message } => {
+                tracing::debug!(queue = %self.queue, error = %message, "worker error; it keeps retrying");
+            }
+            EngineEvent::Dropped { count } => self.dropped(count),
+            EngineEvent::Progress { .. }
+            | EngineEvent::Stalled { .. }
+            | EngineEvent::LockLost { .. }
+            | EngineEvent::Drained => {}
+        }
     }
 
     /// The engine dropped `count` events (its channel was full): counted, warned about
