@@ -454,6 +454,46 @@ mod tests {
         assert_eq!(shortest.renew_within, Duration::from_millis(100));
     }
 
+    fn attempt(id: &str, token: &str) -> Attempt {
+        let job = crate::job::Job::for_test(())
+            .with_test_meta(id, "send", 0)
+            .meta()
+            .clone();
+        Attempt {
+            job,
+            token: token.to_owned(),
+            cancel: CancellationToken::new(),
+            lost: LockLost::default(),
+        }
+    }
+
+    /// A stale run of a job and a fresh one hold slots of their own: the stale one's
+    /// end leaves the fresh one renewed, and a slot used again is a new attempt.
+    #[test]
+    fn each_hold_has_its_own_slot_and_generation() {
+        let mut slots = Slots::default();
+        let stale = slots.insert(attempt("a", "t1"));
+        let fresh = slots.insert(attempt("a", "t2"));
+        assert_ne!(stale, fresh);
+        slots.remove(stale);
+        assert!(!slots.contains(stale));
+        assert!(slots.contains(fresh));
+        let running = slots.running();
+        assert_eq!(running.len(), 1);
+        assert_eq!(running[&("a".to_owned(), "t2".to_owned())].0, fresh);
+
+        // The freed slot is taken again, under a new generation: the old key does not
+        // name the new attempt, nor can it remove it.
+        let next = slots.insert(attempt("b", "t3"));
+        assert_eq!(next.0, stale.0);
+        assert!(!slots.contains(stale));
+        slots.remove(stale);
+        assert!(slots.contains(next));
+        slots.remove(next);
+        slots.remove(fresh);
+        assert!(slots.running().is_empty());
+    }
+
     #[test]
     fn a_job_id_appears_once_per_batch() {
         let running = [

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use super::connection::Connection;
 use super::convert::{engine_error, job_meta, keep_to_engine, millis};
 use super::flow_gate::{check_parent, ParentGate, CONTINUES_PAST_FAILURES};
-use super::job::LiveJob;
+use super::job::{JobBoxes, LiveJob};
 use super::lock_keeper::{LockKeeper, LockLost, OnRenewed, Timing};
 use super::queue::cancel_channel;
 use super::raw_data;
@@ -266,6 +266,7 @@ fn engine_processor(
         queue: Arc::from(queue),
         process,
         keeper,
+        boxes: Arc::default(),
     });
     Arc::new(move |engine_job: bullmq::Job, token: CancellationToken| {
         // A parent that may have been released with children still pending
@@ -294,6 +295,8 @@ struct Shared {
     queue: Arc<str>,
     process: ProcessFn,
     keeper: LockKeeper,
+    /// Where the running attempts' engine jobs are kept.
+    boxes: Arc<JobBoxes>,
 }
 
 impl Shared {
@@ -342,6 +345,7 @@ impl Shared {
             engine_job,
             self.queue.clone(),
             self.conn.clone(),
+            self.boxes.clone(),
         )));
         let job = Job::from_parts(
             data,

@@ -46,6 +46,18 @@ pub(crate) struct JobMeta {
     pub(crate) options: JobOptions,
 }
 
+impl JobMeta {
+    /// This attempt's number, 1-based.
+    pub(crate) fn attempt(&self) -> u32 {
+        self.attempts_made + 1
+    }
+
+    /// Attempts allowed in total.
+    pub(crate) fn max_attempts(&self) -> u32 {
+        self.options.attempts.unwrap_or(1)
+    }
+}
+
 /// Where progress and log lines go: Redis for a real job, memory for a test job.
 #[derive(Debug, Clone)]
 pub(crate) enum JobContext {
@@ -206,7 +218,7 @@ impl<T> Job<T> {
 
     /// This attempt's number, 1-based.
     pub fn attempt(&self) -> u32 {
-        self.meta.attempts_made + 1
+        self.meta.attempt()
     }
 
     /// Whether an earlier run of this job was lost (its worker died or stalled) and
@@ -217,7 +229,7 @@ impl<T> Job<T> {
 
     /// Attempts allowed in total.
     pub fn max_attempts(&self) -> u32 {
-        self.meta.options.attempts.unwrap_or(1)
+        self.meta.max_attempts()
     }
 
     /// For a first attempt, how long the job waited since it was due (added, or its

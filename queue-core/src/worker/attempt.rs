@@ -78,7 +78,7 @@ impl Dispatcher {
             });
             self.tracker.stalled(id);
         }
-        let tracked = self.tracker.started(id, name, attempt, max_attempts);
+        let tracked = self.tracker.started(&meta);
         self.tracker.data(&tracked, &job.data);
         #[cfg(feature = "metrics")]
         let measured = self.metrics.as_ref().map(|metrics| {
@@ -264,15 +264,17 @@ impl Supervision {
             cancel,
             cancel_grace,
         } = self;
+        // The timers are boxed, made only when needed: inline, they made every
+        // attempt's future (boxed per job) bigger, set or not.
         let deadline = async {
             match timeout {
-                Some(limit) => tokio::time::sleep(limit).await,
+                Some(limit) => Box::pin(tokio::time::sleep(limit)).await,
                 None => std::future::pending().await,
             }
         };
         let cancelled_and_ignored = async {
             cancel.cancelled().await;
-            tokio::time::sleep(cancel_grace).await;
+            Box::pin(tokio::time::sleep(cancel_grace)).await;
         };
         tokio::select! {
             // The handler first: when it finishes in the same wake-up as the deadline,
