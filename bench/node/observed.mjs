@@ -3,14 +3,16 @@
 // and bullmq-otel 2 from the tests' Node peer (tests/node, workspace bullmq6/), which
 // `npm ci` in tests/node installs, and the OpenTelemetry SDK from there too.
 //
-//   node observed.mjs work <queue> <concurrency> <n> <off|on> <noop|1ms>
+//   node observed.mjs work <queue> <concurrency> <n> <off|on> <noop|1ms|cpu1ms>
 //                                                        -> {"ms", "cpuMs", "spans"}
 //
 // "on": bullmq-otel's tracer and meter over the OpenTelemetry SDK's batch span
 // processor, whose exporter counts the spans and drops them (as the Rust side does): the
 // cost inside the process, without a collector's network. No meter provider is
 // installed, so bullmq-otel's metrics go to OpenTelemetry's no-op meter. "1ms": the
-// handler waits 1 ms (a timer, as an I/O call would) before it returns.
+// handler waits 1 ms (a timer, as an I/O call would) before it returns. "cpu1ms": it
+// does about 1 ms of CPU work, the Rust probe's very loop (`one_millisecond_of_cpu` in
+// bench/src/probe/mod.rs): FNV-1a over a 4 KiB buffer, 80 passes, checksum 0x45a89dc5.
 import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -63,7 +65,26 @@ async function otel() {
   };
 }
 
+const CHECKSUM_PASSES = 80;
+const CHECKSUM = 0x45a89dc5;
+const checksummed = new Uint8Array(4096).map((_, i) => (i * 31 + 7) & 0xff);
+
+/** About 1 ms of CPU work, the same as the Rust probe's: FNV-1a (32 bits), 80 passes. */
+function oneMillisecondOfCpu() {
+  let hash = 0x811c9dc5;
+  for (let pass = 0; pass < CHECKSUM_PASSES; pass++) {
+    for (let i = 0; i < checksummed.length; i++) {
+      hash ^= checksummed[i];
+      hash = Math.imul(hash, 0x01000193);
+    }
+  }
+  return hash >>> 0;
+}
+
 async function work(concurrency, n) {
+  if (handler === 'cpu1ms' && oneMillisecondOfCpu() !== CHECKSUM) {
+    throw new Error('the CPU handler does not compute the Rust probe\'s checksum');
+  }
   const observed = mode === 'on' ? await otel() : null;
   let first = 0;
   let firstCpu;
@@ -78,6 +99,7 @@ async function work(concurrency, n) {
         firstCpu = process.cpuUsage();
       }
       if (handler === '1ms') await sleep(1);
+      else if (handler === 'cpu1ms') oneMillisecondOfCpu();
     },
     { connection, concurrency, telemetry: observed?.telemetry },
   );

@@ -51,6 +51,28 @@ pub(crate) fn now_us() -> u64 {
     u64::try_from(BASE.get_or_init(Instant::now).elapsed().as_micros()).unwrap_or(u64::MAX)
 }
 
+/// The CPU handler's work: FNV-1a (32 bits) over a 4 KiB buffer, [`CHECKSUM_PASSES`]
+/// times, each pass going on from the last one's hash. A chain of multiplies the
+/// compiler cannot shorten, so it costs Rust and V8 about the same; Node's peer
+/// (`bench/node/observed.mjs`, `cpu1ms`) runs the very same loop and must get
+/// [`CHECKSUM`].
+pub(crate) const CHECKSUM_PASSES: u32 = 80;
+pub(crate) const CHECKSUM: u32 = 0x45a8_9dc5;
+
+/// About a millisecond of CPU work (0.9 ms here, on an unloaded core), as a real job's (a
+/// checksum of a buffer), for the observability suite; the same every time.
+pub(crate) fn one_millisecond_of_cpu() -> u32 {
+    let buffer: [u8; 4096] = std::array::from_fn(|i| (i * 31 + 7) as u8);
+    let mut hash: u32 = 0x811c_9dc5;
+    for _ in 0..CHECKSUM_PASSES {
+        for &byte in std::hint::black_box(&buffer) {
+            hash ^= u32::from(byte);
+            hash = hash.wrapping_mul(0x0100_0193);
+        }
+    }
+    std::hint::black_box(hash)
+}
+
 /// Handler starts in a `work` run, and when the first one came.
 pub(crate) struct StartCounter {
     started: AtomicU64,
@@ -264,3 +286,11 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
 pub(crate) const IN_FLIGHT: usize = 100;
 /// The batch size of `bulk`.
 pub(crate) const BULK: usize = 1_000;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_cpu_handler_computes_the_checksum_nodes_peer_checks() {
+        assert_eq!(super::one_millisecond_of_cpu(), super::CHECKSUM);
+    }
+}

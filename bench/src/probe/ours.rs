@@ -64,6 +64,33 @@ async fn work_c100(_job: Job<Email>) -> Result<(), JobError> {
     Ok(())
 }
 
+#[processor("bench-p1", concurrency = 1)]
+async fn checksum_c1(_job: Job<Email>) -> Result<(), JobError> {
+    STARTS.mark();
+    checksum()
+}
+
+#[processor("bench-p10", concurrency = 10)]
+async fn checksum_c10(_job: Job<Email>) -> Result<(), JobError> {
+    STARTS.mark();
+    checksum()
+}
+
+#[processor("bench-p100", concurrency = 100)]
+async fn checksum_c100(_job: Job<Email>) -> Result<(), JobError> {
+    STARTS.mark();
+    checksum()
+}
+
+/// The CPU handlers' job: the checksum, checked, as a real job would use its result.
+fn checksum() -> Result<(), JobError> {
+    if super::one_millisecond_of_cpu() == super::CHECKSUM {
+        Ok(())
+    } else {
+        Err(JobError::unrecoverable("the checksum came out wrong"))
+    }
+}
+
 /// Where the latency handler reports (sent, started) to the producer loop.
 static LATENCY: OnceLock<mpsc::UnboundedSender<(u64, u64)>> = OnceLock::new();
 

@@ -2,8 +2,9 @@
 //! processed by our `#[processor]` worker (the app's Prometheus metrics and a
 //! `tracing-opentelemetry` layer) and by Node BullMQ 6 (`bullmq-otel` 2), each over
 //! its OpenTelemetry SDK's batch processor with an exporter that counts and drops. A
-//! no-op handler, and one that waits 1 ms as a real job's I/O call would. The four
-//! modes rotate every round; a round's on/off is a paired ratio.
+//! no-op handler, one that waits 1 ms as a real job's I/O call would, and one that does
+//! about 1 ms of CPU work (the same checksum loop in both). The four modes rotate every
+//! round; a round's on/off is a paired ratio.
 
 use std::collections::BTreeMap;
 
@@ -47,9 +48,10 @@ const MODES: [Mode; 4] = [
 
 /// A handler: its label, the queue prefix our probe registers it on (`<prefix><c>`),
 /// and what Node's probe calls it.
-const HANDLERS: [(&str, &str, &str); 2] = [
+const HANDLERS: [(&str, &str, &str); 3] = [
     ("no-op", "bench-c", "noop"),
     ("waits 1 ms", "bench-w", "1ms"),
+    ("1 ms of CPU", "bench-p", "cpu1ms"),
 ];
 
 /// One run of `mode`: jobs/s, spans exported per job, and the worker's CPU µs per job.
@@ -102,11 +104,12 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
     for (label, prefix, node_handler) in HANDLERS {
         for concurrency in [1u32, 10, 100] {
             let queue = format!("{prefix}{concurrency}");
-            // A waiting handler at concurrency 1 is slow: 2,000 jobs make seconds.
-            let n = if node_handler == "noop" {
-                settings.jobs
-            } else {
-                settings.jobs.min(2_000 * u64::from(concurrency))
+            // A waiting handler at concurrency 1 is slow: 2,000 jobs make seconds. A
+            // CPU-bound one is as slow at any concurrency (two cores).
+            let n = match node_handler {
+                "noop" => settings.jobs,
+                "cpu1ms" => settings.jobs.min(2_000),
+                _ => settings.jobs.min(2_000 * u64::from(concurrency)),
             };
             let mut rates: Rounds = Default::default();
             let mut cpu: Rounds = Default::default();

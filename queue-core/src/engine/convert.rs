@@ -1,5 +1,6 @@
 //! Conversions between our types and the engine's, both ways.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bullmq::types::{BackoffStrategy, KeepJobs, RemoveOnFinish};
@@ -269,11 +270,11 @@ pub(crate) fn job_info(job: &bullmq::Job) -> JobInfo {
     }
 }
 
-pub(crate) fn job_meta(job: &bullmq::Job, queue: &str) -> JobMeta {
+pub(crate) fn job_meta(job: &bullmq::Job, queue: &Arc<str>) -> JobMeta {
     JobMeta {
         id: job.id().to_owned(),
         name: job.name().to_owned(),
-        queue: queue.to_owned(),
+        queue: queue.clone(),
         attempts_made: job.attempts_made(),
         attempts_started: job.attempts_started(),
         timestamp_ms: job.timestamp(),

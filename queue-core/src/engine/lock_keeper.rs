@@ -35,6 +35,7 @@ use super::convert::{engine_error, millis};
 use super::runtime::{on_engine, spawn_on_engine};
 use super::sink::{EngineEvent, EventSink};
 use crate::error::Error;
+use crate::job::JobMeta;
 
 /// Set once a running attempt's lock is found in another run's hands, or its job no
 /// longer active: shared with the attempt, whose outcome then counts for nothing (the
@@ -56,18 +57,87 @@ impl LockLost {
 /// Told after each pass that renewed the locks of running attempts.
 pub(crate) type OnRenewed = Arc<dyn Fn() + Send + Sync>;
 
-/// What the keeper holds for one running attempt: how to stop it if its lock is lost,
-/// and the flag that tells its worker so.
+/// What the keeper holds for one running attempt: its job (for the id) and lock token,
+/// how to stop it if its lock is lost, and the flag that tells its worker so.
 #[derive(Clone, Debug)]
 struct Attempt {
+    job: Arc<JobMeta>,
+    token: String,
     cancel: CancellationToken,
     lost: LockLost,
 }
 
-/// (job id, lock token) -> the attempt, for the attempts running now. Keyed by the
-/// token too: when a stale run of a job ends, it drops its own hold, never that of a
-/// fresh run of the same job (which holds another token).
-type Held = Mutex<HashMap<(String, String), Attempt>>;
+/// The attempts running now, each in a slot of its own: a hold takes a free slot and
+/// gives it back, without hashing or copying the job id. A slot's generation tells a
+/// hold's attempt from a later one in the same slot. Keyed by slot, not by job id: a
+/// stale run of a job and a fresh run of it (under another token) hold slots of their
+/// own, and the stale one's end leaves the fresh one's hold alone.
+#[derive(Debug, Default)]
+struct Slots {
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    generation: u64,
+    attempt: Option<Attempt>,
+}
+
+/// A slot and the generation of the attempt in it.
+type SlotKey = (usize, u64);
+
+type Held = Mutex<Slots>;
+
+impl Slots {
+    fn insert(&mut self, attempt: Attempt) -> SlotKey {
+        match self.free.pop() {
+            Some(index) => {
+                let slot = &mut self.slots[index];
+                slot.generation += 1;
+                slot.attempt = Some(attempt);
+                (index, slot.generation)
+            }
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    attempt: Some(attempt),
+                });
+                (self.slots.len() - 1, 0)
+            }
+        }
+    }
+
+    fn remove(&mut self, (index, generation): SlotKey) {
+        if let Some(slot) = self.slots.get_mut(index) {
+            if slot.generation == generation && slot.attempt.take().is_some() {
+                self.free.push(index);
+            }
+        }
+    }
+
+    fn contains(&self, (index, generation): SlotKey) -> bool {
+        self.slots
+            .get(index)
+            .is_some_and(|slot| slot.generation == generation && slot.attempt.is_some())
+    }
+
+    /// The running attempts, by (job id, lock token), for one renewal pass.
+    fn running(&self) -> Running {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(index, slot)| {
+                let attempt = slot.attempt.clone()?;
+                let key = (attempt.job.id.clone(), attempt.token.clone());
+                Some((key, ((index, slot.generation), attempt)))
+            })
+            .collect()
+    }
+}
+
+/// (job id, lock token) -> the attempt's slot and the attempt, as a pass sees them.
+type Running = HashMap<(String, String), (SlotKey, Attempt)>;
 
 /// Renews the locks of one queue's running attempts.
 #[derive(Debug, Clone)]
@@ -79,7 +149,7 @@ pub(super) struct LockKeeper {
 #[derive(Debug)]
 pub(super) struct LockHold {
     held: Arc<Held>,
-    key: (String, String),
+    key: SlotKey,
 }
 
 impl LockKeeper {
@@ -113,17 +183,22 @@ impl LockKeeper {
         Ok(LockKeeper { held })
     }
 
-    /// Renews `job_id`'s lock (held under `token`) until the hold is dropped; if the
-    /// lock is lost, `cancel` stops the attempt and `lost` is set.
+    /// Renews `job`'s lock (held under `token`) until the hold is dropped; if the lock
+    /// is lost, `cancel` stops the attempt and `lost` is set.
     pub(super) fn hold(
         &self,
-        job_id: &str,
+        job: Arc<JobMeta>,
         token: &str,
         cancel: CancellationToken,
         lost: LockLost,
     ) -> LockHold {
-        let key = (job_id.to_owned(), token.to_owned());
-        lock(&self.held).insert(key.clone(), Attempt { cancel, lost });
+        let attempt = Attempt {
+            job,
+            token: token.to_owned(),
+            cancel,
+            lost,
+        };
+        let key = lock(&self.held).insert(attempt);
         LockHold {
             held: self.held.clone(),
             key,
@@ -133,11 +208,11 @@ impl LockKeeper {
 
 impl Drop for LockHold {
     fn drop(&mut self) {
-        lock(&self.held).remove(&self.key);
+        lock(&self.held).remove(self.key);
     }
 }
 
-fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashMap<(String, String), Attempt>> {
+fn lock(held: &Held) -> std::sync::MutexGuard<'_, Slots> {
     held.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -217,7 +292,7 @@ impl Renewer {
             let Some(now_held) = self.held.upgrade() else {
                 break;
             };
-            let running: HashMap<(String, String), Attempt> = lock(&now_held).clone();
+            let running = lock(&now_held).running();
             drop(now_held);
             match self.pass(&running).await {
                 Pass::Answered => {
@@ -248,7 +323,7 @@ impl Renewer {
 
     /// Renews every running attempt's lock once; takes back the locks that merely
     /// expired, and stops the attempts whose job is another run's now.
-    async fn pass(&self, running: &HashMap<(String, String), Attempt>) -> Pass {
+    async fn pass(&self, running: &Running) -> Pass {
         let keys: Vec<(String, String)> = running.keys().cloned().collect();
         let batches = batches(&keys);
         // All batches at once, on the multiplexed connection: a pass costs one round
@@ -283,11 +358,7 @@ impl Renewer {
 
     /// The locks `extendLocks` could not extend: taken back when they merely expired,
     /// else their attempts are stopped.
-    async fn retake(
-        &self,
-        running: &HashMap<(String, String), Attempt>,
-        not_extended: &[(String, String)],
-    ) -> Pass {
+    async fn retake(&self, running: &Running, not_extended: &[(String, String)]) -> Pass {
         let mut pass = Pass::Answered;
         for batch in batches(not_extended) {
             let retaken = self
@@ -311,7 +382,9 @@ impl Renewer {
                         "the job's lock had expired (renewals did not reach Redis in time); nobody had taken the job, so this run took the lock back"
                     ),
                     LockRetake::Taken | LockRetake::Gone => {
-                        if let Some(attempt) = running.get(&key).filter(|_| self.still_held(&key)) {
+                        if let Some((_, attempt)) =
+                            running.get(&key).filter(|(slot, _)| self.still_held(*slot))
+                        {
                             self.lose(job_id, attempt, outcome);
                         }
                     }
@@ -339,10 +412,10 @@ impl Renewer {
     }
 
     /// An attempt that ended during the pass released its lock: it is not lost.
-    fn still_held(&self, key: &(String, String)) -> bool {
+    fn still_held(&self, slot: SlotKey) -> bool {
         self.held
             .upgrade()
-            .is_some_and(|held| lock(&held).contains_key(key))
+            .is_some_and(|held| lock(&held).contains(slot))
     }
 
     /// Bounds a script call by [`Timing::renew_within`].
@@ -379,6 +452,46 @@ mod tests {
         let shortest = Timing::new(Duration::from_millis(100), Duration::from_secs(3));
         assert_eq!(shortest.every, Duration::from_millis(25));
         assert_eq!(shortest.renew_within, Duration::from_millis(100));
+    }
+
+    fn attempt(id: &str, token: &str) -> Attempt {
+        let job = crate::job::Job::for_test(())
+            .with_test_meta(id, "send", 0)
+            .meta()
+            .clone();
+        Attempt {
+            job,
+            token: token.to_owned(),
+            cancel: CancellationToken::new(),
+            lost: LockLost::default(),
+        }
+    }
+
+    /// A stale run of a job and a fresh one hold slots of their own: the stale one's
+    /// end leaves the fresh one renewed, and a slot used again is a new attempt.
+    #[test]
+    fn each_hold_has_its_own_slot_and_generation() {
+        let mut slots = Slots::default();
+        let stale = slots.insert(attempt("a", "t1"));
+        let fresh = slots.insert(attempt("a", "t2"));
+        assert_ne!(stale, fresh);
+        slots.remove(stale);
+        assert!(!slots.contains(stale));
+        assert!(slots.contains(fresh));
+        let running = slots.running();
+        assert_eq!(running.len(), 1);
+        assert_eq!(running[&("a".to_owned(), "t2".to_owned())].0, fresh);
+
+        // The freed slot is taken again, under a new generation: the old key does not
+        // name the new attempt, nor can it remove it.
+        let next = slots.insert(attempt("b", "t3"));
+        assert_eq!(next.0, stale.0);
+        assert!(!slots.contains(stale));
+        slots.remove(stale);
+        assert!(slots.contains(next));
+        slots.remove(next);
+        slots.remove(fresh);
+        assert!(slots.running().is_empty());
     }
 
     #[test]

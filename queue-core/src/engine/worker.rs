@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use super::connection::Connection;
 use super::convert::{engine_error, job_meta, keep_to_engine, millis};
 use super::flow_gate::{check_parent, ParentGate, CONTINUES_PAST_FAILURES};
-use super::job::LiveJob;
+use super::job::{JobBoxes, LiveJob};
 use super::lock_keeper::{LockKeeper, LockLost, OnRenewed, Timing};
 use super::queue::cancel_channel;
 use super::raw_data;
@@ -260,79 +260,111 @@ fn engine_processor(
     keeper: LockKeeper,
     reads_children: ReadsChildren,
 ) -> bullmq::worker::ProcessorFn {
-    let keeper = Arc::new(keeper);
     // Shared, not copied per job: a connection's clone is several allocations.
-    let (conn, queue) = (Arc::new(conn), Arc::<str>::from(queue));
+    let shared = Arc::new(Shared {
+        conn: Arc::new(conn),
+        queue: Arc::from(queue),
+        process,
+        keeper,
+        boxes: Arc::default(),
+    });
     Arc::new(move |engine_job: bullmq::Job, token: CancellationToken| {
-        let conn = conn.clone();
-        let queue = queue.clone();
-        let process = process.clone();
-        let keeper = keeper.clone();
         // A parent that may have been released with children still pending
         // (`flow_gate`): its handler reads its children, or its flow said so.
         let check_children = reads_children(engine_job.name())
             || engine_job.opts().extensions.get(CONTINUES_PAST_FAILURES)
                 == Some(&serde_json::Value::Bool(true));
-        Box::pin(async move {
-            if check_children {
-                match check_parent(&conn, &queue, &engine_job).await {
-                    Ok(ParentGate::Run) => {}
-                    // Not run, and no attempt spent: the engine leaves the job where
-                    // it is now.
-                    Ok(ParentGate::BackToWaitingChildren) => {
-                        return Err(bullmq::Error::WaitingChildren)
-                    }
-                    Ok(ParentGate::Fail(reason)) => {
-                        return Err(bullmq::Error::Unrecoverable(reason))
-                    }
-                    Err(e) => {
-                        tracing::warn!(queue = %queue, job_id = engine_job.id(), error = %e, "could not check the parent's children; the attempt fails");
-                        return Err(bullmq::Error::ProcessingError(format!(
-                            "could not check the flow's children before running: {e}"
-                        )));
-                    }
-                }
+        let shared = shared.clone();
+        if check_children {
+            return Box::pin(async move {
+                shared.gate(&engine_job).await?;
+                shared.start(engine_job, token).await
+            });
+        }
+        // The attempt is set up here, synchronously, so that the future the engine
+        // boxes per job holds only what the attempt's end needs: a future that held
+        // the engine's job across its awaits was big enough for every job's box to
+        // take the allocator's slow path.
+        shared.start(engine_job, token)
+    })
+}
+
+/// What every attempt of one engine worker shares.
+struct Shared {
+    conn: Arc<Connection>,
+    queue: Arc<str>,
+    process: ProcessFn,
+    keeper: LockKeeper,
+    /// Where the running attempts' engine jobs are kept.
+    boxes: Arc<JobBoxes>,
+}
+
+impl Shared {
+    /// Whether a flow parent may run now (`flow_gate`); `Err` is how the engine is told
+    /// otherwise.
+    async fn gate(&self, engine_job: &bullmq::Job) -> Result<(), bullmq::Error> {
+        match check_parent(&self.conn, &self.queue, engine_job).await {
+            Ok(ParentGate::Run) => Ok(()),
+            // Not run, and no attempt spent: the engine leaves the job where it is now.
+            Ok(ParentGate::BackToWaitingChildren) => Err(bullmq::Error::WaitingChildren),
+            Ok(ParentGate::Fail(reason)) => Err(bullmq::Error::Unrecoverable(reason)),
+            Err(e) => {
+                tracing::warn!(queue = %self.queue, job_id = engine_job.id(), error = %e, "could not check the parent's children; the attempt fails");
+                Err(bullmq::Error::ProcessingError(format!(
+                    "could not check the flow's children before running: {e}"
+                )))
             }
-            let lock_lost = LockLost::default();
-            let _hold = engine_job.token().map(|lock_token| {
-                keeper.hold(
-                    engine_job.id(),
-                    lock_token,
-                    token.clone(),
-                    lock_lost.clone(),
-                )
-            });
-            // Everything the attempt needs came with the job: its timeout and trace
-            // context are in its stored options.
-            let meta = job_meta(&engine_job, &queue);
-            // Moved, not copied: the engine keeps its own copy for after the attempt,
-            // and the job handed to `LiveJob` needs no payload.
-            let mut engine_job = engine_job;
-            let data = engine_job.take_data();
-            let ctx = JobContext::Live(Arc::new(LiveJob::new(engine_job, &queue, conn.clone())));
-            let explain_null = data.is_null().then(|| {
-                let (conn, queue, id) = (conn.clone(), meta.queue.clone(), meta.id.clone());
-                let explain: BoxFuture<'static, Option<String>> =
-                    Box::pin(async move { raw_data::problem(&conn, &queue, &id).await });
-                explain
-            });
-            let job_id = meta.id.clone();
-            let job = Job::from_parts(
-                data,
-                Arc::new(meta),
-                ctx,
-                CancelSignal::from_source(Arc::new(token)),
-            );
-            let attempt = RawAttempt {
-                job,
-                explain_null,
-                lock_lost: lock_lost.clone(),
-            };
-            let outcome = process(attempt).await;
+        }
+    }
+
+    /// Hands the job to our dispatcher; the future ends the attempt as the engine
+    /// needs it ended.
+    fn start(
+        &self,
+        mut engine_job: bullmq::Job,
+        token: CancellationToken,
+    ) -> BoxFuture<'static, Result<serde_json::Value, bullmq::Error>> {
+        let lock_lost = LockLost::default();
+        // Everything the attempt needs came with the job: its timeout and trace
+        // context are in its stored options.
+        let meta = Arc::new(job_meta(&engine_job, &self.queue));
+        let hold = engine_job.token().map(|lock_token| {
+            self.keeper
+                .hold(meta.clone(), lock_token, token.clone(), lock_lost.clone())
+        });
+        // Moved, not copied: the engine keeps its own copy for after the attempt,
+        // and the job handed to `LiveJob` needs no payload.
+        let data = engine_job.take_data();
+        let explain_null = data.is_null().then(|| {
+            let (conn, queue, meta) = (self.conn.clone(), self.queue.clone(), meta.clone());
+            let explain: BoxFuture<'static, Option<String>> =
+                Box::pin(async move { raw_data::problem(&conn, &queue, &meta.id).await });
+            explain
+        });
+        let ctx = JobContext::Live(Arc::new(LiveJob::new(
+            engine_job,
+            self.queue.clone(),
+            self.conn.clone(),
+            self.boxes.clone(),
+        )));
+        let job = Job::from_parts(
+            data,
+            meta.clone(),
+            ctx,
+            CancelSignal::from_source(Arc::new(token)),
+        );
+        let running = (self.process)(RawAttempt {
+            job,
+            explain_null,
+            lock_lost: lock_lost.clone(),
+        });
+        Box::pin(async move {
+            let outcome = running.await;
+            drop(hold);
             if lock_lost.is_set() {
                 // The job is another run's: the engine leaves it alone, rather than
                 // have its move refused ("lock mismatch") and report a failure.
-                return Err(bullmq::Error::JobLockNotExist(job_id));
+                return Err(bullmq::Error::JobLockNotExist(meta.id.clone()));
             }
             outcome.map_err(|failure| {
                 let error = if failure.retryable {
@@ -346,7 +378,7 @@ fn engine_processor(
                 }
             })
         })
-    })
+    }
 }
 
 fn engine_backoff(backoff: BackoffFn) -> bullmq::BackoffStrategyFn {

@@ -36,13 +36,26 @@ use crate::options::JobOptions;
 pub(crate) struct JobMeta {
     pub(crate) id: String,
     pub(crate) name: String,
-    pub(crate) queue: String,
+    /// Shared with the worker: the same for every job of a queue.
+    pub(crate) queue: Arc<str>,
     pub(crate) attempts_made: u32,
     /// Starts so far, this one included; more than `attempts_made + 1` means an
     /// earlier start never finished (its worker died or stalled).
     pub(crate) attempts_started: u32,
     pub(crate) timestamp_ms: u64,
     pub(crate) options: JobOptions,
+}
+
+impl JobMeta {
+    /// This attempt's number, 1-based.
+    pub(crate) fn attempt(&self) -> u32 {
+        self.attempts_made + 1
+    }
+
+    /// Attempts allowed in total.
+    pub(crate) fn max_attempts(&self) -> u32 {
+        self.options.attempts.unwrap_or(1)
+    }
 }
 
 /// Where progress and log lines go: Redis for a real job, memory for a test job.
@@ -120,7 +133,7 @@ impl<T> Job<T> {
         let meta = JobMeta {
             id: id.to_owned(),
             name: name.to_owned(),
-            queue: queue.to_owned(),
+            queue: Arc::from(queue),
             attempts_made,
             attempts_started: attempts_made + 1,
             timestamp_ms: now_ms(),
@@ -177,6 +190,12 @@ impl<T> Job<T> {
         TestJobHandle::new(recorder, self.cancel.clone())
     }
 
+    /// The facts that do not depend on the payload, shared (the worker keeps them for
+    /// the attempt's bookkeeping without copying them).
+    pub(crate) fn meta(&self) -> &Arc<JobMeta> {
+        &self.meta
+    }
+
     /// The job id.
     pub fn id(&self) -> &str {
         &self.meta.id
@@ -199,7 +218,7 @@ impl<T> Job<T> {
 
     /// This attempt's number, 1-based.
     pub fn attempt(&self) -> u32 {
-        self.meta.attempts_made + 1
+        self.meta.attempt()
     }
 
     /// Whether an earlier run of this job was lost (its worker died or stalled) and
@@ -210,7 +229,7 @@ impl<T> Job<T> {
 
     /// Attempts allowed in total.
     pub fn max_attempts(&self) -> u32 {
-        self.meta.options.attempts.unwrap_or(1)
+        self.meta.max_attempts()
     }
 
     /// For a first attempt, how long the job waited since it was due (added, or its

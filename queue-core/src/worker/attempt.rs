@@ -55,17 +55,18 @@ impl Dispatcher {
             explain_null,
             lock_lost,
         } = raw;
+        let meta = job.meta().clone();
         let (id, name, attempt, max_attempts) = (
-            job.id().to_owned(),
-            job.name().to_owned(),
+            meta.id.as_str(),
+            meta.name.as_str(),
             job.attempt(),
             job.max_attempts(),
         );
         let (span, trace) = crate::trace::consumer_span(
             &self.span_name,
             &self.plan.queue,
-            &id,
-            &name,
+            id,
+            name,
             attempt,
             job.trace_context(),
         );
@@ -75,13 +76,13 @@ impl Dispatcher {
             span.in_scope(|| {
                 tracing::warn!("job recovered after a stall: an earlier run never finished")
             });
-            self.tracker.stalled(&id);
+            self.tracker.stalled(id);
         }
-        let tracked = self.tracker.started(&id, &name, attempt, max_attempts);
+        let tracked = self.tracker.started(&meta);
         self.tracker.data(&tracked, &job.data);
         #[cfg(feature = "metrics")]
         let measured = self.metrics.as_ref().map(|metrics| {
-            let label = self.plan.metric_name(&name);
+            let label = self.plan.metric_name(name);
             metrics.started(label, job.waited(), job.recovered_from_stall());
             (metrics, label, std::time::Instant::now())
         });
@@ -104,7 +105,7 @@ impl Dispatcher {
                 "the handler held its thread without yielding; other tasks on it waited. \
                  Move blocking or CPU-heavy work into tokio::task::spawn_blocking"
             );
-            self.tracker.blocked(&id, &name, longest_poll);
+            self.tracker.blocked(id, name, longest_poll);
         }
         let mut outcome = outcome;
         if let Err(failure) = &mut outcome {
@@ -263,15 +264,17 @@ impl Supervision {
             cancel,
             cancel_grace,
         } = self;
+        // The timers are boxed, made only when needed: inline, they made every
+        // attempt's future (boxed per job) bigger, set or not.
         let deadline = async {
             match timeout {
-                Some(limit) => tokio::time::sleep(limit).await,
+                Some(limit) => Box::pin(tokio::time::sleep(limit)).await,
                 None => std::future::pending().await,
             }
         };
         let cancelled_and_ignored = async {
             cancel.cancelled().await;
-            tokio::time::sleep(cancel_grace).await;
+            Box::pin(tokio::time::sleep(cancel_grace)).await;
         };
         tokio::select! {
             // The handler first: when it finishes in the same wake-up as the deadline,

@@ -17,11 +17,11 @@ impl Book {
         let facts = self
             .running
             .iter()
-            .filter(|(_, f)| f.job_id == job_id)
+            .filter(|(_, f)| f.job.id == job_id)
             .max_by_key(|(seq, _)| **seq)
             .map(|(_, f)| f)
             .or_else(|| self.awaiting.get(job_id)?.back().map(|a| &a.facts))?;
-        Some((facts.name.clone(), facts.data.clone()))
+        Some((facts.job.name.clone(), facts.data.clone()))
     }
 
     /// The facts for `job_id`'s report: of a failure with this `reason` if one waits,

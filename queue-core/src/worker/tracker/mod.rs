@@ -17,6 +17,7 @@ use tokio::sync::broadcast;
 
 use crate::engine::{EngineEvent, EventSink};
 use crate::events::WorkerEvent;
+use crate::job::JobMeta;
 
 /// Facts waiting for their report, at most (the oldest go first).
 const MAX_AWAITING: usize = 10_000;
@@ -32,14 +33,38 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Dropped events are warned about at most this often.
 const WARN_DROPS_EVERY: Duration = Duration::from_secs(60);
 
+/// An attempt's facts: its job's (id, name, attempt, attempts allowed), shared with the
+/// attempt rather than copied.
 #[derive(Debug, Clone)]
 struct AttemptFacts {
-    job_id: String,
-    name: String,
-    attempt: u32,
-    max_attempts: u32,
+    job: Arc<JobMeta>,
     /// The job's data, kept only while someone listens (typed listeners read it).
     data: Option<Arc<serde_json::Value>>,
+}
+
+/// A job id as a map's key, borrowed from the attempt's shared facts.
+#[derive(Debug, Clone)]
+struct JobKey(Arc<JobMeta>);
+
+impl PartialEq for JobKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id
+    }
+}
+
+impl Eq for JobKey {}
+
+impl std::hash::Hash for JobKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `str` hashes, so that lookups by `&str` find it.
+        self.0.id.as_str().hash(state);
+    }
+}
+
+impl std::borrow::Borrow<str> for JobKey {
+    fn borrow(&self) -> &str {
+        &self.0.id
+    }
 }
 
 /// How an attempt ended, as its worker saw it.
@@ -68,7 +93,6 @@ struct Awaiting {
 /// took the job over), so the job id alone does not name an attempt.
 #[derive(Debug)]
 pub(crate) struct TrackedAttempt {
-    job_id: String,
     seq: u64,
 }
 
@@ -78,7 +102,7 @@ struct Book {
     next_seq: u64,
     /// In the order the attempts ended, per job id: a fast retry ends the next attempt
     /// before the engine's report of the last one arrives.
-    awaiting: HashMap<String, VecDeque<Awaiting>>,
+    awaiting: HashMap<JobKey, VecDeque<Awaiting>>,
     awaiting_count: usize,
     swept: Instant,
     drop_seen: Option<Instant>,
@@ -132,20 +156,11 @@ impl AttemptTracker {
         self.book.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn started(
-        &self,
-        job_id: &str,
-        name: &str,
-        attempt: u32,
-        max_attempts: u32,
-    ) -> TrackedAttempt {
+    pub(crate) fn started(&self, job: &Arc<JobMeta>) -> TrackedAttempt {
         // Kept even while nobody listens: a listener that subscribes during the attempt
-        // must still be told truly whether its failure was the last.
+        // must still be told truly whether its failure was the last. Shared, not copied.
         let facts = AttemptFacts {
-            job_id: job_id.to_owned(),
-            name: name.to_owned(),
-            attempt,
-            max_attempts,
+            job: job.clone(),
             data: None,
         };
         let seq = {
@@ -158,15 +173,12 @@ impl AttemptTracker {
         if self.listening() {
             self.publish(WorkerEvent::Active {
                 queue: self.queue.clone(),
-                job_id: job_id.to_owned(),
-                name: name.to_owned(),
-                attempt,
+                job_id: job.id.clone(),
+                name: job.name.clone(),
+                attempt: job.attempt(),
             });
         }
-        TrackedAttempt {
-            job_id: job_id.to_owned(),
-            seq,
-        }
+        TrackedAttempt { seq }
     }
 
     /// Keeps a running attempt's data for its completion, failure and progress events,
@@ -185,7 +197,6 @@ impl AttemptTracker {
     /// waits for the engine's report.
     pub(crate) fn ended(&self, attempt: &TrackedAttempt, outcome: AttemptOutcome<'_>) {
         let now = Instant::now();
-        let job_id = attempt.job_id.as_str();
         let mut book = self.book();
         let Some(facts) = book.running.remove(&attempt.seq) else {
             return;
@@ -196,7 +207,7 @@ impl AttemptTracker {
             AttemptOutcome::Failed { reason, is_final } => Some((reason.to_owned(), is_final)),
         };
         book.awaiting
-            .entry(job_id.to_owned())
+            .entry(JobKey(facts.job.clone()))
             .or_default()
             .push_back(Awaiting {
                 facts,
@@ -227,13 +238,17 @@ impl AttemptTracker {
 
     /// Turns an engine event into ours.
     pub(crate) fn on_engine_event(&self, event: EngineEvent) {
+        if !self.listening() {
+            self.unheard(event);
+            return;
+        }
         let queue = self.queue.clone();
         let event = match event {
             EngineEvent::Completed { job_id, result } => {
                 let (name, data) = self
                     .book()
                     .take_report(&job_id, None)
-                    .map(|f| (f.facts.name, f.facts.data))
+                    .map(|f| (f.facts.job.name.clone(), f.facts.data))
                     .unwrap_or_default();
                 WorkerEvent::Completed {
                     queue,
@@ -244,40 +259,30 @@ impl AttemptTracker {
                 }
             }
             EngineEvent::Failed { job_id, reason } => {
-                let (facts, is_final) = match self.book().take_report(&job_id, Some(&reason)) {
+                let taken = self.book().take_report(&job_id, Some(&reason));
+                let is_final = match &taken {
                     Some(Awaiting {
-                        facts,
                         failure: Some((_, is_final)),
                         ..
-                    }) => (facts, is_final),
+                    }) => *is_final,
                     // A completion the engine turned into a failure (its move was
                     // refused): final when no attempt is left.
-                    Some(Awaiting { facts, .. }) => {
-                        let is_final = facts.attempt >= facts.max_attempts;
-                        (facts, is_final)
-                    }
+                    Some(Awaiting { facts, .. }) => facts.job.attempt() >= facts.job.max_attempts(),
                     // Failed by the engine without running (a parent's failure passed
-                    // on, too many starts): for good.
-                    None => (
-                        AttemptFacts {
-                            job_id: job_id.clone(),
-                            name: String::new(),
-                            attempt: 0,
-                            max_attempts: 0,
-                            data: None,
-                        },
-                        true,
-                    ),
+                    // on, too many starts): for good, and no attempt to tell of.
+                    None => true,
                 };
+                let facts = taken.map(|awaiting| awaiting.facts);
+                let job = facts.as_ref().map(|facts| &facts.job);
                 WorkerEvent::Failed {
                     queue,
                     job_id,
-                    name: facts.name,
+                    name: job.map(|job| job.name.clone()).unwrap_or_default(),
                     reason,
-                    attempt: facts.attempt,
-                    max_attempts: facts.max_attempts,
+                    attempt: job.map_or(0, |job| job.attempt()),
+                    max_attempts: job.map_or(0, |job| job.max_attempts()),
                     is_final,
-                    data: facts.data,
+                    data: facts.and_then(|facts| facts.data),
                 }
             }
             EngineEvent::Progress { job_id, progress } => {
@@ -305,6 +310,28 @@ impl AttemptTracker {
             }
         };
         self.publish(event);
+    }
+
+    /// An engine event nobody listens to: only the bookkeeping its report closes, and
+    /// what is counted or logged whether or not anyone listens. A listener that
+    /// subscribes later gets the reports that come after it.
+    fn unheard(&self, event: EngineEvent) {
+        match event {
+            EngineEvent::Completed { job_id, .. } => {
+                self.book().take_report(&job_id, None);
+            }
+            EngineEvent::Failed { job_id, reason } => {
+                self.book().take_report(&job_id, Some(&reason));
+            }
+            EngineEvent::Error { message } => {
+                tracing::debug!(queue = %self.queue, error = %message, "worker error; it keeps retrying");
+            }
+            EngineEvent::Dropped { count } => self.dropped(count),
+            EngineEvent::Progress { .. }
+            | EngineEvent::Stalled { .. }
+            | EngineEvent::LockLost { .. }
+            | EngineEvent::Drained => {}
+        }
     }
 
     /// The engine dropped `count` events (its channel was full): counted, warned about

@@ -16,6 +16,23 @@ fn failures(received: &mut broadcast::Receiver<WorkerEvent>) -> Vec<(u32, u32, b
     failures
 }
 
+/// A job's facts as the worker shares them with the tracker.
+fn meta(id: &str, name: &str, attempt: u32, max_attempts: u32) -> Arc<JobMeta> {
+    let options = crate::options::JobOptions {
+        attempts: Some(max_attempts),
+        ..Default::default()
+    };
+    Arc::new(JobMeta {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        queue: Arc::from("q"),
+        attempts_made: attempt - 1,
+        attempts_started: attempt,
+        timestamp_ms: 0,
+        options,
+    })
+}
+
 fn failed(job_id: &str, reason: &str) -> EngineEvent {
     EngineEvent::Failed {
         job_id: job_id.into(),
@@ -32,7 +49,7 @@ fn nothing_kept(tracker: &AttemptTracker) -> bool {
 fn failures_carry_attempt_facts_and_finality() {
     let (tx, mut rx) = broadcast::channel(8);
     let tracker = AttemptTracker::new("email".into(), tx);
-    let run = tracker.started("j1", "welcome", 2, 3);
+    let run = tracker.started(&meta("j1", "welcome", 2, 3));
     tracker.ended(
         &run,
         AttemptOutcome::Failed {
@@ -73,9 +90,9 @@ async fn a_failure_report_overtaken_by_the_retry_keeps_its_own_attempt() {
         reason: "nope",
         is_final: false,
     };
-    let first = tracker.started("j1", "send", 1, 3);
+    let first = tracker.started(&meta("j1", "send", 1, 3));
     tracker.ended(&first, not_final);
-    let second = tracker.started("j1", "send", 2, 3);
+    let second = tracker.started(&meta("j1", "send", 2, 3));
     tracker.on_engine_event(failed("j1", "nope"));
     assert_eq!(failures(&mut received), [(1, 3, false)]);
     // The second attempt's facts are still there for its own report.
@@ -91,7 +108,7 @@ async fn a_failure_report_overtaken_by_the_retry_keeps_its_own_attempt() {
 fn a_dropped_completion_report_leaves_nothing_behind() {
     let (events, _received) = broadcast::channel(16);
     let tracker = AttemptTracker::new("q".into(), events);
-    let run = tracker.started("j1", "send", 1, 1);
+    let run = tracker.started(&meta("j1", "send", 1, 1));
     tracker.ended(&run, AttemptOutcome::Completed);
     assert!(
         tracker.book().running.is_empty(),
@@ -104,7 +121,7 @@ fn a_dropped_completion_report_leaves_nothing_behind() {
         .sweep(Instant::now() + AFTER_A_DROP + Duration::from_secs(1));
     assert!(nothing_kept(&tracker));
     // Without a drop, facts wait at most `REPORT_WITHIN`.
-    let run = tracker.started("j2", "send", 1, 1);
+    let run = tracker.started(&meta("j2", "send", 1, 1));
     tracker.ended(&run, AttemptOutcome::Completed);
     tracker
         .book()
@@ -118,7 +135,7 @@ fn a_dropped_completion_report_leaves_nothing_behind() {
 fn a_report_after_a_dropped_one_keeps_its_own_facts() {
     let (events, mut received) = broadcast::channel(16);
     let tracker = AttemptTracker::new("q".into(), events);
-    let first = tracker.started("j1", "send", 1, 2);
+    let first = tracker.started(&meta("j1", "send", 1, 2));
     tracker.ended(
         &first,
         AttemptOutcome::Failed {
@@ -131,7 +148,7 @@ fn a_report_after_a_dropped_one_keeps_its_own_facts() {
     tracker
         .book()
         .sweep(Instant::now() + AFTER_A_DROP + Duration::from_secs(1));
-    let last = tracker.started("j1", "send", 2, 2);
+    let last = tracker.started(&meta("j1", "send", 2, 2));
     tracker.ended(
         &last,
         AttemptOutcome::Failed {
@@ -149,7 +166,7 @@ fn a_report_after_a_dropped_one_keeps_its_own_facts() {
 fn a_lost_lock_leaves_nothing_waiting() {
     let (events, _received) = broadcast::channel(16);
     let tracker = AttemptTracker::new("q".into(), events);
-    let run = tracker.started("j1", "send", 1, 5);
+    let run = tracker.started(&meta("j1", "send", 1, 5));
     tracker.ended(&run, AttemptOutcome::LockLost);
     assert!(nothing_kept(&tracker));
 }
@@ -160,8 +177,8 @@ fn a_lost_lock_leaves_nothing_waiting() {
 fn overlapping_runs_of_one_job_keep_their_own_facts() {
     let (events, mut received) = broadcast::channel(16);
     let tracker = AttemptTracker::new("q".into(), events);
-    let stale = tracker.started("j1", "send", 1, 1);
-    let fresh = tracker.started("j1", "send", 1, 1);
+    let stale = tracker.started(&meta("j1", "send", 1, 1));
+    let fresh = tracker.started(&meta("j1", "send", 1, 1));
     tracker.ended(&stale, AttemptOutcome::LockLost);
     tracker.ended(
         &fresh,
@@ -182,7 +199,7 @@ fn facts_waiting_for_reports_are_bounded() {
     let tracker = AttemptTracker::new("q".into(), events);
     for n in 0..(MAX_AWAITING + 10) {
         let id = format!("j{n}");
-        let run = tracker.started(&id, "send", 1, 1);
+        let run = tracker.started(&meta(&id, "send", 1, 1));
         tracker.ended(&run, AttemptOutcome::Completed);
     }
     let book = tracker.book();
@@ -198,7 +215,7 @@ fn facts_waiting_for_reports_are_bounded() {
     // The newest are the ones kept.
     assert!(book
         .awaiting
-        .contains_key(&format!("j{}", MAX_AWAITING + 9)));
+        .contains_key(format!("j{}", MAX_AWAITING + 9).as_str()));
     assert!(!book.awaiting.contains_key("j0"));
 }
 
@@ -211,7 +228,7 @@ fn completions_failures_and_progress_carry_the_jobs_data_while_someone_listens()
         job_id: job_id.into(),
         progress: serde_json::json!(50),
     };
-    let run = tracker.started("j1", "welcome", 1, 1);
+    let run = tracker.started(&meta("j1", "welcome", 1, 1));
     tracker.data(&run, &data);
     tracker.on_engine_event(progress("j1"));
     tracker.ended(&run, AttemptOutcome::Completed);
@@ -228,7 +245,7 @@ fn completions_failures_and_progress_carry_the_jobs_data_while_someone_listens()
 
     // A progress report that arrives after the worker saw its attempt fail still
     // names the job and carries its data.
-    let run = tracker.started("j2", "welcome", 1, 1);
+    let run = tracker.started(&meta("j2", "welcome", 1, 1));
     tracker.data(&run, &data);
     tracker.ended(
         &run,
@@ -246,7 +263,7 @@ fn completions_failures_and_progress_carry_the_jobs_data_while_someone_listens()
 
     // Nobody listening: nothing copied.
     drop(rx);
-    let run = tracker.started("j3", "welcome", 1, 1);
+    let run = tracker.started(&meta("j3", "welcome", 1, 1));
     tracker.data(&run, &data);
     assert!(tracker.book().running[&run.seq].data.is_none());
 }
