@@ -22,7 +22,6 @@
 //! at concurrency 1 when measured (`BENCHMARKS.md`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -35,24 +34,7 @@ use super::convert::{engine_error, millis};
 use super::runtime::{on_engine, spawn_on_engine};
 use super::sink::{EngineEvent, EventSink};
 use crate::error::Error;
-use crate::job::JobMeta;
-
-/// Set once a running attempt's lock is found in another run's hands, or its job no
-/// longer active: shared with the attempt, whose outcome then counts for nothing (the
-/// job is the other run's) and is reported as a lost lock, never as a failure.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct LockLost(Arc<AtomicBool>);
-
-impl LockLost {
-    /// Whether the attempt's lock was lost.
-    pub(crate) fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-
-    fn set(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
+use crate::job::{JobMeta, LockLost};
 
 /// Told after each pass that renewed the locks of running attempts.
 pub(crate) type OnRenewed = Arc<dyn Fn() + Send + Sync>;

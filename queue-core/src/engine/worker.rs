@@ -17,12 +17,12 @@ use super::connection::Connection;
 use super::convert::{engine_error, job_meta, keep_to_engine, millis};
 use super::flow_gate::{check_parent, ParentGate, CONTINUES_PAST_FAILURES};
 use super::job::{JobBoxes, LiveJob};
-use super::lock_keeper::{LockKeeper, LockLost, OnRenewed, Timing};
+use super::lock_keeper::{LockKeeper, OnRenewed, Timing};
 use super::queue::cancel_channel;
 use super::raw_data;
 use super::sink::{EngineEvent, EventSink};
 use crate::error::Error;
-use crate::job::{CancelSignal, Job, JobContext};
+use crate::job::{CancelSignal, Job, JobContext, LockLost};
 use crate::options::{BackoffContext, BackoffFn, Keep};
 
 /// Retry delay after a Redis error in the fetch loop; the engine's default is 15 s,

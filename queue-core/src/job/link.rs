@@ -68,6 +68,13 @@ impl CancelSignal {
     pub(crate) async fn cancelled(&self) {
         self.0.cancelled().await;
     }
+
+    /// [`CancelSignal::cancelled`] as a future of its own, for a future that keeps the
+    /// signal beside the wait.
+    pub(crate) fn cancelled_owned(&self) -> BoxFuture<'static, ()> {
+        let source = self.0.clone();
+        Box::pin(async move { source.cancelled().await })
+    }
 }
 
 /// A cancellation flag with a wake-up for those who wait on it.
@@ -100,6 +107,25 @@ impl CancelSource for LocalCancel {
                 woken.set(self.wake.notified());
             }
         })
+    }
+}
+
+/// Set once a running attempt's lock is found in another run's hands, or its job no
+/// longer active: shared with the attempt, whose outcome then counts for nothing (the
+/// job is the other run's) and is reported as a lost lock, never as a failure. Here, not
+/// in the engine's keeper that raises it, so that the worker's attempt can keep it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LockLost(Arc<AtomicBool>);
+
+impl LockLost {
+    /// Whether the attempt's lock was lost.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Raised by the lock keeper.
+    pub(crate) fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
     }
 }
 

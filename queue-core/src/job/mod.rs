@@ -25,7 +25,7 @@ pub use state::{JobCounts, JobState};
 pub use testing::TestJobHandle;
 
 pub(crate) use children::RawChildren;
-pub(crate) use link::{CancelSignal, CancelSource, JobWriter};
+pub(crate) use link::{CancelSignal, CancelSource, JobWriter, LockLost};
 
 use crate::clock::now_ms;
 use crate::error::Error;

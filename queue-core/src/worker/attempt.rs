@@ -2,23 +2,24 @@
 //! cancellation signal, and classify the outcome.
 
 use std::any::Any;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use std::future::Future;
-
 use futures::future::BoxFuture;
-use futures::FutureExt;
-use tracing::Instrument;
 
-use super::blocking::{PollWatch, BLOCKING_REPORT_AFTER};
-use super::tracker::{AttemptOutcome, AttemptTracker};
+use super::blocking::{LongestPoll, BLOCKING_REPORT_AFTER};
+use super::tracker::{AttemptOutcome, AttemptTracker, TrackedAttempt};
 use crate::deps::Deps;
 use crate::engine::{AttemptFailure, ProcessFn, RawAttempt};
-use crate::job::{CancelSignal, Job, JobError};
+use crate::job::{CancelSignal, Job, JobError, JobMeta, LockLost};
 use crate::options::{Backoff, BackoffContext, BackoffFn};
 use crate::registry::QueuePlan;
+
+type Outcome = Result<serde_json::Value, AttemptFailure>;
 
 /// Everything an attempt of one queue needs, shared by its concurrent attempts.
 pub(crate) struct Dispatcher {
@@ -40,34 +41,26 @@ impl Dispatcher {
     pub(crate) fn into_process_fn(self) -> ProcessFn {
         super::panic_site::install();
         let shared = Arc::new(self);
-        Arc::new(move |raw: RawAttempt| -> BoxFuture<'static, _> {
-            let shared = shared.clone();
-            Box::pin(async move { shared.run(raw).await })
-        })
+        Arc::new(move |raw: RawAttempt| shared.begin(raw))
     }
 
-    async fn run(&self, raw: RawAttempt) -> Result<serde_json::Value, AttemptFailure> {
+    /// Sets the attempt up synchronously and returns the future that runs it: the
+    /// engine boxes that future per job, and one that held the set-up's state across
+    /// its awaits was too big for the allocator's per-thread cache.
+    fn begin(self: &Arc<Self>, raw: RawAttempt) -> BoxFuture<'static, Outcome> {
         self.pulse.took();
-        // Ends the attempt on the pulse however `run` ends (a dropped future included).
-        let _running = PulseEnd(&self.pulse);
         let RawAttempt {
             job,
             explain_null,
             lock_lost,
         } = raw;
         let meta = job.meta().clone();
-        let (id, name, attempt, max_attempts) = (
-            meta.id.as_str(),
-            meta.name.as_str(),
-            job.attempt(),
-            job.max_attempts(),
-        );
         let (span, trace) = crate::trace::consumer_span(
             &self.span_name,
             &self.plan.queue,
-            id,
-            name,
-            attempt,
+            &meta.id,
+            &meta.name,
+            job.attempt(),
             job.trace_context(),
         );
         if job.recovered_from_stall() {
@@ -76,89 +69,53 @@ impl Dispatcher {
             span.in_scope(|| {
                 tracing::warn!("job recovered after a stall: an earlier run never finished")
             });
-            self.tracker.stalled(id);
+            self.tracker.stalled(&meta.id);
         }
         let tracked = self.tracker.started(&meta);
         self.tracker.data(&tracked, &job.data);
         #[cfg(feature = "metrics")]
-        let measured = self.metrics.as_ref().map(|metrics| {
-            let label = self.plan.metric_name(name);
-            metrics.started(label, job.waited(), job.recovered_from_stall());
-            (metrics, label, std::time::Instant::now())
+        let metered = self.metrics.as_ref().map(|metrics| {
+            metrics.started(
+                self.plan.metric_name(&meta.name),
+                job.waited(),
+                job.recovered_from_stall(),
+            );
+            std::time::Instant::now()
         });
         // Kept for deciding, on failure, whether the engine will retry.
         let custom_backoff = match job.options().get_backoff() {
-            Some(Backoff::Custom(strategy)) => Some((strategy.clone(), job.data.clone())),
+            Some(Backoff::Custom(strategy)) => Some(Box::new((strategy.clone(), job.data.clone()))),
             _ => None,
         };
-        let (outcome, longest_poll) = match self.unreadable_data(&job, explain_null).await {
-            Some(problem) => (Err(unrecoverable(problem)), Duration::ZERO),
-            None => self.attempt(job, trace).instrument(span.clone()).await,
+        let ending = Ending {
+            dispatcher: self.clone(),
+            meta,
+            span,
+            tracked,
+            custom_backoff,
+            lock_lost,
+            #[cfg(feature = "metrics")]
+            metered,
         };
-
-        // The reports below name the span as their parent rather than entering it: an
-        // enter costs each attempt a context switch in every tracing layer.
-        if longest_poll >= BLOCKING_REPORT_AFTER {
-            tracing::warn!(
-                parent: &span,
-                blocked_ms = longest_poll.as_millis() as u64,
-                "the handler held its thread without yielding; other tasks on it waited. \
-                 Move blocking or CPU-heavy work into tokio::task::spawn_blocking"
-            );
-            self.tracker.blocked(id, name, longest_poll);
-        }
-        let mut outcome = outcome;
-        if let Err(failure) = &mut outcome {
-            failure.is_final =
-                self.is_final(failure, attempt, max_attempts, custom_backoff.as_ref());
-        }
-        // Another run holds the job now: this run's outcome counts for nothing (the
-        // engine leaves the job alone). A lost lock is never a failure of the job.
-        let lost = lock_lost.is_set();
-        #[cfg(feature = "metrics")]
-        if let Some((metrics, label, started)) = measured {
-            use crate::metrics::AttemptEnd;
-            let end = match &outcome {
-                _ if lost => AttemptEnd::LockLost,
-                Ok(_) => AttemptEnd::Completed,
-                Err(f) if f.is_final => AttemptEnd::Failed {
-                    timed_out: f.timed_out,
-                },
-                Err(f) => AttemptEnd::Retried {
-                    timed_out: f.timed_out,
-                },
-            };
-            metrics.ended(label, started.elapsed(), end);
-        }
-        match &outcome {
-            _ if lost => {
-                self.tracker.ended(&tracked, AttemptOutcome::LockLost);
-                tracing::info!(parent: &span, "the job's lock was lost: another run holds the job; this run's outcome is dropped");
-            }
-            Ok(_) => {
-                self.tracker.ended(&tracked, AttemptOutcome::Completed);
-                tracing::debug!(parent: &span, "job completed");
-            }
-            Err(failure) => {
-                span.record("otel.status_code", "error");
-                span.record("otel.status_description", failure.reason.as_str());
-                let is_final = failure.is_final;
-                self.tracker.ended(
-                    &tracked,
-                    AttemptOutcome::Failed {
-                        reason: &failure.reason,
-                        is_final,
-                    },
-                );
-                let timed_out = failure.timed_out;
-                if is_final {
-                    tracing::warn!(parent: &span, reason = %failure.reason, timed_out, "job failed for good");
-                } else {
-                    tracing::info!(parent: &span, reason = %failure.reason, timed_out, "attempt failed, will retry");
+        // `null` data may stand for data that is missing or not JSON: asked only when
+        // the job's handler cannot take `null` (rare, and its own, bigger future).
+        let explain = explain_null.filter(|_| {
+            self.plan
+                .handler_for(job.name())
+                .is_some_and(|planned| !planned.handler.accepts_null)
+        });
+        if let Some(explain) = explain {
+            return Box::pin(async move {
+                match explain.await {
+                    Some(problem) => ending.finish(Err(unrecoverable(problem)), Duration::ZERO),
+                    None => {
+                        let dispatcher = ending.dispatcher.clone();
+                        dispatcher.supervise(job, trace, ending).await
+                    }
                 }
-            }
+            });
         }
-        outcome
+        self.supervise(job, trace, ending)
     }
 
     /// Whether the engine will fail the job for good after this failure, decided as the
@@ -189,28 +146,14 @@ impl Dispatcher {
         }
     }
 
-    /// Why the job's `null` data is unusable (missing, or not JSON), asked only when its
-    /// handler's payload cannot be `null`.
-    async fn unreadable_data(
-        &self,
-        job: &Job<serde_json::Value>,
-        explain_null: Option<BoxFuture<'static, Option<String>>>,
-    ) -> Option<String> {
-        let explain = explain_null?;
-        let planned = self.plan.handler_for(job.name())?;
-        if planned.handler.accepts_null {
-            return None;
-        }
-        explain.await
-    }
-
-    /// Finds the job's handler and runs it under supervision, in `trace` (so that a
-    /// fan-out stays one trace); also returns the longest single poll of the handler.
-    async fn attempt(
+    /// Finds the job's handler and returns the future that runs it under supervision,
+    /// in `trace` (so that a fan-out stays one trace), and then ends the attempt.
+    fn supervise(
         &self,
         job: Job<serde_json::Value>,
         trace: Option<crate::trace::TraceContext>,
-    ) -> (Result<serde_json::Value, AttemptFailure>, Duration) {
+        ending: Ending,
+    ) -> BoxFuture<'static, Outcome> {
         let Some(planned) = self.plan.handler_for(job.name()) else {
             let failure = AttemptFailure {
                 reason: format!(
@@ -225,79 +168,243 @@ impl Dispatcher {
                 timed_out: false,
                 stack: None,
             };
-            return (Err(failure), Duration::ZERO);
+            return Box::pin(std::future::ready(
+                ending.finish(Err(failure), Duration::ZERO),
+            ));
         };
-        let supervision = Supervision {
-            timeout: job.options().get_timeout().or(planned.timeout),
-            cancel: job.cancel_signal(),
-            cancel_grace: self.plan.cancel_grace,
-        };
+        let timeout = job.options().get_timeout().or(planned.timeout);
+        let cancel = job.cancel_signal();
         // `run` is lazy: the payload's deserialization and the call that builds the
         // handler's future happen in the first poll, inside `catch_unwind`.
         let handler = planned.handler.run(job, &self.deps);
-        let handler: BoxFuture<'_, _> = match trace {
+        let handler: BoxFuture<'static, _> = match trace {
             Some(trace) => Box::pin(crate::trace::scope(trace, handler)),
             None => Box::pin(handler),
         };
-        let (watched, longest_poll) = PollWatch::new(handler);
-        let outcome = supervision.run(watched).await;
-        (outcome, longest_poll.get())
+        Box::pin(Supervised {
+            handler: Some(handler),
+            longest_poll: LongestPoll::default(),
+            timeout,
+            deadline: None,
+            cancel,
+            cancel_grace: self.plan.cancel_grace,
+            cancelled: None,
+            grace: None,
+            ending: Some(ending),
+        })
     }
 }
 
-/// What an attempt is watched for besides its own outcome.
-struct Supervision {
-    timeout: Option<Duration>,
-    cancel: CancelSignal,
-    cancel_grace: Duration,
+/// What an attempt's end needs, kept from its set-up. Ends the attempt on the worker's
+/// pulse when dropped, however the attempt ends (a dropped future included).
+struct Ending {
+    dispatcher: Arc<Dispatcher>,
+    meta: Arc<JobMeta>,
+    span: tracing::Span,
+    tracked: TrackedAttempt,
+    /// The strategy and the data, boxed: rare, and kept out of the per-job future.
+    custom_backoff: Option<Box<(String, serde_json::Value)>>,
+    lock_lost: LockLost,
+    /// When the attempt started, when metrics are kept.
+    #[cfg(feature = "metrics")]
+    metered: Option<std::time::Instant>,
 }
 
-impl Supervision {
-    /// Runs `handler` until it ends, panics, runs out of time, or ignores a cancellation
-    /// for longer than the grace; the future is dropped in the last two cases.
-    async fn run(
-        self,
-        handler: impl Future<Output = Result<serde_json::Value, JobError>>,
-    ) -> Result<serde_json::Value, AttemptFailure> {
-        let Supervision {
-            timeout,
-            cancel,
-            cancel_grace,
-        } = self;
-        // The timers are boxed, made only when needed: inline, they made every
-        // attempt's future (boxed per job) bigger, set or not.
-        let deadline = async {
-            match timeout {
-                Some(limit) => Box::pin(tokio::time::sleep(limit)).await,
-                None => std::future::pending().await,
+impl Drop for Ending {
+    fn drop(&mut self) {
+        self.dispatcher.pulse.ended();
+    }
+}
+
+impl Ending {
+    /// Settles the outcome (whether a failure is the last; a lost lock), and reports it:
+    /// the tracker, the metrics, the logs. `longest_poll` is the handler's longest
+    /// single poll.
+    fn finish(&self, outcome: Outcome, longest_poll: Duration) -> Outcome {
+        let dispatcher = &*self.dispatcher;
+        let span = &self.span;
+        let (id, name) = (self.meta.id.as_str(), self.meta.name.as_str());
+        // The reports below name the span as their parent rather than entering it: an
+        // enter costs each attempt a context switch in every tracing layer.
+        if longest_poll >= BLOCKING_REPORT_AFTER {
+            tracing::warn!(
+                parent: span,
+                blocked_ms = longest_poll.as_millis() as u64,
+                "the handler held its thread without yielding; other tasks on it waited. \
+                 Move blocking or CPU-heavy work into tokio::task::spawn_blocking"
+            );
+            dispatcher.tracker.blocked(id, name, longest_poll);
+        }
+        let mut outcome = outcome;
+        if let Err(failure) = &mut outcome {
+            failure.is_final = dispatcher.is_final(
+                failure,
+                self.meta.attempt(),
+                self.meta.max_attempts(),
+                self.custom_backoff.as_deref(),
+            );
+        }
+        // Another run holds the job now: this run's outcome counts for nothing (the
+        // engine leaves the job alone). A lost lock is never a failure of the job.
+        let lost = self.lock_lost.is_set();
+        #[cfg(feature = "metrics")]
+        if let (Some(metrics), Some(started)) = (&dispatcher.metrics, self.metered) {
+            use crate::metrics::AttemptEnd;
+            let end = match &outcome {
+                _ if lost => AttemptEnd::LockLost,
+                Ok(_) => AttemptEnd::Completed,
+                Err(f) if f.is_final => AttemptEnd::Failed {
+                    timed_out: f.timed_out,
+                },
+                Err(f) => AttemptEnd::Retried {
+                    timed_out: f.timed_out,
+                },
+            };
+            metrics.ended(dispatcher.plan.metric_name(name), started.elapsed(), end);
+        }
+        let tracker = &dispatcher.tracker;
+        match &outcome {
+            _ if lost => {
+                tracker.ended(&self.tracked, AttemptOutcome::LockLost);
+                tracing::info!(parent: span, "the job's lock was lost: another run holds the job; this run's outcome is dropped");
             }
+            Ok(_) => {
+                tracker.ended(&self.tracked, AttemptOutcome::Completed);
+                tracing::debug!(parent: span, "job completed");
+            }
+            Err(failure) => {
+                span.record("otel.status_code", "error");
+                span.record("otel.status_description", failure.reason.as_str());
+                let is_final = failure.is_final;
+                tracker.ended(
+                    &self.tracked,
+                    AttemptOutcome::Failed {
+                        reason: &failure.reason,
+                        is_final,
+                    },
+                );
+                let timed_out = failure.timed_out;
+                if is_final {
+                    tracing::warn!(parent: span, reason = %failure.reason, timed_out, "job failed for good");
+                } else {
+                    tracing::info!(parent: span, reason = %failure.reason, timed_out, "attempt failed, will retry");
+                }
+            }
+        }
+        outcome
+    }
+}
+
+/// The per-job future: the handler's, polled in the attempt's span under
+/// `catch_unwind`, timed poll by poll (`blocking`), and raced against the timeout and
+/// an ignored cancellation; then the attempt's end. Written out rather than `async`
+/// so that it stays small: its timers and the cancellation's wait are boxed, made only
+/// when used.
+struct Supervised {
+    /// `None` once it ended or was given up (dropped then, before the attempt's end).
+    handler: Option<BoxFuture<'static, Result<serde_json::Value, JobError>>>,
+    longest_poll: LongestPoll,
+    timeout: Option<Duration>,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    cancel: CancelSignal,
+    cancel_grace: Duration,
+    cancelled: Option<BoxFuture<'static, ()>>,
+    /// Runs from the cancellation's request.
+    grace: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// `None` once the attempt ended.
+    ending: Option<Ending>,
+}
+
+impl Supervised {
+    /// The handler's result, a timeout, or an ignored cancellation: the handler is
+    /// polled first, so that when it finishes in the same wake-up as the deadline its
+    /// own result wins (its effects have happened; reporting a timeout would run them
+    /// again).
+    fn poll_outcome(&mut self, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let Some(handler) = &mut self.handler else {
+            return Poll::Pending;
         };
-        let cancelled_and_ignored = async {
-            cancel.cancelled().await;
-            Box::pin(tokio::time::sleep(cancel_grace)).await;
+        let polled = {
+            let _in_span = self.ending.as_ref().map(|ending| ending.span.enter());
+            self.longest_poll
+                .time(|| std::panic::catch_unwind(AssertUnwindSafe(|| handler.as_mut().poll(cx))))
         };
-        tokio::select! {
-            // The handler first: when it finishes in the same wake-up as the deadline,
-            // its own result wins. Its effects have happened; reporting a timeout would
-            // run them again.
-            biased;
-            result = AssertUnwindSafe(handler).catch_unwind() => match result {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(e)) if cancel.is_cancelled() => Err(unrecoverable(format!("cancelled: {}", e.message()))),
-                Ok(Err(e)) => Err(AttemptFailure { reason: e.message().to_owned(), retryable: e.is_retryable(), is_final: false, timed_out: false, stack: e.chain_text() }),
-                Err(panic) => Err(panicked(panic_message(panic.as_ref()), super::panic_site::take())),
-            },
-            () = deadline => Err(AttemptFailure {
-                is_final: false,
-                timed_out: true,
-                reason: format!("timed out after {}", human(timeout.unwrap_or_default())),
-                retryable: true,
-                stack: None,
-            }),
-            () = cancelled_and_ignored => Err(unrecoverable(format!(
-                "cancelled: the handler did not stop within {} of the request",
-                human(cancel_grace)
-            ))),
+        match polled {
+            Ok(Poll::Pending) => {}
+            Ok(Poll::Ready(Ok(value))) => return Poll::Ready(Ok(value)),
+            Ok(Poll::Ready(Err(e))) if self.cancel.is_cancelled() => {
+                return Poll::Ready(Err(unrecoverable(format!("cancelled: {}", e.message()))))
+            }
+            Ok(Poll::Ready(Err(e))) => {
+                return Poll::Ready(Err(AttemptFailure {
+                    reason: e.message().to_owned(),
+                    retryable: e.is_retryable(),
+                    is_final: false,
+                    timed_out: false,
+                    stack: e.chain_text(),
+                }))
+            }
+            Err(panic) => {
+                return Poll::Ready(Err(panicked(
+                    panic_message(panic.as_ref()),
+                    super::panic_site::take(),
+                )))
+            }
+        }
+        if let Some(limit) = self.timeout {
+            let deadline = self
+                .deadline
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+            if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(AttemptFailure {
+                    is_final: false,
+                    timed_out: true,
+                    reason: format!("timed out after {}", human(limit)),
+                    retryable: true,
+                    stack: None,
+                }));
+            }
+        }
+        if self.grace.is_none() {
+            let cancel = &self.cancel;
+            let cancelled = self
+                .cancelled
+                .get_or_insert_with(|| cancel.cancelled_owned());
+            if cancelled.as_mut().poll(cx).is_ready() {
+                self.cancelled = None;
+                self.grace = Some(Box::pin(tokio::time::sleep(self.cancel_grace)));
+            }
+        }
+        if let Some(grace) = &mut self.grace {
+            if grace.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(unrecoverable(format!(
+                    "cancelled: the handler did not stop within {} of the request",
+                    human(self.cancel_grace)
+                ))));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Future for Supervised {
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+        // Every field is `Unpin` (the futures in it are boxed).
+        let this = self.get_mut();
+        let Poll::Ready(outcome) = this.poll_outcome(cx) else {
+            return Poll::Pending;
+        };
+        // The handler's future goes before the attempt's end is reported (a timed-out
+        // or ignored-cancellation handler is dropped here).
+        this.handler = None;
+        this.deadline = None;
+        this.cancelled = None;
+        this.grace = None;
+        match this.ending.take() {
+            Some(ending) => Poll::Ready(ending.finish(outcome, this.longest_poll.get())),
+            None => Poll::Ready(outcome),
         }
     }
 }
@@ -337,15 +444,6 @@ fn human(d: Duration) -> String {
         format!("{}s", d.as_secs())
     } else {
         format!("{}ms", d.as_millis())
-    }
-}
-
-/// Marks an attempt ended on its worker's pulse when dropped.
-struct PulseEnd<'a>(&'a crate::health::WorkerPulse);
-
-impl Drop for PulseEnd<'_> {
-    fn drop(&mut self) {
-        self.0.ended();
     }
 }
 

@@ -9,7 +9,7 @@
 //! facts whose report does not come are let go after a while, and never more than
 //! [`MAX_AWAITING`] wait.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -42,31 +42,6 @@ struct AttemptFacts {
     data: Option<Arc<serde_json::Value>>,
 }
 
-/// A job id as a map's key, borrowed from the attempt's shared facts.
-#[derive(Debug, Clone)]
-struct JobKey(Arc<JobMeta>);
-
-impl PartialEq for JobKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.id == other.0.id
-    }
-}
-
-impl Eq for JobKey {}
-
-impl std::hash::Hash for JobKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // As `str` hashes, so that lookups by `&str` find it.
-        self.0.id.as_str().hash(state);
-    }
-}
-
-impl std::borrow::Borrow<str> for JobKey {
-    fn borrow(&self) -> &str {
-        &self.0.id
-    }
-}
-
 /// How an attempt ended, as its worker saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AttemptOutcome<'a> {
@@ -90,20 +65,80 @@ struct Awaiting {
 
 /// One running attempt, as [`AttemptTracker::started`] knows it: two runs of one job
 /// may overlap in a process (a run that lost its lock, still stopping, and the run that
-/// took the job over), so the job id alone does not name an attempt.
+/// took the job over), so the job id alone does not name an attempt. Its slot in
+/// [`Running`], and its place in the order of starts (which also tells a reused slot's
+/// new attempt from this one).
 #[derive(Debug)]
 pub(crate) struct TrackedAttempt {
+    slot: usize,
     seq: u64,
+}
+
+/// The running attempts, each in a slot of its own: slots are reused, so that a start
+/// and an end cost neither an allocation nor a hashed entry.
+#[derive(Debug, Default)]
+struct Running {
+    slots: Vec<Option<(u64, AttemptFacts)>>,
+    free: Vec<usize>,
+    next_seq: u64,
+}
+
+impl Running {
+    fn start(&mut self, facts: AttemptFacts) -> TrackedAttempt {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot] = Some((seq, facts));
+                slot
+            }
+            None => {
+                self.slots.push(Some((seq, facts)));
+                self.slots.len() - 1
+            }
+        };
+        TrackedAttempt { slot, seq }
+    }
+
+    fn get_mut(&mut self, attempt: &TrackedAttempt) -> Option<&mut AttemptFacts> {
+        match self.slots.get_mut(attempt.slot)? {
+            Some((seq, facts)) if *seq == attempt.seq => Some(facts),
+            _ => None,
+        }
+    }
+
+    fn end(&mut self, attempt: &TrackedAttempt) -> Option<AttemptFacts> {
+        let slot = self.slots.get_mut(attempt.slot)?;
+        if slot.as_ref().is_none_or(|(seq, _)| *seq != attempt.seq) {
+            return None;
+        }
+        self.free.push(attempt.slot);
+        slot.take().map(|(_, facts)| facts)
+    }
+
+    /// The newest running attempt of `job_id`.
+    fn newest(&self, job_id: &str) -> Option<&AttemptFacts> {
+        self.slots
+            .iter()
+            .flatten()
+            .filter(|(_, facts)| facts.job.id == job_id)
+            .max_by_key(|(seq, _)| *seq)
+            .map(|(_, facts)| facts)
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.slots.iter().all(Option::is_none)
+    }
 }
 
 #[derive(Debug)]
 struct Book {
-    running: HashMap<u64, AttemptFacts>,
-    next_seq: u64,
-    /// In the order the attempts ended, per job id: a fast retry ends the next attempt
-    /// before the engine's report of the last one arrives.
-    awaiting: HashMap<JobKey, VecDeque<Awaiting>>,
-    awaiting_count: usize,
+    running: Running,
+    /// In the order the attempts ended: a report comes in about that order, so its
+    /// attempt is found near the front, by job id (a fast retry ends the next attempt
+    /// of a job before the engine's report of the last one arrives).
+    awaiting: VecDeque<Awaiting>,
     swept: Instant,
     drop_seen: Option<Instant>,
     drops_warned: Option<Instant>,
@@ -131,10 +166,8 @@ impl AttemptTracker {
         AttemptTracker {
             queue,
             book: Mutex::new(Book {
-                running: HashMap::new(),
-                next_seq: 0,
-                awaiting: HashMap::new(),
-                awaiting_count: 0,
+                running: Running::default(),
+                awaiting: VecDeque::new(),
                 swept: Instant::now(),
                 drop_seen: None,
                 drops_warned: None,
@@ -163,13 +196,7 @@ impl AttemptTracker {
             job: job.clone(),
             data: None,
         };
-        let seq = {
-            let mut book = self.book();
-            let seq = book.next_seq;
-            book.next_seq += 1;
-            book.running.insert(seq, facts);
-            seq
-        };
+        let tracked = self.book().running.start(facts);
         if self.listening() {
             self.publish(WorkerEvent::Active {
                 queue: self.queue.clone(),
@@ -178,7 +205,7 @@ impl AttemptTracker {
                 attempt: job.attempt(),
             });
         }
-        TrackedAttempt { seq }
+        tracked
     }
 
     /// Keeps a running attempt's data for its completion, failure and progress events,
@@ -188,7 +215,7 @@ impl AttemptTracker {
         if !self.listening() {
             return;
         }
-        if let Some(facts) = self.book().running.get_mut(&attempt.seq) {
+        if let Some(facts) = self.book().running.get_mut(attempt) {
             facts.data = Some(Arc::new(data.clone()));
         }
     }
@@ -198,7 +225,7 @@ impl AttemptTracker {
     pub(crate) fn ended(&self, attempt: &TrackedAttempt, outcome: AttemptOutcome<'_>) {
         let now = Instant::now();
         let mut book = self.book();
-        let Some(facts) = book.running.remove(&attempt.seq) else {
+        let Some(facts) = book.running.end(attempt) else {
             return;
         };
         let failure = match outcome {
@@ -206,15 +233,11 @@ impl AttemptTracker {
             AttemptOutcome::Completed => None,
             AttemptOutcome::Failed { reason, is_final } => Some((reason.to_owned(), is_final)),
         };
-        book.awaiting
-            .entry(JobKey(facts.job.clone()))
-            .or_default()
-            .push_back(Awaiting {
-                facts,
-                failure,
-                ended: now,
-            });
-        book.awaiting_count += 1;
+        book.awaiting.push_back(Awaiting {
+            facts,
+            failure,
+            ended: now,
+        });
         book.sweep(now);
     }
 

@@ -42,7 +42,7 @@ fn failed(job_id: &str, reason: &str) -> EngineEvent {
 
 fn nothing_kept(tracker: &AttemptTracker) -> bool {
     let book = tracker.book();
-    book.running.is_empty() && book.awaiting.is_empty() && book.awaiting_count == 0
+    book.running.is_empty() && book.awaiting.is_empty()
 }
 
 #[test]
@@ -204,19 +204,14 @@ fn facts_waiting_for_reports_are_bounded() {
     }
     let book = tracker.book();
     assert!(
-        book.awaiting_count <= MAX_AWAITING,
+        book.awaiting.len() <= MAX_AWAITING,
         "{}",
-        book.awaiting_count
-    );
-    assert_eq!(
-        book.awaiting_count,
-        book.awaiting.values().map(VecDeque::len).sum::<usize>()
+        book.awaiting.len()
     );
     // The newest are the ones kept.
-    assert!(book
-        .awaiting
-        .contains_key(format!("j{}", MAX_AWAITING + 9).as_str()));
-    assert!(!book.awaiting.contains_key("j0"));
+    let waits = |id: &str| book.awaiting.iter().any(|a| a.facts.job.id == id);
+    assert!(waits(&format!("j{}", MAX_AWAITING + 9)));
+    assert!(!waits("j0"));
 }
 
 #[test]
@@ -265,5 +260,28 @@ fn completions_failures_and_progress_carry_the_jobs_data_while_someone_listens()
     drop(rx);
     let run = tracker.started(&meta("j3", "welcome", 1, 1));
     tracker.data(&run, &data);
-    assert!(tracker.book().running[&run.seq].data.is_none());
+    assert!(tracker
+        .book()
+        .running
+        .get_mut(&run)
+        .is_some_and(|facts| facts.data.is_none()));
+}
+
+/// An ended attempt's slot goes to the next attempt; the old attempt's handle no longer
+/// names it.
+#[test]
+fn a_reused_slot_belongs_to_its_new_attempt_only() {
+    let (events, _received) = broadcast::channel(16);
+    let tracker = AttemptTracker::new("q".into(), events);
+    let first = tracker.started(&meta("j1", "send", 1, 2));
+    tracker.ended(&first, AttemptOutcome::LockLost);
+    let second = tracker.started(&meta("j1", "send", 2, 2));
+    assert_eq!(first.slot, second.slot);
+    tracker.ended(&first, AttemptOutcome::LockLost);
+    assert!(
+        !tracker.book().running.is_empty(),
+        "the second attempt still runs"
+    );
+    tracker.ended(&second, AttemptOutcome::LockLost);
+    assert!(nothing_kept(&tracker));
 }
