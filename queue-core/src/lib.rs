@@ -23,6 +23,7 @@ mod processor;
 mod queue;
 mod registry;
 mod sentinel;
+mod slab;
 #[cfg(feature = "sqlx")]
 mod store;
 mod tls;

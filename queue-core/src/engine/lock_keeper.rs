@@ -35,6 +35,7 @@ use super::runtime::{on_engine, spawn_on_engine};
 use super::sink::{EngineEvent, EventSink};
 use crate::error::Error;
 use crate::job::{JobMeta, LockLost};
+use crate::slab::{Slab, SlabKey};
 
 /// Told after each pass that renewed the locks of running attempts.
 pub(crate) type OnRenewed = Arc<dyn Fn() + Send + Sync>;
@@ -50,76 +51,23 @@ struct Attempt {
 }
 
 /// The attempts running now, each in a slot of its own: a hold takes a free slot and
-/// gives it back, without hashing or copying the job id. A slot's generation tells a
-/// hold's attempt from a later one in the same slot. Keyed by slot, not by job id: a
-/// stale run of a job and a fresh run of it (under another token) hold slots of their
+/// gives it back, without hashing or copying the job id. Keyed by slot, not by job id:
+/// a stale run of a job and a fresh run of it (under another token) hold slots of their
 /// own, and the stale one's end leaves the fresh one's hold alone.
-#[derive(Debug, Default)]
-struct Slots {
-    slots: Vec<Slot>,
-    free: Vec<usize>,
-}
+type Held = Mutex<Slab<Attempt>>;
 
-#[derive(Debug)]
-struct Slot {
-    generation: u64,
-    attempt: Option<Attempt>,
-}
-
-/// A slot and the generation of the attempt in it.
-type SlotKey = (usize, u64);
-
-type Held = Mutex<Slots>;
-
-impl Slots {
-    fn insert(&mut self, attempt: Attempt) -> SlotKey {
-        match self.free.pop() {
-            Some(index) => {
-                let slot = &mut self.slots[index];
-                slot.generation += 1;
-                slot.attempt = Some(attempt);
-                (index, slot.generation)
-            }
-            None => {
-                self.slots.push(Slot {
-                    generation: 0,
-                    attempt: Some(attempt),
-                });
-                (self.slots.len() - 1, 0)
-            }
-        }
-    }
-
-    fn remove(&mut self, (index, generation): SlotKey) {
-        if let Some(slot) = self.slots.get_mut(index) {
-            if slot.generation == generation && slot.attempt.take().is_some() {
-                self.free.push(index);
-            }
-        }
-    }
-
-    fn contains(&self, (index, generation): SlotKey) -> bool {
-        self.slots
-            .get(index)
-            .is_some_and(|slot| slot.generation == generation && slot.attempt.is_some())
-    }
-
-    /// The running attempts, by (job id, lock token), for one renewal pass.
-    fn running(&self) -> Running {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(index, slot)| {
-                let attempt = slot.attempt.clone()?;
-                let key = (attempt.job.id.clone(), attempt.token.clone());
-                Some((key, ((index, slot.generation), attempt)))
-            })
-            .collect()
-    }
+/// The running attempts, by (job id, lock token), for one renewal pass.
+fn running(held: &Slab<Attempt>) -> Running {
+    held.iter()
+        .map(|(slot, attempt)| {
+            let key = (attempt.job.id.clone(), attempt.token.clone());
+            (key, (slot, attempt.clone()))
+        })
+        .collect()
 }
 
 /// (job id, lock token) -> the attempt's slot and the attempt, as a pass sees them.
-type Running = HashMap<(String, String), (SlotKey, Attempt)>;
+type Running = HashMap<(String, String), (SlabKey, Attempt)>;
 
 /// Renews the locks of one queue's running attempts.
 #[derive(Debug, Clone)]
@@ -131,7 +79,7 @@ pub(super) struct LockKeeper {
 #[derive(Debug)]
 pub(super) struct LockHold {
     held: Arc<Held>,
-    key: SlotKey,
+    key: SlabKey,
 }
 
 impl LockKeeper {
@@ -194,7 +142,7 @@ impl Drop for LockHold {
     }
 }
 
-fn lock(held: &Held) -> std::sync::MutexGuard<'_, Slots> {
+fn lock(held: &Held) -> std::sync::MutexGuard<'_, Slab<Attempt>> {
     held.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -274,7 +222,7 @@ impl Renewer {
             let Some(now_held) = self.held.upgrade() else {
                 break;
             };
-            let running = lock(&now_held).running();
+            let running = running(&lock(&now_held));
             drop(now_held);
             match self.pass(&running).await {
                 Pass::Answered => {
@@ -394,7 +342,7 @@ impl Renewer {
     }
 
     /// An attempt that ended during the pass released its lock: it is not lost.
-    fn still_held(&self, slot: SlotKey) -> bool {
+    fn still_held(&self, slot: SlabKey) -> bool {
         self.held
             .upgrade()
             .is_some_and(|held| lock(&held).contains(slot))
@@ -453,27 +401,27 @@ mod tests {
     /// end leaves the fresh one renewed, and a slot used again is a new attempt.
     #[test]
     fn each_hold_has_its_own_slot_and_generation() {
-        let mut slots = Slots::default();
+        let mut slots = Slab::default();
         let stale = slots.insert(attempt("a", "t1"));
         let fresh = slots.insert(attempt("a", "t2"));
         assert_ne!(stale, fresh);
         slots.remove(stale);
         assert!(!slots.contains(stale));
         assert!(slots.contains(fresh));
-        let running = slots.running();
+        let running = running(&slots);
         assert_eq!(running.len(), 1);
         assert_eq!(running[&("a".to_owned(), "t2".to_owned())].0, fresh);
 
         // The freed slot is taken again, under a new generation: the old key does not
         // name the new attempt, nor can it remove it.
         let next = slots.insert(attempt("b", "t3"));
-        assert_eq!(next.0, stale.0);
+        assert_eq!(next.index, stale.index);
         assert!(!slots.contains(stale));
         slots.remove(stale);
         assert!(slots.contains(next));
         slots.remove(next);
         slots.remove(fresh);
-        assert!(slots.running().is_empty());
+        assert!(super::running(&slots).is_empty());
     }
 
     #[test]

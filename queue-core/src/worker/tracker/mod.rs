@@ -18,6 +18,7 @@ use tokio::sync::broadcast;
 use crate::engine::{EngineEvent, EventSink};
 use crate::events::WorkerEvent;
 use crate::job::JobMeta;
+use crate::slab::{Slab, SlabKey};
 
 /// Facts waiting for their report, at most (the oldest go first).
 const MAX_AWAITING: usize = 10_000;
@@ -66,69 +67,40 @@ struct Awaiting {
 /// One running attempt, as [`AttemptTracker::started`] knows it: two runs of one job
 /// may overlap in a process (a run that lost its lock, still stopping, and the run that
 /// took the job over), so the job id alone does not name an attempt. Its slot in
-/// [`Running`], and its place in the order of starts (which also tells a reused slot's
-/// new attempt from this one).
+/// [`Running`], whose stamp also tells the order of starts.
 #[derive(Debug)]
-pub(crate) struct TrackedAttempt {
-    slot: usize,
-    seq: u64,
-}
+pub(crate) struct TrackedAttempt(SlabKey);
 
 /// The running attempts, each in a slot of its own: slots are reused, so that a start
 /// and an end cost neither an allocation nor a hashed entry.
 #[derive(Debug, Default)]
-struct Running {
-    slots: Vec<Option<(u64, AttemptFacts)>>,
-    free: Vec<usize>,
-    next_seq: u64,
-}
+struct Running(Slab<AttemptFacts>);
 
 impl Running {
     fn start(&mut self, facts: AttemptFacts) -> TrackedAttempt {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot] = Some((seq, facts));
-                slot
-            }
-            None => {
-                self.slots.push(Some((seq, facts)));
-                self.slots.len() - 1
-            }
-        };
-        TrackedAttempt { slot, seq }
+        TrackedAttempt(self.0.insert(facts))
     }
 
     fn get_mut(&mut self, attempt: &TrackedAttempt) -> Option<&mut AttemptFacts> {
-        match self.slots.get_mut(attempt.slot)? {
-            Some((seq, facts)) if *seq == attempt.seq => Some(facts),
-            _ => None,
-        }
+        self.0.get_mut(attempt.0)
     }
 
     fn end(&mut self, attempt: &TrackedAttempt) -> Option<AttemptFacts> {
-        let slot = self.slots.get_mut(attempt.slot)?;
-        if slot.as_ref().is_none_or(|(seq, _)| *seq != attempt.seq) {
-            return None;
-        }
-        self.free.push(attempt.slot);
-        slot.take().map(|(_, facts)| facts)
+        self.0.remove(attempt.0)
     }
 
     /// The newest running attempt of `job_id`.
     fn newest(&self, job_id: &str) -> Option<&AttemptFacts> {
-        self.slots
+        self.0
             .iter()
-            .flatten()
             .filter(|(_, facts)| facts.job.id == job_id)
-            .max_by_key(|(seq, _)| *seq)
+            .max_by_key(|(key, _)| key.stamp)
             .map(|(_, facts)| facts)
     }
 
     #[cfg(test)]
     fn is_empty(&self) -> bool {
-        self.slots.iter().all(Option::is_none)
+        self.0.iter().next().is_none()
     }
 }
 

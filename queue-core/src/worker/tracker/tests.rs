@@ -276,7 +276,7 @@ fn a_reused_slot_belongs_to_its_new_attempt_only() {
     let first = tracker.started(&meta("j1", "send", 1, 2));
     tracker.ended(&first, AttemptOutcome::LockLost);
     let second = tracker.started(&meta("j1", "send", 2, 2));
-    assert_eq!(first.slot, second.slot);
+    assert_eq!(first.0.index, second.0.index);
     tracker.ended(&first, AttemptOutcome::LockLost);
     assert!(
         !tracker.book().running.is_empty(),
