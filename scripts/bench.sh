@@ -6,7 +6,9 @@
 # suite, Node BullMQ 6 with bullmq-otel 2 (tests/node, the interop tests' peer, pinned by
 # its lock file).
 #
-# Sizes: BENCH_ROUNDS (3), BENCH_JOBS (20000), BENCH_LATENCY_JOBS (500), BENCH_HTTP_SECS (10).
+# Sizes: BENCH_ROUNDS (3), BENCH_JOBS (20000), BENCH_LATENCY_JOBS (500), BENCH_HTTP_SECS (4),
+# and for the cost targets' paired comparisons (HTTP, observability on/off, concurrency 1)
+# BENCH_PAIRED_ROUNDS (10) of BENCH_PAIRED_JOBS (3000) jobs at concurrency 1.
 # BENCH_SUITES=throughput,latency runs only those (of floor, enqueue, throughput, latency,
 # http, results, outbox, status, health, observability, dashboard, groups, cluster, commands,
 # footprint).

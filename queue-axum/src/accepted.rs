@@ -1,9 +1,14 @@
 //! `Accepted`: the 202 answer to "I queued your work", with where to look.
 
+use axum::body::Bytes;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use queue_core::{AddedFlow, AddedJob};
 use std::borrow::Cow;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::task::futures::TaskLocalFuture;
 
 use serde::Serialize;
 
@@ -117,8 +122,12 @@ impl Accepted {
             queue: &self.queue,
             state: self.state,
         };
+        if self.extra.is_empty() {
+            if let Some(body) = base.written_out() {
+                return body;
+            }
+        }
         let json = if self.extra.is_empty() {
-            // The common answer, written without building a map.
             serde_json::to_vec(&base)
         } else {
             serde_json::to_value(&base).and_then(|mut body| {
@@ -143,14 +152,76 @@ struct BaseBody<'a> {
     state: Option<&'a str>,
 }
 
-/// Which job a 202 answered for, in the response's extensions: what
-/// [`PreferWaitLayer`](crate::PreferWaitLayer) waits for when the request asked to.
+impl BaseBody<'_> {
+    /// The body as `serde_json` writes it, written out into a buffer of its exact size
+    /// when no string needs escaping (job ids and queue names nearly never do): every
+    /// 202 is answered with it, and a buffer of the exact size becomes the response
+    /// body without another allocation. `None` when a string needs escaping.
+    fn written_out(&self) -> Option<Vec<u8>> {
+        // What JSON escapes: quotes, backslashes and control characters.
+        let verbatim = |s: &str| s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\');
+        let state = self.state.unwrap_or("");
+        if !(verbatim(self.job_id) && verbatim(self.queue) && verbatim(state)) {
+            return None;
+        }
+        let duplicate = if self.duplicate { "true" } else { "false" };
+        let parts: [&str; 9] = [
+            r#"{"duplicate":"#,
+            duplicate,
+            r#","jobId":""#,
+            self.job_id,
+            r#"","queue":""#,
+            self.queue,
+            r#"","state":"#,
+            if self.state.is_some() { "\"" } else { "null" },
+            state,
+        ];
+        let tail = if self.state.is_some() { "\"}" } else { "}" };
+        let len = parts.iter().map(|p| p.len()).sum::<usize>() + tail.len();
+        let mut out = Vec::with_capacity(len);
+        for part in parts.into_iter().chain([tail]) {
+            out.extend_from_slice(part.as_bytes());
+        }
+        Some(out)
+    }
+}
+
+/// Which job a 202 answered for: what [`PreferWaitLayer`](crate::PreferWaitLayer)
+/// waits for when the request asked to.
 #[derive(Debug, Clone)]
 pub(crate) struct AcceptedJob {
     pub(crate) queue: String,
     pub(crate) id: String,
     /// The fields added with [`Accepted::with`]: a waited answer keeps them.
     pub(crate) extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Where an [`Accepted`] leaves its job for the wait around it.
+pub(crate) type AcceptedSlot = Arc<Mutex<Option<AcceptedJob>>>;
+
+tokio::task_local! {
+    /// The slot of the request being waited for, while its handler runs. Only a request
+    /// that asked to wait has one: every other 202 hands nothing over and pays nothing
+    /// for it (a response extension is two allocations and a map, each request).
+    static WAITED_FOR: AcceptedSlot;
+}
+
+impl AcceptedJob {
+    /// Runs `future` (a request's handler) so that an [`Accepted`] it answers with
+    /// leaves its job in the returned slot.
+    pub(crate) fn handed_over_by<F: Future>(
+        future: F,
+    ) -> (AcceptedSlot, TaskLocalFuture<AcceptedSlot, F>) {
+        let slot = AcceptedSlot::default();
+        (slot.clone(), WAITED_FOR.scope(slot, future))
+    }
+
+    /// Leaves `job` in the slot of the wait this runs in, if any.
+    fn hand_over(job: impl FnOnce() -> AcceptedJob) {
+        let _ = WAITED_FOR.try_with(|slot| {
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(job());
+        });
+    }
 }
 
 impl IntoResponse for Accepted {
@@ -164,10 +235,11 @@ impl IntoResponse for Accepted {
             self.body(),
         )
             .into_response();
-        if let Ok(value) = HeaderValue::from_str(&self.location()) {
+        // The path's own buffer becomes the header: no copy of it.
+        if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(self.location())) {
             response.headers_mut().insert(header::LOCATION, value);
         }
-        response.extensions_mut().insert(AcceptedJob {
+        AcceptedJob::hand_over(|| AcceptedJob {
             queue: self.queue,
             id: self.id,
             extra: self.extra,
@@ -176,19 +248,38 @@ impl IntoResponse for Accepted {
     }
 }
 
+/// The bytes a path segment keeps as they are: RFC 3986's unreserved characters.
+static UNRESERVED: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        table[byte] = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
+        byte += 1;
+    }
+    table
+};
+
 /// Appends `segment` to `out`, percent-encoding everything but unreserved characters, so
 /// any id fits in a path.
 fn encode_segment(out: &mut String, segment: &str) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for byte in segment.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            out.push(char::from(byte));
-        } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(byte >> 4)]));
-            out.push(char::from(HEX[usize::from(byte & 0xf)]));
+    let unreserved = |byte: u8| UNRESERVED[usize::from(byte)];
+    // Runs of unreserved characters are copied whole: an id is nearly always one run.
+    let mut run_start = 0;
+    for (i, byte) in segment.bytes().enumerate() {
+        if unreserved(byte) {
+            continue;
         }
+        // A run is ASCII, so it starts and ends on character boundaries; an empty one
+        // may sit inside a character (between two encoded bytes of it).
+        out.push_str(segment.get(run_start..i).unwrap_or_default());
+        out.push('%');
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0xf)]));
+        run_start = i + 1;
     }
+    out.push_str(segment.get(run_start..).unwrap_or_default());
 }
 
 #[cfg(test)]
@@ -224,6 +315,46 @@ mod tests {
     }
 
     #[test]
+    fn the_written_out_body_is_what_serde_json_writes() {
+        let cases = [
+            ("email", "welcome-1", Some("waiting"), false),
+            ("email", "42", None, true),
+            ("e\u{fc}mail", "a b/\u{fc}~", Some("prioritized"), false),
+        ];
+        for (queue, job_id, state, duplicate) in cases {
+            let base = BaseBody {
+                duplicate,
+                job_id,
+                queue,
+                state,
+            };
+            let written = base.written_out().expect("nothing to escape");
+            assert_eq!(written, serde_json::to_vec(&base).unwrap(), "{job_id}");
+            assert_eq!(written.len(), written.capacity());
+        }
+        for job_id in ["say \"hi\"", "back\\slash", "line\nbreak"] {
+            let base = BaseBody {
+                duplicate: false,
+                job_id,
+                queue: "email",
+                state: Some("waiting"),
+            };
+            assert_eq!(base.written_out(), None, "{job_id}");
+            let job = Accepted {
+                queue: "email".into(),
+                id: job_id.into(),
+                state: Some("waiting"),
+                duplicate: false,
+                extra: serde_json::Map::new(),
+                status_prefix: Cow::Borrowed(DEFAULT_STATUS_PREFIX),
+                location: None,
+            };
+            let body: serde_json::Value = serde_json::from_slice(&job.body()).unwrap();
+            assert_eq!(body["jobId"], job_id);
+        }
+    }
+
+    #[test]
     fn path_segments_are_encoded() {
         let encoded = |segment: &str| {
             let mut out = String::new();
@@ -232,5 +363,8 @@ mod tests {
         };
         assert_eq!(encoded("welcome-42"), "welcome-42");
         assert_eq!(encoded("a b/ü"), "a%20b%2F%C3%BC");
+        assert_eq!(encoded("üü"), "%C3%BC%C3%BC");
+        assert_eq!(encoded("ü-1"), "%C3%BC-1");
+        assert_eq!(encoded(""), "");
     }
 }

@@ -1,14 +1,15 @@
 //! `QueueLayer`: puts the app into every request's extensions and runs the request
 //! inside a trace scope, so the jobs it adds continue its trace.
 
-use std::task::{Context, Poll};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 
 use axum::http::{HeaderValue, Request, Response};
-use futures::future::BoxFuture;
+use pin_project_lite::pin_project;
+use queue_core::trace::{self, Scoped, TraceContext};
 use queue_core::QueueApp;
 use tower::{Layer, Service};
-
-use queue_core::trace::{self, TraceContext};
 
 use crate::trace_context::{request_id_of, trace_context_of, REQUEST_ID};
 
@@ -81,10 +82,10 @@ pub struct QueueService<S> {
 }
 
 impl<S> QueueService<S> {
-    /// The trace a request runs in, and its span. With an OpenTelemetry layer recording
-    /// the span, the span's context is the trace (continuing `incoming`, unless an
-    /// outer OpenTelemetry span already parents it); otherwise `incoming`, or a new
-    /// trace when the layer starts them.
+    /// The trace a request runs in, and its span when a subscriber records it. With an
+    /// OpenTelemetry layer recording the span, the span's context is the trace
+    /// (continuing `incoming`, unless an outer OpenTelemetry span already parents it);
+    /// otherwise `incoming`, or a new trace when the layer starts them.
     fn request_span(
         &self,
         incoming: Option<TraceContext>,
@@ -94,36 +95,48 @@ impl<S> QueueService<S> {
         if incoming.is_none() && !self.start_traces && !trace::OPENTELEMETRY {
             return (None, None);
         }
+        // Nobody could record a span: none is made (its fields, and `tracing`'s `log`
+        // feature's questions to `log`, cost every request).
+        if !trace::subscriber_installed() {
+            return (incoming.or_else(|| self.new_trace()), None);
+        }
         let span = tracing::info_span!(
             "request",
             trace_id = tracing::field::Empty,
             // Recorded only when the client sent one: no `request_id=""` in the logs.
             request_id = tracing::field::Empty,
         );
+        // The subscriber filters the span out: the trace still reaches the jobs through
+        // the scope, and no poll enters a span for nothing.
+        if span.is_disabled() {
+            return (incoming.or_else(|| self.new_trace()), None);
+        }
         if let Some(request_id) = request_id {
             span.record("request_id", request_id);
         }
         trace::set_parent_if_unparented(&span, incoming.as_ref());
-        let context = trace::context_of(&span).or(incoming).or_else(|| {
-            // An untraced request stays untraced unless OpenTelemetry traced it.
-            self.start_traces.then(TraceContext::new_root)
-        });
+        let context = trace::context_of(&span)
+            .or(incoming)
+            .or_else(|| self.new_trace());
         if let Some(context) = &context {
             span.record("trace_id", context.trace_id());
         }
         (context, Some(span))
     }
+
+    /// A new trace for a request that brought none, when the layer starts them.
+    fn new_trace(&self) -> Option<TraceContext> {
+        self.start_traces.then(TraceContext::new_root)
+    }
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for QueueService<S>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    ReqBody: Send + 'static,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+    type Future = QueueServiceFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -147,17 +160,64 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let response = inner.call(request);
-        Box::pin(async move {
-            let mut response = match (context, span) {
-                (Some(context), Some(span)) => {
-                    tracing::Instrument::instrument(trace::scope(context, response), span).await?
-                }
-                _ => response.await?,
-            };
-            if let Some(value) = echo {
-                response.headers_mut().entry(&REQUEST_ID).or_insert(value);
-            }
-            Ok(response)
-        })
+        let traced = match context {
+            Some(context) => Traced::Scoped {
+                future: trace::scope(context, response),
+            },
+            None => Traced::Plain { future: response },
+        };
+        QueueServiceFuture { traced, span, echo }
+    }
+}
+
+pin_project! {
+    /// The response future of [`QueueService`]: the inner service's, run in the
+    /// request's trace (and span, entered around each poll), with `x-request-id` added
+    /// to the response. A named type rather than a box: axum boxes a route's future
+    /// already, and a second box of a large future costs every request an allocation
+    /// and a copy.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct QueueServiceFuture<F> {
+        #[pin]
+        traced: Traced<F>,
+        span: Option<tracing::Span>,
+        echo: Option<HeaderValue>,
+    }
+}
+
+pin_project! {
+    /// How a request's future runs: untraced, or in its trace's scope.
+    #[project = TracedProjection]
+    enum Traced<F> {
+        Plain { #[pin] future: F },
+        Scoped { #[pin] future: Scoped<F> },
+    }
+}
+
+impl<F, ResBody, E> Future for QueueServiceFuture<F>
+where
+    F: Future<Output = Result<Response<ResBody>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let _entered = this.span.as_ref().map(tracing::Span::enter);
+        let mut response = ready!(match this.traced.project() {
+            TracedProjection::Plain { future } => future.poll(cx),
+            TracedProjection::Scoped { future } => future.poll(cx),
+        })?;
+        if let Some(value) = this.echo.take() {
+            response.headers_mut().entry(&REQUEST_ID).or_insert(value);
+        }
+        Poll::Ready(Ok(response))
+    }
+}
+
+impl<F> std::fmt::Debug for QueueServiceFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueServiceFuture")
+            .field("echo", &self.echo)
+            .finish_non_exhaustive()
     }
 }

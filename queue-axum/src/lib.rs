@@ -159,7 +159,7 @@ pub use idempotency::{
     IdempotencyLayer, IdempotencyService, DEFAULT_IDEMPOTENCY_TTL, REPLAYED_HEADER,
 };
 pub use json_errors::json_errors;
-pub use layer::{QueueLayer, QueueService};
+pub use layer::{QueueLayer, QueueService, QueueServiceFuture};
 pub use limits::MAX_IDEMPOTENCY_KEY_LEN;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

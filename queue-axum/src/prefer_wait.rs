@@ -2,7 +2,7 @@
 //! request's job is awaited for a few seconds, and a job that finished in time is
 //! answered with its status instead of the 202.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -148,17 +148,19 @@ where
         });
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let response = inner.call(request);
+        let Some((seconds, app)) = asked else {
+            return Box::pin(inner.call(request));
+        };
+        // The handler's `Accepted` leaves its job in the slot.
+        let (slot, response) = AcceptedJob::handed_over_by(inner.call(request));
         let settings = self.settings.clone();
         Box::pin(async move {
             let response = response.await?;
-            let Some((seconds, app)) = asked else {
-                return Ok(response);
-            };
             if response.status() != StatusCode::ACCEPTED {
                 return Ok(response);
             }
-            let Some(job) = response.extensions().get::<AcceptedJob>().cloned() else {
+            let job = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let Some(job) = job else {
                 return Ok(response);
             };
             Ok(settings.answer(&app, &job, seconds, response).await)

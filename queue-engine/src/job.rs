@@ -122,11 +122,12 @@ impl Job {
                 .as_millis() as u64
         });
 
+        let delay = opts.delay.unwrap_or(0);
         Self {
             id: String::new(), // Assigned by Redis
             name: name.to_string(),
             data,
-            opts: opts.clone(),
+            opts,
             progress: JobProgress::default(),
             attempts_made: 0,
             attempts_started: 0,
@@ -140,7 +141,7 @@ impl Job {
             parent_key: None,
             processed_by: None,
             stalled_counter: 0,
-            delay: opts.delay.unwrap_or(0),
+            delay,
             repeat_job_key: None,
             deferred_failure: None,
             queue_name: None,
@@ -299,6 +300,11 @@ impl Job {
     }
 
     // ── Setters (for internal use) ───────────────────────────────────────
+
+    /// The job's id, moved out (the job is not needed any more).
+    pub(crate) fn into_id(self) -> String {
+        self.id
+    }
 
     pub(crate) fn set_id(&mut self, id: String) {
         self.id = id;

@@ -211,6 +211,20 @@ impl Queue {
         }
     }
 
+    /// Internal single-job add used by [`AddJob::id`]: the job's id only, without the
+    /// handle a returned [`Job`] carries.
+    #[instrument(skip(self, data, opts), fields(queue = %self.name))]
+    async fn add_internal_for_id(
+        &self,
+        name: &str,
+        data: serde_json::Value,
+        opts: Option<JobOptions>,
+    ) -> Result<String, Error> {
+        let mut job = Job::new(name, data, self.merge_job_options(opts));
+        self.add_job(&mut job).await?;
+        Ok(job.into_id())
+    }
+
     /// Internal single-job add used by [`AddJob`].
     #[instrument(skip(self, data, opts), fields(queue = %self.name))]
     async fn add_internal(
@@ -3135,6 +3149,24 @@ impl<'a> AddJob<'a> {
     pub fn size_limit(mut self, bytes: usize) -> Self {
         self.opts.size_limit = Some(bytes);
         self
+    }
+
+    /// Adds the job and returns only its id. Awaiting the `AddJob` itself returns a
+    /// [`Job`], a handle with a clone of the queue's connection and keys and a progress
+    /// channel, which a producer that only wants the id builds and drops for nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: bullmq::Queue) -> bullmq::Result<()> {
+    /// let id = queue.add("email", serde_json::json!({ "to": "a@example.com" })).id().await?;
+    /// # let _ = id; Ok(()) }
+    /// ```
+    pub fn id(self) -> Pin<Box<dyn Future<Output = Result<String, Error>> + Send + 'a>> {
+        Box::pin(async move {
+            let data = self.data?;
+            self.queue
+                .add_internal_for_id(&self.name, data, Some(self.opts))
+                .await
+        })
     }
 }
 

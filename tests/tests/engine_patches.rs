@@ -412,3 +412,58 @@ async fn a_json_value_is_added_as_it_is_and_keys_are_the_ones_node_uses() {
         "the limit is checked, not stored: {opts}"
     );
 }
+
+/// Change 25: `AddJob::id` adds the job as awaiting the `AddJob` does (the same hash,
+/// options and wait list, the same refusals) and answers with its id alone.
+#[tokio::test]
+async fn an_add_for_its_id_stores_the_job_as_an_add_does() {
+    let redis = TestRedis::new("patch-add-id");
+    let q = queue(&redis, "ids").await;
+    let metadata = r#"{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}"#;
+    let data = serde_json::json!({"to": "ada@example.com"});
+    let opts = || JobOptions::new().attempts(3).telemetry_metadata(metadata);
+    let by_id = q
+        .add_value("welcome", data.clone())
+        .options(opts())
+        .id()
+        .await
+        .unwrap();
+    let by_job = q
+        .add_value("welcome", data.clone())
+        .options(opts())
+        .await
+        .unwrap();
+    assert_ne!(by_id, by_job.id(), "two jobs, two ids");
+    for id in [by_id.as_str(), by_job.id()] {
+        let field = |name| redis.job_field("ids", id, name).unwrap();
+        assert_eq!(field("name"), "welcome", "{id}");
+        let stored: serde_json::Value = serde_json::from_str(&field("data")).unwrap();
+        assert_eq!(stored, data, "{id}");
+        let opts: serde_json::Value = serde_json::from_str(&field("opts")).unwrap();
+        assert_eq!(
+            (opts["attempts"].as_u64(), opts["tm"].as_str()),
+            (Some(3), Some(metadata)),
+            "{id}"
+        );
+    }
+    let job = q.get_job(&by_id).await.unwrap().expect("the job exists");
+    assert_eq!(job.opts().telemetry_metadata.as_deref(), Some(metadata));
+
+    // A custom id comes back as given; a refused add is refused the same way.
+    let custom = q
+        .add_value("welcome", data.clone())
+        .options(JobOptions::new().job_id("welcome-42"))
+        .id()
+        .await
+        .unwrap();
+    assert_eq!(custom, "welcome-42");
+    let refused = q
+        .add_value("big", serde_json::json!({"s": "x".repeat(64)}))
+        .options(JobOptions::new().size_limit(16))
+        .id()
+        .await;
+    assert!(
+        matches!(&refused, Err(bullmq::Error::InvalidConfig(m)) if m.contains("exceeds the limit")),
+        "{refused:?}"
+    );
+}

@@ -51,26 +51,63 @@ pub(crate) fn now_us() -> u64 {
     u64::try_from(BASE.get_or_init(Instant::now).elapsed().as_micros()).unwrap_or(u64::MAX)
 }
 
-/// The CPU handler's work: FNV-1a (32 bits) over a 4 KiB buffer, [`CHECKSUM_PASSES`]
-/// times, each pass going on from the last one's hash. A chain of multiplies the
-/// compiler cannot shorten, so it costs Rust and V8 about the same; Node's peer
-/// (`bench/node/observed.mjs`, `cpu1ms`) runs the very same loop and must get
-/// [`CHECKSUM`].
-pub(crate) const CHECKSUM_PASSES: u32 = 80;
-pub(crate) const CHECKSUM: u32 = 0x45a8_9dc5;
-
-/// About a millisecond of CPU work (0.9 ms here, on an unloaded core), as a real job's (a
-/// checksum of a buffer), for the observability suite; the same every time.
-pub(crate) fn one_millisecond_of_cpu() -> u32 {
+/// The CPU handler's work: FNV-1a (32 bits) over a 4 KiB buffer, `passes` times, each
+/// pass going on from the last one's hash. A chain of multiplies the compiler cannot
+/// shorten, so it costs Rust and V8 about the same; Node's peer (`bench/node/observed.mjs`,
+/// `cpu1ms`) runs the very same loop and must get the same checksum.
+pub(crate) fn checksum(passes: u32) -> u32 {
     let buffer: [u8; 4096] = std::array::from_fn(|i| (i * 31 + 7) as u8);
     let mut hash: u32 = 0x811c_9dc5;
-    for _ in 0..CHECKSUM_PASSES {
+    for _ in 0..std::hint::black_box(passes) {
         for &byte in std::hint::black_box(&buffer) {
             hash ^= u32::from(byte);
             hash = hash.wrapping_mul(0x0100_0193);
         }
     }
     std::hint::black_box(hash)
+}
+
+/// How much work the CPU handler does per job, and the checksum it must come to. The
+/// runner sizes `passes` to 1 ms on the machine it runs on (`runner/calibrate.rs`) and
+/// hands both to our probe and Node's in `BENCH_CPU_PASSES` and `BENCH_CPU_CHECKSUM`, so
+/// each handler proves that it did the runner's work. Without them (a probe run by hand):
+/// [`CpuWork::DEFAULT_PASSES`], its checksum computed here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CpuWork {
+    pub(crate) passes: u32,
+    pub(crate) checksum: u32,
+}
+
+impl CpuWork {
+    /// The size the loop had before calibration (sized to 0.9 ms on another machine).
+    pub(crate) const DEFAULT_PASSES: u32 = 80;
+
+    pub(crate) fn new(passes: u32) -> Self {
+        CpuWork {
+            passes,
+            checksum: checksum(passes),
+        }
+    }
+
+    /// The runner's (from the environment), read once per process.
+    pub(crate) fn current() -> Self {
+        static CURRENT: OnceLock<CpuWork> = OnceLock::new();
+        *CURRENT.get_or_init(|| {
+            let var = |name| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
+            match (var("BENCH_CPU_PASSES"), var("BENCH_CPU_CHECKSUM")) {
+                (Some(passes), Some(checksum)) => CpuWork { passes, checksum },
+                _ => CpuWork::new(Self::DEFAULT_PASSES),
+            }
+        })
+    }
+
+    /// The environment for a probe that is to do this work.
+    pub(crate) fn env(self) -> [(&'static str, String); 2] {
+        [
+            ("BENCH_CPU_PASSES", self.passes.to_string()),
+            ("BENCH_CPU_CHECKSUM", self.checksum.to_string()),
+        ]
+    }
 }
 
 /// Handler starts in a `work` run, and when the first one came.
@@ -111,9 +148,22 @@ pub(crate) fn peak_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-/// CPU time this process has used so far (user + system), in milliseconds, from
-/// `/proc/self/stat` (clock ticks of 10 ms).
+/// CPU time this process has used so far (user + system), in milliseconds: the sum of
+/// its threads' time on a CPU in `/proc/self/task/*/schedstat`, in nanoseconds. The
+/// process's own `/proc/self/stat` counts 10 ms ticks, 2 % of a one-second run; the
+/// per-thread sum leaves out threads that have exited, which a `work` run's runtime does
+/// not have between its two readings. Falls back to the ticks without schedstat.
 pub(crate) fn cpu_ms() -> f64 {
+    let on_cpu_ns = |task: std::fs::DirEntry| -> Option<u64> {
+        let schedstat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+        schedstat.split_whitespace().next()?.parse().ok()
+    };
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        let ns: Vec<u64> = tasks.filter_map(|t| on_cpu_ns(t.ok()?)).collect();
+        if !ns.is_empty() {
+            return ns.iter().sum::<u64>() as f64 / 1e6;
+        }
+    }
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // The fields after the command name, which is in brackets and may hold spaces.
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
@@ -289,8 +339,24 @@ pub(crate) const BULK: usize = 1_000;
 
 #[cfg(test)]
 mod tests {
+    use super::{checksum, CpuWork};
+
     #[test]
     fn the_cpu_handler_computes_the_checksum_nodes_peer_checks() {
-        assert_eq!(super::one_millisecond_of_cpu(), super::CHECKSUM);
+        // bench/node/observed.mjs's comment quotes this one, for its default pass count.
+        assert_eq!(checksum(CpuWork::DEFAULT_PASSES), 0x45a8_9dc5);
+        assert_eq!(checksum(1), CpuWork::new(1).checksum);
+        assert_ne!(checksum(1), checksum(2));
+    }
+
+    #[test]
+    fn cpu_time_counts_this_process_work() {
+        let before = super::cpu_ms();
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(30);
+        while std::time::Instant::now() < until {
+            std::hint::black_box(checksum(1));
+        }
+        let spent = super::cpu_ms() - before;
+        assert!(spent > 5.0 && spent < 1_000.0, "{spent} ms");
     }
 }

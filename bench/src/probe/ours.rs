@@ -82,9 +82,11 @@ async fn checksum_c100(_job: Job<Email>) -> Result<(), JobError> {
     checksum()
 }
 
-/// The CPU handlers' job: the checksum, checked, as a real job would use its result.
+/// The CPU handlers' job: the runner's checksum work, checked, as a real job would use
+/// its result.
 fn checksum() -> Result<(), JobError> {
-    if super::one_millisecond_of_cpu() == super::CHECKSUM {
+    let work = super::CpuWork::current();
+    if super::checksum(work.passes) == work.checksum {
         Ok(())
     } else {
         Err(JobError::unrecoverable("the checksum came out wrong"))
@@ -145,6 +147,11 @@ pub(super) async fn work(
     n: u64,
     observed: Option<f64>,
 ) -> BenchResult<(super::Timed, u64)> {
+    // A wrong checksum would fail every CPU job and leave the run waiting: say so now.
+    let cpu = super::CpuWork::current();
+    if super::checksum(cpu.passes) != cpu.checksum {
+        return Err(format!("{cpu:?}: the CPU handler computes another checksum").into());
+    }
     let observed = observed
         .map(super::observed::Observed::install)
         .transpose()?;

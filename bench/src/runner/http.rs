@@ -1,6 +1,9 @@
 //! The HTTP suite: `POST /enqueue` answered 202 under wrk, ours (traces started, and
 //! not) against a bare axum endpoint over the raw engine; with the CPU each process
-//! spent per request, which says where a difference in requests/s went.
+//! spent per request, which says where a difference in requests/s went. Many short
+//! rounds (`BENCH_PAIRED_ROUNDS` of `BENCH_HTTP_SECS`), each running the three servers
+//! back to back, and ours/raw as the median of the rounds' own ratios: the machine's
+//! speed drifts between rounds by more than the 10 % the target is about.
 
 use std::collections::BTreeMap;
 use std::net::TcpStream;
@@ -8,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::redis::{free_port, BenchRedis};
-use super::stats::median;
+use super::stats::{median, paired};
 use super::suites::ratio;
 use super::systems::System;
 use super::{rotated, Settings};
@@ -113,7 +116,8 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
     let (mut server_us, mut redis_us) = (Figures::new(), Figures::new());
     let mut checks: BTreeMap<&'static str, (u64, u64, u64, u64)> = BTreeMap::new();
     let servers = HTTP_SERVERS;
-    for round in 0..settings.rounds {
+    let rounds = settings.paired_rounds;
+    for round in 0..rounds {
         for HttpServer {
             system,
             label,
@@ -177,7 +181,7 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
     }
     let _ = std::fs::remove_file(&script);
     let mut out = format!(
-        "### HTTP: `POST /enqueue` -> 202, wrk, 64 connections, {duration} per round\n\n\
+        "### HTTP: `POST /enqueue` -> 202, wrk, 64 connections, {duration} per server in each of {rounds} rounds (medians)\n\n\
          CPU per request: the server process's user + system time, and Redis's, over the \
          load, divided by the requests (wrk's own is the rest of the two cores).\n\n\
          | system | requests/s | p99 | server CPU per request | Redis CPU per request | non-2xx | timeouts | 202s (all rounds) | jobs in Redis |\n\
@@ -195,24 +199,34 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
             median_of(&redis_us, label),
         ));
     }
-    let raw = median_of(&rates, HTTP_SERVERS[2].label);
-    // Each round's own ratio: the servers of a round ran back to back.
-    let range = |label: &str| {
-        let per_round: Vec<f64> = rates[label]
+    // Each round's own ratios: the servers of a round ran back to back.
+    let of = |figures: &Figures, label: &str| figures.get(label).cloned().unwrap_or_default();
+    let cpu = |label: &str| -> Vec<f64> {
+        of(&server_us, label)
             .iter()
-            .zip(&rates[HTTP_SERVERS[2].label])
-            .map(|(ours, raw)| ours / raw)
-            .collect();
-        let low = per_round.iter().copied().fold(f64::INFINITY, f64::min);
-        let high = per_round.iter().copied().fold(0.0, f64::max);
-        format!("{low:.2} to {high:.2} by round")
+            .zip(of(&redis_us, label))
+            .map(|(server, redis)| server + redis)
+            .collect()
     };
+    let raw = HTTP_SERVERS[2].label;
+    let rate_ratio = |label: &str| {
+        format!(
+            "{}; of the medians {}",
+            paired(&of(&rates, label), &of(&rates, raw)),
+            ratio(median_of(&rates, label), median_of(&rates, raw))
+        )
+    };
+    let cpu_ratio = |label: &str| paired(&cpu(raw), &cpu(label));
     out.push_str(&format!(
-        "\nrequests/s ours/raw: **{}** ({}) with traces started, **{}** ({}) without\n\n",
-        ratio(median_of(&rates, HTTP_SERVERS[0].label), raw),
-        range(HTTP_SERVERS[0].label),
-        ratio(median_of(&rates, HTTP_SERVERS[1].label), raw),
-        range(HTTP_SERVERS[1].label),
+        "\nOurs against raw: the median of the {rounds} rounds' own ratios, with their \
+         interquartile range (after requests/s, the ratio of the medians above).\n\n\
+         | | traces started (default) | `start_traces(false)` |\n|---|---|---|\n\
+         | requests/s ours/raw | {} | {} |\n\
+         | CPU per request (server + Redis) raw/ours | {} | {} |\n\n",
+        rate_ratio(HTTP_SERVERS[0].label),
+        rate_ratio(HTTP_SERVERS[1].label),
+        cpu_ratio(HTTP_SERVERS[0].label),
+        cpu_ratio(HTTP_SERVERS[1].label),
     ));
     Ok(out)
 }

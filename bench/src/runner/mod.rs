@@ -2,6 +2,7 @@
 //! of the systems rotates each round, so drift on a shared machine hits all of them),
 //! and a Markdown report of medians and ratios on stdout.
 
+mod calibrate;
 mod cluster;
 mod commands;
 mod dashboard;
@@ -27,15 +28,28 @@ use redis::BenchRedis;
 /// Sizes of a run, from the environment.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Settings {
-    /// `BENCH_ROUNDS` (default 3): rounds of every A/B/C comparison.
+    /// `BENCH_ROUNDS` (default 3): rounds of every A/B/C comparison but the paired ones.
     rounds: usize,
-    /// `BENCH_JOBS` (default 20000): pre-filled jobs per throughput run.
+    /// `BENCH_PAIRED_ROUNDS` (default 10): rounds of the comparisons the cost targets of
+    /// issue #34 are ratios of (HTTP ours/raw, observability on/off, throughput ours/raw
+    /// at concurrency 1), each summarised by the median of its rounds' own ratios. The
+    /// machine's speed drifts by ±25 % between runs, so a 3 % difference needs many short
+    /// rounds rather than a few long ones. With the defaults, the three suites take about
+    /// 12 minutes on the 2-core bench VM (a round: 47 s of observability, 13 s of HTTP, 2 s
+    /// of throughput; and 80 s for the throughput table's `BENCH_ROUNDS`).
+    paired_rounds: usize,
+    /// `BENCH_JOBS` (default 20000): pre-filled jobs per throughput run (and the most per
+    /// observability run).
     jobs: u64,
+    /// `BENCH_PAIRED_JOBS` (default 3000): jobs per run of the paired throughput
+    /// comparison at concurrency 1 (about a second each).
+    paired_jobs: u64,
     /// `BENCH_LATENCY_JOBS` (default 500): probes per latency run.
     latency_jobs: u64,
-    /// `BENCH_HTTP_SECS` (default 10): length of each HTTP load. (`BENCH_SUITES`, a comma list
-    /// of floor, enqueue, throughput, latency, http, results, outbox, status, health,
-    /// observability, dashboard, groups, cluster, commands, footprint, runs only those.)
+    /// `BENCH_HTTP_SECS` (default 4): length of each HTTP load, one per server per paired
+    /// round. (`BENCH_SUITES`, a comma list of floor, enqueue, throughput, latency, http,
+    /// results, outbox, status, health, observability, dashboard, groups, cluster,
+    /// commands, footprint, runs only those.)
     http_secs: u64,
 }
 
@@ -46,15 +60,19 @@ pub(super) fn setting(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+fn rounds_setting(name: &str, default: u64) -> usize {
+    usize::try_from(setting(name, default)).unwrap_or(1).max(1)
+}
+
 impl Settings {
     fn from_env() -> Self {
         Settings {
-            rounds: usize::try_from(setting("BENCH_ROUNDS", 3))
-                .unwrap_or(3)
-                .max(1),
+            rounds: rounds_setting("BENCH_ROUNDS", 3),
+            paired_rounds: rounds_setting("BENCH_PAIRED_ROUNDS", 10),
             jobs: setting("BENCH_JOBS", 20_000),
+            paired_jobs: setting("BENCH_PAIRED_JOBS", 3_000),
             latency_jobs: setting("BENCH_LATENCY_JOBS", 500),
-            http_secs: setting("BENCH_HTTP_SECS", 10),
+            http_secs: setting("BENCH_HTTP_SECS", 4),
         }
     }
 }
@@ -96,7 +114,8 @@ pub(crate) fn run_all() -> BenchResult<()> {
 
     let mut report = String::new();
     report.push_str(&format!(
-        "Run: {}; machine: {}; Redis {}; Node {}; {}; {} rounds, {} jobs per throughput run\n\n",
+        "Run: {}; machine: {}; Redis {}; Node {}; {}; {} rounds, {} jobs per throughput run; \
+         {} paired rounds\n\n",
         command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
         machine(),
         redis.version(),
@@ -104,10 +123,17 @@ pub(crate) fn run_all() -> BenchResult<()> {
         command_output("rustc", &["--version"]),
         settings.rounds,
         settings.jobs,
+        settings.paired_rounds,
     ));
+    // Progress on stderr: when each suite starts, so that its length shows.
+    let started = std::time::Instant::now();
     let wanted = |suite: &str| {
-        std::env::var("BENCH_SUITES")
-            .map_or(true, |list| list.split(',').any(|s| s.trim() == suite))
+        let wanted = std::env::var("BENCH_SUITES")
+            .map_or(true, |list| list.split(',').any(|s| s.trim() == suite));
+        if wanted {
+            eprintln!("== {suite}, at {:.0} s", started.elapsed().as_secs_f64());
+        }
+        wanted
     };
     if wanted("floor") {
         report.push_str(&floor::measure(&mut redis)?);
@@ -157,6 +183,7 @@ pub(crate) fn run_all() -> BenchResult<()> {
     if wanted("footprint") {
         report.push_str(&suites::footprint(&mut redis, &rss)?);
     }
+    eprintln!("== done, at {:.0} s", started.elapsed().as_secs_f64());
     println!("{report}");
     Ok(())
 }

@@ -3,16 +3,21 @@
 //! `tracing-opentelemetry` layer) and by Node BullMQ 6 (`bullmq-otel` 2), each over
 //! its OpenTelemetry SDK's batch processor with an exporter that counts and drops. A
 //! no-op handler, one that waits 1 ms as a real job's I/O call would, and one that does
-//! about 1 ms of CPU work (the same checksum loop in both). The four modes rotate every
-//! round; a round's on/off is a paired ratio.
+//! 1 ms of CPU work (the same checksum loop in both, sized to 1 ms on this machine by
+//! `calibrate`). The four modes run back to back in every round, in an order that
+//! rotates; on/off is each round's own ratio, summarised over many short rounds
+//! (`BENCH_PAIRED_ROUNDS`), since the machine's speed drifts between rounds by more than
+//! the few per cent the targets are about.
 
 use std::collections::BTreeMap;
 
+use super::calibrate::calibrate;
 use super::redis::BenchRedis;
-use super::stats::median;
-use super::suites::{field, ratio};
+use super::stats::{median, paired};
+use super::suites::field;
 use super::systems::{node_script, run_to_json, System};
 use super::{rotated, Settings};
+use crate::probe::CpuWork;
 use crate::BenchResult;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +32,7 @@ struct Mode {
     on: bool,
 }
 
+/// Indexed as [`OURS_OFF`], [`OURS_ON`], [`NODE_OFF`], [`NODE_ON`].
 const MODES: [Mode; 4] = [
     Mode {
         side: Side::Ours,
@@ -45,16 +51,30 @@ const MODES: [Mode; 4] = [
         on: true,
     },
 ];
+const OURS_OFF: usize = 0;
+const OURS_ON: usize = 1;
+const NODE_OFF: usize = 2;
+const NODE_ON: usize = 3;
 
 /// A handler: its label, the queue prefix our probe registers it on (`<prefix><c>`),
-/// and what Node's probe calls it.
-const HANDLERS: [(&str, &str, &str); 3] = [
-    ("no-op", "bench-c", "noop"),
-    ("waits 1 ms", "bench-w", "1ms"),
-    ("1 ms of CPU", "bench-p", "cpu1ms"),
+/// what Node's probe calls it, and the jobs of a run at concurrency 1, 10 and 100 (at
+/// most `BENCH_JOBS`): about a second of the slowest mode's (Node on) work on the 2-core
+/// bench VM, so that a round of all nine rows takes well under a minute, half of it the
+/// processes' start-up and the pre-fill.
+const HANDLERS: [(&str, &str, &str, [u64; 3]); 3] = [
+    ("no-op", "bench-c", "noop", [1_500, 3_000, 4_000]),
+    ("waits 1 ms", "bench-w", "1ms", [400, 2_000, 4_000]),
+    ("1 ms of CPU", "bench-p", "cpu1ms", [600, 1_000, 1_000]),
 ];
+const CONCURRENCIES: [u32; 3] = [1, 10, 100];
 
-/// One run of `mode`: jobs/s, spans exported per job, and the worker's CPU µs per job.
+/// What one run measured.
+struct Run {
+    rate: f64,
+    spans_per_job: f64,
+    cpu_us_per_job: f64,
+}
+
 fn run_once(
     redis: &BenchRedis,
     mode: Mode,
@@ -62,7 +82,8 @@ fn run_once(
     handler: &str,
     concurrency: u32,
     n: u64,
-) -> BenchResult<(f64, f64, f64)> {
+    cpu: CpuWork,
+) -> BenchResult<Run> {
     let (c, n_arg) = (concurrency.to_string(), n.to_string());
     let result = match mode.side {
         Side::Ours => {
@@ -70,113 +91,113 @@ fn run_once(
             if mode.on {
                 args.push("observed");
             }
-            System::Ours.run(&redis.url(), &args)?
+            System::Ours.run_env(&redis.url(), &args, &cpu.env())?
         }
         Side::Node => {
             let mut node = node_script("observed.mjs");
             node.args(["work", queue, &c, &n_arg])
                 .arg(if mode.on { "on" } else { "off" })
                 .arg(handler)
-                .env("REDIS_URL", redis.url());
+                .env("REDIS_URL", redis.url())
+                .envs(cpu.env());
             run_to_json(node, "Node BullMQ 6 observed.mjs")?
         }
     };
-    let rate = n as f64 / field(&result, "ms")? * 1000.0;
-    let cpu_us = field(&result, "cpuMs")? * 1000.0 / n as f64;
-    Ok((rate, field(&result, "spans")? / n as f64, cpu_us))
+    Ok(Run {
+        rate: n as f64 / field(&result, "ms")? * 1000.0,
+        spans_per_job: field(&result, "spans")? / n as f64,
+        cpu_us_per_job: field(&result, "cpuMs")? * 1000.0 / n as f64,
+    })
 }
 
-/// Per mode (ours off, ours on, Node off, Node on), one figure per round.
+/// Per mode, one figure per round, in round order (so that round `i` pairs up).
 type Rounds = [Vec<f64>; 4];
 
 pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult<String> {
-    let mut out = String::from(
-        "### Metrics and traces on against off, ours and Node BullMQ's (jobs/s, median of the rounds)\n\n\
+    let calibrated = calibrate();
+    eprintln!("observability: {calibrated:?}");
+    let rounds = settings.paired_rounds;
+    let mut out = format!(
+        "### Metrics and traces on against off, ours and Node BullMQ's (jobs/s, median of {rounds} paired rounds)\n\n\
          Ours on: the app's Prometheus `Metrics` and a `tracing-opentelemetry` layer (its \
          defaults) over the OpenTelemetry SDK's batch processor. Node on: BullMQ 6 with \
          `bullmq-otel` 2 (`enableMetrics`, no meter provider) over the JS SDK's batch \
          processor. Both exporters count the spans and drop them. Every trace recorded. \
-         In brackets: the lowest and highest paired on/off of a round.\n\n\
+         The four modes of a round run back to back, in an order that rotates; on/off is \
+         the median of the rounds' own on/off, with their interquartile range. {}\n\n\
          | handler | concurrency | jobs | ours off | ours on | ours on/off | Node off | Node on | Node on/off | spans per job (ours / Node) |\n\
          |---|---|---|---|---|---|---|---|---|---|\n",
+        calibrated.describe()
     );
     let mut cpu_rows = String::new();
-    for (label, prefix, node_handler) in HANDLERS {
-        for concurrency in [1u32, 10, 100] {
+    for (label, prefix, node_handler, sizes) in HANDLERS {
+        for (concurrency, size) in CONCURRENCIES.into_iter().zip(sizes) {
             let queue = format!("{prefix}{concurrency}");
-            // A waiting handler at concurrency 1 is slow: 2,000 jobs make seconds. A
-            // CPU-bound one is as slow at any concurrency (two cores).
-            let n = match node_handler {
-                "noop" => settings.jobs,
-                "cpu1ms" => settings.jobs.min(2_000),
-                _ => settings.jobs.min(2_000 * u64::from(concurrency)),
-            };
+            let n = size.min(settings.jobs);
             let mut rates: Rounds = Default::default();
             let mut cpu: Rounds = Default::default();
             let mut spans: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
             let indexed: Vec<(usize, Mode)> = MODES.into_iter().enumerate().collect();
-            for round in 0..settings.rounds {
+            for round in 0..rounds {
                 for (index, mode) in rotated(&indexed, round) {
                     redis.flush()?;
                     System::Raw.run(&redis.url(), &["enqueue", &queue, "bulk", &n.to_string()])?;
-                    let (rate, per_job, cpu_us) =
-                        run_once(redis, mode, &queue, node_handler, concurrency, n)?;
-                    rates[index].push(rate);
-                    cpu[index].push(cpu_us);
+                    let run = run_once(
+                        redis,
+                        mode,
+                        &queue,
+                        node_handler,
+                        concurrency,
+                        n,
+                        calibrated.work,
+                    )?;
+                    rates[index].push(run.rate);
+                    cpu[index].push(run.cpu_us_per_job);
                     if mode.on {
                         let side = if mode.side == Side::Ours {
                             "ours"
                         } else {
                             "node"
                         };
-                        spans.entry(side).or_default().push(per_job);
+                        spans.entry(side).or_default().push(run.spans_per_job);
                     }
                 }
             }
-            eprintln!("observability {label} c{concurrency}: {rates:?}");
+            eprintln!("observability {label} c{concurrency}: {rates:?} cpu {cpu:?}");
             let m = |i: usize| median(&rates[i]);
-            let paired = |on: usize, off: usize| {
-                let per_round: Vec<f64> = rates[on]
-                    .iter()
-                    .zip(&rates[off])
-                    .map(|(on, off)| on / off)
-                    .collect();
-                let low = per_round.iter().copied().fold(f64::INFINITY, f64::min);
-                let high = per_round.iter().copied().fold(0.0, f64::max);
-                format!("**{}** ({low:.2} to {high:.2})", ratio(m(on), m(off)))
-            };
             let spans_of = |side| spans.get(side).map_or(f64::NAN, |v| median(v));
-            let c = |i: usize| median(&cpu[i]);
-            cpu_rows.push_str(&format!(
-                "| {label} | {concurrency} | {:.1} | {:.1} | +{:.1} ({}) | {:.1} | {:.1} | +{:.1} ({}) |\n",
-                c(0),
-                c(1),
-                c(1) - c(0),
-                ratio(c(0), c(1)),
-                c(2),
-                c(3),
-                c(3) - c(2),
-                ratio(c(2), c(3)),
-            ));
             out.push_str(&format!(
                 "| {label} | {concurrency} | {n} | {:.0} | {:.0} | {} | {:.0} | {:.0} | {} | {:.2} / {:.2} |\n",
-                m(0),
-                m(1),
-                paired(1, 0),
-                m(2),
-                m(3),
-                paired(3, 2),
+                m(OURS_OFF),
+                m(OURS_ON),
+                paired(&rates[OURS_ON], &rates[OURS_OFF]),
+                m(NODE_OFF),
+                m(NODE_ON),
+                paired(&rates[NODE_ON], &rates[NODE_OFF]),
                 spans_of("ours"),
                 spans_of("node"),
+            ));
+            let c = |i: usize| median(&cpu[i]);
+            cpu_rows.push_str(&format!(
+                "| {label} | {concurrency} | {:.1} | {:.1} | {:+.1} | {} | {:.1} | {:.1} | {:+.1} | {} |\n",
+                c(OURS_OFF),
+                c(OURS_ON),
+                c(OURS_ON) - c(OURS_OFF),
+                paired(&cpu[OURS_OFF], &cpu[OURS_ON]),
+                c(NODE_OFF),
+                c(NODE_ON),
+                c(NODE_ON) - c(NODE_OFF),
+                paired(&cpu[NODE_OFF], &cpu[NODE_ON]),
             ));
         }
     }
     out.push_str(
         "\nThe worker process's CPU time per job (µs, median of the rounds), from the first \
-         handler start to the last completion: what on adds, and off/on (the throughput a \
-         worker would keep if its CPU were the limit).\n\n\
-         | handler | concurrency | ours off | ours on | ours, on adds | Node off | Node on | Node, on adds |\n\
-         |---|---|---|---|---|---|---|---|\n",
+         handler start to the last completion: what on adds (the difference of the \
+         medians), and off/on, paired by round as above (the throughput a worker would \
+         keep if its CPU were the limit).\n\n\
+         | handler | concurrency | ours off | ours on | ours, on adds | ours off/on | Node off | Node on | Node, on adds | Node off/on |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
     );
     out.push_str(&cpu_rows);
     out.push('\n');

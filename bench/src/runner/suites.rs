@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::redis::BenchRedis;
-use super::stats::{median, percentile};
+use super::stats::{median, paired, percentile};
 use super::systems::System;
 use super::{rotated, Settings};
 use crate::BenchResult;
@@ -137,7 +137,52 @@ pub(super) fn throughput(redis: &mut BenchRedis, settings: Settings) -> BenchRes
         eprintln!("throughput c{concurrency}: {figures:?}");
     }
     out.push('\n');
+    out.push_str(&paired_at_concurrency_1(redis, settings)?);
     Ok((out, rss))
+}
+
+/// Ours against the raw engine at concurrency 1, where the target (at least 0.97) is: many
+/// short rounds (`BENCH_PAIRED_ROUNDS` of `BENCH_PAIRED_JOBS`), the two systems back to
+/// back in each, and the median of the rounds' own ratios, since the machine's speed
+/// drifts between rounds by more than the 3 % in question.
+fn paired_at_concurrency_1(redis: &mut BenchRedis, settings: Settings) -> BenchResult<String> {
+    let (n, rounds) = (settings.paired_jobs, settings.paired_rounds);
+    let n_arg = n.to_string();
+    let (mut rates, mut cpu) = (Figures::new(), Figures::new());
+    let systems = [System::Ours, System::Raw];
+    for round in 0..rounds {
+        for system in rotated(&systems, round) {
+            redis.flush()?;
+            System::Raw.run(&redis.url(), &["enqueue", "bench-c1", "bulk", &n_arg])?;
+            let result = system.run(&redis.url(), &["work", "bench-c1", "1", &n_arg])?;
+            record(
+                &mut rates,
+                system,
+                n as f64 / field(&result, "ms")? * 1000.0,
+            );
+            record(
+                &mut cpu,
+                system,
+                field(&result, "cpuMs")? * 1000.0 / n as f64,
+            );
+        }
+    }
+    eprintln!("throughput c1, paired: {rates:?} cpu {cpu:?}");
+    let of = |figures: &Figures, system: System| {
+        figures.get(system.label()).cloned().unwrap_or_default()
+    };
+    Ok(format!(
+        "Ours against raw at concurrency 1, in {rounds} rounds of {n} jobs, the two back to \
+         back in each round (in turn first): {:.0} against {:.0} jobs/s (medians), ours/raw \
+         {} as the median of the rounds' own ratios and their interquartile range; worker \
+         CPU per job {:.1} against {:.1} µs, raw/ours {}.\n\n",
+        med(&rates, System::Ours),
+        med(&rates, System::Raw),
+        paired(&of(&rates, System::Ours), &of(&rates, System::Raw)),
+        med(&cpu, System::Ours),
+        med(&cpu, System::Raw),
+        paired(&of(&cpu, System::Raw), &of(&cpu, System::Ours)),
+    ))
 }
 
 pub(super) fn latency(redis: &mut BenchRedis, settings: Settings) -> BenchResult<String> {

@@ -48,7 +48,18 @@ impl System {
 
     /// Runs `args` to the end and parses its one line of JSON.
     pub(super) fn run(self, redis_url: &str, args: &[&str]) -> BenchResult<serde_json::Value> {
-        let command = self.command(redis_url, args)?;
+        self.run_env(redis_url, args, &[])
+    }
+
+    /// [`System::run`] with more environment (the CPU handler's calibrated work).
+    pub(super) fn run_env(
+        self,
+        redis_url: &str,
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> BenchResult<serde_json::Value> {
+        let mut command = self.command(redis_url, args)?;
+        command.envs(env.iter().map(|(name, value)| (name, value)));
         run_to_json(command, &format!("{} {args:?}", self.label()))
     }
 

@@ -296,11 +296,12 @@ impl JobOptions {
     }
 
     /// These options, with every unset value taken from `defaults`.
-    pub(crate) fn or_defaults(self, defaults: &JobOptions) -> JobOptions {
-        let (job_id, deduplication) = (self.job_id.clone(), self.deduplication.clone());
-        let group = self.group.clone();
+    pub(crate) fn or_defaults(mut self, defaults: &JobOptions) -> JobOptions {
+        // Moved out, not copied: every add passes here.
+        let (job_id, deduplication) = (self.job_id.take(), self.deduplication.take());
+        let group = self.group.take();
         // The job hangs below the add's span, or the current scope.
-        let trace = self.trace.clone().or_else(crate::trace::for_new_job);
+        let trace = self.trace.take().or_else(crate::trace::for_new_job);
         JobOptions {
             job_id,
             deduplication,

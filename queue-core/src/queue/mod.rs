@@ -18,6 +18,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::Either;
+use futures::FutureExt;
 use serde::Serialize;
 use tokio::sync::OnceCell;
 use tracing::Instrument;
@@ -221,24 +223,31 @@ impl<T> Queue<T> {
 
     /// Runs `op` within the app's command timeout: with Redis down, the connection
     /// would otherwise wait out its whole reconnect schedule (tens of seconds).
-    pub(crate) async fn timed<R>(
+    ///
+    /// Not an async function: one would keep `op` in its future beside the timeout's
+    /// own copy of it, and every add goes through here.
+    pub(crate) fn timed<R, F>(
         &self,
         what: &'static str,
-        op: impl Future<Output = Result<R, Error>>,
-    ) -> Result<R, Error> {
+        op: F,
+    ) -> impl Future<Output = Result<R, Error>>
+    where
+        F: Future<Output = Result<R, Error>>,
+    {
         self.timed_for(what, self.shared.settings.command_timeout, op)
-            .await
     }
 
-    async fn timed_for<R>(
+    fn timed_for<R, F>(
         &self,
         what: &'static str,
         after: Duration,
-        op: impl Future<Output = Result<R, Error>>,
-    ) -> Result<R, Error> {
+        op: F,
+    ) -> impl Future<Output = Result<R, Error>>
+    where
+        F: Future<Output = Result<R, Error>>,
+    {
         tokio::time::timeout(after, op)
-            .await
-            .unwrap_or(Err(Error::Timeout { what, after }))
+            .map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { what, after })))
     }
 
     /// The same queue, for another payload type (flows hold their jobs' queues as JSON).
@@ -304,60 +313,100 @@ impl<T: Serialize> Queue<T> {
     /// A dropped connection fails the first command after it. An `add` with a
     /// `job_id` is idempotent and is retried once; one without is not retried (it
     /// could add the job twice), so the caller sees the error.
-    pub async fn add(&self, name: &str, data: T, options: JobOptions) -> Result<AddedJob, Error> {
+    pub async fn add(
+        &self,
+        name: &str,
+        data: T,
+        mut options: JobOptions,
+    ) -> Result<AddedJob, Error> {
         let span = crate::trace::producer_span("add", self.name(), Some(name), options.get_trace());
-        // Prepared inside the span: the job carries the span's context.
-        let options = span.in_scope(|| self.prepare(options))?;
-        let added = self
-            .add_prepared(name, data, options)
-            .instrument(span.clone())
-            .await?;
+        // Prepared inside the span, when one is recorded: the job carries its context.
+        // Into the same variable: this future keeps one copy of the options.
+        options = if span.is_disabled() {
+            self.prepare(options)?
+        } else {
+            span.in_scope(|| self.prepare(options))?
+        };
+        let data = self.payload(&data, &options)?;
+        let added = self.add_prepared(name, data, &options, &span).await?;
         crate::trace::record_job_id(&span, &added.id);
         Ok(added)
     }
 
-    async fn add_prepared(
+    /// `data` as the JSON an add sends. Its size is checked here when Redis is asked
+    /// something before the add (the duplicate check, or the queue's first open), or
+    /// when no Redis is involved (an inline app): a payload that is too big must be
+    /// refused as such, before any I/O, even with Redis down. Otherwise the engine
+    /// checks it, on the JSON it writes anyway.
+    fn payload(&self, data: &T, options: &JobOptions) -> Result<serde_json::Value, Error> {
+        let checked_here = options.job_id.is_some()
+            || options.deduplication.is_some()
+            || !self.shared.engine.initialized()
+            || self.shared.settings.inline.is_some();
+        if checked_here {
+            self.to_json(data)
+        } else {
+            self.to_value(data)
+        }
+    }
+
+    /// Adds a job whose options are prepared and whose payload is JSON already, under
+    /// `span` when one is recorded.
+    ///
+    /// Every add passes here, so its future is kept small: no async function of the
+    /// way down takes the payload or the options by value (each would keep its own
+    /// copy of them in the future), and the rare branches are boxed.
+    pub(crate) async fn add_prepared(
         &self,
         name: &str,
-        data: T,
-        options: JobOptions,
+        data: serde_json::Value,
+        options: &JobOptions,
+        span: &tracing::Span,
     ) -> Result<AddedJob, Error> {
         if let Some(inline) = &self.shared.settings.inline {
-            let data = self.to_json(&data)?;
-            return Ok(self.added_inline(inline, name, data, &options).await);
+            return Ok(Box::pin(self.added_inline(inline, name, data, options)).await);
         }
-        // The size limit is checked by the engine, on the JSON it writes anyway, unless
-        // Redis is asked something first (the duplicate check, or the queue's first
-        // open): a payload that is too big must be refused as such, before any I/O,
-        // even with Redis down.
-        let io_first = options.job_id.is_some()
-            || options.deduplication.is_some()
-            || !self.shared.engine.initialized();
-        let data = if io_first {
-            self.to_json(&data)?
-        } else {
-            self.to_value(&data)?
-        };
         self.admit()?;
         let limit = self.shared.settings.max_payload_bytes;
-        // Boxed: the engine's future is large, and a caller that keeps many adds in
-        // flight moves each of ours (into `FuturesUnordered`, `join_all`...).
-        let add = |data| async {
-            let engine = self.engine().await?;
-            Box::pin(engine.add(name, data, &options, limit)).await
-        };
         // Only an add with a job id is retried, so only then is the payload kept.
         let retry_data = options.job_id.is_some().then(|| data.clone());
-        let outcome = match (self.timed("add", add(data)).await, retry_data) {
+        let outcome = match (
+            self.add_once(name, data, options, limit, span).await,
+            retry_data,
+        ) {
             // A dropped connection fails the first command after it; one with a job
             // id is safe to send again. A timeout is not retried: Redis is down.
             (Err(e @ Error::Redis(_)), Some(data)) => {
                 tracing::warn!(queue = %self.name(), error = %e, "add failed; retrying once (idempotent: it has a job id)");
-                self.timed("add", add(data)).await?
+                Box::pin(self.add_once(name, data, options, limit, span)).await?
             }
             (other, _) => other?,
         };
-        self.added(name, &options, outcome).await
+        self.added(name, options, outcome).await
+    }
+
+    /// One engine add under the command timeout, in `span` when it is recorded.
+    fn add_once<'a>(
+        &'a self,
+        name: &'a str,
+        data: serde_json::Value,
+        options: &'a JobOptions,
+        limit: usize,
+        span: &tracing::Span,
+    ) -> impl Future<Output = Result<AddOutcome, Error>> + 'a {
+        let add = async move {
+            let engine = match self.shared.engine.get() {
+                Some(engine) => engine,
+                None => Box::pin(self.engine()).await?,
+            };
+            engine.add(name, data, options, limit).await
+        };
+        let timed = self.timed("add", add);
+        if span.is_disabled() {
+            Either::Left(timed)
+        } else {
+            Either::Right(timed.instrument(span.clone()))
+        }
     }
 
     /// Adds several jobs in one pipelined round trip. Every job is checked first; one
@@ -464,9 +513,13 @@ impl<T: Serialize> Queue<T> {
         outcome: AddOutcome,
     ) -> Result<AddedJob, Error> {
         let state = if outcome.duplicate {
-            // Only a duplicate's state must be read (under the command timeout).
-            let engine = self.engine().await?;
-            Box::pin(self.timed("add", engine.state(&outcome.id))).await?
+            // Only a duplicate's state must be read (under the command timeout). Boxed:
+            // rare, and kept out of every add's future.
+            Box::pin(async {
+                let engine = self.engine().await?;
+                self.timed("add", engine.state(&outcome.id)).await
+            })
+            .await?
         } else {
             Some(options.initial_state())
         };

@@ -187,7 +187,14 @@ impl Queue<serde_json::Value> {
             Err(_) => {
                 let mut one_by_one = Vec::with_capacity(jobs.len());
                 for (name, data, options) in jobs {
-                    match self.add_prepared(&name, data, options).await {
+                    let sent = match self.payload(&data, &options) {
+                        Ok(data) => {
+                            self.add_prepared(&name, data, &options, &tracing::Span::none())
+                                .await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    match sent {
                         Ok(job) => one_by_one.push(added(job.duplicate)),
                         Err(e) if e.is_unavailable() => return Err(e),
                         Err(e) => one_by_one.push(Relayed::Refused(Refusal::NotHere(format!(

@@ -11,9 +11,19 @@ impl<const N: usize> HexId<N> {
     /// The low `N` hex digits of `value`.
     pub(super) fn of(value: u128) -> Self {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let hex = |nibble: u8| DIGITS[usize::from(nibble & 0xf)];
         let mut digits = [b'0'; N];
-        for (i, digit) in digits.iter_mut().rev().enumerate() {
-            *digit = DIGITS[((value >> (4 * i)) & 0xf) as usize];
+        // Two digits a byte, from the last byte back: every request makes two ids.
+        let bytes = value.to_be_bytes();
+        let mut pairs = digits.rchunks_exact_mut(2);
+        let mut low_first = bytes.iter().rev();
+        for (pair, byte) in (&mut pairs).zip(&mut low_first) {
+            pair[0] = hex(byte >> 4);
+            pair[1] = hex(*byte);
+        }
+        // An odd width's first digit: the low nibble of the next byte.
+        if let ([digit], Some(byte)) = (pairs.into_remainder(), low_first.next()) {
+            *digit = hex(*byte);
         }
         HexId(digits)
     }
@@ -88,7 +98,11 @@ mod tests {
     #[test]
     fn hex_is_fixed_width_lower_case() {
         assert_eq!(HexId::<4>::of(0xab).as_str(), "00ab");
+        assert_eq!(HexId::<3>::of(0xabcd).as_str(), "bcd");
         assert_eq!(HexId::<32>::of(u128::MAX).as_str(), "f".repeat(32));
+        let value = 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736_u128;
+        assert_eq!(HexId::<32>::of(value).as_str(), format!("{value:032x}"));
+        assert_eq!(HexId::<16>::of(value).as_str(), "a3ce929d0e0e4736");
         assert!(HexId::<4>::parse_nonzero("0000").is_none());
         assert!(HexId::<4>::parse_nonzero("00Ab").is_none());
         assert_eq!(

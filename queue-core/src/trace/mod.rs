@@ -67,7 +67,8 @@ mod spans;
 
 pub use bridge::{context_of, set_parent, set_parent_if_unparented, OPENTELEMETRY};
 pub use context::{TraceContext, MAX_TRACESTATE_LEN};
-pub use scope::{current, scope};
+pub use scope::{current, scope, Scoped};
+pub use spans::subscriber_installed;
 
 pub(crate) use spans::{
     consumer_span, consumer_span_name, for_new_job, producer_span, record_job_id,

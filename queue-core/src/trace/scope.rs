@@ -2,7 +2,12 @@
 //! a job's attempt), and every job added inside carries a child of it. A task-local,
 //! so that the context follows the work across `.await`s without being passed by hand.
 
+use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::task::futures::TaskLocalFuture;
 
 use super::context::TraceContext;
 
@@ -12,8 +17,36 @@ tokio::task_local! {
 
 /// Runs `future` with `context` as the current trace context: jobs it adds carry a
 /// child of it.
-pub async fn scope<F: Future>(context: TraceContext, future: F) -> F::Output {
-    CURRENT.scope(context, future).await
+///
+/// The returned future is a named type, so that a layer or a worker can hold it
+/// without boxing it (every request and every traced attempt goes through here).
+pub fn scope<F: Future>(context: TraceContext, future: F) -> Scoped<F> {
+    Scoped {
+        inner: CURRENT.scope(context, future),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future that runs in a trace context: what [`scope`] returns.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scoped<F> {
+        #[pin]
+        inner: TaskLocalFuture<TraceContext, F>,
+    }
+}
+
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().inner.poll(cx)
+    }
+}
+
+impl<F> fmt::Debug for Scoped<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scoped").finish_non_exhaustive()
+    }
 }
 
 /// The current task's trace context, if it runs inside [`scope`]. A handler runs
@@ -43,5 +76,6 @@ mod tests {
         let root = TraceContext::new_root();
         let inside = scope(root.clone(), async { current() }).await;
         assert_eq!(inside, Some(root));
+        assert_eq!(current(), None);
     }
 }

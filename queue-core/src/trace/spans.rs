@@ -11,6 +11,23 @@ use super::context::TraceContext;
 use super::otel::Attribute;
 use super::scope::{current_child, with_current};
 
+/// Whether a `tracing` subscriber is installed (the current default, scoped or
+/// global). Without one no span is ever recorded, so ours (and queue-axum's request
+/// span) are not made at all: making one still costs each add and each attempt its
+/// fields, and with `tracing`'s `log` feature (which `sqlx` turns on) a round of
+/// questions to `log`. The trace context travels without them.
+///
+/// ```
+/// assert!(!queue_core::trace::subscriber_installed());
+/// let subscriber = tracing_subscriber::registry();
+/// tracing::subscriber::with_default(subscriber, || {
+///     assert!(queue_core::trace::subscriber_installed());
+/// });
+/// ```
+pub fn subscriber_installed() -> bool {
+    !tracing::dispatcher::get_default(|dispatch| dispatch.is::<tracing::subscriber::NoSubscriber>())
+}
+
 /// The context a job added now carries: the current span's, when OpenTelemetry records
 /// it (inside `add`, that is the add's producer span), else a child of the current
 /// [`scope`](super::scope)'s.
@@ -28,6 +45,9 @@ pub(crate) fn producer_span(
     job_name: Option<&str>,
     explicit: Option<&TraceContext>,
 ) -> tracing::Span {
+    if !subscriber_installed() {
+        return tracing::Span::none();
+    }
     // A log line's fields: the queue, the job's name, and its id once known.
     #[cfg(not(feature = "opentelemetry"))]
     let span = {
@@ -57,6 +77,10 @@ pub(crate) fn producer_span(
         super::otel::set_messaging_attributes(&span, "send", operation, queue, job_name);
         span
     };
+    // A span nobody records has no parent to take.
+    if span.is_disabled() {
+        return span;
+    }
     match explicit {
         Some(parent) => set_parent(&span, parent),
         // Borrowed, not cloned: every add passes here, and without OpenTelemetry
@@ -88,6 +112,9 @@ pub(crate) fn consumer_span(
     attempt: u32,
     carried: Option<&TraceContext>,
 ) -> (tracing::Span, Option<TraceContext>) {
+    if !subscriber_installed() {
+        return (tracing::Span::none(), carried.cloned());
+    }
     // What a log line of the attempt needs; the attempt is 1-based, as a person counts.
     #[cfg(not(feature = "opentelemetry"))]
     let span = {

@@ -5,7 +5,7 @@
 //! ([`super::super::convert::options_to_engine`]). A job without a custom id or a
 //! deduplication id cannot be a duplicate and costs the add's round trip alone.
 
-use std::future::IntoFuture;
+use std::future::Future;
 
 use futures::future::try_join_all;
 
@@ -41,20 +41,58 @@ impl EngineQueue {
         opts: &JobOptions,
         max_payload_bytes: usize,
     ) -> Result<AddOutcome, Error> {
+        // A job without a custom id or a deduplication id cannot be a duplicate: the
+        // add's round trip alone, in a future that holds the engine's boxed one and
+        // little else (every add carries it). The other kind is boxed.
+        if opts.job_id.is_some() || opts.deduplication.is_some() {
+            return Box::pin(self.add_checked(name, data, opts, max_payload_bytes)).await;
+        }
+        let id = self
+            .add_job(name, data, opts, now_ms(), max_payload_bytes)
+            .await?;
+        Ok(AddOutcome {
+            id,
+            duplicate: false,
+        })
+    }
+
+    /// Adds a job that may be a duplicate: whether its id was taken is read before and,
+    /// for a race with another producer, after.
+    async fn add_checked(
+        &self,
+        name: &str,
+        data: serde_json::Value,
+        opts: &JobOptions,
+        max_payload_bytes: usize,
+    ) -> Result<AddOutcome, Error> {
         let existed = self.claimed_before(opts).await?;
         let timestamp = now_ms();
-        let job = self
+        let id = self
+            .add_job(name, data, opts, timestamp, max_payload_bytes)
+            .await?;
+        self.after_add(id, opts, timestamp, existed).await
+    }
+
+    /// The engine's add of one job created at `timestamp`; its id. Not an async
+    /// function: the engine's future is boxed already, and one would keep the payload
+    /// a second time.
+    fn add_job<'a>(
+        &'a self,
+        name: &str,
+        data: serde_json::Value,
+        opts: &JobOptions,
+        timestamp: u64,
+        max_payload_bytes: usize,
+    ) -> impl Future<Output = Result<String, Error>> + 'a {
+        let sent = self
             .inner
             .add_value(name, data)
             .options(limited(
                 options_to_engine(opts, timestamp),
                 max_payload_bytes,
             ))
-            .into_future()
-            .await
-            .map_err(|e| self.add_error(e, max_payload_bytes))?;
-        self.after_add(job.id().to_owned(), opts, timestamp, existed)
-            .await
+            .id();
+        async move { sent.await.map_err(|e| self.add_error(e, max_payload_bytes)) }
     }
 
     /// Adds several jobs, pipelined over the shared connection.
