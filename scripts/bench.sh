@@ -12,7 +12,8 @@
 # BENCH_SUITES=throughput,latency runs only those (of floor, enqueue, throughput, latency,
 # http, results, outbox, status, health, observability, dashboard, groups, cluster, commands,
 # footprint).
-# Progress goes to stderr, the report to stdout:  scripts/bench.sh > report.md
+# Progress goes to stderr, the report to stdout, a section as each suite ends (a suite
+# that fails leaves the ones before it):  scripts/bench.sh > report.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -107,13 +107,88 @@ fn machine() -> String {
     format!("{cores} cores, {cpu}")
 }
 
+/// The programs a suite runs besides this binary (Node's peers need `npm ci` in
+/// `bench/node` and `tests/node`, which `scripts/bench.sh` does).
+fn programs_for(suite: &str) -> &'static [&'static str] {
+    match suite {
+        "floor" => &["redis-benchmark"],
+        "http" => &["wrk"],
+        "enqueue" | "throughput" | "latency" | "observability" | "commands" | "footprint" => {
+            &["node"]
+        }
+        _ => &[],
+    }
+}
+
+/// The programs the chosen suites need and this machine lacks, checked before the first
+/// suite starts: a missing one would otherwise end the run where it is first needed,
+/// after the minutes of the suites before it.
+fn missing_programs(wanted: impl Fn(&str) -> bool) -> Vec<&'static str> {
+    not_installed(
+        SUITES
+            .iter()
+            .filter(|suite| wanted(suite))
+            .flat_map(|suite| programs_for(suite).iter().copied()),
+    )
+}
+
+/// Those of `programs` that cannot be started, each once.
+fn not_installed(programs: impl Iterator<Item = &'static str>) -> Vec<&'static str> {
+    let mut missing: Vec<&'static str> = programs
+        .filter(|program| Command::new(program).arg("--version").output().is_err())
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    missing
+}
+
+/// Every suite, in the order `run_all` takes them (a suite added there belongs here too,
+/// or its programs go unchecked).
+const SUITES: [&str; 15] = [
+    "floor",
+    "enqueue",
+    "throughput",
+    "observability",
+    "commands",
+    "latency",
+    "http",
+    "results",
+    "outbox",
+    "status",
+    "health",
+    "dashboard",
+    "groups",
+    "cluster",
+    "footprint",
+];
+
+fn chosen(suite: &str) -> bool {
+    std::env::var("BENCH_SUITES").map_or(true, |list| list.split(',').any(|s| s.trim() == suite))
+}
+
 pub(crate) fn run_all() -> BenchResult<()> {
     let settings = Settings::from_env();
+    let missing = missing_programs(chosen);
+    if !missing.is_empty() {
+        return Err(format!(
+            "the chosen suites need {}, which this machine lacks: run scripts/bench.sh, \
+             which installs them",
+            missing.join(", ")
+        )
+        .into());
+    }
     let mut redis = BenchRedis::start()?;
     eprintln!("bench Redis on port {}; {settings:?}", redis.port());
 
-    let mut report = String::new();
-    report.push_str(&format!(
+    // The report goes out a section at a time, as each suite ends: a suite that fails
+    // leaves the sections before it on stdout.
+    let emit = |section: String| {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(section.as_bytes());
+        let _ = out.flush();
+    };
+    emit(format!(
         "Run: {}; machine: {}; Redis {}; Node {}; {}; {} rounds, {} jobs per throughput run; \
          {} paired rounds\n\n",
         command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
@@ -128,62 +203,78 @@ pub(crate) fn run_all() -> BenchResult<()> {
     // Progress on stderr: when each suite starts, so that its length shows.
     let started = std::time::Instant::now();
     let wanted = |suite: &str| {
-        let wanted = std::env::var("BENCH_SUITES")
-            .map_or(true, |list| list.split(',').any(|s| s.trim() == suite));
+        let wanted = chosen(suite);
         if wanted {
             eprintln!("== {suite}, at {:.0} s", started.elapsed().as_secs_f64());
         }
         wanted
     };
     if wanted("floor") {
-        report.push_str(&floor::measure(&mut redis)?);
+        emit(floor::measure(&mut redis)?);
     }
     if wanted("enqueue") {
-        report.push_str(&suites::enqueue(&mut redis, settings)?);
+        emit(suites::enqueue(&mut redis, settings)?);
     }
     let mut rss = suites::Rss::new();
     if wanted("throughput") {
         let (throughput, measured) = suites::throughput(&mut redis, settings)?;
-        report.push_str(&throughput);
+        emit(throughput);
         rss = measured;
     }
     if wanted("observability") {
-        report.push_str(&observability::measure(&mut redis, settings)?);
+        emit(observability::measure(&mut redis, settings)?);
     }
     if wanted("commands") {
-        report.push_str(&commands::measure(&mut redis)?);
+        emit(commands::measure(&mut redis)?);
     }
     if wanted("latency") {
-        report.push_str(&suites::latency(&mut redis, settings)?);
+        emit(suites::latency(&mut redis, settings)?);
     }
     if wanted("http") {
-        report.push_str(&http::measure(&mut redis, settings)?);
+        emit(http::measure(&mut redis, settings)?);
     }
     if wanted("results") {
-        report.push_str(&results::measure(&mut redis)?);
+        emit(results::measure(&mut redis)?);
     }
     if wanted("outbox") {
-        report.push_str(&outbox::measure(&mut redis, settings)?);
+        emit(outbox::measure(&mut redis, settings)?);
     }
     if wanted("status") {
-        report.push_str(&status::measure(&mut redis)?);
+        emit(status::measure(&mut redis)?);
     }
     if wanted("health") {
-        report.push_str(&health::measure(&mut redis, settings)?);
+        emit(health::measure(&mut redis, settings)?);
     }
     if wanted("dashboard") {
-        report.push_str(&dashboard::measure(&mut redis)?);
+        emit(dashboard::measure(&mut redis)?);
     }
     if wanted("groups") {
-        report.push_str(&groups::measure(&mut redis, settings)?);
+        emit(groups::measure(&mut redis, settings)?);
     }
     if wanted("cluster") {
-        report.push_str(&cluster::measure(&mut redis, settings)?);
+        emit(cluster::measure(&mut redis, settings)?);
     }
     if wanted("footprint") {
-        report.push_str(&suites::footprint(&mut redis, &rss)?);
+        emit(suites::footprint(&mut redis, &rss)?);
     }
     eprintln!("== done, at {:.0} s", started.elapsed().as_secs_f64());
-    println!("{report}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_that_cannot_start_is_named_once() {
+        let missing = not_installed(
+            [
+                "sh",
+                "queue-bench-no-such-program",
+                "queue-bench-no-such-program",
+            ]
+            .into_iter(),
+        );
+        assert_eq!(missing, ["queue-bench-no-such-program"]);
+    }
 }

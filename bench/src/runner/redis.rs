@@ -90,6 +90,27 @@ impl BenchRedis {
         Ok(())
     }
 
+    /// `CONFIG GET name`: the setting's value now.
+    pub(super) fn config_get(&mut self, name: &str) -> BenchResult<String> {
+        let pair: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query(&mut self.conn)?;
+        pair.into_iter()
+            .nth(1)
+            .ok_or_else(|| format!("this Redis has no setting `{name}`").into())
+    }
+
+    /// `CONFIG SET name value`.
+    pub(super) fn config_set(&mut self, name: &str, value: &str) -> BenchResult<()> {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query::<()>(&mut self.conn)?;
+        Ok(())
+    }
+
     /// CPU seconds Redis has used so far (user + system).
     pub(super) fn cpu_seconds(&mut self) -> BenchResult<f64> {
         let info: String = redis::cmd("INFO").arg("cpu").query(&mut self.conn)?;
