@@ -132,7 +132,7 @@ impl<S> QueueService<S> {
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for QueueService<S>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -156,10 +156,10 @@ where
             let context = context.as_ref()?;
             HeaderValue::from_str(context.trace_id()).ok()
         });
-        // The clone that was made ready by `poll_ready` handles this request.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let response = inner.call(request);
+        // Called here, not inside the response future, so the service `poll_ready`
+        // made ready handles the request itself: no clone of it (for a route, a box)
+        // per request.
+        let response = self.inner.call(request);
         let traced = match context {
             Some(context) => Traced::Scoped {
                 future: trace::scope(context, response),
