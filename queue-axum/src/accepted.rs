@@ -122,12 +122,10 @@ impl Accepted {
             queue: &self.queue,
             state: self.state,
         };
-        if self.extra.is_empty() {
+        let json = if self.extra.is_empty() {
             if let Some(body) = base.written_out() {
                 return body;
             }
-        }
-        let json = if self.extra.is_empty() {
             serde_json::to_vec(&base)
         } else {
             serde_json::to_value(&base).and_then(|mut body| {
@@ -155,8 +153,9 @@ struct BaseBody<'a> {
 impl BaseBody<'_> {
     /// The body as `serde_json` writes it, written out into a buffer of its exact size
     /// when no string needs escaping (job ids and queue names nearly never do): every
-    /// 202 is answered with it, and a buffer of the exact size becomes the response
-    /// body without another allocation. `None` when a string needs escaping.
+    /// 202 without fields of [`Accepted::with`] is answered with it, and a buffer of
+    /// the exact size becomes the response body without another allocation. `None`
+    /// when a string needs escaping.
     fn written_out(&self) -> Option<Vec<u8>> {
         // What JSON escapes: quotes, backslashes and control characters.
         let verbatim = |s: &str| s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\');
@@ -214,6 +213,20 @@ impl AcceptedJob {
     ) -> (AcceptedSlot, TaskLocalFuture<AcceptedSlot, F>) {
         let slot = AcceptedSlot::default();
         (slot.clone(), WAITED_FOR.scope(slot, future))
+    }
+
+    /// The slot of the wait this runs in, if any: for a layer that goes on on a task
+    /// of its own (a task-local stays with its task).
+    pub(crate) fn current_slot() -> Option<AcceptedSlot> {
+        WAITED_FOR.try_with(Clone::clone).ok()
+    }
+
+    /// Runs `future` with `slot` (from [`Self::current_slot`]) as its wait's slot.
+    pub(crate) async fn in_slot<F: Future>(slot: Option<AcceptedSlot>, future: F) -> F::Output {
+        match slot {
+            Some(slot) => WAITED_FOR.scope(slot, future).await,
+            None => future.await,
+        }
     }
 
     /// Leaves `job` in the slot of the wait this runs in, if any.

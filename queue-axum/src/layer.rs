@@ -183,14 +183,26 @@ pin_project! {
         span: Option<tracing::Span>,
         echo: Option<HeaderValue>,
     }
+
+    impl<F> PinnedDrop for QueueServiceFuture<F> {
+        // A request cut off (its client gone) drops the handler's future: what that
+        // logs belongs to the request's span too.
+        fn drop(this: Pin<&mut Self>) {
+            let mut this = this.project();
+            let _entered = this.span.as_ref().map(tracing::Span::enter);
+            this.traced.set(Traced::Dropped);
+        }
+    }
 }
 
 pin_project! {
-    /// How a request's future runs: untraced, or in its trace's scope.
+    /// How a request's future runs: untraced, or in its trace's scope; `Dropped` only
+    /// while the whole future is dropped.
     #[project = TracedProjection]
     enum Traced<F> {
         Plain { #[pin] future: F },
         Scoped { #[pin] future: Scoped<F> },
+        Dropped,
     }
 }
 
@@ -206,6 +218,8 @@ where
         let mut response = ready!(match this.traced.project() {
             TracedProjection::Plain { future } => future.poll(cx),
             TracedProjection::Scoped { future } => future.poll(cx),
+            // Set only by `drop`, after which nothing polls.
+            TracedProjection::Dropped => return Poll::Pending,
         })?;
         if let Some(value) = this.echo.take() {
             response.headers_mut().entry(&REQUEST_ID).or_insert(value);

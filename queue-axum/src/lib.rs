@@ -115,6 +115,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod accepted;
+mod carried;
 #[cfg(feature = "dashboard")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
 pub mod dashboard;

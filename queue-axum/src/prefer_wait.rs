@@ -146,13 +146,13 @@ where
             };
             Some((seconds.min(self.settings.max_seconds), app.clone()))
         });
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        // Called here, not inside the response future: the service `poll_ready` made
+        // ready handles the request itself, with no clone of it per request.
         let Some((seconds, app)) = asked else {
-            return Box::pin(inner.call(request));
+            return Box::pin(self.inner.call(request));
         };
         // The handler's `Accepted` leaves its job in the slot.
-        let (slot, response) = AcceptedJob::handed_over_by(inner.call(request));
+        let (slot, response) = AcceptedJob::handed_over_by(self.inner.call(request));
         let settings = self.settings.clone();
         Box::pin(async move {
             let response = response.await?;

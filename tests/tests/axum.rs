@@ -561,3 +561,39 @@ async fn a_layer_that_starts_no_traces_leaves_untraced_requests_and_their_jobs_u
         .unwrap()
         .contains("4bf92f3577b34da6a3ce929d0e0e4736"));
 }
+
+#[tokio::test]
+async fn a_route_behind_the_idempotency_layer_keeps_the_request_trace() {
+    // The idempotency layer runs its route on a task of its own; the request's trace
+    // must go with it, or the jobs of every idempotent route start untraced.
+    let redis = TestRedis::new("ax-idem-trace");
+    let app = redis.app(|b| b.registrations(only_email())).await;
+    let (listener, addr) = listener().await;
+    let router = Router::new()
+        .route(
+            "/signup",
+            post(signup).layer(queue_axum::IdempotencyLayer::new(&app)),
+        )
+        .layer(QueueLayer::new(&app));
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let response = post_json(
+        addr,
+        "/signup",
+        &[("traceparent", traceparent), ("idempotency-key", "k-83")],
+        &welcome(83),
+    )
+    .await;
+    assert_eq!(response.status, 202, "{:?}", response.json());
+    let id = response.json()["jobId"].as_str().unwrap().to_owned();
+    let opts: serde_json::Value =
+        serde_json::from_str(&redis.job_field("ax-email", &id, "opts").unwrap()).unwrap();
+    let carried = opts["tm"]
+        .as_str()
+        .unwrap_or_else(|| panic!("untraced: {opts}"));
+    assert!(
+        carried.contains("4bf92f3577b34da6a3ce929d0e0e4736"),
+        "{carried}"
+    );
+}

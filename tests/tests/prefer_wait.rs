@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use axum::routing::post;
 use axum::{Json, Router};
-use queue_axum::{Accepted, JobRoutes, PreferWaitLayer, QueueError, QueueLayer};
+use queue_axum::{Accepted, IdempotencyLayer, JobRoutes, PreferWaitLayer, QueueError, QueueLayer};
 use queue_core::prelude::*;
 use queue_core::QueueApp;
 use queue_tests::http::{listener, post_json, request};
@@ -75,6 +75,14 @@ async fn serve(app: &QueueApp) -> SocketAddr {
             Router::new()
                 .route("/see-other", post(sign_up))
                 .layer(PreferWaitLayer::new(Duration::from_secs(5)).see_other(true)),
+        )
+        .merge(
+            // The wait outside the idempotency layer, which runs the route on a task
+            // of its own.
+            Router::new()
+                .route("/idempotent", post(sign_up))
+                .layer(IdempotencyLayer::new(app))
+                .layer(PreferWaitLayer::new(Duration::from_secs(5))),
         )
         .merge(JobRoutes::new().router())
         .layer(QueueLayer::new(app));
@@ -234,4 +242,23 @@ async fn a_client_that_leaves_ends_its_wait_at_once() {
         .await
         .unwrap();
     assert_eq!(response.status, 404);
+}
+
+#[tokio::test]
+async fn a_wait_outside_the_idempotency_layer_still_waits() {
+    let redis = TestRedis::new("pw-idem");
+    let app = redis.app(|b| b).await;
+    let workers = app.start_workers().await.unwrap();
+    let addr = serve(&app).await;
+
+    let response = post_json(
+        addr,
+        "/idempotent",
+        &[("prefer", "wait=5"), ("idempotency-key", "pw-idem-1")],
+        &mail(20, false),
+    )
+    .await;
+    assert_eq!(response.status, 200, "{:?}", response.json());
+    assert_eq!(response.json()["state"], "completed");
+    workers.shutdown(SOON).await;
 }

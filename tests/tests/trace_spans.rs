@@ -2,7 +2,8 @@
 //! subscriber, no OpenTelemetry): the layer's `request` span with the trace id, the
 //! add's `add` span with the job id, and the job carrying the same trace. Without a
 //! subscriber, no span is made at all and the job still carries the trace
-//! (`axum.rs`, which installs none).
+//! (`axum.rs`, which installs none). A request cut off drops its handler inside its
+//! `request` span, so what the handler logs as it is dropped is the request's.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -54,6 +55,32 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Spans {
         if let Some((_, fields)) = self.0.lock().unwrap().get_mut(&id.into_u64()) {
             values.record(&mut Fields(fields));
         }
+    }
+}
+
+/// An event's message and the name of the span it was logged in.
+type Logged = (String, Option<String>);
+
+/// Records every event, as [`Logged`].
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<Logged>>>);
+
+struct Message<'a>(&'a mut String);
+
+impl Visit for Message<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            *self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Events {
+    fn on_event(&self, event: &tracing::Event<'_>, context: Context<'_, S>) {
+        let mut message = String::new();
+        event.record(&mut Message(&mut message));
+        let span = context.event_span(event).map(|span| span.name().to_owned());
+        self.0.lock().unwrap().push((message, span));
     }
 }
 
@@ -134,4 +161,53 @@ async fn with_a_subscriber_the_request_and_its_add_are_spans_of_the_jobs_trace()
         "{traceparent}"
     );
     server.abort();
+}
+
+/// Logs when dropped: what a handler's clean-up logs when its request is cut off.
+struct LogsOnDrop;
+
+impl Drop for LogsOnDrop {
+    fn drop(&mut self) {
+        tracing::info!("handler dropped");
+    }
+}
+
+async fn hangs() -> &'static str {
+    let _guard = LogsOnDrop;
+    std::future::pending::<()>().await;
+    "never"
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_request_cut_off_drops_its_handler_inside_the_request_span() {
+    let events = Events::default();
+    let _subscriber = tracing::subscriber::set_default(
+        tracing_subscriber::registry()
+            .with(Spans::default())
+            .with(events.clone()),
+    );
+    let redis = TestRedis::new("trace-drop");
+    let app = redis
+        .builder()
+        .registrations(Registrations::None)
+        .build()
+        .await
+        .unwrap();
+    let mut router = Router::new()
+        .route("/hangs", axum::routing::get(hangs))
+        .layer(QueueLayer::new(&app));
+    let request = axum::http::Request::get("/hangs")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = tower::Service::call(&mut router, request);
+    // Polled once (the handler starts and waits), then dropped, as hyper drops the
+    // future of a request whose client has gone.
+    assert!(futures::FutureExt::now_or_never(response).is_none());
+
+    let events = events.0.lock().unwrap().clone();
+    let dropped = events
+        .iter()
+        .find(|(message, _)| message == "handler dropped")
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert_eq!(dropped.1.as_deref(), Some("request"), "{events:?}");
 }

@@ -1,7 +1,7 @@
 //! The HTTP suite: `POST /enqueue` answered 202 under wrk, ours (traces started, and
 //! not) against a bare axum endpoint over the raw engine; with the CPU each process
 //! spent per request, which says where a difference in requests/s went. Many short
-//! rounds (`BENCH_PAIRED_ROUNDS` of `BENCH_HTTP_SECS`), each running the three servers
+//! rounds (`BENCH_PAIRED_ROUNDS` of `BENCH_HTTP_SECS`), each running the servers
 //! back to back, and ours/raw as the median of the rounds' own ratios: the machine's
 //! speed drifts between rounds by more than the 10 % the target is about.
 //!

@@ -41,7 +41,6 @@ pub(super) struct Paired {
     /// The interquartile range of the per-round ratios: how far one round can be trusted.
     pub(super) q1: f64,
     pub(super) q3: f64,
-    pub(super) rounds: usize,
 }
 
 /// `numerators[i] / denominators[i]` for each round `i` (the two series of one run, in
@@ -56,7 +55,6 @@ pub(super) fn paired(numerators: &[f64], denominators: &[f64]) -> Paired {
         median: quantile(&ratios, 0.5),
         q1: quantile(&ratios, 0.25),
         q3: quantile(&ratios, 0.75),
-        rounds: ratios.len(),
     }
 }
 
@@ -96,7 +94,6 @@ mod tests {
         let raw = [1040.0, 1020.0, 560.0, 1500.0, 780.0];
         assert!((median(&ours) / median(&raw) - 900.0 / 1020.0).abs() < 1e-9);
         let p = paired(&ours, &raw);
-        assert_eq!(p.rounds, 5);
         assert!((p.median - 700.0 / 780.0).abs() < 1e-9, "{p:?}");
         assert!((p.q1 - 500.0 / 560.0).abs() < 1e-9, "{p:?}");
         assert!((p.q3 - 1400.0 / 1500.0).abs() < 1e-9, "{p:?}");

@@ -18,6 +18,7 @@ use tower::Service;
 
 use super::record::Record;
 use super::{key, Settings, REPLAYED_HEADER};
+use crate::carried::Carried;
 use crate::error::QueueError;
 use crate::rejection::{IdempotencyKeyInFlight, IdempotencyKeyReused, MissingIdempotencyKey};
 
@@ -122,9 +123,10 @@ where
         Err(e) => return QueueError(e).into_response(),
     };
     // The route runs to its end on a task of its own: a client that hangs up (its own
-    // timeout, say) and retries gets the answer kept, not a second run.
+    // timeout, say) and retries gets the answer kept, not a second run. The task
+    // carries what the request runs in: its trace, a wait around it, its span.
     let request = Request::from_parts(parts, Body::from(body));
-    let task = tokio::spawn(async move {
+    let task = tokio::spawn(Carried::here().around(async move {
         let run = AssertUnwindSafe(call(&mut inner, request))
             .catch_unwind()
             .await;
@@ -135,7 +137,7 @@ where
                 std::panic::resume_unwind(panic)
             }
         }
-    });
+    }));
     match task.await {
         Ok(response) => response,
         Err(e) => match e.try_into_panic() {

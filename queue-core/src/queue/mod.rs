@@ -18,7 +18,6 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::Either;
 use futures::FutureExt;
 use serde::Serialize;
 use tokio::sync::OnceCell;
@@ -328,7 +327,15 @@ impl<T: Serialize> Queue<T> {
             span.in_scope(|| self.prepare(options))?
         };
         let data = self.payload(&data, &options)?;
-        let added = self.add_prepared(name, data, &options, &span).await?;
+        // The whole add in the span when it is recorded: an inline app's handler, the
+        // retry's warning and the duplicate's state read too.
+        let added = if span.is_disabled() {
+            self.add_prepared(name, data, &options).await?
+        } else {
+            self.add_prepared(name, data, &options)
+                .instrument(span.clone())
+                .await?
+        };
         crate::trace::record_job_id(&span, &added.id);
         Ok(added)
     }
@@ -350,8 +357,7 @@ impl<T: Serialize> Queue<T> {
         }
     }
 
-    /// Adds a job whose options are prepared and whose payload is JSON already, under
-    /// `span` when one is recorded.
+    /// Adds a job whose options are prepared and whose payload is JSON already.
     ///
     /// Every add passes here, so its future is kept small: no async function of the
     /// way down takes the payload or the options by value (each would keep its own
@@ -361,7 +367,6 @@ impl<T: Serialize> Queue<T> {
         name: &str,
         data: serde_json::Value,
         options: &JobOptions,
-        span: &tracing::Span,
     ) -> Result<AddedJob, Error> {
         if let Some(inline) = &self.shared.settings.inline {
             return Ok(Box::pin(self.added_inline(inline, name, data, options)).await);
@@ -370,29 +375,25 @@ impl<T: Serialize> Queue<T> {
         let limit = self.shared.settings.max_payload_bytes;
         // Only an add with a job id is retried, so only then is the payload kept.
         let retry_data = options.job_id.is_some().then(|| data.clone());
-        let outcome = match (
-            self.add_once(name, data, options, limit, span).await,
-            retry_data,
-        ) {
+        let outcome = match (self.add_once(name, data, options, limit).await, retry_data) {
             // A dropped connection fails the first command after it; one with a job
             // id is safe to send again. A timeout is not retried: Redis is down.
             (Err(e @ Error::Redis(_)), Some(data)) => {
                 tracing::warn!(queue = %self.name(), error = %e, "add failed; retrying once (idempotent: it has a job id)");
-                Box::pin(self.add_once(name, data, options, limit, span)).await?
+                Box::pin(self.add_once(name, data, options, limit)).await?
             }
             (other, _) => other?,
         };
         self.added(name, options, outcome).await
     }
 
-    /// One engine add under the command timeout, in `span` when it is recorded.
+    /// One engine add under the command timeout.
     fn add_once<'a>(
         &'a self,
         name: &'a str,
         data: serde_json::Value,
         options: &'a JobOptions,
         limit: usize,
-        span: &tracing::Span,
     ) -> impl Future<Output = Result<AddOutcome, Error>> + 'a {
         let add = async move {
             let engine = match self.shared.engine.get() {
@@ -401,12 +402,7 @@ impl<T: Serialize> Queue<T> {
             };
             engine.add(name, data, options, limit).await
         };
-        let timed = self.timed("add", add);
-        if span.is_disabled() {
-            Either::Left(timed)
-        } else {
-            Either::Right(timed.instrument(span.clone()))
-        }
+        self.timed("add", add)
     }
 
     /// Adds several jobs in one pipelined round trip. Every job is checked first; one

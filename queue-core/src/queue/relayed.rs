@@ -188,10 +188,7 @@ impl Queue<serde_json::Value> {
                 let mut one_by_one = Vec::with_capacity(jobs.len());
                 for (name, data, options) in jobs {
                     let sent = match self.payload(&data, &options) {
-                        Ok(data) => {
-                            self.add_prepared(&name, data, &options, &tracing::Span::none())
-                                .await
-                        }
+                        Ok(data) => self.add_prepared(&name, data, &options).await,
                         Err(e) => Err(e),
                     };
                     match sent {

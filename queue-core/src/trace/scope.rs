@@ -18,8 +18,8 @@ tokio::task_local! {
 /// Runs `future` with `context` as the current trace context: jobs it adds carry a
 /// child of it.
 ///
-/// The returned future is a named type, so that a layer or a worker can hold it
-/// without boxing it (every request and every traced attempt goes through here).
+/// The returned future is a named type, so that a layer can hold it without boxing
+/// it (every traced request goes through here).
 pub fn scope<F: Future>(context: TraceContext, future: F) -> Scoped<F> {
     Scoped {
         inner: CURRENT.scope(context, future),
