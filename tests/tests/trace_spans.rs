@@ -115,6 +115,16 @@ async fn note(producers: Notes, Json(note): Json<Note>) -> Result<Accepted, Queu
     Ok(job.into())
 }
 
+/// An app on the test's Redis that runs no workers: only its adds are looked at.
+async fn app_of(redis: &TestRedis) -> queue_core::QueueApp {
+    redis
+        .builder()
+        .registrations(Registrations::None)
+        .build()
+        .await
+        .unwrap()
+}
+
 // One thread: the subscriber is the test's own (a scoped default), and the server's
 // tasks run where it is set.
 #[tokio::test(flavor = "current_thread")]
@@ -123,12 +133,7 @@ async fn with_a_subscriber_the_request_and_its_add_are_spans_of_the_jobs_trace()
     let _subscriber =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
     let redis = TestRedis::new("trace-spans");
-    let app = redis
-        .builder()
-        .registrations(Registrations::None)
-        .build()
-        .await
-        .unwrap();
+    let app = app_of(&redis).await;
     let router = Router::new()
         .route("/notes", post(note))
         .layer(QueueLayer::new(&app));
@@ -187,12 +192,7 @@ async fn a_request_cut_off_drops_its_handler_inside_the_request_span() {
             .with(events.clone()),
     );
     let redis = TestRedis::new("trace-drop");
-    let app = redis
-        .builder()
-        .registrations(Registrations::None)
-        .build()
-        .await
-        .unwrap();
+    let app = app_of(&redis).await;
     let mut router = Router::new()
         .route("/hangs", axum::routing::get(hangs))
         .layer(QueueLayer::new(&app));
