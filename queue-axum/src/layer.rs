@@ -97,17 +97,18 @@ impl<S> QueueService<S> {
         }
         // Nobody could record a span: none is made (its fields, and `tracing`'s `log`
         // feature's questions to `log`, cost every request).
-        if !trace::subscriber_installed() {
-            return (incoming.or_else(|| self.new_trace()), None);
-        }
-        let span = tracing::info_span!(
-            "request",
-            trace_id = tracing::field::Empty,
-            // Recorded only when the client sent one: no `request_id=""` in the logs.
-            request_id = tracing::field::Empty,
-        );
-        // The subscriber filters the span out: the trace still reaches the jobs through
-        // the scope, and no poll enters a span for nothing.
+        let span = if trace::subscriber_installed() {
+            tracing::info_span!(
+                "request",
+                trace_id = tracing::field::Empty,
+                // Recorded only when the client sent one: no `request_id=""` in the logs.
+                request_id = tracing::field::Empty,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        // No span, or the subscriber filters it out: the trace still reaches the jobs
+        // through the scope, and no poll enters a span for nothing.
         if span.is_disabled() {
             return (incoming.or_else(|| self.new_trace()), None);
         }

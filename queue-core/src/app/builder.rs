@@ -586,7 +586,7 @@ fn check_queue_defaults(queue: &str, defaults: &JobOptions) -> Result<(), Error>
         other => other,
     };
     defaults.validate().map_err(named)?;
-    if defaults.job_id.is_some() || defaults.deduplication.is_some() {
+    if defaults.may_be_duplicate() {
         return Err(named(Error::invalid(
             "queue_defaults",
             "a job id or deduplication id cannot be a default: every job would be a duplicate of the first; set it per job",

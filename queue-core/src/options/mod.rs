@@ -295,6 +295,12 @@ impl JobOptions {
         Ok(())
     }
 
+    /// Whether a job with these options may turn out a duplicate: it has a job id or a
+    /// deduplication id, which another job may hold already.
+    pub(crate) fn may_be_duplicate(&self) -> bool {
+        self.job_id.is_some() || self.deduplication.is_some()
+    }
+
     /// These options, with every unset value taken from `defaults`.
     pub(crate) fn or_defaults(mut self, defaults: &JobOptions) -> JobOptions {
         // Moved out, not copied: every add passes here.

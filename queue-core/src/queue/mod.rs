@@ -346,8 +346,7 @@ impl<T: Serialize> Queue<T> {
     /// refused as such, before any I/O, even with Redis down. Otherwise the engine
     /// checks it, on the JSON it writes anyway.
     fn payload(&self, data: &T, options: &JobOptions) -> Result<serde_json::Value, Error> {
-        let checked_here = options.job_id.is_some()
-            || options.deduplication.is_some()
+        let checked_here = options.may_be_duplicate()
             || !self.shared.engine.initialized()
             || self.shared.settings.inline.is_some();
         if checked_here {

@@ -44,7 +44,7 @@ impl EngineQueue {
         // A job without a custom id or a deduplication id cannot be a duplicate: the
         // add's round trip alone, in a future that holds the engine's boxed one and
         // little else (every add carries it). The other kind is boxed.
-        if opts.job_id.is_some() || opts.deduplication.is_some() {
+        if opts.may_be_duplicate() {
             return Box::pin(self.add_checked(name, data, opts, max_payload_bytes)).await;
         }
         let id = self
@@ -168,10 +168,9 @@ impl EngineQueue {
         timestamp: u64,
         existed: bool,
     ) -> Result<AddOutcome, Error> {
-        let may_be_duplicate = opts.job_id.is_some() || opts.deduplication.is_some();
         let duplicate = if existed {
             true
-        } else if may_be_duplicate {
+        } else if opts.may_be_duplicate() {
             let stored: Option<u64> = self
                 .conn
                 .query(redis::cmd("HGET").arg(self.job_key(&id)).arg("timestamp"))
