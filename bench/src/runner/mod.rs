@@ -142,8 +142,7 @@ fn not_installed(programs: impl Iterator<Item = &'static str>) -> Vec<&'static s
     missing
 }
 
-/// Every suite, in the order `run_all` takes them (a suite added there belongs here too,
-/// or its programs go unchecked).
+/// Every suite, in the order `run_all` runs them.
 const SUITES: [&str; 15] = [
     "floor",
     "enqueue",
@@ -202,60 +201,33 @@ pub(crate) fn run_all() -> BenchResult<()> {
     ));
     // Progress on stderr: when each suite starts, so that its length shows.
     let started = std::time::Instant::now();
-    let wanted = |suite: &str| {
-        let wanted = chosen(suite);
-        if wanted {
-            eprintln!("== {suite}, at {:.0} s", started.elapsed().as_secs_f64());
-        }
-        wanted
-    };
-    if wanted("floor") {
-        emit(floor::measure(&mut redis)?);
-    }
-    if wanted("enqueue") {
-        emit(suites::enqueue(&mut redis, settings)?);
-    }
+    // The processes' memory the throughput suite measured, for the footprint's table.
     let mut rss = suites::Rss::new();
-    if wanted("throughput") {
-        let (throughput, measured) = suites::throughput(&mut redis, settings)?;
-        emit(throughput);
-        rss = measured;
-    }
-    if wanted("observability") {
-        emit(observability::measure(&mut redis, settings)?);
-    }
-    if wanted("commands") {
-        emit(commands::measure(&mut redis)?);
-    }
-    if wanted("latency") {
-        emit(suites::latency(&mut redis, settings)?);
-    }
-    if wanted("http") {
-        emit(http::measure(&mut redis, settings)?);
-    }
-    if wanted("results") {
-        emit(results::measure(&mut redis)?);
-    }
-    if wanted("outbox") {
-        emit(outbox::measure(&mut redis, settings)?);
-    }
-    if wanted("status") {
-        emit(status::measure(&mut redis)?);
-    }
-    if wanted("health") {
-        emit(health::measure(&mut redis, settings)?);
-    }
-    if wanted("dashboard") {
-        emit(dashboard::measure(&mut redis)?);
-    }
-    if wanted("groups") {
-        emit(groups::measure(&mut redis, settings)?);
-    }
-    if wanted("cluster") {
-        emit(cluster::measure(&mut redis, settings)?);
-    }
-    if wanted("footprint") {
-        emit(suites::footprint(&mut redis, &rss)?);
+    for suite in SUITES.into_iter().filter(|suite| chosen(suite)) {
+        eprintln!("== {suite}, at {:.0} s", started.elapsed().as_secs_f64());
+        let section = match suite {
+            "floor" => floor::measure(&mut redis)?,
+            "enqueue" => suites::enqueue(&mut redis, settings)?,
+            "throughput" => {
+                let (throughput, measured) = suites::throughput(&mut redis, settings)?;
+                rss = measured;
+                throughput
+            }
+            "observability" => observability::measure(&mut redis, settings)?,
+            "commands" => commands::measure(&mut redis)?,
+            "latency" => suites::latency(&mut redis, settings)?,
+            "http" => http::measure(&mut redis, settings)?,
+            "results" => results::measure(&mut redis)?,
+            "outbox" => outbox::measure(&mut redis, settings)?,
+            "status" => status::measure(&mut redis)?,
+            "health" => health::measure(&mut redis, settings)?,
+            "dashboard" => dashboard::measure(&mut redis)?,
+            "groups" => groups::measure(&mut redis, settings)?,
+            "cluster" => cluster::measure(&mut redis, settings)?,
+            "footprint" => suites::footprint(&mut redis, &rss)?,
+            other => return Err(format!("no suite `{other}`").into()),
+        };
+        emit(section);
     }
     eprintln!("== done, at {:.0} s", started.elapsed().as_secs_f64());
     Ok(())
