@@ -1,6 +1,6 @@
 //! `Accepted`: the 202 answer to "I queued your work", with where to look.
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use queue_core::{AddedFlow, AddedJob};
@@ -239,18 +239,19 @@ impl AcceptedJob {
 
 impl IntoResponse for Accepted {
     fn into_response(self) -> Response {
-        let mut response = (
-            StatusCode::ACCEPTED,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            self.body(),
-        )
-            .into_response();
+        // Built in place rather than from a (status, headers, body) tuple: a byte body's
+        // own conversion sets `content-type: application/octet-stream`, which the tuple
+        // then replaces, and the two conversions between move the response twice.
+        let mut response = Response::new(Body::from(self.body()));
+        *response.status_mut() = StatusCode::ACCEPTED;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         // The path's own buffer becomes the header: no copy of it.
         if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(self.location())) {
-            response.headers_mut().insert(header::LOCATION, value);
+            headers.insert(header::LOCATION, value);
         }
         AcceptedJob::hand_over(|| AcceptedJob {
             queue: self.queue,
@@ -325,6 +326,30 @@ mod tests {
         assert_eq!(with["userId"], 7);
         assert_eq!(with["state"], "x", "an added field replaces a base one");
         assert_eq!(with["jobId"], "welcome-1");
+    }
+
+    #[tokio::test]
+    async fn the_response_is_a_202_of_json_with_its_location() {
+        let job = Accepted {
+            queue: "email".into(),
+            id: "welcome 1".into(),
+            state: Some("waiting"),
+            duplicate: true,
+            extra: serde_json::Map::new(),
+            status_prefix: Cow::Borrowed(DEFAULT_STATUS_PREFIX),
+            location: None,
+        };
+        let body = job.body();
+        let response = job.into_response();
+        assert_eq!(response.status(), StatusCode::ACCEPTED);
+        let headers = response.headers();
+        // One content type, JSON's: not a byte body's default beside it.
+        let types: Vec<_> = headers.get_all(header::CONTENT_TYPE).iter().collect();
+        assert_eq!(types, ["application/json"]);
+        assert_eq!(headers[header::LOCATION], "/jobs/email/welcome%201");
+        assert_eq!(headers.len(), 2);
+        let sent = axum::body::to_bytes(response.into_body(), 1024).await;
+        assert_eq!(sent.unwrap(), body);
     }
 
     #[test]

@@ -69,10 +69,24 @@ pub(super) async fn work(name: &str, concurrency: usize, n: u64) -> BenchResult<
         concurrency,
         ..Default::default()
     };
+    // The observability suite's handlers, picked by queue as ours are (`bench-w<c>`
+    // waits 1 ms, `bench-p<c>` does the CPU work): the raw engine's row beside ours.
+    let handler = Handler::of(name);
+    let cpu = super::CpuWork::current();
     let worker = Worker::with_options(
         name,
-        |_job: bullmq::Job, _token| async {
+        move |_job: bullmq::Job, _token| async move {
             STARTS.mark();
+            match handler {
+                Handler::NoOp => {}
+                Handler::Waits => tokio::time::sleep(Duration::from_millis(1)).await,
+                Handler::Cpu if super::checksum(cpu.passes) != cpu.checksum => {
+                    return Err(bullmq::Error::Unrecoverable(
+                        "the checksum came out wrong".into(),
+                    ));
+                }
+                Handler::Cpu => {}
+            }
             Ok(serde_json::Value::Null)
         },
         options,
@@ -81,6 +95,26 @@ pub(super) async fn work(name: &str, concurrency: usize, n: u64) -> BenchResult<
     let timed = super::time_until_completed(&STARTS, name, n).await?;
     worker.close(CLOSE_MS).await?;
     Ok(timed)
+}
+
+/// What a raw worker's handler does, by its queue's name.
+#[derive(Debug, Clone, Copy)]
+enum Handler {
+    NoOp,
+    Waits,
+    Cpu,
+}
+
+impl Handler {
+    fn of(queue: &str) -> Self {
+        if queue.starts_with("bench-w") {
+            Handler::Waits
+        } else if queue.starts_with("bench-p") {
+            Handler::Cpu
+        } else {
+            Handler::NoOp
+        }
+    }
 }
 
 pub(super) async fn latency(name: &str, n: u64) -> BenchResult<Vec<u64>> {

@@ -4,10 +4,11 @@
 //! its OpenTelemetry SDK's batch processor with an exporter that counts and drops. A
 //! no-op handler, one that waits 1 ms as a real job's I/O call would, and one that does
 //! 1 ms of CPU work (the same checksum loop in both, sized to 1 ms on this machine by
-//! `calibrate`). The four modes run back to back in every round, in an order that
-//! rotates; on/off is each round's own ratio, summarised over many short rounds
-//! (`BENCH_PAIRED_ROUNDS`), since the machine's speed drifts between rounds by more than
-//! the few per cent the targets are about.
+//! `calibrate`). The raw engine's worker runs the same handlers beside them (its spread
+//! tells the runtime's from the wrapper's). The five modes run back to back in every
+//! round, in an order that rotates; on/off is each round's own ratio, summarised over
+//! many short rounds (`BENCH_PAIRED_ROUNDS`), since the machine's speed drifts between
+//! rounds by more than the few per cent the targets are about.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,9 @@ use crate::BenchResult;
 enum Side {
     Ours,
     Node,
+    /// The raw engine's worker with the same handler: what the runtime and the engine
+    /// do with it, without our wrapper (off only).
+    Raw,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -32,8 +36,8 @@ struct Mode {
     on: bool,
 }
 
-/// Indexed as [`OURS_OFF`], [`OURS_ON`], [`NODE_OFF`], [`NODE_ON`].
-const MODES: [Mode; 4] = [
+/// Indexed as [`OURS_OFF`], [`OURS_ON`], [`NODE_OFF`], [`NODE_ON`], [`RAW`].
+const MODES: [Mode; 5] = [
     Mode {
         side: Side::Ours,
         on: false,
@@ -49,12 +53,17 @@ const MODES: [Mode; 4] = [
     Mode {
         side: Side::Node,
         on: true,
+    },
+    Mode {
+        side: Side::Raw,
+        on: false,
     },
 ];
 const OURS_OFF: usize = 0;
 const OURS_ON: usize = 1;
 const NODE_OFF: usize = 2;
 const NODE_ON: usize = 3;
+const RAW: usize = 4;
 
 /// A handler: its label, the queue prefix our probe registers it on (`<prefix><c>`),
 /// what Node's probe calls it, and the jobs of a run at concurrency 1, 10 and 100 (at
@@ -93,6 +102,11 @@ fn run_once(
             }
             System::Ours.run_env(&redis.url(), &args, &cpu.env())?
         }
+        Side::Raw => System::Raw.run_env(
+            &redis.url(),
+            &["work", queue, c.as_str(), n_arg.as_str()],
+            &cpu.env(),
+        )?,
         Side::Node => {
             let mut node = node_script("observed.mjs");
             node.args(["work", queue, &c, &n_arg])
@@ -111,7 +125,7 @@ fn run_once(
 }
 
 /// Per mode, one figure per round, in round order (so that round `i` pairs up).
-type Rounds = [Vec<f64>; 4];
+type Rounds = [Vec<f64>; 5];
 
 pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult<String> {
     let calibrated = calibrate();
@@ -123,13 +137,14 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
          defaults) over the OpenTelemetry SDK's batch processor. Node on: BullMQ 6 with \
          `bullmq-otel` 2 (`enableMetrics`, no meter provider) over the JS SDK's batch \
          processor. Both exporters count the spans and drop them. Every trace recorded. \
-         The four modes of a round run back to back, in an order that rotates; on/off is \
+         The modes of a round (and the raw engine's, below) run back to back, in an order that rotates; on/off is \
          the median of the rounds' own on/off, with their interquartile range. {}\n\n\
          | handler | concurrency | jobs | ours off | ours on | ours on/off | Node off | Node on | Node on/off | spans per job (ours / Node) |\n\
          |---|---|---|---|---|---|---|---|---|---|\n",
         calibrated.describe()
     );
     let mut cpu_rows = String::new();
+    let mut raw_rows = String::new();
     for (label, prefix, node_handler, sizes) in HANDLERS {
         for (concurrency, size) in CONCURRENCIES.into_iter().zip(sizes) {
             let queue = format!("{prefix}{concurrency}");
@@ -177,6 +192,13 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
                 spans_of("ours"),
                 spans_of("node"),
             ));
+            raw_rows.push_str(&format!(
+                "| {label} | {concurrency} | {} | {} | {} | {} |\n",
+                Spread::of(&rates[OURS_OFF]),
+                Spread::of(&rates[OURS_ON]),
+                Spread::of(&rates[RAW]),
+                paired(&rates[OURS_OFF], &rates[RAW]),
+            ));
             let c = |i: usize| median(&cpu[i]);
             cpu_rows.push_str(&format!(
                 "| {label} | {concurrency} | {:.1} | {:.1} | {:+.1} | {} | {:.1} | {:.1} | {:+.1} | {} |\n",
@@ -200,6 +222,49 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
          |---|---|---|---|---|---|---|---|---|---|\n",
     );
     out.push_str(&cpu_rows);
+    out.push_str(
+        "\nThe raw engine's worker with the same handlers, in the same rounds (jobs/s: the \
+         median, and the slowest and fastest round): where the rounds of a row fall in two \
+         modes for ours and raw alike, the spread is the runtime's and the engine's, not \
+         the wrapper's or the metrics' and traces'. Last, ours off against raw, paired by \
+         round.\n\n\
+         | handler | concurrency | ours off | ours on | raw engine | ours off/raw |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    out.push_str(&raw_rows);
     out.push('\n');
     Ok(out)
+}
+
+/// A row's rounds: their median and range.
+struct Spread {
+    median: f64,
+    lowest: f64,
+    highest: f64,
+}
+
+impl Spread {
+    fn of(values: &[f64]) -> Self {
+        let (lowest, highest) = values
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), &v| {
+                (low.min(v), high.max(v))
+            });
+        Spread {
+            median: median(values),
+            lowest,
+            highest,
+        }
+    }
+}
+
+/// `1780 (962 to 1797)`.
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.0} ({:.0} to {:.0})",
+            self.median, self.lowest, self.highest
+        )
+    }
 }
