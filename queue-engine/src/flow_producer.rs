@@ -898,18 +898,13 @@ impl FlowProducer {
         let argv3 = self.pack_job_opts(job);
 
         // Add EVALSHA to pipeline
-        pipe.cmd("EVALSHA")
-            .arg(&*script.sha)
-            .arg(script_keys.len())
-            .arg(script_keys[0].as_str())
-            .arg(script_keys[1].as_str())
-            .arg(script_keys[2].as_str())
-            .arg(script_keys[3].as_str())
-            .arg(script_keys[4].as_str())
-            .arg(script_keys[5].as_str())
-            .arg(argv1.as_slice())
-            .arg(argv2.as_bytes())
-            .arg(argv3.as_slice());
+        pipe.add_command(crate::scripts::script_command(
+            "EVALSHA",
+            &script.sha,
+            script_keys.len(),
+            &script_keys,
+            &[argv1.as_slice(), argv2.as_bytes(), argv3.as_slice()],
+        ));
 
         Ok(())
     }
@@ -947,16 +942,13 @@ impl FlowProducer {
         let argv2 = serde_json::to_string(job.data()).unwrap_or_else(|_| "{}".to_string());
         let argv3 = self.pack_job_opts(job);
 
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&*script.sha).arg(script_keys.len());
-        for key in &script_keys {
-            cmd.arg(key.as_str());
-        }
-        cmd.arg(argv1.as_slice())
-            .arg(argv2.as_bytes())
-            .arg(argv3.as_slice());
-
-        pipe.add_command(cmd);
+        pipe.add_command(crate::scripts::script_command(
+            "EVALSHA",
+            &script.sha,
+            script_keys.len(),
+            &script_keys,
+            &[argv1.as_slice(), argv2.as_bytes(), argv3.as_slice()],
+        ));
 
         Ok(())
     }

@@ -44,35 +44,86 @@ impl LuaScript {
         keys: &[impl redis::ToRedisArgs],
         args: &[impl redis::ToRedisArgs],
     ) -> Result<redis::Value, Error> {
-        // Build EVALSHA command
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&*self.sha).arg(self.num_keys);
-        for key in keys {
-            cmd.arg(key);
-        }
-        for arg in args {
-            cmd.arg(arg);
-        }
-
+        let cmd = script_command("EVALSHA", &self.sha, self.num_keys, keys, args);
         match cmd.query_async::<redis::Value>(conn).await {
             Ok(val) => Ok(val),
             Err(e) => {
                 // Check for NOSCRIPT error - fall back to EVAL
                 if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
-                    let mut eval_cmd = redis::cmd("EVAL");
-                    eval_cmd.arg(&*self.content).arg(self.num_keys);
-                    for key in keys {
-                        eval_cmd.arg(key);
-                    }
-                    for arg in args {
-                        eval_cmd.arg(arg);
-                    }
+                    let eval_cmd = script_command("EVAL", &self.content, self.num_keys, keys, args);
                     Ok(eval_cmd.query_async::<redis::Value>(conn).await?)
                 } else {
                     Err(Error::Redis(e))
                 }
             }
         }
+    }
+}
+
+/// `EVALSHA <sha> <numkeys> <keys…> <args…>` (or `EVAL <source> …`), its buffers sized
+/// once from what the keys and arguments write. Built argument by argument from empty,
+/// a command grows its byte buffer five times or so (an add's options and keys are a few
+/// hundred bytes, a completion's more) and its argument list twice.
+pub(crate) fn script_command(
+    verb: &str,
+    script: &str,
+    num_keys: usize,
+    keys: &[impl redis::ToRedisArgs],
+    args: &[impl redis::ToRedisArgs],
+) -> redis::Cmd {
+    let mut sizes = ArgSizes::default();
+    for key in keys {
+        key.write_redis_args(&mut sizes);
+    }
+    for arg in args {
+        arg.write_redis_args(&mut sizes);
+    }
+    // The verb, the script and the key count (at most 20 digits).
+    let mut cmd = redis::Cmd::with_capacity(
+        3 + sizes.count,
+        verb.len() + script.len() + 20 + sizes.bytes,
+    );
+    cmd.arg(verb).arg(script).arg(num_keys);
+    for key in keys {
+        cmd.arg(key);
+    }
+    for arg in args {
+        cmd.arg(arg);
+    }
+    cmd
+}
+
+/// What arguments would write to a command: how many, and their bytes. Writing an
+/// argument that is already bytes (the options, the keys) only passes a slice here.
+#[derive(Debug, Default)]
+struct ArgSizes {
+    count: usize,
+    bytes: usize,
+}
+
+impl redis::RedisWrite for ArgSizes {
+    fn write_arg(&mut self, arg: &[u8]) {
+        self.count += 1;
+        self.bytes += arg.len();
+    }
+
+    fn writer_for_next_arg(&mut self) -> impl std::io::Write + '_ {
+        self.count += 1;
+        ByteCount(&mut self.bytes)
+    }
+}
+
+/// An `io::Write` that only counts.
+struct ByteCount<'a>(&'a mut usize);
+
+impl std::io::Write for ByteCount<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        *self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -365,6 +416,56 @@ fn compute_sha1(content: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A command's arguments as Redis receives them.
+    fn written(cmd: &redis::Cmd) -> Vec<Vec<u8>> {
+        cmd.args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                _ => b"<cursor>".to_vec(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_script_command_is_sized_from_what_its_arguments_write() {
+        use redis::ToRedisArgs;
+        let keys = ["bull:q:wait".to_string(), "bull:q:id".to_string()];
+        let args: [Vec<u8>; 3] = [vec![7; 300], Vec::new(), b"x".to_vec()];
+        let cmd = script_command("EVALSHA", "0123abcd", 2, &keys, &args);
+        let sent = written(&cmd);
+        let expected: Vec<&[u8]> = vec![
+            b"EVALSHA",
+            b"0123abcd",
+            b"2",
+            b"bull:q:wait",
+            b"bull:q:id",
+            &[7; 300],
+            b"",
+            b"x",
+        ];
+        assert_eq!(sent, expected);
+
+        // The sizes the buffers are made with are exactly what was written after the
+        // verb, the script and the key count: nothing grows, nothing is wasted.
+        let mut sizes = ArgSizes::default();
+        keys.iter().for_each(|k| k.write_redis_args(&mut sizes));
+        args.iter().for_each(|a| a.write_redis_args(&mut sizes));
+        assert_eq!(sizes.count, sent.len() - 3);
+        assert_eq!(sizes.bytes, sent[3..].iter().map(Vec::len).sum::<usize>());
+
+        // Numbers are formatted, through either of the writer's two ways.
+        let cmd = script_command("EVAL", "return 1", 0, &[] as &[&str], &[42u64, 1_000_000]);
+        assert_eq!(written(&cmd)[3..], [b"42".to_vec(), b"1000000".to_vec()]);
+        let mut sizes = ArgSizes::default();
+        [42u64, 1_000_000]
+            .iter()
+            .for_each(|n| n.write_redis_args(&mut sizes));
+        assert_eq!((sizes.count, sizes.bytes), (2, 9));
+        let mut sizes = ArgSizes::default();
+        2.5f64.write_redis_args(&mut sizes);
+        assert_eq!((sizes.count, sizes.bytes), (1, 3));
+    }
 
     #[test]
     fn test_sha1_computation() {
