@@ -18,7 +18,9 @@
 //! `observed` (ours only) turns on metrics and OpenTelemetry traces, every trace
 //! sampled, or the given share of them (`observed=0.1`). On a CPU handler's queue
 //! (`bench-p<c>`), each job runs `BENCH_CPU_PASSES` passes of the checksum loop and checks
-//! the result against `BENCH_CPU_CHECKSUM` (the runner calibrates both; 80 passes without).
+//! the result against `BENCH_CPU_CHECKSUM` (the runner calibrates both; 80 passes without);
+//! on `bench-w<c>` each job waits 1 ms; on any other queue it does nothing. Ours and raw
+//! alike.
 //!
 //! The Node side (`bench/node/bench.mjs`) answers the same commands; the observability
 //! suite runs Node BullMQ 6 with and without `bullmq-otel` through `bench/node/observed.mjs`.

@@ -71,13 +71,7 @@ pub(crate) fn script_command(
     keys: &[impl redis::ToRedisArgs],
     args: &[impl redis::ToRedisArgs],
 ) -> redis::Cmd {
-    let mut sizes = ArgSizes::default();
-    for key in keys {
-        key.write_redis_args(&mut sizes);
-    }
-    for arg in args {
-        arg.write_redis_args(&mut sizes);
-    }
+    let sizes = ArgSizes::of(keys, args);
     // The verb, the script and the key count (at most 20 digits).
     let mut cmd = redis::Cmd::with_capacity(
         3 + sizes.count,
@@ -99,6 +93,20 @@ pub(crate) fn script_command(
 struct ArgSizes {
     count: usize,
     bytes: usize,
+}
+
+impl ArgSizes {
+    /// What `keys` and then `args` write.
+    fn of(keys: &[impl redis::ToRedisArgs], args: &[impl redis::ToRedisArgs]) -> Self {
+        let mut sizes = ArgSizes::default();
+        for key in keys {
+            key.write_redis_args(&mut sizes);
+        }
+        for arg in args {
+            arg.write_redis_args(&mut sizes);
+        }
+        sizes
+    }
 }
 
 impl redis::RedisWrite for ArgSizes {
@@ -429,7 +437,6 @@ mod tests {
 
     #[test]
     fn a_script_command_is_sized_from_what_its_arguments_write() {
-        use redis::ToRedisArgs;
         let keys = ["bull:q:wait".to_string(), "bull:q:id".to_string()];
         let args: [Vec<u8>; 3] = [vec![7; 300], Vec::new(), b"x".to_vec()];
         let cmd = script_command("EVALSHA", "0123abcd", 2, &keys, &args);
@@ -446,24 +453,19 @@ mod tests {
         ];
         assert_eq!(sent, expected);
 
-        // The sizes the buffers are made with are exactly what was written after the
-        // verb, the script and the key count: nothing grows, nothing is wasted.
-        let mut sizes = ArgSizes::default();
-        keys.iter().for_each(|k| k.write_redis_args(&mut sizes));
-        args.iter().for_each(|a| a.write_redis_args(&mut sizes));
+        // The sizes the command's buffers are made with cover what was written after the
+        // verb, the script and the key count, exactly: no argument grows them.
+        let sizes = ArgSizes::of(&keys, &args);
         assert_eq!(sizes.count, sent.len() - 3);
         assert_eq!(sizes.bytes, sent[3..].iter().map(Vec::len).sum::<usize>());
 
-        // Numbers are formatted, through either of the writer's two ways.
-        let cmd = script_command("EVAL", "return 1", 0, &[] as &[&str], &[42u64, 1_000_000]);
+        // Numbers are formatted, and counted as formatted.
+        let numbers = [42u64, 1_000_000];
+        let cmd = script_command("EVAL", "return 1", 0, &[] as &[&str], &numbers);
         assert_eq!(written(&cmd)[3..], [b"42".to_vec(), b"1000000".to_vec()]);
-        let mut sizes = ArgSizes::default();
-        [42u64, 1_000_000]
-            .iter()
-            .for_each(|n| n.write_redis_args(&mut sizes));
+        let sizes = ArgSizes::of(&[] as &[&str], &numbers);
         assert_eq!((sizes.count, sizes.bytes), (2, 9));
-        let mut sizes = ArgSizes::default();
-        2.5f64.write_redis_args(&mut sizes);
+        let sizes = ArgSizes::of(&[] as &[&str], &[2.5f64]);
         assert_eq!((sizes.count, sizes.bytes), (1, 3));
     }
 

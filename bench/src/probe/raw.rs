@@ -97,7 +97,9 @@ pub(super) async fn work(name: &str, concurrency: usize, n: u64) -> BenchResult<
     Ok(timed)
 }
 
-/// What a raw worker's handler does, by its queue's name.
+/// What a raw worker's handler does, by its queue's name: the prefixes of the
+/// observability suite's handlers (`runner/observability.rs`, `HANDLERS`), on which our
+/// probe registers its `#[processor]`s of the same work.
 #[derive(Debug, Clone, Copy)]
 enum Handler {
     NoOp,

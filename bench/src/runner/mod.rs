@@ -35,8 +35,9 @@ pub(super) struct Settings {
     /// at concurrency 1), each summarised by the median of its rounds' own ratios. The
     /// machine's speed drifts by ±25 % between runs, so a 3 % difference needs many short
     /// rounds rather than a few long ones. With the defaults, the three suites take about
-    /// 12 minutes on the 2-core bench VM (a round: 47 s of observability, 13 s of HTTP, 2 s
-    /// of throughput; and 80 s for the throughput table's `BENCH_ROUNDS`).
+    /// 14 minutes on the 2-core bench VM (a round: about 60 s of observability, its five
+    /// modes, 13 s of HTTP, 2 s of throughput; and 80 s for the throughput table's
+    /// `BENCH_ROUNDS`).
     paired_rounds: usize,
     /// `BENCH_JOBS` (default 20000): pre-filled jobs per throughput run (and the most per
     /// observability run).

@@ -68,8 +68,9 @@ const RAW: usize = 4;
 /// A handler: its label, the queue prefix our probe registers it on (`<prefix><c>`),
 /// what Node's probe calls it, and the jobs of a run at concurrency 1, 10 and 100 (at
 /// most `BENCH_JOBS`): about a second of the slowest mode's (Node on) work on the 2-core
-/// bench VM, so that a round of all nine rows takes well under a minute, half of it the
-/// processes' start-up and the pre-fill.
+/// bench VM, so that a round of all nine rows, five modes each, takes about a minute,
+/// half of it the processes' start-up and the pre-fill. The raw probe picks its handler
+/// by these prefixes too (`probe/raw.rs`, `Handler::of`).
 const HANDLERS: [(&str, &str, &str, [u64; 3]); 3] = [
     ("no-op", "bench-c", "noop", [1_500, 3_000, 4_000]),
     ("waits 1 ms", "bench-w", "1ms", [400, 2_000, 4_000]),
@@ -137,7 +138,7 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
          defaults) over the OpenTelemetry SDK's batch processor. Node on: BullMQ 6 with \
          `bullmq-otel` 2 (`enableMetrics`, no meter provider) over the JS SDK's batch \
          processor. Both exporters count the spans and drop them. Every trace recorded. \
-         The modes of a round (and the raw engine's, below) run back to back, in an order that rotates; on/off is \
+         The five modes of a round (ours and Node's, off and on, and the raw engine's, below) run back to back, in an order that rotates; on/off is \
          the median of the rounds' own on/off, with their interquartile range. {}\n\n\
          | handler | concurrency | jobs | ours off | ours on | ours on/off | Node off | Node on | Node on/off | spans per job (ours / Node) |\n\
          |---|---|---|---|---|---|---|---|---|---|\n",
@@ -192,12 +193,16 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
                 spans_of("ours"),
                 spans_of("node"),
             ));
+            let fast = FastRounds::of(&[&rates[OURS_OFF], &rates[OURS_ON], &rates[RAW]]);
             raw_rows.push_str(&format!(
-                "| {label} | {concurrency} | {} | {} | {} | {} |\n",
+                "| {label} | {concurrency} | {} | {} | {} | {} | {} | {:.1} / {:.1} |\n",
                 Spread::of(&rates[OURS_OFF]),
                 Spread::of(&rates[OURS_ON]),
                 Spread::of(&rates[RAW]),
                 paired(&rates[OURS_OFF], &rates[RAW]),
+                fast,
+                median(&cpu[OURS_OFF]),
+                median(&cpu[RAW]),
             ));
             let c = |i: usize| median(&cpu[i]);
             cpu_rows.push_str(&format!(
@@ -226,14 +231,45 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
         "\nThe raw engine's worker with the same handlers, in the same rounds (jobs/s: the \
          median, and the slowest and fastest round): where the rounds of a row fall in two \
          modes for ours and raw alike, the spread is the runtime's and the engine's, not \
-         the wrapper's or the metrics' and traces'. Last, ours off against raw, paired by \
-         round.\n\n\
-         | handler | concurrency | ours off | ours on | raw engine | ours off/raw |\n\
-         |---|---|---|---|---|---|\n",
+         the wrapper's or the metrics' and traces'. Then ours off against raw, paired by \
+         round; the rounds of each above the midpoint of the row's slowest and fastest \
+         (ours off / ours on / raw); and the worker's CPU per job (µs, median), ours off \
+         and raw, which the mode a round falls in does not change.\n\n\
+         | handler | concurrency | ours off | ours on | raw engine | ours off/raw | fast rounds | CPU per job, ours off / raw |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
     out.push_str(&raw_rows);
     out.push('\n');
     Ok(out)
+}
+
+/// How many rounds of each mode ran above the midpoint of the slowest and the fastest
+/// round of them all: `5 / 3 / 3`. Where a row is bimodal, this counts each mode's rounds
+/// in the fast mode.
+struct FastRounds(Vec<usize>);
+
+impl FastRounds {
+    fn of(modes: &[&Vec<f64>]) -> Self {
+        let all: Vec<f64> = modes
+            .iter()
+            .flat_map(|rounds| rounds.iter().copied())
+            .collect();
+        let range = Spread::of(&all);
+        let midpoint = (range.lowest + range.highest) / 2.0;
+        FastRounds(
+            modes
+                .iter()
+                .map(|rounds| rounds.iter().filter(|&&v| v > midpoint).count())
+                .collect(),
+        )
+    }
+}
+
+impl std::fmt::Display for FastRounds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let counts: Vec<String> = self.0.iter().map(usize::to_string).collect();
+        f.write_str(&counts.join(" / "))
+    }
 }
 
 /// A row's rounds: their median and range.
@@ -266,5 +302,21 @@ impl std::fmt::Display for Spread {
             "{:.0} ({:.0} to {:.0})",
             self.median, self.lowest, self.highest
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FastRounds, Spread};
+
+    #[test]
+    fn fast_rounds_are_counted_against_the_whole_rows_midpoint() {
+        // Two modes, about 1,000 and 1,800 jobs/s; the midpoint is 1,400.
+        let ours_off = vec![1_000.0, 1_790.0, 1_810.0, 1_050.0];
+        let ours_on = vec![990.0, 1_020.0, 1_750.0, 1_000.0];
+        let raw = vec![1_800.0, 1_760.0, 1_780.0, 1_300.0];
+        let fast = FastRounds::of(&[&ours_off, &ours_on, &raw]);
+        assert_eq!(fast.to_string(), "2 / 1 / 3");
+        assert_eq!(Spread::of(&raw).to_string(), "1770 (1300 to 1800)");
     }
 }
