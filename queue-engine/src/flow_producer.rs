@@ -892,19 +892,7 @@ impl FlowProducer {
             keys.events(),
         ];
 
-        // ARGV[1]: msgpack args, ARGV[2]: json data, ARGV[3]: msgpack opts
-        let argv1 = self.pack_add_args(keys, job, job_id, parent, true);
-        let argv2 = serde_json::to_string(job.data()).unwrap_or_else(|_| "{}".to_string());
-        let argv3 = self.pack_job_opts(job);
-
-        // Add EVALSHA to pipeline
-        pipe.add_command(crate::scripts::script_command(
-            "EVALSHA",
-            &script.sha,
-            script_keys.len(),
-            &script_keys,
-            &[argv1.as_slice(), argv2.as_bytes(), argv3.as_slice()],
-        ));
+        pipe.add_command(self.add_job_command(&script, &script_keys, keys, job, job_id, parent));
 
         Ok(())
     }
@@ -937,20 +925,33 @@ impl FlowProducer {
             .clone();
 
         let script_keys = self.leaf_job_keys(keys, script_name);
+        pipe.add_command(self.add_job_command(&script, &script_keys, keys, job, job_id, parent));
 
+        Ok(())
+    }
+
+    /// The `EVALSHA` of one of the add scripts for `job`, over `script_keys`, with the
+    /// arguments every add script takes: ARGV[1] the msgpack args, ARGV[2] the JSON
+    /// data, ARGV[3] the msgpack options.
+    fn add_job_command(
+        &self,
+        script: &crate::scripts::LuaScript,
+        script_keys: &[String],
+        keys: &QueueKeys,
+        job: &Job,
+        job_id: &str,
+        parent: Option<&ParentContext>,
+    ) -> redis::Cmd {
         let argv1 = self.pack_add_args(keys, job, job_id, parent, true);
         let argv2 = serde_json::to_string(job.data()).unwrap_or_else(|_| "{}".to_string());
         let argv3 = self.pack_job_opts(job);
-
-        pipe.add_command(crate::scripts::script_command(
+        crate::scripts::script_command(
             "EVALSHA",
             &script.sha,
             script_keys.len(),
-            &script_keys,
+            script_keys,
             &[argv1.as_slice(), argv2.as_bytes(), argv3.as_slice()],
-        ));
-
-        Ok(())
+        )
     }
 
     /// Build KEYS array for leaf job scripts.
