@@ -55,6 +55,8 @@ pub mod options;
 mod outage;
 /// Shared pagination parsing helpers for Lua `paginate` replies.
 mod paginate;
+/// Where a job's processor runs (in its slot's task, or in one of its own).
+mod processor_task;
 /// Queue management and job submission.
 pub mod queue;
 /// Cross-process queue event listener (stream-based).

@@ -269,6 +269,8 @@ struct LoopContext {
     token_counter: std::sync::atomic::AtomicU64,
     /// Whether the loops are without Redis: said once, not on every retry.
     outage: crate::outage::Outage,
+    /// Where the processor runs: in the slot's task, or in one of its own.
+    placement: crate::processor_task::ProcessorPlacement,
 }
 
 /// One attempt's move to a finished set, for [`Worker::finish`]: `target` is
@@ -381,6 +383,7 @@ impl LoopContext {
             worker_id,
             token_counter: std::sync::atomic::AtomicU64::new(0),
             outage: crate::outage::Outage::default(),
+            placement: crate::processor_task::ProcessorPlacement::for_current_runtime(),
         }
     }
 
@@ -1274,7 +1277,10 @@ impl Worker {
 
         // Run the processor
         let discarded = job.discarded_handle();
-        let result = (ctx.processor.clone())(job, cancel_token).await;
+        let result = ctx
+            .placement
+            .run((ctx.processor.clone())(job, cancel_token))
+            .await;
 
         // Decide whether to fetch the next job in the same round-trip as the
         // finishing script. Mirrors the Node.js `fetchNextCallback`: only chain
