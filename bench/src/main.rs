@@ -10,10 +10,13 @@
 //! queue-bench work    <ours|raw> <queue> <concurrency> <n> [observed[=share]]
 //!                                                   -> {"ms","polls","peakRssKb","spans"}
 //! queue-bench latency <ours|raw> <queue> <n>                          -> {"samplesUs"}
-//! queue-bench serve   <ours|raw> <port> [no-traces]              (until killed)
+//! queue-bench serve   <ours|raw> <port> [no-traces|traced]       (until killed)
 //! queue-bench spread  ours <single:<url>|cluster:<urls>> <queues> <concurrency> <n>
 //!                                                                     -> {"ms"}
 //! ```
+//!
+//! `no-traces` (ours) serves without starting traces; `traced` (raw) adds each job with a
+//! new trace context in BullMQ's telemetry field, as ours does by default.
 //!
 //! `observed` (ours only) turns on metrics and OpenTelemetry traces, every trace
 //! sampled, or the given share of them (`observed=0.1`). On a CPU handler's queue

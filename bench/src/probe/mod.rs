@@ -319,11 +319,11 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
             }
             "serve" => {
                 let port: u16 = arg(args, 2, "port")?;
-                let start_traces = args.get(3).map(String::as_str) != Some("no-traces");
+                let extra = args.get(3).map(String::as_str);
                 if ours {
-                    ours::serve(port, start_traces).await?;
+                    ours::serve(port, extra != Some("no-traces")).await?;
                 } else {
-                    raw::serve(port).await?;
+                    raw::serve(port, extra == Some("traced")).await?;
                 }
             }
             other => return Err(format!("unknown command `{other}`").into()),

@@ -161,9 +161,37 @@ async fn accept(
     ))
 }
 
-pub(super) async fn serve(port: u16) -> BenchResult<()> {
+/// The bare endpoint carrying a trace to the worker and nothing else: a new W3C context
+/// per request, stored as BullMQ's telemetry field (`{"traceparent":"00-…-01"}` in `tm`,
+/// which Node's `bullmq-otel` reads), the least any producer pays for a traced job. Its
+/// context is made by our `TraceContext` so that the two traced endpoints differ in
+/// everything but that.
+async fn accept_traced(
+    State(queue): State<Arc<Queue>>,
+    Json(email): Json<Email>,
+) -> Result<(StatusCode, Json<serde_json::Value>), StatusCode> {
+    let traceparent = queue_core::trace::TraceContext::new_root().traceparent();
+    let metadata = format!(r#"{{"traceparent":"{traceparent}"}}"#);
+    let job = queue
+        .add("email", email)
+        .options(bullmq::JobOptions::new().telemetry_metadata(metadata))
+        .await
+        .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({ "jobId": job.id() })),
+    ))
+}
+
+/// Serves `POST /enqueue`; `traced`: with a trace context in each job ([`accept_traced`]).
+pub(super) async fn serve(port: u16, traced: bool) -> BenchResult<()> {
     let q = Arc::new(queue("bench-http").await?);
-    let router = Router::new().route("/enqueue", post(accept)).with_state(q);
+    let route = if traced {
+        post(accept_traced)
+    } else {
+        post(accept)
+    };
+    let router = Router::new().route("/enqueue", route).with_state(q);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     axum::serve(listener, router).await?;
     Ok(())
