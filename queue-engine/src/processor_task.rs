@@ -1,4 +1,4 @@
-//! Where a job's processor runs: in its slot's task, or in a task of its own once
+//! Where a job's processor runs: in its slot's task, or in a task of its own while
 //! processors are seen holding their thread (engine change 27, `PATCHES.md`).
 //!
 //! A slot's task is woken by the connection it waits on, and tokio puts a task woken
@@ -11,13 +11,15 @@
 //! pushes the task that was there to the stealable queue, waking an idle worker.
 //!
 //! A spawn per job is not free: for processors that return at once it cost a worker a
-//! third of its jobs at concurrency 10. So processors run in place until one poll of
-//! one of them holds its thread past [`HOLDS_THREAD`], and in place again once a job's
-//! polls are all shorter.
+//! third of its jobs at concurrency 10. So processors run in place until one of them
+//! holds its thread for [`LONG_POLL`] in one go (the call that makes its future, or one
+//! poll of it), and in place again once [`SPAWNED_AFTER_LONG_POLL`] processors in a row
+//! have not. The choice is the worker's, not a slot's: the first jobs of a worker start
+//! in place, as many as it runs at once.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -26,85 +28,115 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::task::JoinHandle;
 
 use crate::error::Error;
+use crate::job::Job;
+use crate::worker::{CancellationToken, ProcessorFn};
 
-/// A poll at least this long holds a runtime thread: far past what a processor that
-/// awaits its I/O spends between two awaits (a few microseconds), and short enough
-/// that a processor doing a millisecond of work is seen on its first job.
-pub(crate) const HOLDS_THREAD: Duration = Duration::from_micros(250);
+/// Holding a runtime thread this long in one go makes a processor one that computes:
+/// far past what a processor that awaits its I/O spends between two awaits (a few
+/// microseconds), and short enough that one doing a millisecond of work is seen on its
+/// first job. Wall time: a thread the system took away for this long counts too, and
+/// costs a few spawns.
+pub(crate) const LONG_POLL: Duration = Duration::from_micros(250);
+
+/// Processors run in tasks of their own after a long poll, until this many in a row
+/// have had none: a queue whose jobs are of several kinds keeps its computing ones
+/// spread while its quick ones pass between them.
+pub(crate) const SPAWNED_AFTER_LONG_POLL: u32 = 8;
 
 /// What a processor returns, boxed as the worker's processor function makes it.
-pub(crate) type ProcessorFuture =
-    Pin<Box<dyn Future<Output = Result<serde_json::Value, Error>> + Send>>;
+type ProcessorFuture = Pin<Box<dyn Future<Output = Result<serde_json::Value, Error>> + Send>>;
 
 /// One worker's choice of where its processors run, shared by its slots.
 #[derive(Debug)]
 pub(crate) struct ProcessorPlacement {
-    /// Whether a poll of the latest processor to finish held its thread.
-    holds_thread: Arc<AtomicBool>,
+    /// How many more processors run in tasks of their own.
+    spawns_left: Arc<AtomicU32>,
     /// A current-thread runtime has no other thread to spread over.
     can_spread: bool,
 }
 
 impl ProcessorPlacement {
-    /// A placement for the runtime this is called on.
+    /// A placement for the runtime this is called on (none: every processor in place).
     pub(crate) fn for_current_runtime() -> Self {
         let can_spread = Handle::try_current()
             .map(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread)
             .unwrap_or(false);
         ProcessorPlacement {
-            holds_thread: Arc::default(),
+            spawns_left: Arc::default(),
             can_spread,
         }
     }
 
-    /// Whether the next processor runs in a task of its own.
-    fn spawns(&self) -> bool {
-        self.can_spread && self.holds_thread.load(Ordering::Relaxed)
-    }
-
-    /// Runs `processor` to its end, in place or in a task of its own. A panic in the
-    /// processor continues in the caller, as it would have in place.
-    pub(crate) async fn run(&self, processor: ProcessorFuture) -> Result<serde_json::Value, Error> {
-        let timed = TimedPolls {
-            inner: processor,
-            held: false,
-            holds_thread: self.holds_thread.clone(),
-        };
-        if !self.spawns() {
-            return timed.await;
+    /// Calls `processor` and runs its future to the end, in place or in a task of its
+    /// own. A panic in the processor continues in the caller, as it would in place.
+    pub(crate) async fn run(
+        &self,
+        processor: &ProcessorFn,
+        job: Job,
+        token: CancellationToken,
+    ) -> Result<serde_json::Value, Error> {
+        if !(self.can_spread && self.spawns_left.load(Ordering::Relaxed) > 0) {
+            return timed(&self.spawns_left, processor, job, token).await;
         }
-        let mut task = AbortOnDrop(tokio::spawn(timed));
+        let (processor, spawns_left) = (processor.clone(), self.spawns_left.clone());
+        let spawned =
+            tokio::spawn(async move { timed(&spawns_left, &processor, job, token).await });
+        let mut task = AbortOnDrop(spawned);
         match (&mut task.0).await {
             Ok(outcome) => outcome,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Only an abort cancels it, and only a drop of this future or the
-            // runtime's shutdown aborts it: nobody is left to read this.
-            Err(_) => Err(Error::WorkerClosed),
+            // Cancelled: by the runtime's shutdown (a spawn during it is cancelled at
+            // once) or by an abort, which only this future's drop sends. In place, the
+            // processor would have been dropped without an outcome: so here, which
+            // leaves the job to stalled-job recovery rather than failing an attempt
+            // nobody failed.
+            Err(_) => std::future::pending().await,
         }
     }
 }
 
-/// A processor's future that notes, when it ends, whether any of its polls held the
-/// thread for [`HOLDS_THREAD`] or more.
+/// Calls `processor` and awaits its future, then notes whether it held its thread for
+/// [`LONG_POLL`] in one go: the call, or any one poll.
+async fn timed(
+    spawns_left: &AtomicU32,
+    processor: &ProcessorFn,
+    job: Job,
+    token: CancellationToken,
+) -> Result<serde_json::Value, Error> {
+    let called = Instant::now();
+    let future = processor(job, token);
+    let polls = TimedPolls {
+        inner: future,
+        held: called.elapsed() >= LONG_POLL,
+    };
+    let (outcome, held) = polls.await;
+    if held {
+        spawns_left.store(SPAWNED_AFTER_LONG_POLL, Ordering::Relaxed);
+    } else {
+        // A hint, not a count to keep exact: a lost decrement costs one spawn.
+        let _ = spawns_left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+            left.checked_sub(1)
+        });
+    }
+    outcome
+}
+
+/// A processor's future, and whether any of its polls so far took [`LONG_POLL`].
 struct TimedPolls {
     inner: ProcessorFuture,
     held: bool,
-    holds_thread: Arc<AtomicBool>,
 }
 
 impl Future for TimedPolls {
-    type Output = Result<serde_json::Value, Error>;
+    type Output = (Result<serde_json::Value, Error>, bool);
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let started = Instant::now();
         let polled = self.inner.as_mut().poll(cx);
-        if started.elapsed() >= HOLDS_THREAD {
+        if started.elapsed() >= LONG_POLL {
             self.held = true;
         }
-        if polled.is_ready() {
-            self.holds_thread.store(self.held, Ordering::Relaxed);
-        }
-        polled
+        polled.map(|outcome| (outcome, self.held))
     }
 }
 
@@ -129,20 +161,41 @@ mod tests {
         }
     }
 
-    fn returns(value: i64) -> ProcessorFuture {
-        Box::pin(async move { Ok(serde_json::json!(value)) })
-    }
-
-    fn computes(value: i64) -> ProcessorFuture {
-        Box::pin(async move {
-            busy_for(HOLDS_THREAD * 2);
-            Ok(serde_json::json!(value))
+    /// A processor that answers with what `answer` makes of the job's data (in its
+    /// future), after computing for `computes` (in the call or in the future).
+    fn processor(
+        computes_in_call: Duration,
+        computes_in_future: Duration,
+        answer: fn(&serde_json::Value) -> serde_json::Value,
+    ) -> ProcessorFn {
+        Arc::new(move |job: Job, _token| {
+            busy_for(computes_in_call);
+            let data = job.data().clone();
+            Box::pin(async move {
+                busy_for(computes_in_future);
+                Ok(answer(&data))
+            })
         })
     }
 
-    /// The id of the task a processor runs in.
-    fn task_id() -> ProcessorFuture {
-        Box::pin(async { Ok(serde_json::json!(tokio::task::id().to_string())) })
+    /// The id of the task the processor's future runs in.
+    fn task_id(_: &serde_json::Value) -> serde_json::Value {
+        serde_json::json!(tokio::task::id().to_string())
+    }
+
+    fn echo(data: &serde_json::Value) -> serde_json::Value {
+        data.clone()
+    }
+
+    fn job(n: i64) -> Job {
+        Job::new("j", serde_json::json!(n), None)
+    }
+
+    async fn run(placement: &ProcessorPlacement, processor: &ProcessorFn) -> serde_json::Value {
+        placement
+            .run(processor, job(1), CancellationToken::new())
+            .await
+            .expect("the processor answers")
     }
 
     /// Runs `scenario` in a task, as a worker's slot runs its processors.
@@ -152,24 +205,38 @@ mod tests {
             .expect("the scenario ran to its end");
     }
 
+    fn here() -> serde_json::Value {
+        serde_json::json!(tokio::task::id().to_string())
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_processor_that_held_its_thread_makes_the_next_one_run_in_a_task_of_its_own() {
+    async fn a_long_poll_spreads_the_next_processors_until_enough_have_been_quick() {
         in_a_task(async {
             let placement = ProcessorPlacement::for_current_runtime();
-            let here = serde_json::json!(tokio::task::id().to_string());
-            assert_eq!(
-                placement.run(task_id()).await.unwrap(),
-                here,
-                "in place at first"
-            );
-            assert_eq!(
-                placement.run(computes(1)).await.unwrap(),
-                serde_json::json!(1)
-            );
-            let elsewhere = placement.run(task_id()).await.unwrap();
-            assert_ne!(elsewhere, here, "after a long poll, in a task of its own");
-            // That processor's polls were short: the next one runs in place again.
-            assert_eq!(placement.run(task_id()).await.unwrap(), here);
+            let quick = processor(Duration::ZERO, Duration::ZERO, task_id);
+            let computing = processor(Duration::ZERO, LONG_POLL * 2, echo);
+            assert_eq!(run(&placement, &quick).await, here(), "in place at first");
+            assert_eq!(run(&placement, &computing).await, serde_json::json!(1));
+            for _ in 0..SPAWNED_AFTER_LONG_POLL {
+                assert_ne!(
+                    run(&placement, &quick).await,
+                    here(),
+                    "in a task of its own"
+                );
+            }
+            assert_eq!(run(&placement, &quick).await, here(), "in place again");
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_processor_that_computes_before_it_returns_its_future_counts_too() {
+        in_a_task(async {
+            let placement = ProcessorPlacement::for_current_runtime();
+            let computing_call = processor(LONG_POLL * 2, Duration::ZERO, echo);
+            let quick = processor(Duration::ZERO, Duration::ZERO, task_id);
+            run(&placement, &computing_call).await;
+            assert_ne!(run(&placement, &quick).await, here());
         })
         .await;
     }
@@ -178,24 +245,23 @@ mod tests {
     async fn a_current_thread_runtime_runs_every_processor_in_place() {
         in_a_task(async {
             let placement = ProcessorPlacement::for_current_runtime();
-            let here = serde_json::json!(tokio::task::id().to_string());
-            placement.run(computes(1)).await.unwrap();
-            assert_eq!(placement.run(task_id()).await.unwrap(), here);
+            let computing = processor(Duration::ZERO, LONG_POLL * 2, echo);
+            let quick = processor(Duration::ZERO, Duration::ZERO, task_id);
+            run(&placement, &computing).await;
+            assert_eq!(run(&placement, &quick).await, here());
         })
         .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_spawned_processor_s_panic_continues_in_the_caller() {
+    async fn a_panic_in_a_spawned_processor_continues_in_the_caller() {
         let placement = Arc::new(ProcessorPlacement::for_current_runtime());
-        placement.run(computes(1)).await.unwrap();
+        let computing = processor(Duration::ZERO, LONG_POLL * 2, echo);
+        run(&placement, &computing).await;
+        let panics: ProcessorFn =
+            Arc::new(|_job, _token| Box::pin(async { panic!("the processor's own panic") }));
         let caller = placement.clone();
-        let outcome = tokio::spawn(async move {
-            caller
-                .run(Box::pin(async { panic!("the processor's own panic") }))
-                .await
-        })
-        .await;
+        let outcome = tokio::spawn(async move { run(&caller, &panics).await }).await;
         let payload = outcome
             .expect_err("the panic reached the caller")
             .into_panic();
@@ -203,26 +269,28 @@ mod tests {
             payload.downcast_ref::<&str>(),
             Some(&"the processor's own panic")
         );
-        assert_eq!(
-            placement.run(returns(2)).await.unwrap(),
-            serde_json::json!(2)
-        );
+        let quick = processor(Duration::ZERO, Duration::ZERO, echo);
+        assert_eq!(run(&placement, &quick).await, serde_json::json!(1));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dropping_the_caller_stops_a_spawned_processor() {
         let placement = ProcessorPlacement::for_current_runtime();
-        placement.run(computes(1)).await.unwrap();
+        run(&placement, &processor(Duration::ZERO, LONG_POLL * 2, echo)).await;
         let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel::<()>();
-        let never_ends: ProcessorFuture = Box::pin(async move {
-            // Dropped with the task: the receiver then sees the channel closed.
-            let _dropped = dropped_tx;
-            std::future::pending::<()>().await;
-            Ok(serde_json::Value::Null)
+        let dropped_tx = Arc::new(std::sync::Mutex::new(Some(dropped_tx)));
+        let never_ends: ProcessorFn = Arc::new(move |_job, _token| {
+            // Dropped with the spawned task: the receiver then sees the channel closed.
+            let dropped = dropped_tx.lock().unwrap().take();
+            Box::pin(async move {
+                let _dropped = dropped;
+                std::future::pending::<()>().await;
+                Ok(serde_json::Value::Null)
+            })
         });
-        let run = placement.run(never_ends);
+        let running = placement.run(&never_ends, job(1), CancellationToken::new());
         tokio::select! {
-            _ = run => unreachable!("the processor never ends"),
+            _ = running => unreachable!("the processor never ends"),
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
         }
         tokio::time::timeout(Duration::from_secs(5), dropped_rx)

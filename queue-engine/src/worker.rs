@@ -1277,10 +1277,7 @@ impl Worker {
 
         // Run the processor
         let discarded = job.discarded_handle();
-        let result = ctx
-            .placement
-            .run((ctx.processor.clone())(job, cancel_token))
-            .await;
+        let result = ctx.placement.run(&ctx.processor, job, cancel_token).await;
 
         // Decide whether to fetch the next job in the same round-trip as the
         // finishing script. Mirrors the Node.js `fetchNextCallback`: only chain

@@ -319,11 +319,16 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
             }
             "serve" => {
                 let port: u16 = arg(args, 2, "port")?;
-                let extra = args.get(3).map(String::as_str);
-                if ours {
-                    ours::serve(port, extra != Some("no-traces")).await?;
-                } else {
-                    raw::serve(port, extra == Some("traced")).await?;
+                // A mode the system does not have is refused: a typo must not measure
+                // another server under the name of the one asked for.
+                match (ours, args.get(3).map(String::as_str)) {
+                    (true, None) => ours::serve(port, true).await?,
+                    (true, Some("no-traces")) => ours::serve(port, false).await?,
+                    (false, None) => raw::serve(port, false).await?,
+                    (false, Some("traced")) => raw::serve(port, true).await?,
+                    (_, Some(other)) => {
+                        return Err(format!("`serve {system}` has no mode `{other}`").into())
+                    }
                 }
             }
             other => return Err(format!("unknown command `{other}`").into()),
