@@ -161,8 +161,9 @@ mod tests {
         }
     }
 
-    /// A processor that answers with what `answer` makes of the job's data (in its
-    /// future), after computing for `computes` (in the call or in the future).
+    /// A processor that computes for `computes_in_call` when called, then, in its
+    /// future, for `computes_in_future`, and answers with what `answer` makes of the
+    /// job's data.
     fn processor(
         computes_in_call: Duration,
         computes_in_future: Duration,
