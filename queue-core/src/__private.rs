@@ -23,13 +23,13 @@ use std::sync::Arc;
 pub fn assert_payload<T: DeserializeOwned>() {}
 
 /// Compile-time check that `Q` is a declared queue.
-pub fn assert_queue_type<Q: crate::QueueType>() {}
+pub fn assert_queue_type<Q: crate::contract::QueueType>() {}
 
 /// Compile-time check that `J` is a job of the declared queue `Q`.
-pub fn assert_job_of<Q, J: crate::JobOf<Q>>() {}
+pub fn assert_job_of<Q, J: crate::contract::JobOf<Q>>() {}
 
 /// Compile-time check that `R` is what job `J` declares its handler returns.
-pub fn assert_output_of<J, R: crate::OutputOf<J>>() {}
+pub fn assert_output_of<J, R: crate::contract::OutputOf<J>>() {}
 
 /// Compile-time check that `T` can be a job's payload type (the declaration's
 /// `JobType` impl says so too, later and less clearly).
@@ -45,7 +45,7 @@ pub fn assert_job_output<T: serde::Serialize + DeserializeOwned + Send + 'static
     label = "what the children return must implement `serde::Deserialize`"
 )]
 pub trait ChildResultsArg {}
-impl<C: DeserializeOwned> ChildResultsArg for crate::ChildResults<C> {}
+impl<C: DeserializeOwned> ChildResultsArg for crate::job::ChildResults<C> {}
 
 /// Compile-time check of a flow parent's children type.
 pub fn assert_child_results<T: ChildResultsArg>() {}
@@ -56,7 +56,7 @@ pub fn assert_child_results<T: ChildResultsArg>() {}
     label = "change this to `Result<(), JobError>` (or `Result<YourOutput, JobError>`)"
 )]
 pub trait HandlerReturn {}
-impl<R: serde::Serialize> HandlerReturn for Result<R, crate::JobError> {}
+impl<R: serde::Serialize> HandlerReturn for Result<R, crate::job::JobError> {}
 
 /// Compile-time check of a handler's return type.
 pub fn assert_handler_return<T: HandlerReturn>() {}
@@ -70,7 +70,7 @@ pub trait QueueField {
     /// The payload type.
     type Payload: 'static;
 }
-impl<T: 'static> QueueField for crate::Queue<T> {
+impl<T: 'static> QueueField for crate::queue::Queue<T> {
     type Payload = T;
 }
 

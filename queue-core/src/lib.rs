@@ -3,27 +3,29 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod app;
+mod backend;
 mod claims;
 mod clock;
 mod cluster;
 mod contract;
 mod deps;
-mod engine;
 mod error;
 mod events;
 mod flow;
 mod group;
 mod handler;
 mod health;
-mod inline;
 mod job;
 mod options;
 mod outage;
 mod processor;
 mod queue;
 mod registry;
+#[cfg(feature = "sqlx")]
+mod relay;
 mod sentinel;
 mod slab;
+mod snapshot;
 #[cfg(feature = "sqlx")]
 mod store;
 mod tls;
@@ -71,12 +73,15 @@ pub use queue::{
     AddedJob, BulkJob, CancelOutcome, ChildJob, Children, GlobalLimits, JobFilter, JobLogs,
     JobScan, JobSummary, Outcome, Queue, ScanLimits, SchedulerInfo, WorkerInfo,
 };
+#[cfg(feature = "sqlx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
+pub use relay::{Relay, RelayStats};
 pub use sentinel::Sentinel;
 #[cfg(feature = "sqlx")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 pub use store::{
     Backend, DoneStage, Effect, Operation, OperationError, Operations, Outbox, OutboxConnection,
-    OutboxCounts, OutboxEntry, Relay, RelayStats, Stages,
+    OutboxCounts, OutboxEntry, Stages,
 };
 pub use tls::Tls;
 pub use watch::{JobOutcome, JobWatcher, WatchStats};

@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use crate::contract::{JobOf, JobType, OutputOf, QueueType};
 use crate::handler::{ErasedHandler, Handler};
-
-/// How long a cancelled handler gets to stop by itself before its future is dropped.
-pub(crate) const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
+use crate::options::WorkerOptions;
 
 /// The handlers of one queue, and how its worker runs them.
 ///
@@ -53,17 +51,10 @@ pub struct Processor<Q = AnyQueue> {
     pub(crate) queue: String,
     /// More queues the same handlers serve, each with a worker of its own.
     pub(crate) also: Vec<String>,
-    pub(crate) concurrency: usize,
+    /// The worker's settings (merged with the queue's other processors at start-up).
+    pub(crate) options: WorkerOptions,
+    /// The attempt timeout of this processor's handlers.
     pub(crate) timeout: Option<Duration>,
-    pub(crate) lock_duration: Option<Duration>,
-    pub(crate) limiter: Option<(u64, Duration)>,
-    pub(crate) groups: Option<crate::GroupLimits>,
-    pub(crate) stalled_interval: Option<Duration>,
-    pub(crate) max_stalled_count: Option<u32>,
-    pub(crate) cancel_grace: Duration,
-    pub(crate) fail_unknown_names: bool,
-    pub(crate) metrics_data_points: Option<usize>,
-    pub(crate) event_capacity: Option<usize>,
     pub(crate) handlers: Vec<RegisteredHandler>,
     _queue: PhantomData<fn() -> Q>,
 }
@@ -84,7 +75,7 @@ impl<Q> std::fmt::Debug for Processor<Q> {
         f.debug_struct("Processor")
             .field("queue", &self.queue)
             .field("also", &self.also)
-            .field("concurrency", &self.concurrency)
+            .field("concurrency", &self.options.concurrency)
             .field("handlers", &self.handlers)
             .finish_non_exhaustive()
     }
@@ -130,17 +121,8 @@ impl<Q> Processor<Q> {
         Processor {
             queue,
             also: Vec::new(),
-            concurrency: 1,
+            options: WorkerOptions::default(),
             timeout: None,
-            lock_duration: None,
-            limiter: None,
-            groups: None,
-            stalled_interval: None,
-            max_stalled_count: None,
-            cancel_grace: DEFAULT_CANCEL_GRACE,
-            fail_unknown_names: false,
-            metrics_data_points: None,
-            event_capacity: None,
             handlers: Vec::new(),
             _queue: PhantomData,
         }
@@ -155,7 +137,7 @@ impl<Q> Processor<Q> {
 
     /// How many jobs of this queue run at once in this process.
     pub fn concurrency(mut self, concurrency: usize) -> Self {
-        self.concurrency = concurrency;
+        self.options.concurrency = concurrency;
         self
     }
 
@@ -173,13 +155,13 @@ impl<Q> Processor<Q> {
     /// stalled) is run there; this run is cancelled and reported as
     /// [`WorkerEvent::LockLost`](crate::WorkerEvent::LockLost), never as a failure.
     pub fn lock_duration(mut self, lock_duration: Duration) -> Self {
-        self.lock_duration = Some(lock_duration);
+        self.options.lock_duration = Some(lock_duration);
         self
     }
 
     /// Start at most `max` jobs per `per` across this queue's workers.
     pub fn limiter(mut self, max: u64, per: Duration) -> Self {
-        self.limiter = Some((max, per));
+        self.options.limiter = Some((max, per));
         self
     }
 
@@ -201,8 +183,8 @@ impl<Q> Processor<Q> {
     ///     .job("render", render);
     /// # let _ = reports;
     /// ```
-    pub fn groups(mut self, limits: crate::GroupLimits) -> Self {
-        self.groups = Some(limits);
+    pub fn groups(mut self, limits: crate::group::GroupLimits) -> Self {
+        self.options.groups = Some(limits);
         self
     }
 
@@ -210,7 +192,7 @@ impl<Q> Processor<Q> {
     /// because their worker died (BullMQ default: 30 s). A stalled job goes back to
     /// waiting and runs again.
     pub fn stalled_interval(mut self, interval: Duration) -> Self {
-        self.stalled_interval = Some(interval);
+        self.options.stalled_interval = Some(interval);
         self
     }
 
@@ -219,7 +201,7 @@ impl<Q> Processor<Q> {
     /// updates producers first, a worker that knows the name is on its way, and the
     /// job's retries reach it. `true` fails such a job at once, without retries.
     pub fn fail_unknown_job_names(mut self, fail: bool) -> Self {
-        self.fail_unknown_names = fail;
+        self.options.fail_unknown_names = fail;
         self
     }
 
@@ -228,7 +210,7 @@ impl<Q> Processor<Q> {
     /// (BullMQ default: 1). Raise it where workers are killed often, such as spot
     /// instances or frequent deploys without a graceful shutdown.
     pub fn max_stalled_count(mut self, count: u32) -> Self {
-        self.max_stalled_count = Some(count);
+        self.options.max_stalled_count = Some(count);
         self
     }
 
@@ -238,7 +220,7 @@ impl<Q> Processor<Q> {
     /// metrics pages read them. Off by default, as in BullMQ: each finished job then
     /// costs a few more Redis writes inside the same script.
     pub fn per_minute_metrics(mut self, max_data_points: usize) -> Self {
-        self.metrics_data_points = Some(max_data_points);
+        self.options.metrics_data_points = Some(max_data_points);
         self
     }
 
@@ -247,13 +229,13 @@ impl<Q> Processor<Q> {
     /// For tests that must see events dropped; not part of the supported API.
     #[doc(hidden)]
     pub fn worker_event_capacity(mut self, capacity: usize) -> Self {
-        self.event_capacity = Some(capacity);
+        self.options.event_capacity = Some(capacity);
         self
     }
 
     /// How long a cancelled handler may run on before its future is dropped (default 5 s).
     pub fn cancel_grace(mut self, grace: Duration) -> Self {
-        self.cancel_grace = grace;
+        self.options.cancel_grace = grace;
         self
     }
 
@@ -303,17 +285,8 @@ impl<Q> Processor<Q> {
         Processor {
             queue: self.queue.clone(),
             also: self.also.clone(),
-            concurrency: self.concurrency,
+            options: self.options.clone(),
             timeout: self.timeout,
-            lock_duration: self.lock_duration,
-            limiter: self.limiter,
-            groups: self.groups,
-            stalled_interval: self.stalled_interval,
-            max_stalled_count: self.max_stalled_count,
-            cancel_grace: self.cancel_grace,
-            fail_unknown_names: self.fail_unknown_names,
-            metrics_data_points: self.metrics_data_points,
-            event_capacity: self.event_capacity,
             handlers: self.handlers.clone(),
             _queue: PhantomData,
         }

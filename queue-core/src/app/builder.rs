@@ -12,20 +12,21 @@ use super::{
     AppInner, QueueApp, Registrations, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
-use crate::contract::{check_declarations, declared_jobs, DeclaredJob};
+use crate::backend::{Backend, Connection, Endpoint, InlineRunner};
+use crate::contract::DeclaredJob;
 use crate::deps::Deps;
-use crate::engine::{Connection, Endpoint};
 use crate::error::Error;
 use crate::error::RegistryError;
 use crate::events::local;
+use crate::handler::QueuePlan;
 use crate::health::{MemoryGuard, MemoryWatch};
-use crate::inline::InlineRunner;
 use crate::options::BackoffRegistry;
 use crate::options::{BackoffContext, JobOptions};
 use crate::processor::Processor;
 use crate::queue::ProducerSettings;
 use crate::registry::{
-    check_registrations, merge_processors, processor_from_record, QueuePlan, Registered,
+    check_declarations, check_registrations, declared_jobs, merge_processors,
+    processor_from_record, Registered,
 };
 use crate::tls::Tls;
 
@@ -60,6 +61,13 @@ pub struct QueueAppBuilder {
     metrics: Option<crate::metrics::Metrics>,
     memory_guard: MemoryGuard,
     process_roster: bool,
+}
+
+impl QueueApp {
+    /// Starts configuring an app.
+    pub fn builder() -> QueueAppBuilder {
+        QueueAppBuilder::default()
+    }
 }
 
 impl Default for QueueAppBuilder {
@@ -117,7 +125,7 @@ impl QueueAppBuilder {
     ///     .await?;
     /// # let _ = app; Ok(()) }
     /// ```
-    pub fn redis_sentinel(mut self, sentinel: crate::Sentinel) -> Self {
+    pub fn redis_sentinel(mut self, sentinel: crate::sentinel::Sentinel) -> Self {
         self.endpoint = Endpoint::Sentinel(sentinel);
         self
     }
@@ -427,10 +435,10 @@ impl QueueAppBuilder {
         }
         #[cfg(feature = "sqlx")]
         let relay = self.outbox.clone().filter(|o| o.settings.start_relay);
-        let app = self.assemble(plan, conn, None, memory);
+        let app = self.assemble(plan, Backend::Redis(conn), memory);
         #[cfg(feature = "sqlx")]
         if let Some(outbox) = relay {
-            app.keep_relay(crate::store::Relay::start(&app, outbox));
+            app.keep_relay(super::outbox::relay_into(&app, outbox));
         }
         Ok(app)
     }
@@ -462,9 +470,12 @@ impl QueueAppBuilder {
     /// ```
     pub fn build_inline(self) -> Result<QueueApp, Error> {
         let plan = self.plan()?;
-        let conn = Connection::inline(&self.prefix);
-        let runner = Arc::new(InlineRunner::new(plan.queues.clone(), plan.deps.clone()));
-        let app = self.assemble(plan, conn, Some(runner.clone()), None);
+        let runner = Arc::new(InlineRunner::new(
+            &self.prefix,
+            plan.queues.clone(),
+            plan.deps.clone(),
+        ));
+        let app = self.assemble(plan, Backend::Inline(runner.clone()), None);
         // Weak: the app holds the runner.
         let weak = Arc::downgrade(&app.inner);
         runner.attach(move |deps| {
@@ -476,13 +487,7 @@ impl QueueAppBuilder {
     }
 
     /// The app from a checked plan and its connection.
-    fn assemble(
-        self,
-        plan: Plan,
-        conn: Connection,
-        inline: Option<Arc<InlineRunner>>,
-        memory: Option<Arc<MemoryWatch>>,
-    ) -> QueueApp {
+    fn assemble(self, plan: Plan, backend: Backend, memory: Option<Arc<MemoryWatch>>) -> QueueApp {
         let Plan {
             queues: plans,
             deps,
@@ -512,10 +517,10 @@ impl QueueAppBuilder {
             .iter()
             .map(|r| (renames.owned(r.queue), *r))
             .collect();
-        let watch = Arc::new(crate::watch::JobWatch::new(conn.clone()));
+        let watch = Arc::new(crate::watch::JobWatch::new(backend.clone()));
         QueueApp {
             inner: Arc::new(AppInner {
-                conn,
+                backend,
                 plans,
                 deps: Arc::new(deps),
                 producer: ProducerSettings {
@@ -524,12 +529,11 @@ impl QueueAppBuilder {
                     max_payload_bytes: self.max_payload_bytes,
                     backoffs: self.backoffs.clone(),
                     command_timeout: self.command_timeout,
-                    inline: inline
-                        .clone()
-                        .map(|runner| runner as Arc<dyn crate::queue::InlineAdds>),
                     #[cfg(feature = "sqlx")]
                     outbox: self.outbox,
-                    memory: memory.clone(),
+                    memory: memory
+                        .clone()
+                        .map(|watch| watch as Arc<dyn crate::queue::AddGate>),
                     watch,
                 },
                 backoffs: self.backoffs,
@@ -539,13 +543,13 @@ impl QueueAppBuilder {
                 worker_listeners,
                 queue_listeners,
                 renames,
-                inline,
                 declared,
                 #[cfg(feature = "sqlx")]
                 relay: Mutex::new(None),
                 #[cfg(feature = "metrics")]
                 metrics: self.metrics,
-                pulses: Arc::new(crate::health::PulseBoard::new(self.process_roster)),
+                pulses: Arc::default(),
+                roster: self.process_roster.then(Arc::default),
                 memory,
             }),
         }
@@ -561,7 +565,7 @@ fn log_plan(plans: &[QueuePlan], declared: &[DeclaredJob]) {
         } else {
             ""
         };
-        tracing::info!(queue = %plan.queue, jobs = %format!("{names}{catch_all}"), concurrency = plan.concurrency, "processor registered");
+        tracing::info!(queue = %plan.queue, jobs = %format!("{names}{catch_all}"), concurrency = plan.options.concurrency, "processor registered");
     }
     let unhandled: Vec<String> = declared
         .iter()

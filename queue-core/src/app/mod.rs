@@ -2,7 +2,13 @@
 //! dependencies and the registered processors (the `BullModule.forRoot` equivalent).
 
 mod builder;
+mod claims;
 mod from_app;
+mod health;
+#[cfg(feature = "metrics")]
+mod metrics;
+#[cfg(feature = "sqlx")]
+mod outbox;
 mod registrations;
 mod renames;
 mod typed;
@@ -18,14 +24,15 @@ pub use builder::QueueAppBuilder;
 pub use from_app::FromApp;
 pub use registrations::Registrations;
 
+use crate::backend::{Backend, EngineQueueEvents, WorkerSettings, QUEUE_EVENTS};
 use crate::deps::Deps;
-use crate::engine::{Connection, EngineQueueEvents, WorkerSettings};
 use crate::error::{Error, PayloadError};
 use crate::events::{QueueEvents, WorkerEvent, WorkerEvents};
+use crate::handler::QueuePlan;
 use crate::options::{BackoffRegistry, Keep};
 use crate::queue::{ProducerSettings, Queue, QueueShared};
-use crate::registry::{QueueListenerRecord, QueuePlan, WorkerListenerRecord};
-use crate::worker::{AttemptTracker, Dispatcher, Listeners, Workers};
+use crate::registry::{QueueListenerRecord, WorkerListenerRecord};
+use crate::worker::{AttemptTracker, Dispatcher, ListenerSpec, Listeners, Workers};
 
 /// Redis URL used when none is given.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -75,7 +82,7 @@ pub struct QueueApp {
 
 #[derive(Debug)]
 pub(crate) struct AppInner {
-    conn: Connection,
+    backend: Backend,
     plans: Vec<QueuePlan>,
     deps: Arc<Deps>,
     producer: ProducerSettings,
@@ -86,66 +93,28 @@ pub(crate) struct AppInner {
     worker_listeners: Vec<(String, &'static WorkerListenerRecord)>,
     queue_listeners: Vec<(String, &'static QueueListenerRecord)>,
     renames: renames::Renames,
-    /// An inline app's runner (its queues add through it).
-    inline: Option<Arc<crate::inline::InlineRunner>>,
     /// The job types the declarations linked into this binary declare.
     declared: Vec<crate::contract::DeclaredJob>,
     /// Queues with a processor or an `#[inject_queue]` producer in this app.
     registered_queues: std::collections::BTreeSet<String>,
     /// The relay `build` started, if the app has an outbox.
     #[cfg(feature = "sqlx")]
-    relay: Mutex<Option<crate::store::Relay>>,
+    relay: Mutex<Option<crate::relay::Relay>>,
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::Metrics>,
     /// The signs of life of the workers this process runs, for the liveness probe.
-    pulses: Arc<crate::health::PulseBoard>,
+    pulses: Arc<crate::worker::PulseBoard>,
+    /// This process's record in the roster, when it keeps one.
+    roster: Option<Arc<crate::health::Roster>>,
     /// The Redis memory guard, unless Redis hides its memory (or the app is inline).
     memory: Option<Arc<crate::health::MemoryWatch>>,
 }
 
 impl QueueApp {
-    /// Starts configuring an app.
-    pub fn builder() -> QueueAppBuilder {
-        QueueAppBuilder::default()
-    }
-
     /// A typed producer for `name` (or the name the app renamed it to). Cheap: handles
     /// are cached and share the connection.
     pub fn queue<T>(&self, name: &str) -> Result<Queue<T>, Error> {
-        let name = self.inner.renames.actual(name);
-        if name.is_empty() || name.contains(':') {
-            return Err(Error::invalid(
-                "queue",
-                format!("`{name}` must be non-empty and without ':' (BullMQ's key separator)"),
-            ));
-        }
-        let mut queues = self
-            .inner
-            .queues
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // Looked up before inserting: handles are made per request (`#[inject_queue]`
-        // extractors), and the queue is nearly always known already.
-        let shared = match queues.get(name) {
-            Some(shared) => shared.clone(),
-            None => {
-                // Checked once, when the queue is first used: a cached queue passed.
-                if self.inner.conn.is_cluster() {
-                    crate::cluster::check_tags(self.prefix(), [name])?;
-                }
-                queues
-                    .entry(name.to_owned())
-                    .or_insert_with(|| {
-                        Arc::new(QueueShared::new(
-                            name,
-                            self.inner.conn.clone(),
-                            self.inner.producer.clone(),
-                        ))
-                    })
-                    .clone()
-            }
-        };
-        Ok(Queue::new(shared, PhantomData))
+        self.inner.queue(name)
     }
 
     /// Starts a worker for every queue with a registered processor, and every
@@ -183,7 +152,11 @@ impl QueueApp {
     /// batch in flight; rows left wait for the next relay). The connection closes when
     /// the last clone of the app is dropped, so nothing a running job uses is closed
     /// under it.
-    pub async fn shutdown(&self, workers: Workers, deadline: Duration) -> crate::ShutdownReport {
+    pub async fn shutdown(
+        &self,
+        workers: Workers,
+        deadline: Duration,
+    ) -> crate::worker::ShutdownReport {
         let report = workers.shutdown(deadline).await;
         #[cfg(feature = "sqlx")]
         self.stop_relay().await;
@@ -221,22 +194,19 @@ impl QueueApp {
                 ));
             };
             let defaults = producer.defaults_for(&plan.queue);
-            let pulse = Arc::new(crate::health::WorkerPulse::new(
+            let pulse = Arc::new(crate::worker::WorkerPulse::new(
                 &plan.queue,
-                plan.concurrency,
+                plan.options.concurrency,
                 // BullMQ's default lock when the processor sets none.
-                plan.lock_duration.unwrap_or(Duration::from_secs(30)),
+                plan.options
+                    .lock_duration
+                    .unwrap_or(Duration::from_secs(30)),
             ));
             self.inner.pulses.add(&pulse);
             let settings = WorkerSettings {
                 queue: plan.queue.clone(),
+                options: plan.options.clone(),
                 command_timeout: self.inner.producer.command_timeout,
-                concurrency: plan.concurrency,
-                lock_duration: plan.lock_duration,
-                limiter: plan.limiter,
-                groups: plan.groups,
-                stalled_interval: plan.stalled_interval,
-                max_stalled_count: plan.max_stalled_count,
                 backoff: self.inner.backoffs.as_lookup(),
                 // The app's default retention, else our bounded one, for the jobs that
                 // set none (ours, or other producers').
@@ -244,7 +214,6 @@ impl QueueApp {
                     .remove_on_complete
                     .unwrap_or(Keep::DEFAULT_COMPLETED),
                 keep_failed: defaults.remove_on_fail.unwrap_or(Keep::DEFAULT_FAILED),
-                metrics_data_points: plan.metrics_data_points,
                 reads_children: {
                     let plan = plan.clone();
                     Arc::new(move |name: &str| {
@@ -252,7 +221,6 @@ impl QueueApp {
                             .is_some_and(|planned| planned.handler.reads_children)
                     })
                 },
-                event_capacity: plan.event_capacity,
                 on_renewed: {
                     let pulse = pulse.clone();
                     Arc::new(move || pulse.renewed())
@@ -263,7 +231,7 @@ impl QueueApp {
                 .inner
                 .metrics
                 .as_ref()
-                .map(|m| m.for_queue(&plan.queue, plan.concurrency));
+                .map(|m| m.for_queue(&plan.queue, plan.options.concurrency));
             let tracker = AttemptTracker::new(plan.queue.clone(), self.inner.worker_events.clone());
             #[cfg(feature = "metrics")]
             let tracker = tracker.with_metrics(metrics.clone());
@@ -280,32 +248,49 @@ impl QueueApp {
             dispatchers.push((settings, dispatcher));
         }
         // Subscribe before any worker starts, so no event is missed.
+        let worker_listeners = self
+            .inner
+            .worker_listeners
+            .iter()
+            .filter(|(queue, _)| listen_to(queue))
+            .map(|(queue, r)| ListenerSpec {
+                queue: queue.clone(),
+                event: r.event,
+                label: r.label,
+                call: r.call,
+            })
+            .collect();
+        let queue_listeners = self
+            .inner
+            .queue_listeners
+            .iter()
+            .filter(|(queue, _)| listen_to(queue))
+            .map(|(queue, r)| ListenerSpec {
+                queue: queue.clone(),
+                event: r.event,
+                label: r.label,
+                call: r.call,
+            })
+            .collect();
         let listeners = Listeners::start(
-            &self.inner.conn,
-            self.inner
-                .worker_listeners
-                .iter()
-                .filter(|(queue, _)| listen_to(queue))
-                .cloned()
-                .collect(),
+            &self.inner.backend,
+            worker_listeners,
             self.worker_events(),
-            self.inner
-                .queue_listeners
-                .iter()
-                .filter(|(queue, _)| listen_to(queue))
-                .cloned()
-                .collect(),
+            queue_listeners,
             &deps,
         )
         .await?;
         let workers = match ready {
-            None => Workers::start(&self.inner.conn, dispatchers, listeners).await?,
+            None => Workers::start(&self.inner.backend, dispatchers, listeners).await?,
             Some(ready) => {
-                Workers::deferred(self.inner.conn.clone(), dispatchers, listeners, ready)
+                Workers::deferred(self.inner.backend.clone(), dispatchers, listeners, ready)
             }
         };
-        if self.inner.pulses.roster {
-            crate::health::roster::start(&self.inner.conn, &self.inner.pulses).await;
+        if let (Some(roster), Ok(conn)) = (
+            &self.inner.roster,
+            self.inner.backend.redis("process_roster"),
+        ) {
+            roster.start(conn, &self.inner.pulses).await;
         }
         Ok(workers)
     }
@@ -436,14 +421,18 @@ impl QueueApp {
     /// failed, one another parent waits for, one the flow would give children, or one
     /// id named twice. The checks and the write are one optimistic transaction, so a
     /// concurrent add cannot slip between them.
-    pub async fn add_flow(&self, root: crate::FlowJob) -> Result<crate::AddedFlow, Error> {
+    pub async fn add_flow(
+        &self,
+        root: crate::flow::FlowJob,
+    ) -> Result<crate::flow::AddedFlow, Error> {
         crate::flow::add(root).await
     }
 
     /// Reads `queue`'s Redis event stream (events from every process), from now on.
     pub async fn queue_events(&self, queue: &str) -> Result<QueueEvents, Error> {
+        let conn = self.inner.backend.redis(QUEUE_EVENTS)?;
         Ok(QueueEvents::new(Box::new(
-            EngineQueueEvents::open(&self.inner.conn, queue).await?,
+            EngineQueueEvents::open(conn, queue).await?,
         )))
     }
 
@@ -457,22 +446,22 @@ impl QueueApp {
     /// println!("{} waiters on {} readers", stats.watchers, stats.readers);
     /// # }
     /// ```
-    pub fn watch_stats(&self) -> crate::WatchStats {
+    pub fn watch_stats(&self) -> crate::watch::WatchStats {
         self.inner.producer.watch.stats()
     }
 
     /// The key prefix.
     pub fn prefix(&self) -> &str {
-        self.inner.conn.prefix()
+        self.inner.backend.prefix()
     }
 
     /// The Redis URL, password redacted.
     pub fn redis_url(&self) -> &str {
-        self.inner.conn.display_url()
+        self.inner.backend.display_url()
     }
 
-    pub(crate) fn connection(&self) -> &Connection {
-        &self.inner.conn
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.inner.backend
     }
 
     /// How long a queue call waits for Redis.
@@ -480,34 +469,19 @@ impl QueueApp {
         self.inner.producer.command_timeout
     }
 
-    /// The pulses of the workers this process runs.
-    pub(crate) fn pulses(&self) -> &crate::health::PulseBoard {
-        &self.inner.pulses
-    }
-
-    /// The memory guard's last reading, if the guard runs.
-    pub(crate) fn memory_state(&self) -> Option<crate::health::MemoryState> {
-        self.inner.memory.as_ref().map(|watch| watch.state())
-    }
-
-    /// An inline app's runner.
-    pub(crate) fn inline_runner(&self) -> Option<&crate::inline::InlineRunner> {
-        self.inner.inline.as_deref()
-    }
-
     /// The handler this app has for job `name` on `queue` (after renames), if any.
     pub(crate) fn planned(
         &self,
         queue: &str,
         name: &str,
-    ) -> Option<&crate::registry::PlannedHandler> {
+    ) -> Option<&crate::handler::PlannedHandler> {
         self.plan(self.inner.renames.actual(queue))
             .and_then(|plan| plan.handler_for(name))
     }
 
     /// The worker plan of `queue` (its name in Redis), if this app processes it.
     fn plan(&self, queue: &str) -> Option<&QueuePlan> {
-        crate::registry::plan_of(&self.inner.plans, queue)
+        crate::handler::plan_of(&self.inner.plans, queue)
     }
 
     /// What handlers are given: the provided dependencies, and this app.
@@ -518,55 +492,34 @@ impl QueueApp {
     }
 }
 
-#[cfg(feature = "sqlx")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
-impl QueueApp {
-    /// The app's outbox, if it has one ([`QueueAppBuilder::outbox`]).
-    pub fn outbox(&self) -> Option<&crate::store::Outbox> {
-        self.inner.producer.outbox.as_ref()
-    }
-
-    /// Starts another relay of the app's outbox (`build` already started one unless
-    /// told not to). Fails when the app has no outbox.
-    pub fn start_relay(&self) -> Result<crate::store::Relay, Error> {
-        let outbox = self.outbox().ok_or_else(|| {
-            Error::invalid(
-                "outbox",
-                "this app has no outbox; give it one with QueueAppBuilder::outbox",
-            )
-        })?;
-        Ok(crate::store::Relay::start(self, outbox.clone()))
-    }
-
-    /// What the relay `build` started has done, if there is one.
-    pub fn relay_stats(&self) -> Option<crate::store::RelayStats> {
-        self.inner
-            .relay
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .map(crate::store::Relay::stats)
-    }
-
-    /// Stops the relay `build` started, after its batch in flight. Rows still in the
-    /// outbox stay there for the next relay.
-    pub async fn stop_relay(&self) {
-        let relay = self
-            .inner
-            .relay
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(relay) = relay {
-            relay.shutdown().await;
+impl AppInner {
+    /// A handle on queue `name` (or the name the app renamed it to).
+    fn queue<T>(&self, name: &str) -> Result<Queue<T>, Error> {
+        let name = self.renames.actual(name);
+        if name.is_empty() || name.contains(':') {
+            return Err(Error::invalid(
+                "queue",
+                format!("`{name}` must be non-empty and without ':' (BullMQ's key separator)"),
+            ));
         }
-    }
-
-    pub(crate) fn keep_relay(&self, relay: crate::store::Relay) {
-        *self
-            .inner
-            .relay
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(relay);
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        // Looked up before inserting: handles are made per request (`#[inject_queue]`
+        // extractors), and the queue is nearly always known already.
+        let shared = match queues.get(name) {
+            Some(shared) => shared.clone(),
+            None => {
+                // Checked once, when the queue is first used: a cached queue passed.
+                if self.backend.is_cluster() {
+                    crate::cluster::check_tags(self.backend.prefix(), [name])?;
+                }
+                queues
+                    .entry(name.to_owned())
+                    .or_insert_with(|| {
+                        Arc::new(QueueShared::new(name, &self.backend, self.producer.clone()))
+                    })
+                    .clone()
+            }
+        };
+        Ok(Queue::new(shared, PhantomData))
     }
 }

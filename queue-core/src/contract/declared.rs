@@ -1,11 +1,6 @@
-//! The declarations linked into this binary, checked against the app's handlers at
-//! start-up.
-
-use std::collections::BTreeMap;
+//! What a declared job type is, as an app reports it.
 
 use serde::Serialize;
-
-use crate::registry::{plan_of, JobTypeRecord, PlannedHandler, QueuePlan};
 
 /// A job type a [`#[job_queue]`](crate::job_queue) declaration linked into this binary
 /// declares, as [`QueueApp::declared_jobs`](crate::QueueApp::declared_jobs) reports it.
@@ -27,91 +22,4 @@ pub struct DeclaredJob {
     pub output_schema: Option<serde_json::Value>,
     /// Whether a handler of this app takes it: its own, or the queue's catch-all.
     pub handled: bool,
-}
-
-/// Every declared job, sorted by queue and name, with `rename` applied to queue names.
-pub(crate) fn declared_jobs(
-    records: &[&'static JobTypeRecord],
-    plans: &[QueuePlan],
-    rename: impl Fn(&str) -> String,
-) -> Vec<DeclaredJob> {
-    let mut jobs: Vec<DeclaredJob> = records
-        .iter()
-        .map(|record| {
-            let queue = rename(record.queue);
-            // Its own handler, of the declared payload; or, with none by its name, the
-            // queue's catch-all, which takes whatever comes.
-            let handled = match claimed(plans, &queue, record.name) {
-                Some(h) => h.handler.payload_id == (record.payload.id)(),
-                None => plan_of(plans, &queue).is_some_and(|p| p.fallback.is_some()),
-            };
-            DeclaredJob {
-                queue,
-                name: record.name.to_owned(),
-                payload_type: (record.payload.name)(),
-                output_type: (record.output.name)(),
-                payload_schema: (record.payload_schema)(),
-                output_schema: (record.output_schema)(),
-                handled,
-            }
-        })
-        .collect();
-    jobs.sort_by(|a, b| (&a.queue, &a.name).cmp(&(&b.queue, &b.name)));
-    jobs
-}
-
-/// The start-up problems with declarations: one job declared by two types (declarations
-/// in two crates), and a handler registered by name for a declared job with a payload
-/// type other than the declared one. Queue names are compared after `rename`.
-pub(crate) fn check_declarations(
-    records: &[&'static JobTypeRecord],
-    plans: &[QueuePlan],
-    rename: impl Fn(&str) -> String,
-) -> Vec<String> {
-    let mut problems = Vec::new();
-    let mut first: BTreeMap<(String, &str), &JobTypeRecord> = BTreeMap::new();
-    for record in records {
-        let queue = rename(record.queue);
-        let mismatched = claimed(plans, &queue, record.name)
-            .filter(|planned| planned.handler.payload_id != (record.payload.id)());
-        if let Some(planned) = mismatched {
-            problems.push(format!(
-                "job `{}` on queue `{queue}` is declared with payload `{}` ({}), but its handler takes `{}`; take `Job<{}>`",
-                record.name,
-                (record.payload.name)(),
-                record.label,
-                planned.handler.payload_type,
-                short_name((record.payload.name)()),
-            ));
-        }
-        let key = (queue.clone(), record.name);
-        match first.get(&key) {
-            Some(earlier) if (earlier.payload.id)() != (record.payload.id)() => {
-                problems.push(format!(
-                    "job `{}` on queue `{queue}` is declared twice: by {} (`{}`) and by {} (`{}`); give one of them another name",
-                    record.name,
-                    earlier.label,
-                    (earlier.payload.name)(),
-                    record.label,
-                    (record.payload.name)(),
-                ));
-            }
-            Some(_) => {}
-            None => {
-                first.insert(key, record);
-            }
-        }
-    }
-    problems
-}
-
-/// The handler `plans` register by name for job `name` of `queue` (a catch-all does not
-/// count: it takes whatever comes, declared or not).
-fn claimed<'a>(plans: &'a [QueuePlan], queue: &str, name: &str) -> Option<&'a PlannedHandler> {
-    plan_of(plans, queue).and_then(|p| p.by_name.get(name))
-}
-
-/// `a::b::Welcome` -> `Welcome`, for a suggestion.
-fn short_name(path: &str) -> &str {
-    path.rsplit("::").next().unwrap_or(path)
 }

@@ -11,7 +11,6 @@ mod declared;
 mod schema;
 
 pub use declared::DeclaredJob;
-pub(crate) use declared::{check_declarations, declared_jobs};
 pub(crate) use schema::check_schema;
 pub use schema::SchemaError;
 #[doc(hidden)]

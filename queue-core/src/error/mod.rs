@@ -1,7 +1,9 @@
 //! The crate's one error enum, and the `Result` alias that uses it.
 
+mod flow;
 mod registry;
 
+pub use flow::{ExistingJob, FlowError};
 pub use registry::RegistryError;
 
 /// A boxed error source, so that no engine type appears in our signatures.
@@ -172,7 +174,7 @@ pub enum Error {
 
     /// A flow was refused; nothing of it was written.
     #[error(transparent)]
-    Flow(#[from] crate::flow::FlowError),
+    Flow(#[from] FlowError),
 
     /// Start-up checks of registered processors and producers failed.
     #[error(transparent)]

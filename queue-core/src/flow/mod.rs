@@ -2,59 +2,21 @@
 //! runs once its children are done and reads their results as typed values
 //! ([`ChildResults`](crate::ChildResults)).
 
-mod claims;
-mod error;
+use std::time::Duration;
 
 use serde::Serialize;
 use tracing::Instrument;
 
-pub(crate) use claims::{judge, Claim, Found};
-pub use error::{ExistingJob, FlowError};
+pub use crate::error::{ExistingJob, FlowError};
+pub use crate::job::flow::OnChildFailure;
 
+use crate::contract::{JobOf, JobType, QueueType};
 use crate::error::Error;
+use crate::job::flow::{claims, AddedIds, FlowWrite, PreparedJob};
 use crate::job::JobState;
 use crate::options::JobOptions;
-use crate::queue::{AddedJob, Queue};
-use crate::watch::JobLink;
-
-/// What a child's final failure does to its parent. Every child of a flow states one:
-/// BullMQ's default (none of these) leaves the parent waiting for that child forever,
-/// so this API has no default.
-///
-/// A child counts as failed once its last attempt fails (or it fails unrecoverably,
-/// cancelled included); earlier attempts that are retried change nothing. A child
-/// *removed* while pending is dropped from its parent's dependencies whatever its
-/// policy: the parent runs once its other children are done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum OnChildFailure {
-    /// The parent fails at once, without running, with the reason
-    /// `child <prefix>:<queue>:<id> failed` (BullMQ's `failParentOnFailure`). A parent
-    /// that is itself a child passes the failure up by its own policy.
-    FailParent,
-    /// The parent goes on without its other children: it finds the failure in
-    /// [`ChildResults::failed`](crate::ChildResults::failed) (BullMQ's
-    /// `continueParentOnFailure`).
-    ///
-    /// BullMQ releases the parent the moment the child fails, other children pending or
-    /// not. Its handler never runs alongside a child it waits for: the worker that takes
-    /// it first removes the children that have not started (the parent does not wait
-    /// for them), and if one is still running (or has a running descendant), moves the
-    /// parent back to `waiting-children` without running it and without spending an
-    /// attempt. It then runs once, when the last of them ends (completed: its value is
-    /// in `ChildResults`; failed: as that child's own policy says), or is cancelled.
-    /// This holds whatever the parent's handler, for a flow added here; for one Node's
-    /// `FlowProducer` added, when the handler takes `ChildResults`.
-    ContinueParent,
-    /// The parent runs when its other children are done, and finds the failure in
-    /// [`ChildResults::failed`](crate::ChildResults::failed) (BullMQ's
-    /// `ignoreDependencyOnFailure`).
-    IgnoreDependency,
-    /// The parent runs when its other children are done, as if this child had never
-    /// been part of the flow: no trace of it in [`ChildResults`](crate::ChildResults)
-    /// (BullMQ's `removeDependencyOnFailure`).
-    RemoveDependency,
-}
+use crate::queue::{AddedJob, JobLink, Queue};
+use crate::watch::JobOutcome;
 
 /// One job of a flow, with its children (which may have children of their own).
 /// Made by [`Queue::flow_job`], so the payload type is the queue's; added with
@@ -106,6 +68,13 @@ impl<T: Serialize> Queue<T> {
             options: JobOptions::default(),
             children: Vec::new(),
         }
+    }
+}
+
+impl<Q: QueueType> Queue<Q> {
+    /// `job` as a job of a flow, as [`flow_job`](Queue::flow_job) makes it.
+    pub fn flow_job_of<J: JobOf<Q>>(&self, job: J) -> FlowJob {
+        self.retyped::<J>().flow_job(J::NAME, job)
     }
 }
 
@@ -180,48 +149,6 @@ impl FlowJob {
     }
 }
 
-/// A flow job checked and ready for the engine.
-#[derive(Debug)]
-pub(crate) struct PreparedJob {
-    pub(crate) queue: String,
-    pub(crate) name: String,
-    pub(crate) data: serde_json::Value,
-    pub(crate) options: JobOptions,
-    /// `None` for the root.
-    pub(crate) on_failure: Option<OnChildFailure>,
-    pub(crate) children: Vec<PreparedJob>,
-}
-
-impl PreparedJob {
-    /// The queue of this job and of each descendant, depth first.
-    fn queues(&self) -> Vec<&str> {
-        let mut all = vec![self.queue.as_str()];
-        for child in &self.children {
-            all.extend(child.queues());
-        }
-        all
-    }
-}
-
-/// The ids the engine gave a flow's jobs, in the flow's shape.
-#[derive(Debug)]
-pub(crate) struct AddedIds {
-    pub(crate) id: String,
-    /// The state of the job found under this id, which the flow took in; `None` for
-    /// a job the flow added.
-    pub(crate) existing: Option<JobState>,
-    pub(crate) children: Vec<AddedIds>,
-}
-
-/// What writing a flow did.
-#[derive(Debug)]
-pub(crate) enum FlowWrite {
-    /// The root's job id exists: nothing was written.
-    RootExists,
-    /// The flow was written.
-    Added(AddedIds),
-}
-
 /// What [`QueueApp::add_flow`](crate::QueueApp::add_flow) added: each job with its
 /// children, in the order they were given.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -246,7 +173,7 @@ impl AddedFlow {
 
     fn new<T>(queue: &Queue<T>, prepared: &PreparedJob, ids: AddedIds) -> Self {
         let state = if prepared.children.is_empty() {
-            prepared.options.initial_state()
+            JobState::initial(&prepared.options)
         } else {
             JobState::WaitingChildren
         };
@@ -277,6 +204,21 @@ impl AddedFlow {
 /// nothing: the answer is that job, `duplicate`, without children. A child whose id
 /// exists is taken in (answered `duplicate`, in its state) when it can still end for its
 /// new parent; otherwise nothing is written ([`FlowError`]).
+impl AddedFlow {
+    /// Waits up to `timeout` for the flow's root to finish, as [`AddedJob::wait`].
+    pub async fn wait(&self, timeout: Duration) -> Result<JobOutcome<serde_json::Value>, Error> {
+        self.job.wait(timeout).await
+    }
+
+    /// The root's typed output, as [`AddedJob::wait_for`].
+    pub async fn wait_for<J: JobType>(
+        &self,
+        timeout: Duration,
+    ) -> Result<JobOutcome<J::Output>, Error> {
+        self.job.wait_for::<J>(timeout).await
+    }
+}
+
 pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
     let queue = root.queue.clone();
     let span = crate::trace::producer_span(
@@ -287,20 +229,22 @@ pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
     );
     // Prepared inside the span: every job of the flow carries the span's context.
     let prepared = span.in_scope(|| root.prepare("root", None))?;
-    let claims = claims::claims(&prepared)?;
-    let conn = queue.connection();
-    if conn.is_cluster() {
-        crate::cluster::check_same_slot(conn.prefix(), prepared.queues())?;
+    let claims = claims(&prepared)?;
+    let backend = queue.backend();
+    if backend.is_cluster() {
+        crate::cluster::check_same_slot(backend.prefix(), prepared.queues())?;
     }
     queue.admit()?;
     let work = async {
-        match crate::engine::add_flow(queue.connection(), &prepared, &claims).await? {
+        let conn = backend.redis("add_flow")?;
+        match crate::backend::add_flow(conn, &prepared, &claims).await? {
             FlowWrite::Added(ids) => Ok(AddedFlow::new(&queue, &prepared, ids)),
             FlowWrite::RootExists => {
                 let id = prepared.options.job_id.clone().unwrap_or_default();
-                let outcome = crate::engine::AddOutcome {
+                let outcome = crate::backend::AddOutcome {
                     id,
                     duplicate: true,
+                    state: None,
                 };
                 let job = queue
                     .added(&prepared.name, &prepared.options, outcome)

@@ -1,6 +1,14 @@
 //! Handlers: plain async functions `fn(Job<T>, Dep<A>, ...) -> Result<R, JobError>`,
 //! and their type-erased form that the worker dispatches to.
 
+mod attempt;
+pub(crate) mod panic;
+mod plan;
+
+pub(crate) use attempt::attempt;
+pub use plan::ANY_JOB_NAME;
+pub(crate) use plan::{plan_of, PlannedHandler, QueuePlan};
+
 use std::any::type_name;
 use std::future::Future;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! What an operator reads about the Redis the app uses: version, memory against its
 //! limit and eviction policy, clients, operations per second. One `INFO` per reading.
 
-use crate::app::QueueApp;
+use crate::backend::Connection;
 use crate::error::Error;
 
 /// The Redis server as `INFO` describes it. Fields a provider hides are `None`.
@@ -57,20 +57,19 @@ impl RedisInfo {
     }
 }
 
-impl QueueApp {
-    /// The Redis server's version, memory, clients and load: one `INFO`.
-    pub async fn redis_info(&self) -> Result<RedisInfo, Error> {
-        let read = async {
-            let info: String = self.connection().query(&mut redis::cmd("INFO")).await?;
-            Ok(RedisInfo::from_info(&info))
-        };
-        tokio::time::timeout(std::time::Duration::from_secs(3), read)
-            .await
-            .unwrap_or(Err(Error::Timeout {
-                what: "redis_info",
-                after: std::time::Duration::from_secs(3),
-            }))
-    }
+/// Reads the Redis server's version, memory, clients and load: one `INFO`, within
+/// three seconds.
+pub(crate) async fn read(conn: &Connection) -> Result<RedisInfo, Error> {
+    let read = async {
+        let info: String = conn.query(&mut redis::cmd("INFO")).await?;
+        Ok(RedisInfo::from_info(&info))
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(3), read)
+        .await
+        .unwrap_or(Err(Error::Timeout {
+            what: "redis_info",
+            after: std::time::Duration::from_secs(3),
+        }))
 }
 
 #[cfg(test)]

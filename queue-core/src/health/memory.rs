@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use crate::engine::Connection;
+use crate::backend::Connection;
 use crate::error::Error;
+use crate::queue::AddGate;
 
 /// How often the guard reads Redis's memory.
 pub(crate) const POLL_EVERY: Duration = Duration::from_secs(1);
@@ -144,6 +145,20 @@ pub(crate) struct MemoryState {
     pub(crate) high_water: Option<f64>,
 }
 
+impl AddGate for MemoryWatch {
+    /// Refuses an add while memory is above the mark.
+    fn admit(&self) -> Result<(), Error> {
+        if !self.over.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        Err(Error::RedisMemoryHigh {
+            used: self.used.load(Ordering::Relaxed),
+            max: self.max.load(Ordering::Relaxed),
+            retry_after: RETRY_AFTER,
+        })
+    }
+}
+
 impl MemoryWatch {
     /// Reads Redis once and checks its eviction policy; `None` when Redis does not say
     /// (a managed Redis may hide `INFO`: then the guard is off, with a warning).
@@ -214,18 +229,6 @@ impl MemoryWatch {
                 "Redis memory is below the high-water mark again: adds are accepted"
             );
         }
-    }
-
-    /// Refuses an add while memory is above the mark.
-    pub(crate) fn admit(&self) -> Result<(), Error> {
-        if !self.over.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        Err(Error::RedisMemoryHigh {
-            used: self.used.load(Ordering::Relaxed),
-            max: self.max.load(Ordering::Relaxed),
-            retry_after: RETRY_AFTER,
-        })
     }
 
     pub(crate) fn state(&self) -> MemoryState {

@@ -14,9 +14,8 @@
 //!   costs Redis nothing; one that did not costs one round trip of O(1) commands. Redis
 //!   unreachable is readiness's business, never a reason to restart a pod.
 
-mod info;
+pub(crate) mod info;
 mod memory;
-mod pulse;
 pub(crate) mod roster;
 
 use std::time::{Duration, Instant};
@@ -27,11 +26,13 @@ use serde::Serialize;
 pub use info::RedisInfo;
 pub use memory::MemoryGuard;
 pub(crate) use memory::{MemoryState, MemoryWatch};
-pub(crate) use pulse::{PulseBoard, WorkerPulse};
+pub(crate) use roster::Roster;
 pub use roster::{ProcessInfo, ProcessWorker};
 
-use crate::app::QueueApp;
-use crate::engine::Backlog;
+use std::sync::Arc;
+
+use crate::backend::{Backend, Backlog};
+use crate::worker::{is_suspect, PulseBoard, PulseReading};
 
 /// A check's outcome. A report is `fail` when one of its checks fails, else `warn` when
 /// one warns; only `fail` answers 503.
@@ -129,8 +130,19 @@ impl HealthReport {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Health {
-    app: QueueApp,
+    probed: Probed,
     settings: HealthSettings,
+}
+
+/// What the probes look at: the app's backend, its workers' pulses, its memory guard and
+/// its outbox.
+#[derive(Debug, Clone)]
+pub(crate) struct Probed {
+    pub(crate) backend: Backend,
+    pub(crate) pulses: Arc<PulseBoard>,
+    pub(crate) memory: Option<Arc<MemoryWatch>>,
+    #[cfg(feature = "sqlx")]
+    pub(crate) outbox: Option<crate::store::Outbox>,
 }
 
 /// The periods of the probes.
@@ -180,22 +192,16 @@ impl HealthSettings {
     }
 }
 
-impl QueueApp {
-    /// The app's liveness and readiness probes (see [`Health`]).
-    pub fn health(&self, settings: HealthSettings) -> Health {
-        Health {
-            app: self.clone(),
-            settings,
-        }
-    }
-}
-
 impl Health {
+    pub(crate) fn new(probed: Probed, settings: HealthSettings) -> Self {
+        Health { probed, settings }
+    }
+
     /// Readiness: Redis answers, this process's workers have started, Redis's memory
     /// is below the high-water mark, the outbox relay keeps up.
     pub async fn ready(&self) -> HealthReport {
         let mut checks = vec![self.redis().await];
-        let readings = self.app.pulses().readings();
+        let readings = self.probed.pulses.readings();
         let waiting: Vec<&str> = readings
             .iter()
             .filter(|r| !r.started)
@@ -216,8 +222,8 @@ impl Health {
                 )
             });
         }
-        if let Some(state) = self.app.memory_state() {
-            checks.push(memory_check(&state));
+        if let Some(memory) = &self.probed.memory {
+            checks.push(memory_check(&memory.state()));
         }
         #[cfg(feature = "sqlx")]
         if let Some(check) = self.outbox().await {
@@ -231,8 +237,8 @@ impl Health {
         // Every worker at once: a probe takes one Redis timeout at the most, however
         // many queues are suspect.
         let checks = join_all(
-            self.app
-                .pulses()
+            self.probed
+                .pulses
                 .readings()
                 .into_iter()
                 .map(|reading| self.worker_check(reading)),
@@ -243,20 +249,20 @@ impl Health {
 
     /// One worker's liveness: by its pulse alone, or, when it is suspect, by whether
     /// jobs wait on its queue.
-    async fn worker_check(&self, reading: pulse::PulseReading) -> Check {
+    async fn worker_check(&self, reading: PulseReading) -> Check {
         let name = format!("worker:{}", reading.queue);
         let busy = format!("{} of {} slots busy", reading.running, reading.concurrency);
-        if !pulse::is_suspect(&reading, self.settings.wedged_after) {
+        if !is_suspect(&reading, self.settings.wedged_after) {
             return Check::new(
                 name,
                 CheckStatus::Pass,
                 format!("took a job {:?} ago; {busy}", round(reading.since_take)),
             );
         }
-        let backlog = tokio::time::timeout(
-            self.settings.redis_timeout,
-            Backlog::read(self.app.connection(), &reading.queue),
-        )
+        let backlog = tokio::time::timeout(self.settings.redis_timeout, async {
+            let conn = self.probed.backend.redis("the liveness probe")?;
+            Backlog::read(conn, &reading.queue).await
+        })
         .await;
         let (status, detail) = match backlog {
             Ok(Ok(backlog)) if backlog.ready == 0 => {
@@ -296,7 +302,7 @@ impl Health {
     /// query of the database, on an index).
     #[cfg(feature = "sqlx")]
     async fn outbox(&self) -> Option<Check> {
-        let outbox = self.app.outbox()?;
+        let outbox = self.probed.outbox.as_ref()?;
         let counts = tokio::time::timeout(self.settings.redis_timeout, outbox.counts()).await;
         Some(match counts {
             Ok(Ok(counts)) => match counts.oldest_pending {
@@ -335,8 +341,10 @@ impl Health {
 
     async fn redis(&self) -> Check {
         let started = Instant::now();
-        let mut ping = redis::cmd("PING");
-        let ping = self.app.connection().query::<String>(&mut ping);
+        let ping = async {
+            let conn = self.probed.backend.redis("the readiness probe")?;
+            conn.query::<String>(&mut redis::cmd("PING")).await
+        };
         match tokio::time::timeout(self.settings.redis_timeout, ping).await {
             Ok(Ok(_)) => Check::new(
                 "redis",

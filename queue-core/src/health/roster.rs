@@ -1,8 +1,8 @@
 //! The process roster: with [`QueueAppBuilder::process_roster`] on, each process that
 //! runs workers records itself in Redis every ten seconds (host, pid, when it started,
 //! and per queue its concurrency and the jobs it runs now), for an operator's view
-//! ([`QueueApp::get_processes`]). A record lives a minute past its last beat; a process
-//! whose workers all stopped removes its own.
+//! ([`QueueApp::get_processes`](crate::QueueApp::get_processes)). A record lives a
+//! minute past its last beat; a process whose workers all stopped removes its own.
 //!
 //! Keys, beside BullMQ's and read by nothing of BullMQ's: `<prefix>:queue-core:processes`
 //! (a sorted set of process ids by last beat) and `<prefix>:queue-core:process:<id>`
@@ -10,16 +10,15 @@
 //!
 //! [`QueueAppBuilder::process_roster`]: crate::QueueAppBuilder::process_roster
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::PulseBoard;
-use crate::app::QueueApp;
-use crate::engine::Connection;
+use crate::backend::Connection;
 use crate::error::Error;
+use crate::worker::PulseBoard;
 
 /// How often a process records itself.
 const BEAT: Duration = Duration::from_secs(10);
@@ -90,12 +89,24 @@ fn record_key(prefix: &str, id: &str) -> String {
     format!("{prefix}:queue-core:process:{id}")
 }
 
-/// Starts the beat of `board`'s workers, unless it runs already; it ends, removing the
-/// record, when no worker of the board runs.
-pub(crate) async fn start(conn: &Connection, board: &Arc<PulseBoard>) {
-    if board.roster_running.swap(true, Ordering::SeqCst) {
-        return;
+/// This process's place in the roster: whether its beat runs now.
+#[derive(Debug, Default)]
+pub(crate) struct Roster {
+    running: AtomicBool,
+}
+
+impl Roster {
+    /// Starts the beat of `board`'s workers, unless it runs already; it ends, removing
+    /// the record, when no worker of the board runs.
+    pub(crate) async fn start(self: &Arc<Self>, conn: &Connection, board: &Arc<PulseBoard>) {
+        if self.running.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        beat_until_stopped(self.clone(), conn, board).await;
     }
+}
+
+async fn beat_until_stopped(roster: Arc<Roster>, conn: &Connection, board: &Arc<PulseBoard>) {
     let started_ms = now_ms();
     let (host, pid) = (host(), std::process::id());
     let mut record = ProcessInfo {
@@ -117,7 +128,7 @@ pub(crate) async fn start(conn: &Connection, board: &Arc<PulseBoard>) {
                 break;
             }
         }
-        board.roster_running.store(false, Ordering::SeqCst);
+        roster.running.store(false, Ordering::SeqCst);
     });
 }
 
@@ -162,47 +173,42 @@ async fn beat(conn: &Connection, board: &PulseBoard, record: &mut ProcessInfo) -
     !record.workers.is_empty()
 }
 
-impl QueueApp {
-    /// The processes running workers of this app's prefix that recorded themselves
-    /// ([`QueueAppBuilder::process_roster`](crate::QueueAppBuilder::process_roster))
-    /// within the last minute, most recently seen first: two commands, at most 500
-    /// processes.
-    pub async fn get_processes(&self) -> Result<Vec<ProcessInfo>, Error> {
-        let conn = self.connection();
-        let prefix = conn.prefix();
-        let since = now_ms().saturating_sub(TTL.as_millis() as u64);
-        let read = async {
-            let ids: Vec<String> = conn
-                .query(
-                    redis::cmd("ZREVRANGEBYSCORE")
-                        .arg(set_key(prefix))
-                        .arg("+inf")
-                        .arg(since)
-                        .arg("LIMIT")
-                        .arg(0)
-                        .arg(LISTED),
-                )
-                .await?;
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            // One GET per record: on a cluster they live in different slots.
-            let mut pipe = redis::pipe();
-            for id in &ids {
-                pipe.cmd("GET").arg(record_key(prefix, id));
-            }
-            let records: Vec<Option<String>> = conn.pipeline(&pipe).await?;
-            Ok(records
-                .into_iter()
-                .flatten()
-                .filter_map(|json| serde_json::from_str(&json).ok())
-                .collect())
-        };
-        tokio::time::timeout(Duration::from_secs(3), read)
-            .await
-            .unwrap_or(Err(Error::Timeout {
-                what: "get_processes",
-                after: Duration::from_secs(3),
-            }))
-    }
+/// The processes of `conn`'s prefix that recorded themselves within the last minute,
+/// most recently seen first: two commands, at most 500 processes.
+pub(crate) async fn processes(conn: &Connection) -> Result<Vec<ProcessInfo>, Error> {
+    let prefix = conn.prefix();
+    let since = now_ms().saturating_sub(TTL.as_millis() as u64);
+    let read = async {
+        let ids: Vec<String> = conn
+            .query(
+                redis::cmd("ZREVRANGEBYSCORE")
+                    .arg(set_key(prefix))
+                    .arg("+inf")
+                    .arg(since)
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(LISTED),
+            )
+            .await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One GET per record: on a cluster they live in different slots.
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.cmd("GET").arg(record_key(prefix, id));
+        }
+        let records: Vec<Option<String>> = conn.pipeline(&pipe).await?;
+        Ok(records
+            .into_iter()
+            .flatten()
+            .filter_map(|json| serde_json::from_str(&json).ok())
+            .collect())
+    };
+    tokio::time::timeout(Duration::from_secs(3), read)
+        .await
+        .unwrap_or(Err(Error::Timeout {
+            what: "get_processes",
+            after: Duration::from_secs(3),
+        }))
 }

@@ -7,6 +7,7 @@
 
 mod children;
 mod error;
+pub(crate) mod flow;
 mod info;
 mod link;
 mod state;

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::options::JobOptions;
+
 /// Where a job is in its life, as BullMQ names it.
 ///
 /// ```
@@ -33,6 +35,19 @@ pub enum JobState {
 }
 
 impl JobState {
+    /// The state a new job added with `options` starts in.
+    pub(crate) fn initial(options: &JobOptions) -> JobState {
+        if options.delay.is_some_and(|d| !d.is_zero()) {
+            JobState::Delayed
+        } else if options.priority.is_some_and(|p| p > 0) && options.group.is_none() {
+            // A grouped job waits in `wait` until a grouped worker moves it into its
+            // group (then `prioritized`, whatever its priority).
+            JobState::Prioritized
+        } else {
+            JobState::Waiting
+        }
+    }
+
     /// Every state a job in Redis can have (BullMQ's), in the order a job usually goes
     /// through them. [`JobState::Pending`] is not among them.
     pub const ALL: [JobState; 7] = [
@@ -72,7 +87,7 @@ impl fmt::Display for JobState {
 }
 
 impl std::str::FromStr for JobState {
-    type Err = crate::Error;
+    type Err = crate::error::Error;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         JobState::ALL
@@ -81,7 +96,7 @@ impl std::str::FromStr for JobState {
             .or((s == "wait").then_some(JobState::Waiting))
             .or((s == "pending").then_some(JobState::Pending))
             .ok_or_else(|| {
-                crate::Error::invalid(
+                crate::error::Error::invalid(
                     "state",
                     format!(
                         "`{s}` is not a job state; expected one of {}",
@@ -153,5 +168,23 @@ impl JobCounts {
     /// Jobs that have not finished yet.
     pub fn unfinished(&self) -> u64 {
         self.waiting + self.prioritized + self.delayed + self.active + self.waiting_children
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_new_job_starts_delayed_then_prioritized_then_waiting() {
+        assert_eq!(JobState::initial(&JobOptions::new()), JobState::Waiting);
+        assert_eq!(
+            JobState::initial(&JobOptions::new().priority(3)),
+            JobState::Prioritized
+        );
+        let delayed = JobOptions::new().priority(3).delay(Duration::from_secs(1));
+        assert_eq!(JobState::initial(&delayed), JobState::Delayed);
     }
 }

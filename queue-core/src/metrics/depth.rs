@@ -2,22 +2,12 @@
 //! [`DEPTH_CACHE_FOR`], so that a scrape every second costs Redis one round trip per
 //! queue however many scrapers there are.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::{Metrics, StateLabels};
+use super::{Metrics, StateLabels, DEPTH_CACHE_FOR};
 use crate::error::Error;
 use crate::job::{JobCounts, JobState};
-use crate::QueueApp;
-
-/// How long a queue's counts serve scrapes before they are read again.
-pub const DEPTH_CACHE_FOR: Duration = Duration::from_secs(1);
-
-/// When each queue's counts were last read.
-#[derive(Debug, Default)]
-pub(super) struct DepthCache {
-    read_at: HashMap<String, Instant>,
-}
+use crate::queue::Queue;
 
 /// Each state's count under BullMQ's name (Node's `getJobCounts` and
 /// `exportPrometheusMetrics` use the same), in the order the scrape lists them.
@@ -35,37 +25,36 @@ fn states(counts: &JobCounts) -> [(&'static str, u64); 7] {
 }
 
 impl Metrics {
-    /// Reads the counts of every queue the app knows whose figures are older than
+    /// Reads the counts of every one of `queues` whose figures are older than
     /// [`DEPTH_CACHE_FOR`], in parallel.
-    pub(super) async fn refresh_depth(&self, app: &QueueApp) -> Result<(), Error> {
+    pub(super) async fn refresh_depth(
+        &self,
+        queues: &[Queue<serde_json::Value>],
+    ) -> Result<(), Error> {
         let now = Instant::now();
-        let due: Vec<String> = {
+        let due: Vec<&Queue<serde_json::Value>> = {
             let cache = self.cache();
-            app.known_queues()
-                .into_iter()
+            queues
+                .iter()
                 .filter(|q| {
                     cache
                         .read_at
-                        .get(q)
+                        .get(q.name())
                         .is_none_or(|at| now.duration_since(*at) >= DEPTH_CACHE_FOR)
                 })
                 .collect()
         };
-        let reads = due.iter().map(|queue| async move {
-            let counts = app
-                .queue::<serde_json::Value>(queue)?
-                .get_job_counts()
-                .await;
-            Ok::<_, Error>((queue, counts))
-        });
+        let reads = due
+            .iter()
+            .map(|queue| async move { (queue.name(), queue.get_job_counts().await) });
         let mut last_error = None;
         let mut read_any = due.is_empty();
         for outcome in futures::future::join_all(reads).await {
-            match outcome? {
+            match outcome {
                 (queue, Ok(counts)) => {
                     read_any = true;
                     self.set_depth(queue, &counts);
-                    self.cache().read_at.insert(queue.clone(), now);
+                    self.cache().read_at.insert(queue.to_owned(), now);
                 }
                 (queue, Err(e)) => {
                     tracing::warn!(%queue, error = %e, "metrics: cannot read the queue's counts");

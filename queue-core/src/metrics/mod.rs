@@ -27,8 +27,10 @@
 
 mod depth;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+
+use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -38,17 +40,40 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::error::Error;
-use crate::QueueApp;
+use crate::queue::Queue;
 
-use depth::DepthCache;
-pub use depth::DEPTH_CACHE_FOR;
+/// How long a queue's counts serve scrapes before they are read again.
+pub const DEPTH_CACHE_FOR: Duration = Duration::from_secs(1);
+
+/// When each queue's counts were last read.
+#[derive(Debug, Default)]
+struct DepthCache {
+    read_at: HashMap<String, Instant>,
+}
+
+/// What a scrape reads besides the queues' depth and what the workers recorded.
+#[derive(Debug, Default)]
+pub(crate) struct ScrapeSources {
+    /// The outbox, for its backlog.
+    #[cfg(feature = "sqlx")]
+    pub(crate) outbox: Option<crate::store::Outbox>,
+    /// Redis's memory, as the guard last read it: used, max, and whether adds are
+    /// refused.
+    pub(crate) memory: Option<MemoryReading>,
+}
+
+/// Redis's memory as the guard last read it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MemoryReading {
+    pub(crate) used: u64,
+    pub(crate) max: u64,
+    pub(crate) over: bool,
+}
 
 /// The content type of [`Metrics::render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The label of job names no handler is registered for by name (a catch-all handler
-/// takes them): other producers may send any name, and each would be a new series.
-pub const ANY_JOB_NAME: &str = "*";
+pub use crate::handler::ANY_JOB_NAME;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobLabels {
@@ -267,21 +292,20 @@ impl Metrics {
         }
     }
 
-    /// The metrics as OpenMetrics text ([`CONTENT_TYPE`]): first the depth of every
-    /// queue the app knows (one Redis round trip per queue, at most once per
-    /// [`DEPTH_CACHE_FOR`]) and the outbox backlog, then everything recorded.
-    ///
-    /// A queue whose counts cannot be read keeps its last figures; when none can be
-    /// read because Redis is down, the error says so (a scrape then fails, which is what
-    /// a scraper should see).
-    pub async fn render(&self, app: &QueueApp) -> Result<String, Error> {
-        self.refresh_depth(app).await?;
+    /// The metrics as OpenMetrics text: the depth of `queues` (each read at most once
+    /// per [`DEPTH_CACHE_FOR`]), then what `sources` say, then everything recorded.
+    pub(crate) async fn render_from(
+        &self,
+        queues: &[Queue<serde_json::Value>],
+        sources: ScrapeSources,
+    ) -> Result<String, Error> {
+        self.refresh_depth(queues).await?;
         #[cfg(feature = "sqlx")]
-        if let Some(outbox) = app.outbox() {
+        if let Some(outbox) = sources.outbox {
             let counts = outbox.counts().await?;
             self.set_outbox(counts.pending, counts.set_aside);
         }
-        if let Some(memory) = app.memory_state() {
+        if let Some(memory) = sources.memory {
             let bytes = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
             self.inner.memory_used.set(bytes(memory.used));
             self.inner.memory_max.set(bytes(memory.max));

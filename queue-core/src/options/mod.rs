@@ -1,4 +1,5 @@
-//! Job options: the builder a producer fills and the checks that refuse bad values at `add`.
+//! Job options: the builder a producer fills and the checks that refuse bad values at
+//! `add`; and the options of a queue's worker.
 
 mod backoff;
 mod dedup;
@@ -6,6 +7,7 @@ pub(crate) mod job_id;
 mod keep;
 mod schedule;
 mod strategies;
+mod worker;
 
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ pub use job_id::{could_be_job_id, MAX_JOB_ID_BYTES};
 pub use keep::Keep;
 pub use schedule::Schedule;
 pub(crate) use strategies::{BackoffFn, BackoffRegistry};
+pub(crate) use worker::WorkerOptions;
 
 use crate::error::Error;
 use job_id::validate_job_id;
@@ -336,19 +339,6 @@ impl JobOptions {
             group: None,
         }
     }
-
-    /// The state a new job with these options starts in.
-    pub(crate) fn initial_state(&self) -> crate::JobState {
-        if self.delay.is_some_and(|d| !d.is_zero()) {
-            crate::JobState::Delayed
-        } else if self.priority.is_some_and(|p| p > 0) && self.group.is_none() {
-            // A grouped job waits in `wait` until a grouped worker moves it into its
-            // group (then `prioritized`, whatever its priority).
-            crate::JobState::Prioritized
-        } else {
-            crate::JobState::Waiting
-        }
-    }
 }
 
 #[cfg(test)]
@@ -418,17 +408,5 @@ mod tests {
         assert_eq!(merged.attempts, Some(7));
         assert_eq!(merged.priority, Some(5));
         assert_eq!(merged.timeout, Some(Duration::from_secs(9)));
-    }
-
-    #[test]
-    fn initial_state_follows_delay_then_priority() {
-        use crate::JobState;
-        assert_eq!(JobOptions::new().initial_state(), JobState::Waiting);
-        assert_eq!(
-            JobOptions::new().priority(3).initial_state(),
-            JobState::Prioritized
-        );
-        let delayed = JobOptions::new().priority(3).delay(Duration::from_secs(1));
-        assert_eq!(delayed.initial_state(), JobState::Delayed);
     }
 }

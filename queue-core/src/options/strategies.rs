@@ -28,7 +28,7 @@ impl BackoffRegistry {
     /// Refuses a custom backoff name this app does not know: the job could never retry.
     pub(crate) fn check(&self, opts: &JobOptions) -> Result<(), Error> {
         match &opts.backoff {
-            Some(crate::Backoff::Custom(name)) if !self.0.contains_key(name) => Err(Error::invalid(
+            Some(crate::options::Backoff::Custom(name)) if !self.0.contains_key(name) => Err(Error::invalid(
                 "backoff",
                 format!(
                     "no custom backoff strategy `{name}` is registered on the app (registered: {}); add it with `.backoff_strategy(..)`",

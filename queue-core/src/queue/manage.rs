@@ -7,16 +7,7 @@ use super::Queue;
 use crate::error::Error;
 use crate::job::{JobCounts, JobInfo, JobState};
 use crate::options::job_id::could_be_job_id;
-
-/// A page of a job's log lines.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct JobLogs {
-    /// The lines asked for, oldest first.
-    pub lines: Vec<String>,
-    /// How many lines the job has in all.
-    pub total: usize,
-}
+use crate::snapshot::JobLogs;
 
 /// `start..end` (half-open) as BullMQ's inclusive `start, end`.
 pub(super) fn inclusive(range: &Range<usize>) -> Option<(i64, i64)> {

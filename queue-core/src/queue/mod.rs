@@ -11,6 +11,7 @@ mod outbox;
 mod relayed;
 mod schedule;
 mod typed;
+mod wait;
 
 use std::future::Future;
 use std::io;
@@ -20,45 +21,39 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use serde::Serialize;
-use tokio::sync::OnceCell;
 use tracing::Instrument;
 
+pub use crate::snapshot::{
+    ChildJob, Children, GlobalLimits, JobFilter, JobLogs, JobScan, JobSummary, Outcome, ScanLimits,
+    SchedulerInfo, WorkerInfo,
+};
 pub use cancel::CancelOutcome;
-pub use inspect::{ChildJob, Children, GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
-pub use manage::JobLogs;
-pub use operator::{JobFilter, JobScan, JobSummary, ScanLimits};
 #[cfg(feature = "sqlx")]
 pub(crate) use relayed::{Refusal, Relayed, RowJob};
 
-use crate::engine::{AddOutcome, Connection, EngineQueue};
+use crate::backend::{AddOutcome, Backend, EngineQueue, QueueBackend};
 use crate::error::Error;
 use crate::job::JobState;
 use crate::options::{BackoffRegistry, JobOptions};
 
-/// What one queue's handles share: the engine handle (opened on first use) and the
-/// app settings `add` applies.
+/// What one queue's handles share: its backend (the engine's handle, opened on first
+/// use) and the app settings `add` applies.
 #[derive(Debug)]
 pub(crate) struct QueueShared {
     name: String,
-    conn: Connection,
-    engine: OnceCell<EngineQueue>,
+    /// The app's backend, for handles on other queues (a flow's).
+    app_backend: Backend,
+    backend: QueueBackend,
     settings: ProducerSettings,
     /// This queue's default job options over the app's.
     defaults: JobOptions,
 }
 
-/// Where an inline app's adds go instead of Redis: they run their handler at once
-/// (`inline::InlineRunner`, the testing kit's). A trait, so that the queue does not
-/// depend on what runs the handlers.
-pub(crate) trait InlineAdds: Send + Sync + std::fmt::Debug {
-    /// Adds a job; its id, whether it was a duplicate, and the state it ended in.
-    fn add<'a>(
-        &'a self,
-        queue: &'a str,
-        name: &'a str,
-        data: serde_json::Value,
-        options: &'a JobOptions,
-    ) -> futures::future::BoxFuture<'a, (String, bool, JobState)>;
+/// What may refuse an add before it is sent: the Redis memory guard (`crate::health`),
+/// above its high-water mark. Read on every add, so it answers from memory.
+pub(crate) trait AddGate: Send + Sync + std::fmt::Debug {
+    /// `Err` refuses the add, saying why and when to try again.
+    fn admit(&self) -> Result<(), Error>;
 }
 
 /// The app settings every queue handle applies.
@@ -70,15 +65,13 @@ pub(crate) struct ProducerSettings {
     pub(crate) max_payload_bytes: usize,
     pub(crate) backoffs: BackoffRegistry,
     pub(crate) command_timeout: Duration,
-    /// An inline app's runner: adds run their handler at once, without Redis.
-    pub(crate) inline: Option<Arc<dyn InlineAdds>>,
     /// The app's watchers of jobs: one event reader per queue, shared.
     pub(crate) watch: Arc<crate::watch::JobWatch>,
     /// Where `add_in` writes jobs.
     #[cfg(feature = "sqlx")]
     pub(crate) outbox: Option<crate::store::Outbox>,
     /// The Redis memory guard: above its mark, adds are refused before they are sent.
-    pub(crate) memory: Option<Arc<crate::health::MemoryWatch>>,
+    pub(crate) memory: Option<Arc<dyn AddGate>>,
 }
 
 impl ProducerSettings {
@@ -92,11 +85,11 @@ impl ProducerSettings {
 }
 
 impl QueueShared {
-    pub(crate) fn new(name: &str, conn: Connection, settings: ProducerSettings) -> Self {
+    pub(crate) fn new(name: &str, backend: &Backend, settings: ProducerSettings) -> Self {
         QueueShared {
             name: name.to_owned(),
-            conn,
-            engine: OnceCell::new(),
+            app_backend: backend.clone(),
+            backend: backend.queue(name),
             defaults: settings.defaults_for(name),
             settings,
         }
@@ -172,8 +165,33 @@ pub struct AddedJob {
     pub state: Option<JobState>,
     /// The queue, for [`wait`](AddedJob::wait).
     #[serde(skip)]
-    pub(crate) link: crate::watch::JobLink,
+    pub(crate) link: JobLink,
 }
+
+/// The queue an [`AddedJob`] was added to, for its `wait`. Not part of what the job
+/// *is*: two answers for the same job are equal whichever handle added them.
+#[derive(Clone)]
+pub(crate) struct JobLink(Queue<()>);
+
+impl JobLink {
+    pub(crate) fn to<T>(queue: &Queue<T>) -> Self {
+        JobLink(queue.retyped())
+    }
+}
+
+impl std::fmt::Debug for JobLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.name())
+    }
+}
+
+impl PartialEq for JobLink {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for JobLink {}
 
 /// One job of an [`add_bulk`](Queue::add_bulk) call.
 #[derive(Debug, Clone)]
@@ -211,13 +229,9 @@ impl<T> Queue<T> {
         &self.shared.name
     }
 
+    /// The engine's handle of this queue, for the calls that need Redis.
     pub(crate) async fn engine(&self) -> Result<&EngineQueue, Error> {
-        // Boxed: opening runs once per queue, and its large future would otherwise be
-        // part of every call's (an opened cell returns at once, calling nothing).
-        self.shared
-            .engine
-            .get_or_try_init(|| Box::pin(EngineQueue::open(&self.shared.conn, &self.shared.name)))
-            .await
+        self.shared.backend.engine().await
     }
 
     /// Runs `op` within the app's command timeout: with Redis down, the connection
@@ -256,7 +270,7 @@ impl<T> Queue<T> {
 
     /// A handle on another queue of the same app (a flow's child may live in any).
     pub(crate) fn sibling(&self, name: &str) -> Queue<()> {
-        let shared = QueueShared::new(name, self.shared.conn.clone(), self.shared.settings.clone());
+        let shared = QueueShared::new(name, &self.shared.app_backend, self.shared.settings.clone());
         Queue::new(Arc::new(shared), PhantomData)
     }
 
@@ -269,12 +283,14 @@ impl<T> Queue<T> {
         }
     }
 
-    pub(crate) fn connection(&self) -> &Connection {
-        &self.shared.conn
+    /// The app's backend.
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.shared.app_backend
     }
 
-    pub(crate) fn is_inline(&self) -> bool {
-        self.shared.settings.inline.is_some()
+    /// Whether an add runs the job before it returns (an app built inline).
+    pub(crate) fn runs_when_added(&self) -> bool {
+        self.shared.backend.runs_when_added()
     }
 
     pub(crate) fn job_watch(&self) -> &Arc<crate::watch::JobWatch> {
@@ -342,13 +358,10 @@ impl<T: Serialize> Queue<T> {
 
     /// `data` as the JSON an add sends. Its size is checked here when Redis is asked
     /// something before the add (the duplicate check, or the queue's first open), or
-    /// when no Redis is involved (an inline app): a payload that is too big must be
-    /// refused as such, before any I/O, even with Redis down. Otherwise the engine
-    /// checks it, on the JSON it writes anyway.
+    /// when the backend does not check it itself: a payload that is too big must be
+    /// refused as such, before any I/O, even with Redis down.
     fn payload(&self, data: &T, options: &JobOptions) -> Result<serde_json::Value, Error> {
-        let checked_here = options.may_be_duplicate()
-            || !self.shared.engine.initialized()
-            || self.shared.settings.inline.is_some();
+        let checked_here = options.may_be_duplicate() || !self.shared.backend.checks_payload_size();
         if checked_here {
             self.to_json(data)
         } else {
@@ -367,9 +380,6 @@ impl<T: Serialize> Queue<T> {
         data: serde_json::Value,
         options: &JobOptions,
     ) -> Result<AddedJob, Error> {
-        if let Some(inline) = &self.shared.settings.inline {
-            return Ok(Box::pin(self.added_inline(inline, name, data, options)).await);
-        }
         self.admit()?;
         let limit = self.shared.settings.max_payload_bytes;
         // Only an add with a job id is retried, so only then is the payload kept.
@@ -394,14 +404,7 @@ impl<T: Serialize> Queue<T> {
         options: &'a JobOptions,
         limit: usize,
     ) -> impl Future<Output = Result<AddOutcome, Error>> + 'a {
-        let add = async move {
-            let engine = match self.shared.engine.get() {
-                Some(engine) => engine,
-                None => Box::pin(self.engine()).await?,
-            };
-            engine.add(name, data, options, limit).await
-        };
-        self.timed("add", add)
+        self.timed("add", self.shared.backend.add(name, data, options, limit))
     }
 
     /// Adds several jobs in one pipelined round trip. Every job is checked first; one
@@ -440,13 +443,6 @@ impl<T: Serialize> Queue<T> {
         &self,
         prepared: Vec<(String, serde_json::Value, JobOptions)>,
     ) -> Result<Vec<AddedJob>, Error> {
-        if let Some(inline) = &self.shared.settings.inline {
-            let mut added = Vec::with_capacity(prepared.len());
-            for (name, data, options) in prepared {
-                added.push(self.added_inline(inline, &name, data, &options).await);
-            }
-            return Ok(added);
-        }
         self.admit()?;
         let names_and_options: Vec<(String, JobOptions)> = prepared
             .iter()
@@ -456,7 +452,7 @@ impl<T: Serialize> Queue<T> {
         let batches = u32::try_from(prepared.len().div_ceil(1000).max(1)).unwrap_or(u32::MAX);
         let after = self.shared.settings.command_timeout.saturating_mul(batches);
         let work = async {
-            let outcomes = self.engine().await?.add_bulk(prepared).await?;
+            let outcomes = self.shared.backend.add_bulk(prepared).await?;
             let mut added = Vec::with_capacity(outcomes.len());
             for ((name, options), outcome) in names_and_options.iter().zip(outcomes) {
                 added.push(self.added(name, options, outcome).await?);
@@ -481,25 +477,6 @@ impl<T: Serialize> Queue<T> {
         })
     }
 
-    /// An inline app's add: the handler runs now (boxed: a handler may add again).
-    async fn added_inline(
-        &self,
-        inline: &Arc<dyn InlineAdds>,
-        name: &str,
-        data: serde_json::Value,
-        options: &JobOptions,
-    ) -> AddedJob {
-        let (id, duplicate, state) = inline.add(self.name(), name, data, options).await;
-        AddedJob {
-            queue: self.shared.name.clone(),
-            id,
-            name: name.to_owned(),
-            duplicate,
-            state: Some(state),
-            link: crate::watch::JobLink::default(),
-        }
-    }
-
     /// What an add did, as the caller sees it: for a duplicate, the existing job's state.
     pub(crate) async fn added(
         &self,
@@ -507,16 +484,18 @@ impl<T: Serialize> Queue<T> {
         options: &JobOptions,
         outcome: AddOutcome,
     ) -> Result<AddedJob, Error> {
-        let state = if outcome.duplicate {
+        let state = match outcome.state {
+            Some(known) => Some(known),
             // Only a duplicate's state must be read (under the command timeout). Boxed:
             // rare, and kept out of every add's future.
-            Box::pin(async {
-                let engine = self.engine().await?;
-                self.timed("add", engine.state(&outcome.id)).await
-            })
-            .await?
-        } else {
-            Some(options.initial_state())
+            None if outcome.duplicate => {
+                Box::pin(async {
+                    let engine = self.engine().await?;
+                    self.timed("add", engine.state(&outcome.id)).await
+                })
+                .await?
+            }
+            None => Some(JobState::initial(options)),
         };
         Ok(AddedJob {
             queue: self.shared.name.clone(),
@@ -524,7 +503,7 @@ impl<T: Serialize> Queue<T> {
             name: name.to_owned(),
             duplicate: outcome.duplicate,
             state,
-            link: crate::watch::JobLink::to(self),
+            link: JobLink::to(self),
         })
     }
 }

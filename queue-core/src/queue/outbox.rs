@@ -44,8 +44,9 @@ impl<T: Serialize> Queue<T> {
         data: T,
         options: JobOptions,
     ) -> Result<AddedJob, Error> {
-        // Inline: no outbox to write, no relay to wait for; the job runs now.
-        if self.shared.settings.inline.is_some() {
+        // A backend that runs each job when it is added (an app built inline) has no
+        // relay to wait for: the job runs now.
+        if self.runs_when_added() {
             return self.add(name, data, options).await;
         }
         let outbox = self.shared.settings.outbox.as_ref().ok_or_else(|| {
@@ -96,7 +97,7 @@ impl<T: Serialize> Queue<T> {
             name: name.to_owned(),
             duplicate: !inserted,
             state: Some(JobState::Pending),
-            link: crate::watch::JobLink::to(self),
+            link: super::JobLink::to(self),
         })
     }
 }

@@ -5,7 +5,6 @@
 use super::{AddedJob, BulkJob, Queue};
 use crate::contract::{JobOf, QueueType};
 use crate::error::Error;
-use crate::flow::FlowJob;
 use crate::options::{JobOptions, Schedule};
 
 impl<Q: QueueType> Queue<Q> {
@@ -50,11 +49,6 @@ impl<Q: QueueType> Queue<Q> {
             .map(|(job, options)| BulkJob::new(J::NAME, job).options(options))
             .collect();
         self.retyped::<J>().add_bulk(bulk).await
-    }
-
-    /// `job` as a job of a flow, as [`flow_job`](Queue::flow_job) makes it.
-    pub fn flow_job_of<J: JobOf<Q>>(&self, job: J) -> FlowJob {
-        self.retyped::<J>().flow_job(J::NAME, job)
     }
 
     /// Creates or updates the scheduler `id`, which adds `job` on `schedule`, as

@@ -6,10 +6,12 @@ use std::time::Duration;
 use std::any::TypeId;
 use std::collections::BTreeSet;
 
-use super::{PlannedHandler, QueuePlan, Registered};
+use super::Registered;
 use crate::deps::Deps;
 #[cfg(test)]
 use crate::error::RegistryError;
+use crate::handler::{plan_of, PlannedHandler, QueuePlan};
+use crate::options::WorkerOptions;
 use crate::processor::Processor;
 
 /// Merges processors per queue (sorted by queue name) and checks them against what
@@ -29,9 +31,9 @@ fn check_durations(processor: &Processor, problems: &mut Vec<String>) {
     let queue = processor.queue.as_str();
     let values = [
         processor.timeout,
-        processor.lock_duration,
-        processor.stalled_interval,
-        Some(processor.cancel_grace),
+        processor.options.lock_duration,
+        processor.options.stalled_interval,
+        Some(processor.options.cancel_grace),
     ];
     let names = [
         "timeout",
@@ -51,7 +53,7 @@ fn check_durations(processor: &Processor, problems: &mut Vec<String>) {
             ));
         }
     }
-    if let Some((max, per)) = processor.limiter {
+    if let Some((max, per)) = processor.options.limiter {
         if max == 0 || per.is_zero() || per > Duration::from_secs(24 * 3600) {
             problems.push(format!(
                 "processor for queue `{queue}`: limiter {max} per {per:?} is out of range; \
@@ -72,7 +74,7 @@ pub(crate) fn merge_processors(
     for processor in processors {
         let queue = processor.queue.as_str();
         check_queue_name(queue, problems);
-        if processor.concurrency == 0 {
+        if processor.options.concurrency == 0 {
             problems.push(format!(
                 "processor for queue `{queue}`: concurrency must be at least 1"
             ));
@@ -85,20 +87,11 @@ pub(crate) fn merge_processors(
         }
         let plan = plans.entry(queue).or_insert_with(|| QueuePlan {
             queue: queue.to_owned(),
-            concurrency: processor.concurrency,
-            lock_duration: processor.lock_duration,
-            limiter: processor.limiter,
-            groups: processor.groups,
-            stalled_interval: processor.stalled_interval,
-            max_stalled_count: processor.max_stalled_count,
-            cancel_grace: processor.cancel_grace,
-            fail_unknown_names: processor.fail_unknown_names,
-            metrics_data_points: processor.metrics_data_points,
-            event_capacity: processor.event_capacity,
+            options: processor.options.clone(),
             by_name: BTreeMap::new(),
             fallback: None,
         });
-        merge_settings(plan, processor, problems);
+        merge_options(&queue, &mut plan.options, &processor.options, problems);
 
         for registered in &processor.handlers {
             for dep in &registered.handler.dependencies {
@@ -147,44 +140,48 @@ fn check_queue_name(queue: &str, problems: &mut Vec<String>) {
     }
 }
 
-/// Two processors of one queue share a worker: the larger concurrency wins; lock and
-/// limiter settings must agree because they are the worker's, not a handler's.
-fn merge_settings(plan: &mut QueuePlan, processor: &Processor, problems: &mut Vec<String>) {
-    plan.concurrency = plan.concurrency.max(processor.concurrency);
-    plan.stalled_interval = match (plan.stalled_interval, processor.stalled_interval) {
+/// Two processors of one queue share a worker: the larger concurrency wins; lock,
+/// limiter and group settings must agree because they are the worker's, not a handler's.
+fn merge_options(
+    queue: &str,
+    merged: &mut WorkerOptions,
+    added: &WorkerOptions,
+    problems: &mut Vec<String>,
+) {
+    merged.concurrency = merged.concurrency.max(added.concurrency);
+    merged.stalled_interval = match (merged.stalled_interval, added.stalled_interval) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    plan.max_stalled_count = plan.max_stalled_count.max(processor.max_stalled_count);
-    plan.cancel_grace = plan.cancel_grace.max(processor.cancel_grace);
-    plan.fail_unknown_names |= processor.fail_unknown_names;
-    plan.metrics_data_points = plan.metrics_data_points.max(processor.metrics_data_points);
-    plan.event_capacity = plan.event_capacity.or(processor.event_capacity);
-    let queue = &plan.queue;
-    match (plan.lock_duration, processor.lock_duration) {
+    merged.max_stalled_count = merged.max_stalled_count.max(added.max_stalled_count);
+    merged.cancel_grace = merged.cancel_grace.max(added.cancel_grace);
+    merged.fail_unknown_names |= added.fail_unknown_names;
+    merged.metrics_data_points = merged.metrics_data_points.max(added.metrics_data_points);
+    merged.event_capacity = merged.event_capacity.or(added.event_capacity);
+    match (merged.lock_duration, added.lock_duration) {
         (Some(a), Some(b)) if a != b => problems.push(format!(
             "queue `{queue}`: processors disagree on lock_duration ({a:?} vs {b:?}); set it once"
         )),
-        (None, Some(b)) => plan.lock_duration = Some(b),
+        (None, Some(b)) => merged.lock_duration = Some(b),
         _ => {}
     }
-    match (plan.limiter, processor.limiter) {
+    match (merged.limiter, added.limiter) {
         (Some(a), Some(b)) if a != b => problems.push(format!(
             "queue `{queue}`: processors disagree on limiter ({a:?} vs {b:?}); set it once"
         )),
-        (None, Some(b)) => plan.limiter = Some(b),
+        (None, Some(b)) => merged.limiter = Some(b),
         _ => {}
     }
-    if let Some(limits) = processor.groups {
+    if let Some(limits) = added.groups {
         if let Err(e) = limits.validate() {
             problems.push(format!("queue `{queue}`: {e}"));
         }
     }
-    match (plan.groups, processor.groups) {
+    match (merged.groups, added.groups) {
         (Some(a), Some(b)) if a != b => problems.push(format!(
             "queue `{queue}`: processors disagree on group limits ({a:?} vs {b:?}); set them once"
         )),
-        (None, Some(b)) => plan.groups = Some(b),
+        (None, Some(b)) => merged.groups = Some(b),
         _ => {}
     }
 }
@@ -210,7 +207,7 @@ pub(crate) fn check_registrations(
 
     for producer in registered.producers.iter().filter(|p| !p.declared) {
         let queue = rename(producer.queue);
-        let Some(plan) = super::plan_of(plans, &queue) else {
+        let Some(plan) = plan_of(plans, &queue) else {
             continue;
         };
         let sent = (producer.payload.id)();
@@ -364,7 +361,7 @@ mod tests {
         let queues: Vec<_> = plans.iter().map(|p| p.queue.as_str()).collect();
         assert_eq!(queues, ["coupon", "email"]);
         let email = &plans[1];
-        assert_eq!(email.concurrency, 5);
+        assert_eq!(email.options.concurrency, 5);
         assert!(email.handler_for("welcome").is_some());
         assert!(
             email.handler_for("anything").is_some(),

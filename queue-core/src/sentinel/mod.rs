@@ -125,21 +125,6 @@ impl Sentinel {
         self
     }
 
-    /// Whether `url` is a Sentinel URL (`redis+sentinel://` or `rediss+sentinel://`).
-    pub fn is_sentinel_url(url: &str) -> bool {
-        url::is_sentinel_url(url)
-    }
-
-    /// Reads a `redis+sentinel://` or `rediss+sentinel://` URL (see [`Sentinel`]).
-    /// A URL that does not fit is refused with [`Error::InvalidOption`] (option
-    /// `redis`), saying what is wrong and never quoting a password.
-    pub fn from_url(url: &str) -> Result<Self, Error> {
-        url::parse(url).map_err(|reason| Error::InvalidOption {
-            option: "redis",
-            reason: format!("not a Sentinel URL ({reason}); expected `redis+sentinel://[user:password@]host:port[,host:port...]/master_name[/db]`"),
-        })
-    }
-
     /// Checks what the engine will need, so that `build` refuses a bad deployment
     /// before connecting.
     pub(crate) fn validate(&self) -> Result<(), Error> {
@@ -156,7 +141,7 @@ impl Sentinel {
             return Err(invalid("no sentinel given".into()));
         }
         for address in &self.sentinels {
-            url::check_address(address).map_err(invalid)?;
+            check_address(address).map_err(invalid)?;
         }
         Ok(())
     }
@@ -201,6 +186,35 @@ impl fmt::Display for Sentinel {
 impl fmt::Debug for Sentinel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Sentinel").field(&self.to_string()).finish()
+    }
+}
+
+/// `host:port`, `host`, `[v6]:port` or `[v6]`, with a port from 1 to 65535.
+fn check_address(address: &str) -> Result<(), String> {
+    let port = match address.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((host, "")) if !host.is_empty() => None,
+            Some((host, after)) if !host.is_empty() => Some(
+                after
+                    .strip_prefix(':')
+                    .ok_or_else(|| format!("sentinel `{address}`: expected `:port` after `]`"))?,
+            ),
+            _ => return Err(format!("sentinel `{address}`: not `[host]:port`")),
+        },
+        None => match address.rsplit_once(':') {
+            Some((host, _)) if host.contains(':') => {
+                return Err(format!(
+                    "sentinel `{address}`: write an IPv6 address in brackets, `[host]:port`"
+                ))
+            }
+            Some(("", _)) => return Err(format!("sentinel `{address}`: no host")),
+            Some((_, port)) => Some(port),
+            None => None,
+        },
+    };
+    match port.map(|p| p.parse::<u16>()) {
+        None | Some(Ok(1..)) => Ok(()),
+        Some(_) => Err(format!("sentinel `{address}`: not a port after the `:`")),
     }
 }
 

@@ -100,35 +100,6 @@ pub(super) fn parse(url: &str) -> Result<Sentinel, String> {
     Ok(sentinel)
 }
 
-/// `host:port`, `host`, `[v6]:port` or `[v6]`, with a port from 1 to 65535.
-pub(super) fn check_address(address: &str) -> Result<(), String> {
-    let port = match address.strip_prefix('[') {
-        Some(rest) => match rest.split_once(']') {
-            Some((host, "")) if !host.is_empty() => None,
-            Some((host, after)) if !host.is_empty() => Some(
-                after
-                    .strip_prefix(':')
-                    .ok_or_else(|| format!("sentinel `{address}`: expected `:port` after `]`"))?,
-            ),
-            _ => return Err(format!("sentinel `{address}`: not `[host]:port`")),
-        },
-        None => match address.rsplit_once(':') {
-            Some((host, _)) if host.contains(':') => {
-                return Err(format!(
-                    "sentinel `{address}`: write an IPv6 address in brackets, `[host]:port`"
-                ))
-            }
-            Some(("", _)) => return Err(format!("sentinel `{address}`: no host")),
-            Some((_, port)) => Some(port),
-            None => None,
-        },
-    };
-    match port.map(|p| p.parse::<u16>()) {
-        None | Some(Ok(1..)) => Ok(()),
-        Some(_) => Err(format!("sentinel `{address}`: not a port after the `:`")),
-    }
-}
-
 /// Percent-decoding, as URLs encode user names, passwords and names.
 fn decode(text: &str, what: &str) -> Result<String, String> {
     let bytes = text.as_bytes();
@@ -148,6 +119,23 @@ fn decode(text: &str, what: &str) -> Result<String, String> {
         }
     }
     String::from_utf8(out).map_err(|_| format!("{what} is not UTF-8 once decoded"))
+}
+
+impl Sentinel {
+    /// Whether `url` is a Sentinel URL (`redis+sentinel://` or `rediss+sentinel://`).
+    pub fn is_sentinel_url(url: &str) -> bool {
+        is_sentinel_url(url)
+    }
+
+    /// Reads a `redis+sentinel://` or `rediss+sentinel://` URL (see [`Sentinel`]).
+    /// A URL that does not fit is refused with [`Error::InvalidOption`] (option
+    /// `redis`), saying what is wrong and never quoting a password.
+    pub fn from_url(url: &str) -> Result<Self, Error> {
+        parse(url).map_err(|reason| Error::InvalidOption {
+            option: "redis",
+            reason: format!("not a Sentinel URL ({reason}); expected `redis+sentinel://[user:password@]host:port[,host:port...]/master_name[/db]`"),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! Exactly-once effects across the application's database and the queue (feature
 //! `sqlx`; SQLite and PostgreSQL). See the guide, [`guide_exactly_once`](crate::guide_exactly_once).
 //!
-//! - [`Outbox`] and its [`Relay`]: a job commits with the application's data, or not
-//!   at all ([`Queue::add_in`](crate::Queue::add_in)).
+//! - [`Outbox`]: a job commits with the application's data, or not at all
+//!   ([`Queue::add_in`](crate::Queue::add_in)); the relay (`crate::relay`) adds it.
 //! - [`Operations`]: an effect and its record commit together; a repeat returns the
 //!   stored result instead of repeating the effect.
 //! - [`Stages`]: multi-step work keeps its stage in the database; each step skips
@@ -22,7 +22,7 @@
 //!   once" says what is left of the window.)
 //! - **A row is never lost to a relay of another build**: what a relay cannot add
 //!   because of its own build or settings it gives back, with the reason, for any relay
-//!   to take again later (`relay/batch.rs`); only rows no build could add are set
+//!   to take again later (`crate::relay`'s `batch.rs`); only rows no build could add are set
 //!   aside, and a later `add_in` of their job id replaces them.
 //! - **The options are the producer's**: `add_in` applies the defaults once; the relay
 //!   adds the stored options as they are, their delay shortened by the time the row
@@ -36,16 +36,14 @@ mod backend;
 mod operations;
 mod outbox;
 mod record;
-mod relay;
 mod stages;
 
 pub use backend::{Backend, OutboxConnection};
 pub use operations::{Effect, Operation, OperationError, Operations};
 pub use outbox::{Outbox, OutboxCounts, OutboxEntry};
-pub use relay::{Relay, RelayStats};
 pub use stages::{DoneStage, Stages};
 
 pub(crate) use backend::sealed::Store;
-pub(crate) use backend::NewRow;
+pub(crate) use backend::{ClaimedRow, NewRow};
 pub(crate) use outbox::database;
 pub(crate) use record::StoredOptions;

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::{delete_keys, unique_prefix};
 use crate::app::{QueueApp, QueueAppBuilder};
+use crate::backend::{Connection, Endpoint};
 use crate::contract::{JobType, QueueType};
-use crate::engine::{Connection, Endpoint};
 use crate::error::Error;
 use crate::events::WorkerEvent;
 use crate::job::{Job, JobError, JobState};
@@ -392,10 +392,10 @@ async fn run_named<T: Serialize>(
         .map_err(|e| JobError::unrecoverable_msg(format!("cannot serialize the payload: {e}")))?;
     let job = Job::in_process(data, queue, "test-job", name, 0, JobOptions::default());
     let run = planned.handler.run(job, &app.handler_deps());
-    crate::inline::attempt(run, planned.timeout).await.map_err(
-        |(reason, retryable)| match retryable {
+    crate::handler::attempt(run, planned.timeout)
+        .await
+        .map_err(|(reason, retryable)| match retryable {
             true => JobError::retry(reason),
             false => JobError::unrecoverable_msg(reason),
-        },
-    )
+        })
 }

@@ -63,11 +63,11 @@
 
 mod kit;
 
-pub use crate::inline::{InlineJob, InlineOutcome};
+pub use crate::backend::{InlineJob, InlineOutcome};
 pub use kit::{run_handler, DrainOutcome, Drained, Enqueued, TestApp, DEFAULT_DRAIN_DEADLINE};
 
 use crate::app::QueueApp;
-use crate::engine::Connection;
+use crate::backend::Connection;
 use crate::error::Error;
 
 /// The prefix every test prefix starts with; [`delete_prefix`] refuses any other.
@@ -94,15 +94,14 @@ pub async fn delete_prefix(app: &QueueApp) -> Result<u64, Error> {
             format!("delete_prefix only deletes test prefixes (`{TEST_PREFIX_START}...`), not `{prefix}`"),
         ));
     }
-    delete_keys(app.connection()).await
+    delete_keys(app.backend().redis("delete_prefix")?).await
 }
 
 /// Every job an inline app ([`build_inline`](crate::QueueAppBuilder::build_inline)) was
 /// given, with what became of each, in the order they finished: a job's follow-ups,
 /// which run inside it, come before it. Empty for other apps.
 pub fn inline_jobs(app: &QueueApp) -> Vec<InlineJob> {
-    app.inline_runner()
-        .map_or_else(Vec::new, |runner| runner.jobs())
+    app.backend().inline_jobs()
 }
 
 /// Sets this process's clock `ahead_ms` milliseconds ahead of the real one (behind

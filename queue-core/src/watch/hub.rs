@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::engine::{Connection, EngineQueueEvents};
+use crate::backend::{Backend, Connection, EngineQueueEvents};
 use crate::error::Error;
 use crate::events::{EventFeed, QueueEvent};
 
@@ -33,7 +33,7 @@ enum Readiness {
 /// The app's watchers of jobs, by queue: one [`Feed`] (and one reader) per queue.
 #[derive(Debug)]
 pub(crate) struct JobWatch {
-    conn: Connection,
+    backend: Backend,
     feeds: Mutex<HashMap<String, Arc<Feed>>>,
     next_key: AtomicU64,
 }
@@ -64,9 +64,9 @@ pub struct WatchStats {
 }
 
 impl JobWatch {
-    pub(crate) fn new(conn: Connection) -> Self {
+    pub(crate) fn new(backend: Backend) -> Self {
         JobWatch {
-            conn,
+            backend,
             feeds: Mutex::default(),
             next_key: AtomicU64::new(0),
         }
@@ -89,6 +89,7 @@ impl JobWatch {
         queue: &str,
         id: &str,
     ) -> Result<JobWatcher, Error> {
+        let conn = self.backend.redis("watch_job")?;
         let (tx, rx) = mpsc::channel(WATCHER_BUFFER);
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
         let feed = {
@@ -98,7 +99,7 @@ impl JobWatch {
             let feed = match feeds.get(queue) {
                 Some(feed) => feed.clone(),
                 None => {
-                    let feed = self.start(queue);
+                    let feed = self.start(conn, queue);
                     feeds.insert(queue.to_owned(), feed.clone());
                     feed
                 }
@@ -126,14 +127,14 @@ impl JobWatch {
     }
 
     /// A feed for `queue`, with its reader started.
-    fn start(self: &Arc<Self>, queue: &str) -> Arc<Feed> {
+    fn start(self: &Arc<Self>, conn: &Connection, queue: &str) -> Arc<Feed> {
         let (ready_tx, ready) = watch::channel(Readiness::Opening);
         let feed = Arc::new(Feed {
             queue: queue.to_owned(),
             ready,
             watchers: Mutex::default(),
         });
-        tokio::spawn(read(self.clone(), feed.clone(), ready_tx));
+        tokio::spawn(read(self.clone(), conn.clone(), feed.clone(), ready_tx));
         feed
     }
 
@@ -209,8 +210,13 @@ impl Feed {
 }
 
 /// Reads `feed`'s queue until nobody watches it.
-async fn read(hub: Arc<JobWatch>, feed: Arc<Feed>, ready: watch::Sender<Readiness>) {
-    let events = match EngineQueueEvents::open(&hub.conn, &feed.queue).await {
+async fn read(
+    hub: Arc<JobWatch>,
+    conn: Connection,
+    feed: Arc<Feed>,
+    ready: watch::Sender<Readiness>,
+) {
+    let events = match EngineQueueEvents::open(&conn, &feed.queue).await {
         Ok(events) => events,
         Err(e) => {
             tracing::debug!(queue = %feed.queue, error = %e, "cannot read the queue's events; its watchers are told");

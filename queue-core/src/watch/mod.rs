@@ -1,5 +1,6 @@
-//! Watching jobs: a job's changes as they happen ([`JobWatcher`]), and waiting for a
-//! job's outcome ([`AddedJob::wait`](crate::AddedJob::wait),
+//! Watching jobs: a job's changes as they happen ([`JobWatcher`]), and how a wait for a
+//! job's outcome ends ([`JobOutcome`]; the waits themselves are
+//! [`AddedJob::wait`](crate::AddedJob::wait) and
 //! [`Queue::wait_for_job`](crate::Queue::wait_for_job)).
 //!
 //! Every watcher of a queue's jobs in this process shares one reader of the queue's
@@ -11,12 +12,14 @@
 //! the job's state. A job that finished before the subscription is in the state read;
 //! one that finishes after is in an event the reader delivers.
 
+#[cfg(feature = "__private")]
+mod hook;
 mod hub;
-mod wait;
+mod outcome;
 
+#[cfg(feature = "__private")]
+pub(crate) use hook::{before_watch, set_before_watch};
 pub(crate) use hub::JobWatch;
 pub use hub::{JobWatcher, WatchStats};
-#[cfg(feature = "__private")]
-pub(crate) use wait::set_before_watch;
-pub(crate) use wait::JobLink;
-pub use wait::JobOutcome;
+pub(crate) use outcome::typed;
+pub use outcome::JobOutcome;

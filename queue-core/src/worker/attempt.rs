@@ -1,7 +1,6 @@
 //! One attempt: find the handler, run it under `catch_unwind`, the timeout and the
 //! cancellation signal, and classify the outcome.
 
-use std::any::Any;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -13,11 +12,11 @@ use futures::future::BoxFuture;
 
 use super::blocking::{LongestPoll, BLOCKING_REPORT_AFTER};
 use super::tracker::{AttemptOutcome, AttemptTracker, TrackedAttempt};
+use crate::backend::{AttemptFailure, ProcessFn, RawAttempt};
 use crate::deps::Deps;
-use crate::engine::{AttemptFailure, ProcessFn, RawAttempt};
+use crate::handler::QueuePlan;
 use crate::job::{CancelSignal, Job, JobError, JobMeta, LockLost};
 use crate::options::{Backoff, BackoffContext, BackoffFn};
-use crate::registry::QueuePlan;
 
 type Outcome = Result<serde_json::Value, AttemptFailure>;
 
@@ -25,7 +24,7 @@ type Outcome = Result<serde_json::Value, AttemptFailure>;
 pub(crate) struct Dispatcher {
     pub(crate) plan: QueuePlan,
     /// The worker's signs of life, for the liveness probe.
-    pub(crate) pulse: Arc<crate::health::WorkerPulse>,
+    pub(crate) pulse: Arc<super::WorkerPulse>,
     pub(crate) deps: Arc<Deps>,
     pub(crate) tracker: Arc<AttemptTracker>,
     /// The app's custom backoffs: the engine asks them whether a job retries, so the
@@ -39,7 +38,7 @@ pub(crate) struct Dispatcher {
 
 impl Dispatcher {
     pub(crate) fn into_process_fn(self) -> ProcessFn {
-        super::panic_site::install();
+        crate::handler::panic::install();
         let shared = Arc::new(self);
         Arc::new(move |raw: RawAttempt| shared.begin(raw))
     }
@@ -163,7 +162,7 @@ impl Dispatcher {
                     self.plan.known_names()
                 ),
                 // A worker that knows the name may be deploying: its retries reach it.
-                retryable: !self.plan.fail_unknown_names,
+                retryable: !self.plan.options.fail_unknown_names,
                 is_final: false,
                 timed_out: false,
                 stack: None,
@@ -187,7 +186,7 @@ impl Dispatcher {
             timeout,
             deadline: None,
             cancel,
-            cancel_grace: self.plan.cancel_grace,
+            cancel_grace: self.plan.options.cancel_grace,
             cancelled: None,
             grace: None,
             ending: Some(ending),
@@ -346,8 +345,8 @@ impl Supervised {
             }
             Err(panic) => {
                 return Poll::Ready(Err(panicked(
-                    panic_message(panic.as_ref()),
-                    super::panic_site::take(),
+                    crate::handler::panic::message(panic.as_ref()),
+                    crate::handler::panic::take(),
                 )))
             }
         }
@@ -431,14 +430,6 @@ fn panicked(message: &str, at: Option<String>) -> AttemptFailure {
     }
 }
 
-pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a non-string panic payload")
-}
-
 fn human(d: Duration) -> String {
     if d.subsec_millis() == 0 {
         format!("{}s", d.as_secs())
@@ -450,16 +441,6 @@ fn human(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn panic_messages_are_read_from_both_payload_kinds() {
-        let s: Box<dyn Any + Send> = Box::new("boom");
-        let owned: Box<dyn Any + Send> = Box::new(String::from("bang"));
-        let other: Box<dyn Any + Send> = Box::new(42);
-        assert_eq!(panic_message(s.as_ref()), "boom");
-        assert_eq!(panic_message(owned.as_ref()), "bang");
-        assert_eq!(panic_message(other.as_ref()), "a non-string panic payload");
-    }
 
     #[test]
     fn durations_read_naturally() {

@@ -14,11 +14,10 @@ use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::backend::{Backend, EngineQueueEvents, QUEUE_EVENTS};
 use crate::deps::Deps;
-use crate::engine::{Connection, EngineQueueEvents};
 use crate::error::Error;
 use crate::events::{QueueEvent, QueueEvents, WorkerEvent, WorkerEvents};
-use crate::registry::{QueueListenerRecord, WorkerListenerRecord};
 
 /// Events waiting for one listener, at most.
 pub const LISTENER_MAILBOX: usize = 1024;
@@ -59,7 +58,7 @@ impl<E: Send + 'static> Mailbox<E> {
                 };
                 tracing::debug!(listener = label, "event listener called");
                 if let Err(panic) = AssertUnwindSafe(call).catch_unwind().await {
-                    let message = super::attempt::panic_message(panic.as_ref());
+                    let message = crate::handler::panic::message(panic.as_ref());
                     tracing::error!(listener = label, panic = message, "event listener panicked");
                 }
             }
@@ -116,7 +115,19 @@ impl std::fmt::Debug for Listeners {
     }
 }
 
-/// The mailboxes of a set of records, keyed by what each listens to.
+/// One listener to start: the queue it listens to (its own, or the app's rename of it),
+/// the event kind, its function's path, and how to call it with the app's dependencies.
+#[derive(Debug)]
+pub(crate) struct ListenerSpec<E> {
+    pub(crate) queue: String,
+    pub(crate) event: &'static str,
+    pub(crate) label: &'static str,
+    /// `None`: the event is not for it, or a dependency is missing (`build` rules that
+    /// out).
+    pub(crate) call: fn(E, &Deps) -> Option<BoxFuture<'static, ()>>,
+}
+
+/// The mailboxes of a set of listeners, keyed by what each listens to.
 type Routed<E> = Vec<(String, &'static str, Arc<Mailbox<E>>)>;
 
 /// One call of a listener with its dependencies (`None`: one is not provided).
@@ -132,21 +143,21 @@ fn with_deps<E: 'static>(
 }
 
 impl Listeners {
-    /// Starts the listeners; each record comes with the queue it listens to (its own,
-    /// or the app's rename of it).
+    /// Starts the listeners: of this process's worker events, and of queues' Redis
+    /// events (which an inline app refuses).
     pub(crate) async fn start(
-        conn: &Connection,
-        worker_records: Vec<(String, &'static WorkerListenerRecord)>,
+        backend: &Backend,
+        worker_listeners: Vec<ListenerSpec<WorkerEvent>>,
         events: WorkerEvents,
-        queue_records: Vec<(String, &'static QueueListenerRecord)>,
+        queue_listeners: Vec<ListenerSpec<QueueEvent>>,
         deps: &Arc<Deps>,
     ) -> Result<Self, Error> {
         let mut listeners = Listeners::default();
-        let worker: Routed<WorkerEvent> = worker_records
+        let worker: Routed<WorkerEvent> = worker_listeners
             .into_iter()
-            .map(|(queue, r)| {
-                let mailbox = listeners.mailbox(r.label, with_deps(r.call, deps));
-                (queue, r.event, mailbox)
+            .map(|l| {
+                let mailbox = listeners.mailbox(l.label, with_deps(l.call, deps));
+                (l.queue, l.event, mailbox)
             })
             .collect();
         if !worker.is_empty() {
@@ -155,14 +166,15 @@ impl Listeners {
             listeners.worker = Some((stop, task));
         }
         let mut by_queue: BTreeMap<String, Routed<QueueEvent>> = BTreeMap::new();
-        for (queue, r) in queue_records {
-            let mailbox = listeners.mailbox(r.label, with_deps(r.call, deps));
+        for l in queue_listeners {
+            let mailbox = listeners.mailbox(l.label, with_deps(l.call, deps));
             by_queue
-                .entry(queue.clone())
+                .entry(l.queue.clone())
                 .or_default()
-                .push((queue, r.event, mailbox));
+                .push((l.queue, l.event, mailbox));
         }
         for (name, routed) in by_queue {
+            let conn = backend.redis(QUEUE_EVENTS)?;
             let events = QueueEvents::new(Box::new(EngineQueueEvents::open(conn, &name).await?));
             listeners
                 .queue

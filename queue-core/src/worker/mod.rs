@@ -4,7 +4,7 @@
 mod attempt;
 mod blocking;
 mod listeners;
-mod panic_site;
+mod pulse;
 mod tracker;
 
 use std::sync::Arc;
@@ -14,12 +14,13 @@ use futures::future::{join_all, BoxFuture};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::engine::{EngineWorker, EventSink, WorkerSettings};
+use crate::backend::{Backend, EngineWorker, EventSink, WorkerSettings};
 use crate::error::Error;
 
-pub(crate) use attempt::{panic_message, Dispatcher};
-pub(crate) use listeners::Listeners;
+pub(crate) use attempt::Dispatcher;
+pub(crate) use listeners::{ListenerSpec, Listeners};
 pub use listeners::{ListenerStats, LISTENER_MAILBOX};
+pub(crate) use pulse::{is_suspect, PulseBoard, PulseReading, WorkerPulse};
 pub(crate) use tracker::AttemptTracker;
 
 /// The running workers of an app (all its queues, or the subset asked for).
@@ -41,7 +42,7 @@ pub(crate) use tracker::AttemptTracker;
 pub struct Workers {
     workers: Vec<EngineWorker>,
     /// Their pulses, told of the shutdown (the liveness probe stops asking).
-    pulses: Vec<Arc<crate::health::WorkerPulse>>,
+    pulses: Vec<Arc<WorkerPulse>>,
     listeners: Listeners,
     /// Workers that start once the app says it is ready.
     deferred: Option<Deferred>,
@@ -73,12 +74,12 @@ impl ShutdownReport {
 
 impl Workers {
     pub(crate) async fn start(
-        conn: &crate::engine::Connection,
+        backend: &Backend,
         dispatchers: Vec<(WorkerSettings, Dispatcher)>,
         listeners: Listeners,
     ) -> Result<Self, Error> {
         let pulses = dispatchers.iter().map(|(_, d)| d.pulse.clone()).collect();
-        match start_engine_workers(conn, dispatchers).await {
+        match start_engine_workers(backend, dispatchers).await {
             Ok(workers) => Ok(Workers {
                 workers,
                 pulses,
@@ -95,7 +96,7 @@ impl Workers {
     /// Workers whose engine workers start once `ready` resolves (the listeners run
     /// already). A shutdown before then cancels the start.
     pub(crate) fn deferred(
-        conn: crate::engine::Connection,
+        backend: Backend,
         dispatchers: Vec<(WorkerSettings, Dispatcher)>,
         listeners: Listeners,
         ready: BoxFuture<'static, ()>,
@@ -109,7 +110,7 @@ impl Workers {
                 _ = cancelled => Ok(Vec::new()),
                 () = ready => {
                     tracing::info!("the app is ready; workers start");
-                    start_engine_workers(&conn, dispatchers).await
+                    start_engine_workers(&backend, dispatchers).await
                 }
             }
         });
@@ -191,14 +192,20 @@ impl Workers {
 
 /// Starts one engine worker per dispatcher; on a failure, stops those started.
 async fn start_engine_workers(
-    conn: &crate::engine::Connection,
+    backend: &Backend,
     dispatchers: Vec<(WorkerSettings, Dispatcher)>,
 ) -> Result<Vec<EngineWorker>, Error> {
     let mut workers = Vec::with_capacity(dispatchers.len());
     for (settings, dispatcher) in dispatchers {
         let sink: Arc<dyn EventSink> = dispatcher.tracker.clone();
         let pulse = dispatcher.pulse.clone();
-        match EngineWorker::start(conn, settings, dispatcher.into_process_fn(), sink).await {
+        let started = match backend.redis(crate::backend::START_WORKERS) {
+            Ok(conn) => {
+                EngineWorker::start(conn, settings, dispatcher.into_process_fn(), sink).await
+            }
+            Err(e) => Err(e),
+        };
+        match started {
             Ok(worker) => {
                 pulse.started();
                 tracing::info!(queue = worker.queue(), "worker started");

@@ -107,6 +107,21 @@ pub(crate) fn check(tree: &Tree, plan: &Plan) -> Findings {
         }
     }
 
+    // The crate root is the face: the rest name the module a thing lives in.
+    let top = plan.floor_of.get("lib").map(|f| f.0);
+    for through in tree.through_root() {
+        let module = Tree::top_module(&through.from);
+        let floor = plan.floor_of.get(&module).map(|f| f.0);
+        if floor.is_some() && floor < top {
+            findings.problems.push(format!(
+                "{} takes `{}` through the crate root (line {}): name the module that defines it",
+                through.from.display(),
+                through.name,
+                through.line
+            ));
+        }
+    }
+
     // Modules of one floor in a circle, by their files' imports.
     let module_edges: Vec<Import> = same_floor
         .iter()
@@ -152,19 +167,15 @@ fn join_lines(lines: &[usize]) -> String {
 /// The strongly connected groups of two or more nodes (Tarjan's algorithm).
 pub(crate) fn circles(edges: &[Import]) -> Vec<BTreeSet<PathBuf>> {
     let mut nodes: BTreeMap<&PathBuf, usize> = BTreeMap::new();
+    let mut names: Vec<&PathBuf> = Vec::new();
     for edge in edges {
-        let next = nodes.len();
-        nodes.entry(&edge.from).or_insert(next);
-        let next = nodes.len();
-        nodes.entry(&edge.to).or_insert(next);
-    }
-    let names: Vec<&PathBuf> = {
-        let mut names = vec![&edges[0].from; nodes.len()];
-        for (name, index) in &nodes {
-            names[*index] = name;
+        for node in [&edge.from, &edge.to] {
+            if !nodes.contains_key(node) {
+                nodes.insert(node, names.len());
+                names.push(node);
+            }
         }
-        names
-    };
+    }
     let mut out_edges = vec![Vec::new(); nodes.len()];
     for edge in edges {
         out_edges[nodes[&edge.from]].push(nodes[&edge.to]);
@@ -254,5 +265,6 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].len(), 3);
         assert!(circles(&[edge("a", "b"), edge("b", "c")]).is_empty());
+        assert!(circles(&[]).is_empty());
     }
 }

@@ -63,6 +63,10 @@ const ITEM_KEYWORDS: [&str; 7] = ["struct", "enum", "union", "trait", "type", "f
 fn scan_items(tokens: &[TokenTree], body: &mut ModuleBody) {
     let mut i = 0;
     while i < tokens.len() {
+        if is_cfg_test_at(tokens, i) {
+            i = skip_item(tokens, i);
+            continue;
+        }
         match &tokens[i] {
             TokenTree::Ident(ident) if ident == "mod" => {
                 let (Some(TokenTree::Ident(name)), next) = (tokens.get(i + 1), tokens.get(i + 2))
@@ -124,6 +128,7 @@ fn scan_items(tokens: &[TokenTree], body: &mut ModuleBody) {
                 }
                 i += 1;
             }
+            TokenTree::Group(_) if is_visibility(tokens, i) => i += 1,
             TokenTree::Group(group) => {
                 // A body (a function's, an impl's, a struct's fields): paths only; its
                 // `use` lines import for the body, and count as paths of this module.
@@ -149,10 +154,56 @@ fn is_public(tokens: &[TokenTree], at: usize) -> bool {
             && is_pub(before(2)))
 }
 
+/// Whether `tokens[at]` is the `(..)` of `pub(crate)`, `pub(in a::b)`: where an item
+/// is visible, not what it uses.
+fn is_visibility(tokens: &[TokenTree], at: usize) -> bool {
+    matches!(&tokens[at], TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis)
+        && at > 0
+        && matches!(&tokens[at - 1], TokenTree::Ident(p) if p == "pub")
+}
+
+/// Whether `tokens[at..]` is the attribute `#[cfg(test)]`: test code is no part of the
+/// crate's structure (a unit test may use what its module may not).
+fn is_cfg_test_at(tokens: &[TokenTree], at: usize) -> bool {
+    let (Some(TokenTree::Punct(hash)), Some(TokenTree::Group(attr))) =
+        (tokens.get(at), tokens.get(at + 1))
+    else {
+        return false;
+    };
+    if hash.as_char() != '#' || attr.delimiter() != Delimiter::Bracket {
+        return false;
+    }
+    let inner: Vec<TokenTree> = attr.stream().into_iter().collect();
+    matches!(
+        (inner.first(), inner.get(1), inner.len()),
+        (Some(TokenTree::Ident(cfg)), Some(TokenTree::Group(args)), 2)
+            if cfg == "cfg" && args.stream().to_string() == "test"
+    )
+}
+
+/// The index after the item whose attributes start at `tokens[at]`: past its `;`, or
+/// past its body's braces.
+fn skip_item(tokens: &[TokenTree], at: usize) -> usize {
+    let mut i = at;
+    while i < tokens.len() {
+        match &tokens[i] {
+            TokenTree::Punct(p) if p.as_char() == '#' => i += 2,
+            TokenTree::Punct(p) if p.as_char() == ';' => return i + 1,
+            TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => return i + 1,
+            _ => i += 1,
+        }
+    }
+    i
+}
+
 /// Tokens below a module's own level: paths, and `use` lines inside bodies.
 fn scan_nested(tokens: &[TokenTree], body: &mut ModuleBody) {
     let mut i = 0;
     while i < tokens.len() {
+        if is_cfg_test_at(tokens, i) {
+            i = skip_item(tokens, i);
+            continue;
+        }
         match &tokens[i] {
             TokenTree::Ident(ident) if ident == "use" => {
                 let end = tokens[i + 1..]
@@ -172,6 +223,7 @@ fn scan_nested(tokens: &[TokenTree], body: &mut ModuleBody) {
                 }));
                 i = end + 1;
             }
+            TokenTree::Group(_) if is_visibility(tokens, i) => i += 1,
             TokenTree::Group(group) => {
                 let inner: Vec<TokenTree> = group.stream().into_iter().collect();
                 scan_nested(&inner, body);
@@ -340,10 +392,14 @@ mod tests {
              mod inline { pub fn f() {} }\n\
              fn g() { let _ = crate::x::y(); let _ = \"crate::in::string\"; }\n\
              macro_rules! m { () => { $crate::z::W } }\n\
-             pub const N: usize = 1;",
+             pub const N: usize = 1;\n\
+             pub(in crate::vis) fn h() {}\n\
+             #[cfg(test)]\n\
+             mod tests { use crate::only::InTests; }",
         )
         .unwrap();
-        assert_eq!(body.items, ["S", "g", "m", "N"]);
+        assert_eq!(body.items, ["S", "g", "m", "N", "h"]);
+        assert!(body.inline_children.iter().all(|(name, _)| name != "tests"));
         assert_eq!(body.file_children, ["file_child"]);
         assert_eq!(body.inline_children[0].0, "inline");
         assert_eq!(body.inline_children[0].1.items, ["f"]);

@@ -47,6 +47,15 @@ pub(crate) struct Import {
     pub(crate) lines: Vec<usize>,
 }
 
+/// A path that takes a name through the crate root's re-exports (`crate::Job`) rather
+/// than from the module that defines it: the root is the crate's face, the top floor.
+#[derive(Debug, Clone)]
+pub(crate) struct ThroughRoot {
+    pub(crate) from: PathBuf,
+    pub(crate) name: String,
+    pub(crate) line: usize,
+}
+
 /// How deep `use` chains are followed (a chain this long is a loop of re-exports).
 const MAX_HOPS: usize = 24;
 
@@ -165,6 +174,37 @@ impl Tree {
             }
         }
         by_pair.into_values().collect()
+    }
+
+    /// Every path of a module other than the root that names something through the
+    /// root's re-exports (`crate::Name`, where the root only hands `Name` on).
+    pub(crate) fn through_root(&self) -> Vec<ThroughRoot> {
+        let root = &self.modules[0];
+        let mut found = Vec::new();
+        for module in self.modules.iter().skip(1) {
+            if module.file == root.file {
+                continue;
+            }
+            let written = module
+                .uses
+                .iter()
+                .map(|u| (&u.path, u.line))
+                .chain(module.paths.iter().map(|p| (&p.path, p.line)));
+            for (path, line) in written {
+                let [first, name, ..] = path.as_slice() else {
+                    continue;
+                };
+                let handed_on = root.uses.iter().any(|u| u.name.as_ref() == Some(name));
+                if first == "crate" && handed_on && !root.children.contains_key(name) {
+                    found.push(ThroughRoot {
+                        from: module.file.clone(),
+                        name: name.clone(),
+                        line,
+                    });
+                }
+            }
+        }
+        found
     }
 
     /// What `path`, written in module `from`, names; `None` for what lies outside the

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::broadcast;
 
-use crate::engine::{EngineEvent, EventSink};
+use crate::backend::{EngineEvent, EventSink};
 use crate::events::WorkerEvent;
 use crate::job::JobMeta;
 use crate::slab::{Slab, SlabKey};
