@@ -3,10 +3,10 @@
 
 pub use serde::{Deserialize, Serialize};
 
+pub use crate::events::{EventJob, JobFailure};
 pub use crate::{
-    Backoff, ChildResults, Dep, EventJob, Job, JobError, JobFailure, JobOptions, JobOutcome,
-    JobState, JobType, Keep, OnChildFailure, Processor, Queue, QueueApp, QueueEvent, QueueType,
-    WorkerEvent,
+    Backoff, ChildResults, Dep, Job, JobError, JobOptions, JobOutcome, JobState, JobType,
+    OnChildFailure, Processor, Queue, QueueApp, QueueEvent, QueueType, Retention, WorkerEvent,
 };
 
 #[cfg(feature = "macros")]

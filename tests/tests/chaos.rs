@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
 use queue_core::testing::unique_prefix;
-use queue_core::{JobOptions, Keep, Queue, QueueApp, Registrations};
+use queue_core::{JobOptions, Retention, Queue, QueueApp, Registrations};
 use queue_tests::chaos::{self, Grant, QUEUE};
 use queue_tests::PrivateRedis;
 use tokio::process::{Child, Command};
@@ -81,7 +81,7 @@ async fn enqueue_all(q: Queue<Grant>, jobs: u64) -> Enqueued {
                 let options = JobOptions::new()
                     .job_id(format!("grant-{n}"))
                     // Every job stays, so that the end can account for each one.
-                    .remove_on_complete(Keep::All)
+                    .remove_on_complete(Retention::All)
                     .attempts(5)
                     .backoff(queue_core::Backoff::fixed(Duration::from_millis(100)));
                 let mut errors = 0;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use queue_core::metrics::Metrics;
-use queue_core::{BulkJob, Job, JobError, JobOptions, Keep, Processor};
+use queue_core::{BulkJob, Job, JobError, JobOptions, Retention, Processor};
 use queue_tests::{wait_for_completed, TestRedis, SOON};
 
 async fn nothing(_job: Job<u32>) -> Result<(), JobError> {
@@ -77,7 +77,7 @@ async fn a_worker_nobody_listens_to_reads_its_engine_events_at_full_speed() {
                     .iter()
                     .map(|n| {
                         BulkJob::new("x", *n as u32)
-                            .options(JobOptions::new().remove_on_complete(Keep::All))
+                            .options(JobOptions::new().remove_on_complete(Retention::All))
                     })
                     .collect(),
             )

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use queue_core::{
-    CancelOutcome, ChildResults, Dep, Error, ExistingJob, FlowError, Job, JobError, JobOptions,
+    CancelOutcome, ChildResults, Dep, Error, ExistingJobConflict, FlowError, Job, JobError, JobOptions,
     JobState, OnChildFailure, Processor, QueueApp,
 };
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
@@ -376,7 +376,7 @@ async fn a_child_id_that_failed_on_its_own_is_refused_and_nothing_is_written() {
     assert!(
         matches!(
             &err,
-            Error::Flow(FlowError::ExistingJob { path, queue, id, reason: ExistingJob::Failed })
+            Error::Flow(FlowError::ExistingJob { path, queue, id, reason: ExistingJobConflict::Failed })
                 if path == "root.1" && queue == "steps" && id == "lone"
         ),
         "{err:?}"
@@ -420,7 +420,7 @@ async fn a_child_of_another_live_parent_is_refused_and_leaves_nothing_behind() {
         assert!(
             matches!(
                 &err,
-                Error::Flow(FlowError::ExistingJob { reason: ExistingJob::OtherParent { parent }, .. })
+                Error::Flow(FlowError::ExistingJob { reason: ExistingJobConflict::OtherParent { parent }, .. })
                     if parent == "parents/first"
             ),
             "attempt {attempt}: {err:?}"
@@ -569,7 +569,7 @@ async fn concurrent_flows_sharing_a_child_id_write_one_flow_and_nothing_of_the_o
                 matches!(
                     answer,
                     Err(Error::Flow(FlowError::ExistingJob {
-                        reason: ExistingJob::OtherParent { .. },
+                        reason: ExistingJobConflict::OtherParent { .. },
                         ..
                     }))
                 ),

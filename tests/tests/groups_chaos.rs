@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use queue_core::testing::unique_prefix;
-use queue_core::{BulkJob, JobOptions, Keep, QueueApp, Registrations};
+use queue_core::{BulkJob, JobOptions, Retention, QueueApp, Registrations};
 use queue_tests::group_chaos::{self, Task, GROUP_CONCURRENCY, QUEUE};
 use queue_tests::PrivateRedis;
 use tokio::process::{Child, Command};
@@ -74,7 +74,7 @@ async fn a_group_concurrency_of_two_holds_while_worker_processes_are_killed() {
                     JobOptions::new()
                         .group(group.clone())
                         .job_id(format!("{group}-{n}"))
-                        .remove_on_complete(Keep::All),
+                        .remove_on_complete(Retention::All),
                 ),
             );
         }

@@ -16,7 +16,7 @@ use queue_tests::http::{get, listener, post_json};
 use queue_tests::logs::Logs;
 use queue_tests::{wait_for_completed, wait_until, PrivateRedis, TestRedis, SOON};
 
-fn check<'a>(report: &'a HealthReport, name: &str) -> &'a queue_core::Check {
+fn check<'a>(report: &'a HealthReport, name: &str) -> &'a queue_core::health::HealthCheck {
     report
         .checks
         .iter()

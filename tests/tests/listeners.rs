@@ -31,7 +31,7 @@ async fn a_slow_listener_runs_one_event_at_a_time_and_its_overflow_is_counted() 
     let redis = TestRedis::new("slow-listener");
     let app = redis
         .app(|b| {
-            b.default_job_options(JobOptions::new().remove_on_complete(Keep::All))
+            b.default_job_options(JobOptions::new().remove_on_complete(Retention::All))
                 .processor(
                     Processor::new("slow-listener")
                         .concurrency(50)

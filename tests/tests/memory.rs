@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_core::{BulkJob, Dep, Job, JobError, JobOptions, Keep, Processor, Queue};
+use queue_core::{BulkJob, Dep, Job, JobError, JobOptions, Retention, Processor, Queue};
 use queue_tests::{wait_until, TestRedis};
 
 const ROUND: u64 = 2_000;
@@ -111,7 +111,7 @@ async fn redis_memory_and_worker_rss_stay_flat_over_a_long_run_with_default_opti
     );
 
     let counts = q.get_job_counts().await.unwrap();
-    let Keep::Last(kept) = Keep::DEFAULT_COMPLETED else {
+    let Retention::Last(kept) = Retention::DEFAULT_COMPLETED else {
         unreachable!("the default keeps a count")
     };
     assert_eq!(counts.completed, kept as u64, "default retention holds");

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queue_core::{Dep, Job, JobError, JobOptions, JobState, Keep, Processor};
+use queue_core::{Dep, Job, JobError, JobOptions, JobState, Retention, Processor};
 use queue_tests::{wait_for_completed, wait_for_state, wait_until, TestRedis, SOON};
 
 #[derive(Default)]
@@ -104,7 +104,7 @@ async fn retention_keeps_the_last_n_and_drops_old_jobs() {
             (),
             JobOptions::new()
                 .job_id(format!("count-{i}"))
-                .remove_on_complete(Keep::Last(2)),
+                .remove_on_complete(Retention::Last(2)),
         )
         .await
         .unwrap();
@@ -125,7 +125,7 @@ async fn retention_keeps_the_last_n_and_drops_old_jobs() {
         (),
         JobOptions::new()
             .job_id("none-1")
-            .remove_on_complete(Keep::None),
+            .remove_on_complete(Retention::None),
     )
     .await
     .unwrap();
@@ -144,7 +144,7 @@ async fn retention_keeps_the_last_n_and_drops_old_jobs() {
     .await;
 
     // Age is in whole seconds: a job finished over a second ago goes when the next one finishes.
-    let by_age = || JobOptions::new().remove_on_complete(Keep::Age(Duration::from_secs(1)));
+    let by_age = || JobOptions::new().remove_on_complete(Retention::Age(Duration::from_secs(1)));
     q.add("r", (), by_age().job_id("old-1")).await.unwrap();
     wait_for_state(&q, "old-1", JobState::Completed, SOON).await;
     let finished = q
@@ -183,7 +183,7 @@ async fn default_retention_costs_a_job_no_bytes_and_explicit_retention_travels_w
     let plain = redis.builder().build().await.unwrap();
     let explicit = redis
         .builder()
-        .default_job_options(JobOptions::new().remove_on_complete(Keep::Last(5)))
+        .default_job_options(JobOptions::new().remove_on_complete(Retention::Last(5)))
         .build()
         .await
         .unwrap();
@@ -216,7 +216,7 @@ async fn the_apps_default_retention_holds_for_jobs_other_producers_added() {
     }
     let consumer = redis
         .builder()
-        .default_job_options(JobOptions::new().remove_on_complete(Keep::Last(2)))
+        .default_job_options(JobOptions::new().remove_on_complete(Retention::Last(2)))
         .processor(Processor::new("q").any_job(nothing))
         .build()
         .await
@@ -245,7 +245,7 @@ async fn a_queue_has_default_job_options_of_its_own_over_the_apps() {
             "q",
             JobOptions::new()
                 .attempts(4)
-                .remove_on_complete(Keep::Last(1)),
+                .remove_on_complete(Retention::Last(1)),
         )
         .build()
         .await
@@ -273,7 +273,7 @@ async fn a_queue_has_default_job_options_of_its_own_over_the_apps() {
             .job_id("plain")
             .attempts(4)
             .backoff(queue_core::Backoff::fixed(Duration::from_millis(10)))
-            .remove_on_complete(Keep::Last(1))
+            .remove_on_complete(Retention::Last(1))
     );
     // A job's own option wins.
     assert_eq!(q.get_job("own").await.unwrap().unwrap().max_attempts, 1);

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queue_core::{
-    Job, JobError, JobOptions, JobState, Keep, Processor, Queue, QueueApp, Registrations,
+    Job, JobError, JobOptions, JobState, Retention, Processor, Queue, QueueApp, Registrations,
 };
 use queue_tests::{wait_until, PrivateRedis};
 
@@ -57,7 +57,7 @@ async fn sign_ups(queue: Queue<u64>, run: u64) {
     for n in 0..JOBS_PER_RUN {
         let options = JobOptions::new()
             .job_id(format!("r{run}-mail-{n}"))
-            .remove_on_complete(Keep::All);
+            .remove_on_complete(Retention::All);
         while queue.add("welcome", n, options.clone()).await.is_err() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_core::{trace, Job, JobError, JobOptions, JobState, Keep, Processor, QueueApp};
+use queue_core::{trace, Job, JobError, JobOptions, JobState, Retention, Processor, QueueApp};
 use queue_tests::db::AnyDb;
 use queue_tests::fixtures::{welcome, WelcomeEmail};
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
@@ -91,7 +91,7 @@ async fn a_committed_job_arrives_with_everything_a_direct_add_carries(db: AnyDb)
         .attempts(4)
         .priority(3)
         .timeout(Duration::from_secs(20))
-        .remove_on_complete(Keep::All);
+        .remove_on_complete(Retention::All);
     let request = trace::TraceContext::new_root();
     let added = trace::scope(request.clone(), async {
         db.add_in(&email, vec![("welcome", welcome(7), options)], true)
@@ -358,7 +358,7 @@ async fn a_relay_killed_between_add_and_delete_makes_one_job() {
     let email = app.queue::<WelcomeEmail>("email").unwrap();
     let options = JobOptions::new()
         .job_id("welcome-1")
-        .remove_on_complete(Keep::None);
+        .remove_on_complete(Retention::None);
     db.add_in(&email, vec![("welcome", welcome(1), options)], true)
         .await;
 

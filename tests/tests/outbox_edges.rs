@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_core::{Backoff, Job, JobError, JobOptions, JobState, Keep, Outbox, Processor, Queue};
+use queue_core::{Backoff, Job, JobError, JobOptions, JobState, Retention, Outbox, Processor, Queue};
 use queue_tests::db::AnyDb;
 use queue_tests::fixtures::{welcome, WelcomeEmail};
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
@@ -64,7 +64,7 @@ async fn add_in_of_a_finished_and_removed_job_id_runs_the_job_again(db: AnyDb) {
     let options = || {
         JobOptions::new()
             .job_id("welcome-1")
-            .remove_on_complete(Keep::None)
+            .remove_on_complete(Retention::None)
     };
     db.add_in(&email, vec![("welcome", welcome(1), options())], true)
         .await;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use queue_core::{Backoff, BulkJob, Deduplication, Error, JobOptions, JobState, Keep, QueueApp};
+use queue_core::{Backoff, BulkJob, Deduplication, Error, JobOptions, JobState, Retention, QueueApp};
 use queue_tests::fixtures::{welcome, WelcomeEmail};
 use queue_tests::TestRedis;
 
@@ -21,8 +21,8 @@ async fn add_stores_data_and_options_where_bullmq_reads_them() {
                 .job_id("welcome-42")
                 .attempts(5)
                 .backoff(Backoff::exponential(Duration::from_secs(3)))
-                .remove_on_complete(Keep::Last(100))
-                .remove_on_fail(Keep::Last(1000)),
+                .remove_on_complete(Retention::Last(100))
+                .remove_on_fail(Retention::Last(1000)),
         )
         .await
         .unwrap();
@@ -197,7 +197,7 @@ async fn app_default_options_apply_unless_the_job_sets_its_own() {
             b.default_job_options(
                 JobOptions::new()
                     .attempts(4)
-                    .remove_on_complete(Keep::Last(10)),
+                    .remove_on_complete(Retention::Last(10)),
             )
         })
         .await;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bullmq::options::RedisConnectionOptions;
 use bullmq::{BulkJob, QueueOptions, Worker, WorkerOptions};
-use queue_core::{Job, JobError, JobOptions, Keep, Processor, QueueApp, Registrations};
+use queue_core::{Job, JobError, JobOptions, Retention, Processor, QueueApp, Registrations};
 use queue_tests::{wait_until, PrivateRedis};
 
 /// Calls per command since the last reset, without the test's own reset and reads.
@@ -157,7 +157,7 @@ async fn processing_a_job_sends_redis_what_the_engines_worker_sends() {
         .redis(url.as_str())
         .registrations(Registrations::None)
         // Kept, as the engine's worker keeps them by default: same scripts, same work.
-        .default_job_options(JobOptions::new().remove_on_complete(Keep::All))
+        .default_job_options(JobOptions::new().remove_on_complete(Retention::All))
         .processor(Processor::new("ours").concurrency(1).any_job(noop))
         .build()
         .await

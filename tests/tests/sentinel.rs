@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queue_core::{
-    Backoff, CancelOutcome, Dep, Job, JobError, JobOptions, JobState, Keep, Operations, Outbox,
+    Backoff, CancelOutcome, Dep, Job, JobError, JobOptions, JobState, Retention, Operations, Outbox,
     Processor, QueueApp, QueueEvent, Tls,
 };
 use queue_tests::db::TestSqlite;
@@ -63,7 +63,7 @@ fn options(id: &str) -> JobOptions {
         .attempts(10)
         .backoff(Backoff::fixed(Duration::from_millis(200)))
         // Kept, so that each job's final state can be read at the end.
-        .remove_on_complete(Keep::All)
+        .remove_on_complete(Retention::All)
 }
 
 /// What the producer saw: each add Redis acknowledged, when, when it was first tried (a

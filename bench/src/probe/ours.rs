@@ -9,7 +9,7 @@ use axum::{Json, Router};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use queue_axum::{Accepted, QueueError, QueueLayer};
 use queue_core::{
-    inject_queue, processor, BulkJob, Job, JobError, JobOptions, Keep, Queue, QueueApp,
+    inject_queue, processor, BulkJob, Job, JobError, JobOptions, Retention, Queue, QueueApp,
 };
 use tokio::sync::mpsc;
 
@@ -159,7 +159,7 @@ pub(super) async fn work(
     // raw engine's and Node's workers do by default.
     let mut builder = QueueApp::builder()
         .redis(redis_url())
-        .default_job_options(JobOptions::new().remove_on_complete(Keep::All));
+        .default_job_options(JobOptions::new().remove_on_complete(Retention::All));
     if let Some(observed) = &observed {
         builder = builder.metrics(observed.metrics.clone());
     }

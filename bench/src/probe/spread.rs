@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use queue_core::{BulkJob, Job, JobError, JobOptions, Keep, Processor, QueueApp, Registrations};
+use queue_core::{BulkJob, Job, JobError, JobOptions, Retention, Processor, QueueApp, Registrations};
 
 use super::Email;
 use crate::BenchResult;
@@ -29,7 +29,7 @@ pub(super) async fn run(
     let mut builder = builder
         .prefix("bench")
         .registrations(Registrations::None)
-        .default_job_options(JobOptions::new().remove_on_complete(Keep::All));
+        .default_job_options(JobOptions::new().remove_on_complete(Retention::All));
     for queue in queues {
         builder = builder.processor(Processor::new(queue).concurrency(concurrency).any_job(noop));
     }

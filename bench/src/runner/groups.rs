@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queue_core::{
-    BulkJob, Dep, GroupLimits, Job, JobError, JobOptions, Keep, Processor, QueueApp, Registrations,
+    BulkJob, Dep, GroupLimits, Job, JobError, JobOptions, Retention, Processor, QueueApp, Registrations,
 };
 
 use super::redis::BenchRedis;
@@ -94,7 +94,7 @@ fn run_once(
             let batch = chunk
                 .iter()
                 .map(|n| {
-                    let mut options = JobOptions::new().remove_on_complete(Keep::None);
+                    let mut options = JobOptions::new().remove_on_complete(Retention::None);
                     if let Some(g) = groups {
                         options = options.group(format!("tenant-{}", n % g));
                     }

@@ -106,7 +106,7 @@ fn throughput(
                 .iter()
                 .map(|n| {
                     BulkJob::new("job", *n)
-                        .options(JobOptions::new().remove_on_complete(queue_core::Keep::None))
+                        .options(JobOptions::new().remove_on_complete(queue_core::Retention::None))
                 })
                 .collect();
             queue.add_bulk(batch).await?;

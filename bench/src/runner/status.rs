@@ -44,7 +44,7 @@ async fn fill(url: &str, backlog: u64) -> BenchResult<()> {
             .iter()
             .map(|n| {
                 BulkJob::new("job", *n)
-                    .options(JobOptions::new().remove_on_complete(queue_core::Keep::All))
+                    .options(JobOptions::new().remove_on_complete(queue_core::Retention::All))
             })
             .collect();
         queue.add_bulk(jobs).await?;

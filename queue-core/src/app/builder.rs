@@ -22,13 +22,13 @@ use crate::handler::QueuePlan;
 use crate::health::{MemoryGuard, MemoryWatch};
 use crate::options::BackoffRegistry;
 use crate::options::{BackoffContext, JobOptions};
-use crate::processor::Processor;
+use crate::worker::Processor;
 use crate::queue::ProducerSettings;
 use crate::registry::{
     check_declarations, check_registrations, declared_jobs, merge_processors,
     processor_from_record, Registered,
 };
-use crate::tls::Tls;
+use crate::connection::Tls;
 
 /// What `build` derives from the builder before connecting.
 struct Plan {
@@ -125,7 +125,7 @@ impl QueueAppBuilder {
     ///     .await?;
     /// # let _ = app; Ok(()) }
     /// ```
-    pub fn redis_sentinel(mut self, sentinel: crate::sentinel::Sentinel) -> Self {
+    pub fn redis_sentinel(mut self, sentinel: crate::connection::Sentinel) -> Self {
         self.endpoint = Endpoint::Sentinel(sentinel);
         self
     }
@@ -176,9 +176,9 @@ impl QueueAppBuilder {
     ///
     /// Their retention is also this app's workers' retention for the jobs that set
     /// none (BullMQ's worker-level `removeOnComplete` / `removeOnFail`), whoever added
-    /// them. Left unset, the workers keep [`Keep::DEFAULT_COMPLETED`](crate::Keep::DEFAULT_COMPLETED)
-    /// and [`Keep::DEFAULT_FAILED`](crate::Keep::DEFAULT_FAILED), and a job that sets
-    /// no retention stores nothing for it. `Keep::All` keeps everything, as BullMQ does.
+    /// them. Left unset, the workers keep [`Retention::DEFAULT_COMPLETED`](crate::Retention::DEFAULT_COMPLETED)
+    /// and [`Retention::DEFAULT_FAILED`](crate::Retention::DEFAULT_FAILED), and a job that sets
+    /// no retention stores nothing for it. `Retention::All` keeps everything, as BullMQ does.
     pub fn default_job_options(mut self, defaults: JobOptions) -> Self {
         self.defaults = defaults;
         self
@@ -192,7 +192,7 @@ impl QueueAppBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use queue_core::{Backoff, JobOptions, Keep, QueueApp};
+    /// use queue_core::{Backoff, JobOptions, Retention, QueueApp};
     ///
     /// let builder = QueueApp::builder()
     ///     .default_job_options(JobOptions::new().attempts(3))
@@ -201,7 +201,7 @@ impl QueueAppBuilder {
     ///         JobOptions::new()
     ///             .attempts(5)
     ///             .backoff(Backoff::exponential(Duration::from_secs(3)))
-    ///             .remove_on_complete(Keep::Last(100)),
+    ///             .remove_on_complete(Retention::Last(100)),
     ///     );
     /// assert!(builder.check().is_ok());
     /// ```
@@ -397,7 +397,7 @@ impl QueueAppBuilder {
                 .iter()
                 .map(|plan| plan.queue.as_str())
                 .chain(producers.iter().map(String::as_str));
-            crate::cluster::check_tags(&self.prefix, named)?;
+            crate::connection::check_tags(&self.prefix, named)?;
         }
         let declared = declared_jobs(&registered.job_types, &queues, rename);
         Ok(Plan {

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+pub use crate::deps::Dep;
 pub use builder::QueueAppBuilder;
 pub use from_app::FromApp;
 pub use registrations::Registrations;
@@ -29,7 +30,7 @@ use crate::deps::Deps;
 use crate::error::{Error, PayloadError};
 use crate::events::{QueueEvents, WorkerEvent, WorkerEvents};
 use crate::handler::QueuePlan;
-use crate::options::{BackoffRegistry, Keep};
+use crate::options::{BackoffRegistry, Retention};
 use crate::queue::{ProducerSettings, Queue, QueueShared};
 use crate::registry::{QueueListenerRecord, WorkerListenerRecord};
 use crate::worker::{AttemptTracker, Dispatcher, ListenerSpec, Listeners, Workers};
@@ -212,8 +213,8 @@ impl QueueApp {
                 // set none (ours, or other producers').
                 keep_completed: defaults
                     .remove_on_complete
-                    .unwrap_or(Keep::DEFAULT_COMPLETED),
-                keep_failed: defaults.remove_on_fail.unwrap_or(Keep::DEFAULT_FAILED),
+                    .unwrap_or(Retention::DEFAULT_COMPLETED),
+                keep_failed: defaults.remove_on_fail.unwrap_or(Retention::DEFAULT_FAILED),
                 reads_children: {
                     let plan = plan.clone();
                     Arc::new(move |name: &str| {
@@ -510,7 +511,7 @@ impl AppInner {
             None => {
                 // Checked once, when the queue is first used: a cached queue passed.
                 if self.backend.is_cluster() {
-                    crate::cluster::check_tags(self.backend.prefix(), [name])?;
+                    crate::connection::check_tags(self.backend.prefix(), [name])?;
                 }
                 queues
                     .entry(name.to_owned())

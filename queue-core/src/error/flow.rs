@@ -22,7 +22,7 @@ pub enum FlowError {
         /// Its job id.
         id: String,
         /// Why the existing job cannot be taken in.
-        reason: ExistingJob,
+        reason: ExistingJobConflict,
     },
     /// Two jobs of the flow name the same job: a job id names one job.
     #[error("flow jobs {first} and {second} are both {queue}/{id}: a job id names one job; nothing of the flow was added")]
@@ -48,7 +48,7 @@ pub enum FlowError {
 /// Why an existing job cannot be taken into a flow (see [`FlowError::ExistingJob`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ExistingJob {
+pub enum ExistingJobConflict {
     /// It failed: its new parent would wait for it for ever. Retry or remove it first,
     /// or give the flow's job another id.
     #[error("failed (its new parent would wait for it for ever: retry or remove it first, or choose another id)")]

@@ -1,9 +1,9 @@
 //! The crate's one error enum, and the `Result` alias that uses it.
 
-mod flow;
+pub(crate) mod flow;
 mod registry;
 
-pub use flow::{ExistingJob, FlowError};
+use flow::FlowError;
 pub use registry::RegistryError;
 
 /// A boxed error source, so that no engine type appears in our signatures.

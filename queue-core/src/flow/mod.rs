@@ -7,7 +7,11 @@ use std::time::Duration;
 use serde::Serialize;
 use tracing::Instrument;
 
-pub use crate::error::{ExistingJob, FlowError};
+pub use crate::error::flow::{ExistingJobConflict, FlowError};
+
+/// The old name of [`ExistingJobConflict`].
+#[deprecated(since = "0.2.0", note = "renamed `ExistingJobConflict`")]
+pub type ExistingJob = ExistingJobConflict;
 pub use crate::job::flow::OnChildFailure;
 
 use crate::contract::{JobOf, JobType, QueueType};
@@ -232,7 +236,7 @@ pub(crate) async fn add(root: FlowJob) -> Result<AddedFlow, Error> {
     let claims = claims(&prepared)?;
     let backend = queue.backend();
     if backend.is_cluster() {
-        crate::cluster::check_same_slot(backend.prefix(), prepared.queues())?;
+        crate::connection::check_same_slot(backend.prefix(), prepared.queues())?;
     }
     queue.admit()?;
     let work = async {

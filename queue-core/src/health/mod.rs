@@ -24,6 +24,10 @@ use futures::future::join_all;
 use serde::Serialize;
 
 pub use info::RedisInfo;
+
+/// The old name of [`HealthCheck`].
+#[deprecated(since = "0.2.0", note = "renamed `HealthCheck`")]
+pub type Check = HealthCheck;
 pub use memory::MemoryGuard;
 pub(crate) use memory::{MemoryState, MemoryWatch};
 pub(crate) use roster::Roster;
@@ -52,7 +56,7 @@ pub enum CheckStatus {
 /// One check of a [`HealthReport`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
-pub struct Check {
+pub struct HealthCheck {
     /// What was checked: `redis`, `memory`, `outbox`, `worker:<queue>`.
     pub name: String,
     /// Its outcome.
@@ -61,9 +65,9 @@ pub struct Check {
     pub detail: String,
 }
 
-impl Check {
+impl HealthCheck {
     fn new(name: impl Into<String>, status: CheckStatus, detail: impl Into<String>) -> Self {
-        Check {
+        HealthCheck {
             name: name.into(),
             status,
             detail: detail.into(),
@@ -86,7 +90,7 @@ pub struct HealthReport {
     /// The worst of the checks' statuses (`pass` with no check).
     pub status: CheckStatus,
     /// Every check made.
-    pub checks: Vec<Check>,
+    pub checks: Vec<HealthCheck>,
 }
 
 impl Default for HealthReport {
@@ -99,7 +103,7 @@ impl Default for HealthReport {
 }
 
 impl HealthReport {
-    fn from_checks(checks: Vec<Check>) -> Self {
+    fn from_checks(checks: Vec<HealthCheck>) -> Self {
         let status = checks
             .iter()
             .map(|c| c.status)
@@ -209,13 +213,13 @@ impl Health {
             .collect();
         if !readings.is_empty() {
             checks.push(if waiting.is_empty() {
-                Check::new(
+                HealthCheck::new(
                     "workers",
                     CheckStatus::Pass,
                     format!("{} started", readings.len()),
                 )
             } else {
-                Check::new(
+                HealthCheck::new(
                     "workers",
                     CheckStatus::Fail,
                     format!("not started yet: {}", waiting.join(", ")),
@@ -249,11 +253,11 @@ impl Health {
 
     /// One worker's liveness: by its pulse alone, or, when it is suspect, by whether
     /// jobs wait on its queue.
-    async fn worker_check(&self, reading: PulseReading) -> Check {
+    async fn worker_check(&self, reading: PulseReading) -> HealthCheck {
         let name = format!("worker:{}", reading.queue);
         let busy = format!("{} of {} slots busy", reading.running, reading.concurrency);
         if !is_suspect(&reading, self.settings.wedged_after) {
-            return Check::new(
+            return HealthCheck::new(
                 name,
                 CheckStatus::Pass,
                 format!("took a job {:?} ago; {busy}", round(reading.since_take)),
@@ -295,19 +299,19 @@ impl Health {
                 ),
             ),
         };
-        Check::new(name, status, detail)
+        HealthCheck::new(name, status, detail)
     }
 
     /// The relay's lag: how long the oldest pending row of the outbox has waited (one
     /// query of the database, on an index).
     #[cfg(feature = "sqlx")]
-    async fn outbox(&self) -> Option<Check> {
+    async fn outbox(&self) -> Option<HealthCheck> {
         let outbox = self.probed.outbox.as_ref()?;
         let counts = tokio::time::timeout(self.settings.redis_timeout, outbox.counts()).await;
         Some(match counts {
             Ok(Ok(counts)) => match counts.oldest_pending {
-                None => Check::new("outbox", CheckStatus::Pass, "no row waits"),
-                Some(age) if age <= self.settings.relay_lag => Check::new(
+                None => HealthCheck::new("outbox", CheckStatus::Pass, "no row waits"),
+                Some(age) if age <= self.settings.relay_lag => HealthCheck::new(
                     "outbox",
                     CheckStatus::Pass,
                     format!(
@@ -316,7 +320,7 @@ impl Health {
                         round(age)
                     ),
                 ),
-                Some(age) => Check::new(
+                Some(age) => HealthCheck::new(
                     "outbox",
                     CheckStatus::Fail,
                     format!(
@@ -327,8 +331,8 @@ impl Health {
                     ),
                 ),
             },
-            Ok(Err(e)) => Check::new("outbox", CheckStatus::Fail, e.to_string()),
-            Err(_) => Check::new(
+            Ok(Err(e)) => HealthCheck::new("outbox", CheckStatus::Fail, e.to_string()),
+            Err(_) => HealthCheck::new(
                 "outbox",
                 CheckStatus::Fail,
                 format!(
@@ -339,20 +343,20 @@ impl Health {
         })
     }
 
-    async fn redis(&self) -> Check {
+    async fn redis(&self) -> HealthCheck {
         let started = Instant::now();
         let ping = async {
             let conn = self.probed.backend.redis("the readiness probe")?;
             conn.query::<String>(&mut redis::cmd("PING")).await
         };
         match tokio::time::timeout(self.settings.redis_timeout, ping).await {
-            Ok(Ok(_)) => Check::new(
+            Ok(Ok(_)) => HealthCheck::new(
                 "redis",
                 CheckStatus::Pass,
                 format!("answered in {} ms", started.elapsed().as_millis()),
             ),
-            Ok(Err(e)) => Check::new("redis", CheckStatus::Fail, e.to_string()),
-            Err(_) => Check::new(
+            Ok(Err(e)) => HealthCheck::new("redis", CheckStatus::Fail, e.to_string()),
+            Err(_) => HealthCheck::new(
                 "redis",
                 CheckStatus::Fail,
                 format!("no answer within {:?}", self.settings.redis_timeout),
@@ -361,7 +365,7 @@ impl Health {
     }
 }
 
-fn memory_check(state: &MemoryState) -> Check {
+fn memory_check(state: &MemoryState) -> HealthCheck {
     let usage = if state.max > 0 {
         format!(
             "{} of {} bytes ({:.0} %)",
@@ -374,14 +378,14 @@ fn memory_check(state: &MemoryState) -> Check {
     };
     if state.over {
         let mark = state.high_water.unwrap_or(1.0) * 100.0;
-        return Check::new(
+        return HealthCheck::new(
             "memory",
             CheckStatus::Fail,
             format!("{usage}: above the high-water mark ({mark:.0} %); adds are refused"),
         );
     }
     if state.policy != "noeviction" {
-        return Check::new(
+        return HealthCheck::new(
             "memory",
             CheckStatus::Warn,
             format!(
@@ -390,7 +394,7 @@ fn memory_check(state: &MemoryState) -> Check {
             ),
         );
     }
-    Check::new("memory", CheckStatus::Pass, usage)
+    HealthCheck::new("memory", CheckStatus::Pass, usage)
 }
 
 /// A duration to the tenth of a second, for a person.
@@ -404,9 +408,9 @@ mod tests {
 
     #[test]
     fn a_report_is_as_bad_as_its_worst_check() {
-        let pass = Check::new("a", CheckStatus::Pass, "");
-        let warn = Check::new("b", CheckStatus::Warn, "");
-        let fail = Check::new("c", CheckStatus::Fail, "");
+        let pass = HealthCheck::new("a", CheckStatus::Pass, "");
+        let warn = HealthCheck::new("b", CheckStatus::Warn, "");
+        let fail = HealthCheck::new("c", CheckStatus::Fail, "");
         let report = HealthReport::from_checks(vec![pass.clone(), warn.clone()]);
         assert_eq!(report.status, CheckStatus::Warn);
         assert!(report.is_healthy());

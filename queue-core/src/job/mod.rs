@@ -11,7 +11,7 @@ pub(crate) mod flow;
 mod info;
 mod link;
 mod state;
-mod testing;
+pub(crate) mod testing;
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -23,7 +23,6 @@ pub use children::{ChildKey, ChildResults, FailedChild};
 pub use error::JobError;
 pub use info::{JobInfo, ParentJob};
 pub use state::{JobCounts, JobState};
-pub use testing::TestJobHandle;
 
 pub(crate) use children::RawChildren;
 pub(crate) use link::{CancelSignal, CancelSource, JobWriter, LockLost};
@@ -183,12 +182,12 @@ impl<T> Job<T> {
 
     /// For a test job: a handle to read what the handler recorded and to cancel it.
     /// For a real job the handle records nothing.
-    pub fn test_handle(&self) -> TestJobHandle {
+    pub fn test_handle(&self) -> testing::TestJobHandle {
         let recorder = match &self.ctx {
             JobContext::Test(recorder) => Some(recorder.clone()),
             JobContext::Live(_) => None,
         };
-        TestJobHandle::new(recorder, self.cancel.clone())
+        testing::TestJobHandle::new(recorder, self.cancel.clone())
     }
 
     /// The facts that do not depend on the payload, shared (the worker keeps them for

@@ -6,20 +6,20 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use queue_core::{JobOptions, Keep};
+/// use queue_core::{JobOptions, Retention};
 ///
 /// let opts = JobOptions::new()
-///     .remove_on_complete(Keep::Last(100))
-///     .remove_on_fail(Keep::Age(Duration::from_secs(7 * 24 * 3600)));
+///     .remove_on_complete(Retention::Last(100))
+///     .remove_on_fail(Retention::Age(Duration::from_secs(7 * 24 * 3600)));
 /// assert!(opts.validate().is_ok());
 /// ```
 ///
 /// When neither the job nor the app's default job options say, the app's workers keep
-/// completed jobs by [`Keep::DEFAULT_COMPLETED`] and failed ones by [`Keep::DEFAULT_FAILED`]
+/// completed jobs by [`Retention::DEFAULT_COMPLETED`] and failed ones by [`Retention::DEFAULT_FAILED`]
 /// (as BullMQ's worker-level retention, so the job itself stores nothing for it), and
 /// Redis memory stays bounded under any load. (BullMQ itself keeps everything.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Keep {
+pub enum Retention {
     /// Keep every finished job (Redis grows until something cleans it).
     All,
     /// Remove the job as soon as it finishes.
@@ -37,16 +37,16 @@ pub enum Keep {
     },
 }
 
-impl Keep {
+impl Retention {
     /// Completed jobs kept by default: the last 1,000. Enough to look at recent work on
     /// a dashboard; results a caller needs for longer belong in a database.
     ///
     /// A count, not a count and an age: BullMQ stores an age as an object in the job's
     /// options, which then no longer fit Redis's compact hash encoding, and every
     /// waiting job would take 2.4 times the memory (measured in `BENCHMARKS.md`).
-    pub const DEFAULT_COMPLETED: Keep = Keep::Last(1_000);
+    pub const DEFAULT_COMPLETED: Retention = Retention::Last(1_000);
 
     /// Failed jobs kept by default: the last 10,000, as a dead-letter set to inspect
     /// and retry from.
-    pub const DEFAULT_FAILED: Keep = Keep::Last(10_000);
+    pub const DEFAULT_FAILED: Retention = Retention::Last(10_000);
 }

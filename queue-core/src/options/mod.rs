@@ -14,7 +14,11 @@ use std::time::Duration;
 pub use backoff::{Backoff, BackoffContext};
 pub use dedup::Deduplication;
 pub use job_id::{could_be_job_id, MAX_JOB_ID_BYTES};
-pub use keep::Keep;
+pub use keep::Retention;
+
+/// The old name of [`Retention`].
+#[deprecated(since = "0.2.0", note = "renamed `Retention`")]
+pub type Keep = Retention;
 pub use schedule::Schedule;
 pub(crate) use strategies::{BackoffFn, BackoffRegistry};
 pub(crate) use worker::WorkerOptions;
@@ -61,14 +65,14 @@ pub const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 ///
 /// ```
 /// use std::time::Duration;
-/// use queue_core::{Backoff, JobOptions, Keep};
+/// use queue_core::{Backoff, JobOptions, Retention};
 ///
 /// let opts = JobOptions::new()
 ///     .job_id("welcome-42")                 // dedup: the same id never makes a second job
 ///     .attempts(5)
 ///     .backoff(Backoff::exponential(Duration::from_secs(3)))
-///     .remove_on_complete(Keep::Last(100))
-///     .remove_on_fail(Keep::Last(1000));
+///     .remove_on_complete(Retention::Last(100))
+///     .remove_on_fail(Retention::Last(1000));
 /// assert!(opts.validate().is_ok());
 /// assert!(JobOptions::new().attempts(0).validate().is_err());
 /// ```
@@ -81,8 +85,8 @@ pub struct JobOptions {
     pub(crate) priority: Option<u32>,
     pub(crate) lifo: bool,
     pub(crate) job_id: Option<String>,
-    pub(crate) remove_on_complete: Option<Keep>,
-    pub(crate) remove_on_fail: Option<Keep>,
+    pub(crate) remove_on_complete: Option<Retention>,
+    pub(crate) remove_on_fail: Option<Retention>,
     pub(crate) deduplication: Option<Deduplication>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) trace: Option<crate::trace::TraceContext>,
@@ -135,13 +139,13 @@ impl JobOptions {
     }
 
     /// Which completed jobs Redis keeps.
-    pub fn remove_on_complete(mut self, keep: Keep) -> Self {
+    pub fn remove_on_complete(mut self, keep: Retention) -> Self {
         self.remove_on_complete = Some(keep);
         self
     }
 
     /// Which failed jobs Redis keeps.
-    pub fn remove_on_fail(mut self, keep: Keep) -> Self {
+    pub fn remove_on_fail(mut self, keep: Retention) -> Self {
         self.remove_on_fail = Some(keep);
         self
     }

@@ -7,7 +7,7 @@ use std::ops::Range;
 use super::Queue;
 use crate::error::Error;
 use crate::job::{JobInfo, JobState};
-use crate::snapshot::{Children, GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
+use crate::snapshot::{Children, GlobalLimits, PerMinuteSeries, SchedulerInfo, WorkerInfo};
 
 impl<T> Queue<T> {
     /// Jobs in the given states (all states when empty), oldest first, paged by `range`.
@@ -82,7 +82,7 @@ impl<T> Queue<T> {
     /// (empty otherwise).
     pub async fn get_per_minute(
         &self,
-        outcome: Outcome,
+        outcome: PerMinuteSeries,
         minutes: usize,
     ) -> Result<Vec<u64>, Error> {
         if minutes == 0 {

@@ -24,9 +24,13 @@ use serde::Serialize;
 use tracing::Instrument;
 
 pub use crate::snapshot::{
-    ChildJob, Children, GlobalLimits, JobFilter, JobLogs, JobScan, JobSummary, Outcome, ScanLimits,
-    SchedulerInfo, WorkerInfo,
+    ChildJob, Children, GlobalLimits, JobFilter, JobLogs, JobScan, JobSummary, PerMinuteSeries,
+    ScanLimits, SchedulerInfo, WorkerInfo,
 };
+
+/// The old name of [`PerMinuteSeries`].
+#[deprecated(since = "0.2.0", note = "renamed `PerMinuteSeries`")]
+pub type Outcome = PerMinuteSeries;
 pub use cancel::CancelOutcome;
 #[cfg(feature = "sqlx")]
 pub(crate) use relayed::{Refusal, Relayed, RowJob};
@@ -102,7 +106,7 @@ impl QueueShared {
 /// ```no_run
 /// # async fn demo(app: queue_core::QueueApp) -> queue_core::Result<()> {
 /// use std::time::Duration;
-/// use queue_core::{Backoff, JobOptions, Keep};
+/// use queue_core::{Backoff, JobOptions, Retention};
 ///
 /// #[derive(serde::Serialize)]
 /// struct WelcomeEmail { user_id: u64, to: String }
@@ -116,7 +120,7 @@ impl QueueShared {
 ///             .job_id("welcome-42")
 ///             .attempts(5)
 ///             .backoff(Backoff::exponential(Duration::from_secs(3)))
-///             .remove_on_complete(Keep::Last(100)),
+///             .remove_on_complete(Retention::Last(100)),
 ///     )
 ///     .await?;
 /// if added.duplicate {

@@ -17,9 +17,9 @@ pub(crate) use validate::{check_registrations, merge_processors};
 
 /// A `#[processor]` record as an explicit `Processor`, so both kinds go through the
 /// same checks.
-pub(crate) fn processor_from_record(record: &ProcessorRecord) -> crate::processor::Processor {
+pub(crate) fn processor_from_record(record: &ProcessorRecord) -> crate::worker::Processor {
     let mut processor =
-        crate::processor::Processor::new(record.queue).concurrency(record.concurrency.unwrap_or(1));
+        crate::worker::Processor::new(record.queue).concurrency(record.concurrency.unwrap_or(1));
     if let Some(ms) = record.timeout_ms {
         processor = processor.timeout(Duration::from_millis(ms));
     }

@@ -12,7 +12,7 @@ use crate::deps::Deps;
 use crate::error::RegistryError;
 use crate::handler::{plan_of, PlannedHandler, QueuePlan};
 use crate::options::WorkerOptions;
-use crate::processor::Processor;
+use crate::worker::Processor;
 
 /// Merges processors per queue (sorted by queue name) and checks them against what
 /// the app provides.

@@ -7,7 +7,7 @@ mod listing;
 mod queue;
 
 pub use listing::{JobFilter, JobScan, JobSummary, ScanLimits};
-pub use queue::{ChildJob, Children, GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
+pub use queue::{ChildJob, Children, GlobalLimits, PerMinuteSeries, SchedulerInfo, WorkerInfo};
 
 /// A page of a job's log lines.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -100,7 +100,7 @@ impl Children {
 
 /// Which of BullMQ's per-minute series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum PerMinuteSeries {
     /// Jobs completed.
     Completed,
     /// Jobs failed for good.

@@ -39,7 +39,11 @@ mod record;
 mod stages;
 
 pub use backend::{Backend, OutboxConnection};
-pub use operations::{Effect, Operation, OperationError, Operations};
+pub use operations::{Effect, OnceOutcome, OperationError, Operations};
+
+/// The old name of [`OnceOutcome`].
+#[deprecated(since = "0.2.0", note = "renamed `OnceOutcome`")]
+pub type Operation<R> = OnceOutcome<R>;
 pub use outbox::{Outbox, OutboxCounts, OutboxEntry};
 pub use stages::{DoneStage, Stages};
 

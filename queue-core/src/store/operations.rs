@@ -1,4 +1,4 @@
-//! Operation records: an effect that must happen once per key, run in one database
+//! OnceOutcome records: an effect that must happen once per key, run in one database
 //! transaction with the record of its key and result.
 
 use futures::future::BoxFuture;
@@ -12,7 +12,7 @@ use crate::error::Error;
 /// What a once-only call did: ran the effect now, or found it done before and returned
 /// the stored result.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Operation<R> {
+pub enum OnceOutcome<R> {
     /// The effect ran in this call; its result is stored.
     Ran(R),
     /// The effect was done before (by an earlier attempt, or by a racer that won);
@@ -20,17 +20,17 @@ pub enum Operation<R> {
     AlreadyDone(R),
 }
 
-impl<R> Operation<R> {
+impl<R> OnceOutcome<R> {
     /// The result, whichever call produced it.
     pub fn into_result(self) -> R {
         match self {
-            Operation::Ran(r) | Operation::AlreadyDone(r) => r,
+            OnceOutcome::Ran(r) | OnceOutcome::AlreadyDone(r) => r,
         }
     }
 
     /// Whether the effect had been done before this call.
     pub fn was_done_before(&self) -> bool {
-        matches!(self, Operation::AlreadyDone(_))
+        matches!(self, OnceOutcome::AlreadyDone(_))
     }
 }
 
@@ -105,7 +105,7 @@ where
     }
 }
 
-/// Operation records (`operation_key UNIQUE`): each effect runs once per key, in the
+/// OnceOutcome records (`operation_key UNIQUE`): each effect runs once per key, in the
 /// same transaction that records the key and its result. A repeat with the key returns
 /// the stored result without running the effect; two workers racing on one key give
 /// one effect, and the loser gets the winner's result.
@@ -115,7 +115,7 @@ where
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::SqlitePool) -> Result<(), Box<dyn std::error::Error>> {
-/// use queue_core::{Operation, Operations};
+/// use queue_core::{OnceOutcome, Operations};
 ///
 /// let ops = Operations::new(pool);
 /// ops.migrate().await?;
@@ -132,8 +132,8 @@ where
 ///     })
 ///     .await?;
 /// match grant {
-///     Operation::Ran(id) => println!("granted: {id}"),
-///     Operation::AlreadyDone(id) => println!("granted before: {id}"),
+///     OnceOutcome::Ran(id) => println!("granted: {id}"),
+///     OnceOutcome::AlreadyDone(id) => println!("granted before: {id}"),
 /// }
 /// # Ok(()) }
 /// ```
@@ -152,7 +152,7 @@ impl<DB: Backend> Clone for Operations<DB> {
 }
 
 impl<DB: Backend> Operations<DB> {
-    /// Operation records in `pool`'s database (table `queue_operations`).
+    /// OnceOutcome records in `pool`'s database (table `queue_operations`).
     pub fn new(pool: Pool<DB>) -> Self {
         Operations { pool }
     }
@@ -170,7 +170,7 @@ impl<DB: Backend> Operations<DB> {
         &self,
         key: &str,
         effect: F,
-    ) -> Result<Operation<R>, OperationError<E>>
+    ) -> Result<OnceOutcome<R>, OperationError<E>>
     where
         R: Serialize + DeserializeOwned + Send,
         E: Send,
@@ -181,12 +181,12 @@ impl<DB: Backend> Operations<DB> {
             let stored = DB::operation_read(&mut tx, key).await?;
             tx.rollback().await?;
             let json = stored.flatten().unwrap_or_else(|| "null".to_owned());
-            return Ok(Operation::AlreadyDone(serde_json::from_str(&json)?));
+            return Ok(OnceOutcome::AlreadyDone(serde_json::from_str(&json)?));
         }
         let (mut tx, result, json) = effect_in(tx, effect).await?;
         DB::operation_store(&mut tx, key, &json).await?;
         tx.commit().await?;
-        Ok(Operation::Ran(result))
+        Ok(OnceOutcome::Ran(result))
     }
 
     /// The stored result of `key`, if its effect was done.

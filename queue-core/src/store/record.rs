@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::options::{Backoff, Deduplication, JobOptions, Keep};
+use crate::options::{Backoff, Deduplication, JobOptions, Retention};
 use crate::trace::TraceContext;
 
 /// [`JobOptions`] as stored: durations in milliseconds, enums tagged by name.
@@ -145,26 +145,26 @@ impl StoredOptions {
 }
 
 impl StoredKeep {
-    fn of(keep: Keep) -> Self {
+    fn of(keep: Retention) -> Self {
         match keep {
-            Keep::All => StoredKeep::All,
-            Keep::None => StoredKeep::None,
-            Keep::Last(count) => StoredKeep::Last { count },
-            Keep::Age(age) => StoredKeep::Age { age_ms: ms(age) },
-            Keep::LastWithin { count, age } => StoredKeep::LastWithin {
+            Retention::All => StoredKeep::All,
+            Retention::None => StoredKeep::None,
+            Retention::Last(count) => StoredKeep::Last { count },
+            Retention::Age(age) => StoredKeep::Age { age_ms: ms(age) },
+            Retention::LastWithin { count, age } => StoredKeep::LastWithin {
                 count,
                 age_ms: ms(age),
             },
         }
     }
 
-    fn into_keep(self) -> Keep {
+    fn into_keep(self) -> Retention {
         match self {
-            StoredKeep::All => Keep::All,
-            StoredKeep::None => Keep::None,
-            StoredKeep::Last { count } => Keep::Last(count),
-            StoredKeep::Age { age_ms } => Keep::Age(Duration::from_millis(age_ms)),
-            StoredKeep::LastWithin { count, age_ms } => Keep::LastWithin {
+            StoredKeep::All => Retention::All,
+            StoredKeep::None => Retention::None,
+            StoredKeep::Last { count } => Retention::Last(count),
+            StoredKeep::Age { age_ms } => Retention::Age(Duration::from_millis(age_ms)),
+            StoredKeep::LastWithin { count, age_ms } => Retention::LastWithin {
                 count,
                 age: Duration::from_millis(age_ms),
             },
@@ -186,8 +186,8 @@ mod tests {
             .priority(7)
             .group("tenant-7")
             .lifo()
-            .remove_on_complete(Keep::Last(100))
-            .remove_on_fail(Keep::LastWithin {
+            .remove_on_complete(Retention::Last(100))
+            .remove_on_fail(Retention::LastWithin {
                 count: 10,
                 age: Duration::from_secs(60),
             })

@@ -9,7 +9,7 @@ use serde::Serialize;
 use sqlx::Pool;
 
 use super::backend::{Backend, StageRow};
-use super::operations::{effect_in, Effect, Operation, OperationError};
+use super::operations::{effect_in, Effect, OnceOutcome, OperationError};
 use crate::error::Error;
 
 /// A stage that is done, as stored.
@@ -107,7 +107,7 @@ impl<DB: Backend> Stages<DB> {
         key: &str,
         stage: &str,
         effect: F,
-    ) -> Result<Operation<R>, OperationError<E>>
+    ) -> Result<OnceOutcome<R>, OperationError<E>>
     where
         R: Serialize + DeserializeOwned + Send,
         E: Send,
@@ -119,7 +119,7 @@ impl<DB: Backend> Stages<DB> {
         let done = DB::stage_list(&mut conn, key).await?;
         drop(conn);
         if let Some(stored) = self.check_order(stage, position, &done)? {
-            return Ok(Operation::AlreadyDone(stored));
+            return Ok(OnceOutcome::AlreadyDone(stored));
         }
         let result = effect().await.map_err(OperationError::Effect)?;
         let json = serde_json::to_string(&result)?;
@@ -127,13 +127,13 @@ impl<DB: Backend> Stages<DB> {
         if DB::stage_claim(&mut tx, key, stage, position).await? {
             DB::stage_store(&mut tx, key, stage, &json).await?;
             tx.commit().await?;
-            return Ok(Operation::Ran(result));
+            return Ok(OnceOutcome::Ran(result));
         }
         // Another run recorded the stage meanwhile: its result is the one on record.
         Ok(
             match self.recorded_by_racer(tx, key, stage, position).await? {
-                Some(stored) => Operation::AlreadyDone(stored),
-                None => Operation::Ran(result),
+                Some(stored) => OnceOutcome::AlreadyDone(stored),
+                None => OnceOutcome::Ran(result),
             },
         )
     }
@@ -145,7 +145,7 @@ impl<DB: Backend> Stages<DB> {
         key: &str,
         stage: &str,
         effect: F,
-    ) -> Result<Operation<R>, OperationError<E>>
+    ) -> Result<OnceOutcome<R>, OperationError<E>>
     where
         R: Serialize + DeserializeOwned + Send,
         E: Send,
@@ -156,19 +156,19 @@ impl<DB: Backend> Stages<DB> {
         let done = DB::stage_list(&mut tx, key).await?;
         if let Some(stored) = self.check_order(stage, position, &done)? {
             tx.rollback().await?;
-            return Ok(Operation::AlreadyDone(stored));
+            return Ok(OnceOutcome::AlreadyDone(stored));
         }
         if !DB::stage_claim(&mut tx, key, stage, position).await? {
             // A racer holding the stage committed while we waited for its lock.
             let stored = self.recorded_by_racer(tx, key, stage, position).await?;
-            return Ok(Operation::AlreadyDone(stored.ok_or_else(|| {
+            return Ok(OnceOutcome::AlreadyDone(stored.ok_or_else(|| {
                 OperationError::Database(sqlx::Error::RowNotFound)
             })?));
         }
         let (mut tx, result, json) = effect_in(tx, effect).await?;
         DB::stage_store(&mut tx, key, stage, &json).await?;
         tx.commit().await?;
-        Ok(Operation::Ran(result))
+        Ok(OnceOutcome::Ran(result))
     }
 
     /// The result a racer recorded for `stage` (its claim beat ours), read in `tx`,

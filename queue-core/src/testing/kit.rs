@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::events::WorkerEvent;
 use crate::job::{Job, JobError, JobState};
 use crate::options::JobOptions;
-use crate::tls::Tls;
+use crate::connection::Tls;
 
 /// How long [`TestApp::drain`] waits for a queue to empty, unless told otherwise.
 pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(30);

@@ -64,6 +64,7 @@
 mod kit;
 
 pub use crate::backend::{InlineJob, InlineOutcome};
+pub use crate::job::testing::TestJobHandle;
 pub use kit::{run_handler, DrainOutcome, Drained, Enqueued, TestApp, DEFAULT_DRAIN_DEADLINE};
 
 use crate::app::QueueApp;

@@ -4,6 +4,7 @@
 mod attempt;
 mod blocking;
 mod listeners;
+mod processor;
 mod pulse;
 mod tracker;
 
@@ -19,6 +20,8 @@ use crate::error::Error;
 
 pub(crate) use attempt::Dispatcher;
 pub(crate) use listeners::{ListenerSpec, Listeners};
+pub use crate::handler::Handler;
+pub use processor::{AnyQueue, Processor};
 pub use listeners::{ListenerStats, LISTENER_MAILBOX};
 pub(crate) use pulse::{is_suspect, PulseBoard, PulseReading, WorkerPulse};
 pub(crate) use tracker::AttemptTracker;

@@ -39,8 +39,8 @@ pub fn options(user_id: &str, backoff: Duration) -> JobOptions {
         .job_id(job_id(user_id))
         .attempts(5)
         .backoff(Backoff::exponential(backoff))
-        .remove_on_complete(Keep::Last(100))
-        .remove_on_fail(Keep::Last(1000))
+        .remove_on_complete(Retention::Last(100))
+        .remove_on_fail(Retention::Last(1000))
 }
 
 /// Sends the welcome email. Delivery is at-least-once, so the mail log's unique

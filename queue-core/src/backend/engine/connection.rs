@@ -14,7 +14,7 @@ pub(crate) use super::endpoint::Endpoint;
 use super::server_version::{ServerVersion, MINIMUM};
 use super::watch::{WatchPool, Watched};
 use crate::error::Error;
-use crate::tls::Tls;
+use crate::connection::Tls;
 
 /// One multiplexed, auto-reconnecting connection shared by every queue handle of the app
 /// (on a cluster, the engine's cluster connection, routing each command to its slot's
@@ -241,7 +241,7 @@ impl Connection {
         if !self.cluster {
             return seed.clone();
         }
-        let Some((host, port)) = self.master_of(crate::cluster::key_slot(key)).await else {
+        let Some((host, port)) = self.master_of(crate::connection::key_slot(key)).await else {
             return seed.clone();
         };
         let info = seed.get_connection_info().clone();

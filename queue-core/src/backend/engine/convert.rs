@@ -7,7 +7,7 @@ use bullmq::types::{BackoffStrategy, KeepJobs, RemoveOnFinish};
 
 use crate::error::Error;
 use crate::job::{JobCounts, JobInfo, JobMeta, JobState};
-use crate::options::{Backoff, Deduplication, JobOptions, Keep};
+use crate::options::{Backoff, Deduplication, JobOptions, Retention};
 use crate::trace::TraceContext;
 
 pub(crate) fn engine_error(e: bullmq::Error) -> Error {
@@ -56,18 +56,18 @@ pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-pub(super) fn keep_to_engine(keep: Keep) -> RemoveOnFinish {
+pub(super) fn keep_to_engine(keep: Retention) -> RemoveOnFinish {
     match keep {
-        Keep::All => RemoveOnFinish::Bool(false),
-        Keep::None => RemoveOnFinish::Bool(true),
-        Keep::Last(n) => RemoveOnFinish::Count(n),
+        Retention::All => RemoveOnFinish::Bool(false),
+        Retention::None => RemoveOnFinish::Bool(true),
+        Retention::Last(n) => RemoveOnFinish::Count(n),
         // BullMQ's `age` is in seconds.
-        Keep::Age(age) => RemoveOnFinish::Options(KeepJobs {
+        Retention::Age(age) => RemoveOnFinish::Options(KeepJobs {
             age: Some(age.as_secs()),
             count: None,
             limit: None,
         }),
-        Keep::LastWithin { count, age } => RemoveOnFinish::Options(KeepJobs {
+        Retention::LastWithin { count, age } => RemoveOnFinish::Options(KeepJobs {
             age: Some(age.as_secs()),
             count: Some(count),
             limit: None,
@@ -75,19 +75,19 @@ pub(super) fn keep_to_engine(keep: Keep) -> RemoveOnFinish {
     }
 }
 
-fn keep_from_engine(keep: &RemoveOnFinish) -> Keep {
+fn keep_from_engine(keep: &RemoveOnFinish) -> Retention {
     match keep {
-        RemoveOnFinish::Bool(false) => Keep::All,
-        RemoveOnFinish::Bool(true) => Keep::None,
-        RemoveOnFinish::Count(n) => Keep::Last(*n),
+        RemoveOnFinish::Bool(false) => Retention::All,
+        RemoveOnFinish::Bool(true) => Retention::None,
+        RemoveOnFinish::Count(n) => Retention::Last(*n),
         RemoveOnFinish::Options(k) => match (k.count, k.age) {
-            (Some(count), Some(age)) => Keep::LastWithin {
+            (Some(count), Some(age)) => Retention::LastWithin {
                 count,
                 age: Duration::from_secs(age),
             },
-            (Some(count), None) => Keep::Last(count),
-            (None, Some(age)) => Keep::Age(Duration::from_secs(age)),
-            (None, None) => Keep::All,
+            (Some(count), None) => Retention::Last(count),
+            (None, Some(age)) => Retention::Age(Duration::from_secs(age)),
+            (None, None) => Retention::All,
         },
     }
 }
@@ -318,8 +318,8 @@ mod tests {
             .priority(7)
             .lifo()
             .job_id("welcome-42")
-            .remove_on_complete(Keep::Last(100))
-            .remove_on_fail(Keep::Age(Duration::from_secs(3600)))
+            .remove_on_complete(Retention::Last(100))
+            .remove_on_fail(Retention::Age(Duration::from_secs(3600)))
             .deduplication(Deduplication::new("d").ttl(Duration::from_secs(2)).extend())
             .timeout(Duration::from_millis(2500))
             .trace(TraceContext::new_root());
@@ -372,14 +372,14 @@ mod tests {
     #[test]
     fn keep_maps_to_bullmq_semantics() {
         assert!(matches!(
-            keep_to_engine(Keep::All),
+            keep_to_engine(Retention::All),
             RemoveOnFinish::Bool(false)
         ));
         assert!(matches!(
-            keep_to_engine(Keep::None),
+            keep_to_engine(Retention::None),
             RemoveOnFinish::Bool(true)
         ));
-        match keep_to_engine(Keep::Age(Duration::from_millis(90_500))) {
+        match keep_to_engine(Retention::Age(Duration::from_millis(90_500))) {
             RemoveOnFinish::Options(k) => assert_eq!(k.age, Some(90), "BullMQ ages are seconds"),
             other => panic!("{other:?}"),
         }

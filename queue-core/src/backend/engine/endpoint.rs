@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use crate::error::Error;
-use crate::sentinel::Sentinel;
+use crate::connection::Sentinel;
 
 /// Where the app's Redis is.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use super::queue::EngineQueue;
 use super::watch::{redis_error, Watched};
 use crate::clock::now_ms;
 use crate::error::Error;
-use crate::error::FlowError;
+use crate::error::flow::FlowError;
 use crate::job::flow::{judge, AddedIds, Claim, FlowWrite, Found, OnChildFailure, PreparedJob};
 use crate::job::{ChildKey, JobState};
 

@@ -9,7 +9,7 @@ use bullmq::redis_connection::RedisConnection;
 use bullmq::sentinel::SentinelOptions;
 
 use super::server_version::ServerVersion;
-use crate::sentinel::Sentinel;
+use crate::connection::Sentinel;
 
 /// The engine's options for `sentinel`: the master's credentials, database and TLS, and
 /// the sentinels to ask for it. Every connection the engine opens with them (queues,

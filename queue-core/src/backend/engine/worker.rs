@@ -23,7 +23,7 @@ use super::raw_data;
 use super::sink::{EngineEvent, EventSink};
 use crate::error::Error;
 use crate::job::{CancelSignal, Job, JobContext, LockLost};
-use crate::options::{BackoffContext, BackoffFn, Keep, WorkerOptions};
+use crate::options::{BackoffContext, BackoffFn, Retention, WorkerOptions};
 
 /// Retry delay after a Redis error in the fetch loop; the engine's default is 15 s,
 /// which leaves a worker idle long after Redis is back.
@@ -103,8 +103,8 @@ pub(crate) struct WorkerSettings {
     pub(crate) backoff: Option<BackoffFn>,
     /// Retention for the finished jobs that set none themselves (BullMQ's worker-level
     /// `removeOnComplete` / `removeOnFail`).
-    pub(crate) keep_completed: Keep,
-    pub(crate) keep_failed: Keep,
+    pub(crate) keep_completed: Retention,
+    pub(crate) keep_failed: Retention,
     /// Whether the handler of a job name reads the job's flow children.
     pub(crate) reads_children: ReadsChildren,
     /// Told after each renewal of the running attempts' locks (the liveness probe's

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::PreparedJob;
-use crate::error::{ExistingJob, FlowError};
+use crate::error::flow::{ExistingJobConflict, FlowError};
 use crate::job::JobState;
 
 /// A job of a flow with a job id of the caller's.
@@ -74,15 +74,15 @@ pub(crate) fn judge(claim: &Claim<'_>, found: &Found) -> Result<JobState, FlowEr
         reason,
     };
     if claim.has_children {
-        return Err(refuse(ExistingJob::GivenChildren));
+        return Err(refuse(ExistingJobConflict::GivenChildren));
     }
     if let Some(parent) = &found.live_parent {
-        return Err(refuse(ExistingJob::OtherParent {
+        return Err(refuse(ExistingJobConflict::OtherParent {
             parent: parent.clone(),
         }));
     }
     match found.state {
-        JobState::Failed => Err(refuse(ExistingJob::Failed)),
+        JobState::Failed => Err(refuse(ExistingJobConflict::Failed)),
         state => Ok(state),
     }
 }
@@ -181,11 +181,11 @@ mod tests {
         };
         assert_eq!(
             reason(judge(&leaf, &found(JobState::Failed, None))),
-            ExistingJob::Failed
+            ExistingJobConflict::Failed
         );
         assert_eq!(
             reason(judge(&leaf, &found(JobState::Waiting, Some("p/other")))),
-            ExistingJob::OtherParent {
+            ExistingJobConflict::OtherParent {
                 parent: "p/other".to_owned()
             }
         );
@@ -195,7 +195,7 @@ mod tests {
         };
         assert_eq!(
             reason(judge(&middle, &found(JobState::Completed, None))),
-            ExistingJob::GivenChildren
+            ExistingJobConflict::GivenChildren
         );
     }
 }

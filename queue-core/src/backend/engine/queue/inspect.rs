@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::EngineQueue;
 use crate::error::Error;
 use crate::job::{ChildKey, FailedChild};
-use crate::snapshot::{ChildJob, Children, GlobalLimits, Outcome, SchedulerInfo, WorkerInfo};
+use crate::snapshot::{ChildJob, Children, GlobalLimits, PerMinuteSeries, SchedulerInfo, WorkerInfo};
 
 impl EngineQueue {
     pub(crate) async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
@@ -157,12 +157,12 @@ impl EngineQueue {
 
     pub(crate) async fn per_minute(
         &self,
-        outcome: Outcome,
+        outcome: PerMinuteSeries,
         minutes: usize,
     ) -> Result<Vec<u64>, Error> {
         let kind = match outcome {
-            Outcome::Completed => "completed",
-            Outcome::Failed => "failed",
+            PerMinuteSeries::Completed => "completed",
+            PerMinuteSeries::Failed => "failed",
         };
         let end = i64::try_from(minutes.saturating_sub(1)).unwrap_or(i64::MAX);
         let metrics = self
