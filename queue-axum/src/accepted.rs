@@ -3,7 +3,7 @@
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use queue_core::{AddedFlow, AddedJob};
+use queue_core::{flow::AddedFlow, AddedJob};
 use std::borrow::Cow;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use queue_core::{Error, FlowError};
+use queue_core::{flow::FlowError, Error};
 
 /// How long a client should wait before retrying when Redis is unreachable.
 pub const RETRY_AFTER_SECONDS: u64 = 5;

@@ -6,7 +6,7 @@ use std::ops::Deref;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use queue_core::{FromApp, Queue, QueueApp};
+use queue_core::{app::FromApp, Queue, QueueApp};
 
 use serde::Serialize;
 

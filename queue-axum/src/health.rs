@@ -8,7 +8,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use queue_core::{HealthReport, HealthSettings};
+use queue_core::{health::HealthReport, health::HealthSettings};
 
 use crate::extract::app_of;
 
@@ -22,7 +22,7 @@ use crate::extract::app_of;
 /// use std::time::Duration;
 /// use axum::Router;
 /// use queue_axum::HealthRoutes;
-/// use queue_core::HealthSettings;
+/// use queue_core::health::HealthSettings;
 ///
 /// let probes: Router = HealthRoutes::new(
 ///     HealthSettings::new().wedged_after(Duration::from_secs(120)),

@@ -6,8 +6,10 @@ pub use inventory;
 pub use serde::de::DeserializeOwned;
 pub use serde_json;
 
-pub use crate::contract::{NoSchema, SchemaProbe, WithSchema};
+pub use crate::app::{Dep, FromApp, QueueApp};
+pub use crate::contract::{JobOf, JobType, NoSchema, OutputOf, QueueType, SchemaProbe, WithSchema};
 pub use crate::deps::{DepInfo, Deps};
+pub use crate::error::Result;
 pub use crate::events::TypedListener;
 pub use crate::handler::ErasedHandler;
 pub use crate::registry::{

@@ -50,7 +50,7 @@ impl QueueRef {
     pub(crate) fn name_tokens(&self, krate: &TokenStream) -> TokenStream {
         match self {
             QueueRef::Name(lit) => quote!(#lit),
-            QueueRef::Type(path) => quote!(<#path as #krate::QueueType>::NAME),
+            QueueRef::Type(path) => quote!(<#path as #krate::__private::QueueType>::NAME),
         }
     }
 }

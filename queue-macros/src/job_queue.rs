@@ -203,13 +203,13 @@ fn expand(krate: &TokenStream, item: &ItemEnum, queue: &LitStr, jobs: &[Declared
         let output_schema = format_ident!("__queue_output_schema_{}", index);
         let checks = format_ident!("__queue_checks_{}", index);
         impls.extend(quote! {
-            impl #krate::JobType for #payload {
+            impl #krate::__private::JobType for #payload {
                 type Queue = #enum_name;
                 const NAME: &'static str = #name;
                 type Output = #output;
             }
-            impl #krate::JobOf<#enum_name> for #payload {}
-            impl #krate::OutputOf<#payload> for #output {}
+            impl #krate::__private::JobOf<#enum_name> for #payload {}
+            impl #krate::__private::OutputOf<#payload> for #output {}
             impl ::core::convert::From<#payload> for #enum_name {
                 fn from(job: #payload) -> Self {
                     #enum_name::#variant(job)
@@ -253,7 +253,7 @@ fn expand(krate: &TokenStream, item: &ItemEnum, queue: &LitStr, jobs: &[Declared
         // The variants hold payloads to name them; nothing needs to read them back.
         #[allow(dead_code)]
         #item
-        impl #krate::QueueType for #enum_name {
+        impl #krate::__private::QueueType for #enum_name {
             const NAME: &'static str = #queue;
         }
         #impls

@@ -187,18 +187,18 @@ impl AnyDb {
     }
 
     /// An outbox on this database.
-    pub fn outbox(&self) -> queue_core::Outbox {
+    pub fn outbox(&self) -> queue_core::store::Outbox {
         match self {
-            AnyDb::Sqlite(_, pool) => queue_core::Outbox::new(pool.clone()),
-            AnyDb::Postgres(_, pool) => queue_core::Outbox::new(pool.clone()),
+            AnyDb::Sqlite(_, pool) => queue_core::store::Outbox::new(pool.clone()),
+            AnyDb::Postgres(_, pool) => queue_core::store::Outbox::new(pool.clone()),
         }
     }
 
     /// Another pool on the same database (another "process").
-    pub async fn another_outbox(&self) -> queue_core::Outbox {
+    pub async fn another_outbox(&self) -> queue_core::store::Outbox {
         match self {
-            AnyDb::Sqlite(db, _) => queue_core::Outbox::new(db.pool(4).await),
-            AnyDb::Postgres(db, _) => queue_core::Outbox::new(db.pool(4).await),
+            AnyDb::Sqlite(db, _) => queue_core::store::Outbox::new(db.pool(4).await),
+            AnyDb::Postgres(db, _) => queue_core::store::Outbox::new(db.pool(4).await),
         }
     }
 
@@ -245,8 +245,8 @@ async fn in_tx<DB, T>(
     commit: bool,
 ) -> Vec<queue_core::AddedJob>
 where
-    DB: queue_core::Backend,
-    DB::Connection: queue_core::OutboxConnection,
+    DB: queue_core::store::Backend,
+    DB::Connection: queue_core::store::OutboxConnection,
     T: serde::Serialize,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,

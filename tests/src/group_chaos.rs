@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use queue_core::{Dep, GroupLimits, Job, JobError, Processor};
+use queue_core::{group::GroupLimits, Dep, Job, JobError, Processor};
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 

@@ -24,7 +24,7 @@ pub use private_redis::{free_port, PrivateRedis};
 
 /// `REDIS_URL`, or the local default.
 pub fn redis_url() -> String {
-    std::env::var("REDIS_URL").unwrap_or_else(|_| queue_core::DEFAULT_REDIS_URL.to_owned())
+    std::env::var("REDIS_URL").unwrap_or_else(|_| queue_core::app::DEFAULT_REDIS_URL.to_owned())
 }
 
 /// `REDIS_CLUSTER_NODES`, comma-separated seed URLs: when set, every [`TestRedis`] runs

@@ -12,7 +12,7 @@ use queue_axum::{
     QueueLayer,
 };
 use queue_core::prelude::*;
-use queue_core::{inject_queue, processor, Registrations, Schedule};
+use queue_core::{app::Registrations, inject_queue, options::Schedule, processor};
 use queue_tests::http::{get, get_with, listener, post_json, request};
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
 

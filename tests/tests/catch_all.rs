@@ -1,8 +1,8 @@
 //! A catch-all processor on a declared queue takes its declared jobs: `build` does not
 //! warn that they are unhandled, and the app reports them handled.
 
+use queue_core::app::Registrations;
 use queue_core::prelude::*;
-use queue_core::Registrations;
 use queue_tests::logs::Logs;
 use queue_tests::{wait_for_state, TestRedis, SOON};
 

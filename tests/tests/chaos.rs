@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
 use queue_core::testing::unique_prefix;
-use queue_core::{JobOptions, Retention, Queue, QueueApp, Registrations};
+use queue_core::{app::Registrations, JobOptions, Queue, QueueApp, Retention};
 use queue_tests::chaos::{self, Grant, QUEUE};
 use queue_tests::PrivateRedis;
 use tokio::process::{Child, Command};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queue_core::{
-    CancelOutcome, ChildResults, Dep, Job, JobError, JobOptions, JobState, OnChildFailure,
+    queue::CancelOutcome, ChildResults, Dep, Job, JobError, JobOptions, JobState, OnChildFailure,
     Processor, QueueApp, QueueEvent,
 };
 use queue_tests::{wait_for_state, wait_until, RedisCluster, SOON};
@@ -126,7 +126,11 @@ async fn two_queue_groups_on_different_masters_are_processed_in_parallel() {
         app.queue::<u32>(&q1).unwrap(),
         app.queue::<u32>(&q2).unwrap(),
     );
-    let jobs = |n: u32| (0..n).map(|i| queue_core::BulkJob::new("x", i)).collect();
+    let jobs = |n: u32| {
+        (0..n)
+            .map(|i| queue_core::queue::BulkJob::new("x", i))
+            .collect()
+    };
     a.add_bulk(jobs(100)).await.unwrap();
     b.add_bulk(jobs(100)).await.unwrap();
     // Each group's keys live on its own master.
@@ -444,7 +448,7 @@ async fn an_acl_user_and_tls_work_on_a_cluster_as_on_one_server() {
         let on = |nodes: Vec<String>| {
             let builder = QueueApp::builder().redis_cluster(nodes);
             if tls {
-                builder.tls(queue_core::Tls::new().root_cert_pem(cluster.ca_pem()))
+                builder.tls(queue_core::connection::Tls::new().root_cert_pem(cluster.ca_pem()))
             } else {
                 builder
             }

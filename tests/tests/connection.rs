@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use queue_core::{Job, JobError, JobOptions, JobState, Processor, Queue, QueueApp, Tls, Workers};
+use queue_core::{
+    connection::Tls, Job, JobError, JobOptions, JobState, Processor, Queue, QueueApp, Workers,
+};
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, SOON};
 
 async fn echo(job: Job<String>) -> Result<String, JobError> {
@@ -232,7 +234,7 @@ async fn an_oversized_payload_is_refused_as_such_while_redis_is_down() {
         assert_eq!(status, axum::http::StatusCode::PAYLOAD_TOO_LARGE, "{what}");
     }
     let batch = used
-        .add_bulk(vec![queue_core::BulkJob::new("e", big.clone())])
+        .add_bulk(vec![queue_core::queue::BulkJob::new("e", big.clone())])
         .await
         .expect_err("add_bulk");
     assert!(!batch.is_unavailable(), "{batch:?}");

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use queue_core::prelude::*;
-use queue_core::{JobOptions as Options, PayloadError, Registrations};
+use queue_core::{app::Registrations, error::PayloadError, JobOptions as Options};
 use queue_tests::logs::Logs;
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
 

@@ -494,7 +494,7 @@ async fn the_overview_shows_workers_limits_schedulers_and_the_last_hour() {
     wait_for_state(&q, "busy-2", JobState::Completed, SOON).await;
     q.upsert_scheduler(
         "hourly",
-        queue_core::Schedule::every(Duration::from_secs(3600)),
+        queue_core::options::Schedule::every(Duration::from_secs(3600)),
         "tick",
         serde_json::json!({}),
         JobOptions::new(),

@@ -9,7 +9,9 @@ use std::net::SocketAddr;
 use axum::http::request::Parts;
 use axum::Router;
 use queue_axum::dashboard::{Access, Dashboard};
-use queue_core::{BulkJob, GroupLimits, Job, JobError, JobOptions, Processor, QueueApp};
+use queue_core::{
+    group::GroupLimits, queue::BulkJob, Job, JobError, JobOptions, Processor, QueueApp,
+};
 use queue_tests::http::{listener, request};
 use queue_tests::PrivateRedis;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

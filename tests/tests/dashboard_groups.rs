@@ -11,7 +11,9 @@ use std::time::Duration;
 use axum::http::request::Parts;
 use axum::Router;
 use queue_axum::dashboard::{Access, Dashboard, AUDIT_TARGET};
-use queue_core::{Dep, GroupInfo, GroupLimits, Job, JobError, JobOptions, Processor, QueueApp};
+use queue_core::{
+    group::GroupInfo, group::GroupLimits, Dep, Job, JobError, JobOptions, Processor, QueueApp,
+};
 use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::{wait_until, TestRedis, SOON};
 use tokio::sync::Semaphore;
@@ -85,7 +87,7 @@ async fn grouped_app(redis: &TestRedis, queue: &str, gate: Arc<Gate>) -> QueueAp
 
 async fn groups_of(app: &QueueApp, queue: &str) -> Vec<GroupInfo> {
     let q = app.queue::<serde_json::Value>(queue).expect("queue");
-    q.groups(None, queue_core::MAX_GROUP_PAGE)
+    q.groups(None, queue_core::group::MAX_GROUP_PAGE)
         .await
         .expect("groups")
         .groups

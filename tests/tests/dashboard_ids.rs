@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::http::request::Parts;
 use axum::Router;
 use queue_axum::dashboard::{Access, Dashboard};
-use queue_core::{Job, JobError, JobOptions, Processor, QueueApp, Schedule};
+use queue_core::{options::Schedule, Job, JobError, JobOptions, Processor, QueueApp};
 use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::TestRedis;
 
@@ -184,7 +184,7 @@ async fn job_actions_with_ids_that_are_no_job_answer_4xx_and_touch_nothing() {
         assert!(q.get_job_logs(id, 0..10).await.unwrap().lines.is_empty());
         assert_eq!(
             q.cancel(id).await.unwrap(),
-            queue_core::CancelOutcome::NotFound,
+            queue_core::queue::CancelOutcome::NotFound,
             "{id}"
         );
     }

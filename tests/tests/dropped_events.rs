@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use queue_core::metrics::Metrics;
-use queue_core::{BulkJob, Job, JobError, JobOptions, Retention, Processor};
+use queue_core::{queue::BulkJob, Job, JobError, JobOptions, Processor, Retention};
 use queue_tests::{wait_for_completed, TestRedis, SOON};
 
 async fn nothing(_job: Job<u32>) -> Result<(), JobError> {

@@ -93,13 +93,13 @@ async fn queue_events_sees_added_active_progress_completed_and_failed() {
 async fn a_reader_that_falls_behind_is_bounded_and_told_how_much_it_lost() {
     let redis = TestRedis::new("events-lag");
     let app = redis
-        .app(|b| b.registrations(queue_core::Registrations::None))
+        .app(|b| b.registrations(queue_core::app::Registrations::None))
         .await;
     let events = app.queue_events("lagging").await.unwrap();
     let queue = app.queue::<u32>("lagging").unwrap();
     // Each add writes two events (added, waiting): well past the buffer.
-    let jobs: Vec<_> = (0..queue_core::QUEUE_EVENTS_CAPACITY as u32)
-        .map(|n| queue_core::BulkJob::new("n", n))
+    let jobs: Vec<_> = (0..queue_core::events::QUEUE_EVENTS_CAPACITY as u32)
+        .map(|n| queue_core::queue::BulkJob::new("n", n))
         .collect();
     queue.add_bulk(jobs).await.unwrap();
     queue_tests::wait_until(SOON, "the reader to report lag", || async {
@@ -109,7 +109,7 @@ async fn a_reader_that_falls_behind_is_bounded_and_told_how_much_it_lost() {
     // Still readable, and what it kept is the start of what happened.
     let first = events.next().await.unwrap();
     assert_eq!(first.kind(), "added", "{first:?}");
-    assert!(events.lagged() <= queue_core::QUEUE_EVENTS_CAPACITY as u64 * 2);
+    assert!(events.lagged() <= queue_core::events::QUEUE_EVENTS_CAPACITY as u64 * 2);
     // Its own deadline is a timeout, not a Redis error.
     let none = events
         .wait_for(std::time::Duration::from_millis(200), |e| {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use queue_core::{
-    CancelOutcome, ChildResults, Dep, Error, ExistingJobConflict, FlowError, Job, JobError, JobOptions,
-    JobState, OnChildFailure, Processor, QueueApp,
+    flow::ExistingJobConflict, flow::FlowError, queue::CancelOutcome, ChildResults, Dep, Error,
+    Job, JobError, JobOptions, JobState, OnChildFailure, Processor, QueueApp,
 };
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
 use serde::{Deserialize, Serialize};

@@ -271,7 +271,7 @@ async fn add_pair(
 }
 
 /// Waits for the parent's final event on its queue's stream.
-async fn parent_outcome(events: &queue_core::QueueEvents, id: &str) -> QueueEvent {
+async fn parent_outcome(events: &queue_core::events::QueueEvents, id: &str) -> QueueEvent {
     events
         .wait_for(SOON, |e| {
             matches!(e, QueueEvent::Completed { job_id, .. } | QueueEvent::Failed { job_id, .. } if job_id == id)
@@ -441,7 +441,7 @@ async fn cancelling_a_parent_whose_child_runs_stops_the_child_and_fails_the_pare
     // signalled, fails as cancelled, and its policy fails the parent.
     let outcome = parents.cancel("x").await.unwrap();
     assert!(
-        matches!(outcome, queue_core::CancelOutcome::Signalled { listeners } if listeners >= 1),
+        matches!(outcome, queue_core::queue::CancelOutcome::Signalled { listeners } if listeners >= 1),
         "{outcome:?}"
     );
     wait_for_state(&parents, "x", JobState::Failed, SOON).await;
@@ -683,12 +683,12 @@ async fn a_deduplication_id_in_a_flow_is_refused_in_favour_of_a_job_id() {
     let parents = app.queue::<String>("parents").unwrap();
     for (root, child) in [
         (
-            JobOptions::new().deduplication(queue_core::Deduplication::new("d")),
+            JobOptions::new().deduplication(queue_core::options::Deduplication::new("d")),
             JobOptions::new(),
         ),
         (
             JobOptions::new(),
-            JobOptions::new().deduplication(queue_core::Deduplication::new("d")),
+            JobOptions::new().deduplication(queue_core::options::Deduplication::new("d")),
         ),
     ] {
         let flow = parents.flow_job("collect", "x".into()).options(root).child(

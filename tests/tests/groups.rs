@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queue_core::{
-    BulkJob, Dep, GroupLimits, Job, JobError, JobOptions, JobState, Processor, Queue,
+    group::GroupLimits, queue::BulkJob, Dep, Job, JobError, JobOptions, JobState, Processor, Queue,
 };
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
 use serde::{Deserialize, Serialize};
@@ -483,7 +483,7 @@ async fn groups_are_listed_a_bounded_page_at_a_time() {
     assert_eq!(last.next, None);
     assert!(q.groups(None, 0).await.is_err());
     assert!(q
-        .groups(None, queue_core::MAX_GROUP_PAGE + 1)
+        .groups(None, queue_core::group::MAX_GROUP_PAGE + 1)
         .await
         .is_err());
     assert!(q.pause_group("").await.is_err());

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use queue_core::testing::unique_prefix;
-use queue_core::{BulkJob, JobOptions, Retention, QueueApp, Registrations};
+use queue_core::{app::Registrations, queue::BulkJob, JobOptions, QueueApp, Retention};
 use queue_tests::group_chaos::{self, Task, GROUP_CONCURRENCY, QUEUE};
 use queue_tests::PrivateRedis;
 use tokio::process::{Child, Command};

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use queue_core::prelude::*;
-use queue_core::{GroupLimits, JobOptions as Options, OnChildFailure, Registrations};
+use queue_core::{app::Registrations, group::GroupLimits, JobOptions as Options, OnChildFailure};
 use queue_tests::db::AnyDb;
 use queue_tests::{wait_for_state, TestRedis, SOON};
 

@@ -10,7 +10,10 @@ use axum::routing::post;
 use axum::{Json, Router};
 use queue_axum::{HealthRoutes, QueueError, QueueLayer, Queues};
 use queue_core::prelude::*;
-use queue_core::{CheckStatus, HealthReport, HealthSettings, MemoryGuard, Registrations};
+use queue_core::{
+    app::Registrations, health::CheckStatus, health::HealthReport, health::HealthSettings,
+    health::MemoryGuard,
+};
 use queue_tests::db::AnyDb;
 use queue_tests::http::{get, listener, post_json};
 use queue_tests::logs::Logs;

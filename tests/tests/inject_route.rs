@@ -5,8 +5,8 @@
 use axum::routing::post;
 use axum::{Json, Router};
 use queue_axum::{Accepted, QueueError, QueueLayer};
+use queue_core::app::Registrations;
 use queue_core::prelude::*;
-use queue_core::Registrations;
 use queue_tests::http::{listener, post_json};
 use queue_tests::{wait_for_state, TestRedis, SOON};
 

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use queue_core::{
-    Backoff, Deduplication, Job, JobError, JobOptions, JobState, Processor, QueueEvent,
+    options::Deduplication, Backoff, Job, JobError, JobOptions, JobState, Processor, QueueEvent,
 };
 use queue_tests::node::Bullmq;
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};

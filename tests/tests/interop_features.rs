@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use queue_core::{
-    ChildResults, Job, JobError, JobOptions, JobState, OnChildFailure, Processor, QueueApp,
-    QueueEvent, Schedule,
+    options::Schedule, ChildResults, Job, JobError, JobOptions, JobState, OnChildFailure,
+    Processor, QueueApp, QueueEvent,
 };
 use queue_tests::node::{self, Bullmq};
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use queue_core::{Dep, GroupLimits, Job, JobError, JobOptions, JobState, Processor};
+use queue_core::{group::GroupLimits, Dep, Job, JobError, JobOptions, JobState, Processor};
 use queue_tests::node::Bullmq;
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
 

@@ -4,7 +4,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use queue_core::{CancelOutcome, Error, Job, JobError, JobOptions, JobState, Processor, QueueApp};
+use queue_core::{
+    queue::CancelOutcome, Error, Job, JobError, JobOptions, JobState, Processor, QueueApp,
+};
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
 
 async fn slow(job: Job<u64>) -> Result<u64, JobError> {
@@ -340,7 +342,7 @@ async fn a_scheduler_adds_its_job_on_schedule_and_upserting_again_keeps_one() {
         .app(|b| b.processor(Processor::new("ticks").any_job(slow)))
         .await;
     let q = app.queue::<u64>("ticks").unwrap();
-    let every = queue_core::Schedule::every(Duration::from_millis(300));
+    let every = queue_core::options::Schedule::every(Duration::from_millis(300));
     for _ in 0..3 {
         // a restart, or three replicas starting at once
         q.upsert_scheduler("tick", every.clone(), "tick", 1, JobOptions::new())
@@ -368,7 +370,7 @@ async fn a_scheduler_adds_its_job_on_schedule_and_upserting_again_keeps_one() {
     // makes: each run of 10 s is cut at 50 ms.
     q.upsert_scheduler(
         "bounded",
-        queue_core::Schedule::every(Duration::from_millis(100)),
+        queue_core::options::Schedule::every(Duration::from_millis(100)),
         "tick",
         10_000,
         JobOptions::new().timeout(Duration::from_millis(50)),

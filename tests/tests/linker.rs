@@ -2,7 +2,7 @@
 //! links that crate. The documented fix is one line, which this test relies on:
 use helper_jobs as _;
 
-use queue_core::{JobOptions, JobState, QueueApp, Registrations};
+use queue_core::{app::Registrations, JobOptions, JobState, QueueApp};
 use queue_tests::{wait_for_state, TestRedis, SOON};
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use queue_core::prelude::*;
-use queue_core::{on_worker_event, BulkJob};
+use queue_core::{on_worker_event, queue::BulkJob};
 use queue_tests::{wait_for_completed, wait_until, TestRedis};
 
 static RUNNING: AtomicUsize = AtomicUsize::new(0);

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use queue_core::metrics::Metrics;
 use queue_core::{
-    Job, JobError, JobOptions, JobState, Processor, QueueApp, Registrations, WorkerEvent,
+    app::Registrations, Job, JobError, JobOptions, JobState, Processor, QueueApp, WorkerEvent,
 };
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
 
 /// Every event about `job_id` already published, without waiting for more.
-fn events_about(events: &mut queue_core::WorkerEvents, job_id: &str) -> Vec<WorkerEvent> {
+fn events_about(events: &mut queue_core::events::WorkerEvents, job_id: &str) -> Vec<WorkerEvent> {
     let mut seen = Vec::new();
     while let Some(Some(event)) = events.recv().now_or_never() {
         if event.job_id() == Some(job_id) {
@@ -342,7 +342,7 @@ async fn a_busy_worker_whose_locks_are_renewed_stays_live() {
             )
         })
         .await;
-    let health = app.health(queue_core::HealthSettings::new().wedged_after(LOCK));
+    let health = app.health(queue_core::health::HealthSettings::new().wedged_after(LOCK));
     let workers = app.start_workers().await.unwrap();
     let queue = app.queue::<u32>("busy").unwrap();
     for id in ["busy-1", "busy-2"] {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use queue_core::prelude::*;
 use queue_core::{
-    inject_queue, on_queue_event, on_worker_event, processor, QueueEvent, Registrations,
+    app::Registrations, inject_queue, on_queue_event, on_worker_event, processor, QueueEvent,
 };
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_core::{BulkJob, Dep, Job, JobError, JobOptions, Retention, Processor, Queue};
+use queue_core::{queue::BulkJob, Dep, Job, JobError, JobOptions, Processor, Queue, Retention};
 use queue_tests::{wait_until, TestRedis};
 
 const ROUND: u64 = 2_000;

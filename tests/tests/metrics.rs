@@ -301,7 +301,11 @@ async fn counted(job: Job<String>) -> Result<(), JobError> {
 async fn the_processor_macro_turns_on_per_minute_metrics() {
     let redis = TestRedis::new("metrics-macro");
     let app = redis
-        .app(|b| b.registrations(queue_core::Registrations::Queues(vec!["pm-macro".into()])))
+        .app(|b| {
+            b.registrations(queue_core::app::Registrations::Queues(vec![
+                "pm-macro".into()
+            ]))
+        })
         .await;
     let q = app.queue::<String>("pm-macro").unwrap();
     let workers = app.start_workers().await.unwrap();

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_core::{Operation, OperationError, Operations, Stages};
+use queue_core::{store::OnceOutcome, store::OperationError, store::Operations, store::Stages};
 use queue_tests::db::AnyDb;
 use sqlx::{Pool, Sqlite};
 use tokio::sync::Barrier;
@@ -15,9 +15,9 @@ const RACERS: usize = 8;
 
 /// `RACERS` tasks run one key's effect at once; each effect writes a row to
 /// `effects` in the transaction it is given and returns who ran it.
-async fn racers<DB>(pool: Pool<DB>) -> Vec<Operation<String>>
+async fn racers<DB>(pool: Pool<DB>) -> Vec<OnceOutcome<String>>
 where
-    DB: queue_core::Backend,
+    DB: queue_core::store::Backend,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
 {
@@ -66,8 +66,8 @@ async fn racing_on_one_key_gives_one_effect(db: AnyDb) {
     let ran: Vec<&String> = outcomes
         .iter()
         .filter_map(|o| match o {
-            Operation::Ran(who) => Some(who),
-            Operation::AlreadyDone(_) => None,
+            OnceOutcome::Ran(who) => Some(who),
+            OnceOutcome::AlreadyDone(_) => None,
         })
         .collect();
     assert_eq!(ran.len(), 1, "{}: {outcomes:?}", db.kind());
@@ -130,12 +130,12 @@ async fn a_failed_effect_records_nothing_and_the_next_call_runs_it() {
         .run_once("k", |_tx| Box::pin(async { Ok::<_, String>(42u32) }))
         .await
         .unwrap();
-    assert_eq!(ran, Operation::Ran(42));
+    assert_eq!(ran, OnceOutcome::Ran(42));
     let repeat = ops
         .run_once("k", |_tx| Box::pin(async { Ok::<_, String>(0u32) }))
         .await
         .unwrap();
-    assert_eq!(repeat, Operation::AlreadyDone(42));
+    assert_eq!(repeat, OnceOutcome::AlreadyDone(42));
     assert_eq!(ops.result::<u32>("k").await.unwrap(), Some(42));
 }
 
@@ -170,7 +170,7 @@ async fn a_report_in_stages_skips_what_is_done(db: AnyDb) {
                 })
                 .await
                 .unwrap();
-            assert_eq!(pdf, Operation::Ran("report-2026-11.pdf".to_owned()));
+            assert_eq!(pdf, OnceOutcome::Ran("report-2026-11.pdf".to_owned()));
             let upload = report
                 .step(key, "uploaded", || async { Err::<String, _>("S3 is down".to_owned()) })
                 .await;
@@ -185,7 +185,7 @@ async fn a_report_in_stages_skips_what_is_done(db: AnyDb) {
                 })
                 .await
                 .unwrap();
-            assert_eq!(pdf, Operation::AlreadyDone("report-2026-11.pdf".to_owned()));
+            assert_eq!(pdf, OnceOutcome::AlreadyDone("report-2026-11.pdf".to_owned()));
             let url = report
                 .step(key, "uploaded", || async {
                     count(&effects);

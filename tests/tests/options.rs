@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queue_core::{Dep, Job, JobError, JobOptions, JobState, Retention, Processor};
+use queue_core::{Dep, Job, JobError, JobOptions, JobState, Processor, Retention};
 use queue_tests::{wait_for_completed, wait_for_state, wait_until, TestRedis, SOON};
 
 #[derive(Default)]
@@ -290,7 +290,7 @@ async fn a_queue_has_default_job_options_of_its_own_over_the_apps() {
     // The queue's workers keep finished jobs by its retention, also for jobs another
     // producer added without any.
     let plain_producer = redis
-        .app(|b| b.registrations(queue_core::Registrations::None))
+        .app(|b| b.registrations(queue_core::app::Registrations::None))
         .await;
     let foreign = plain_producer.queue::<()>("q").unwrap();
     for id in ["f1", "f2", "f3"] {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queue_core::{
-    Job, JobError, JobOptions, JobState, Retention, Processor, Queue, QueueApp, Registrations,
+    app::Registrations, Job, JobError, JobOptions, JobState, Processor, Queue, QueueApp, Retention,
 };
 use queue_tests::{wait_until, PrivateRedis};
 

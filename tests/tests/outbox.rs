@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_core::{trace, Job, JobError, JobOptions, JobState, Retention, Processor, QueueApp};
+use queue_core::{trace, Job, JobError, JobOptions, JobState, Processor, QueueApp, Retention};
 use queue_tests::db::AnyDb;
 use queue_tests::fixtures::{welcome, WelcomeEmail};
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
@@ -56,7 +56,7 @@ async fn a_rollback_leaves_no_job(db: AnyDb) {
 
 /// Waits until the relay has deleted every row it added (it deletes a batch's rows
 /// while it goes on with the next).
-async fn wait_for_empty(outbox: &queue_core::Outbox) {
+async fn wait_for_empty(outbox: &queue_core::store::Outbox) {
     wait_until(SOON, "the outbox to empty", || async {
         (outbox.counts().await.unwrap().pending == 0).then_some(())
     })

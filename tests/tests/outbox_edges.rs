@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_core::{Backoff, Job, JobError, JobOptions, JobState, Retention, Outbox, Processor, Queue};
+use queue_core::{
+    store::Outbox, Backoff, Job, JobError, JobOptions, JobState, Processor, Queue, Retention,
+};
 use queue_tests::db::AnyDb;
 use queue_tests::fixtures::{welcome, WelcomeEmail};
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};

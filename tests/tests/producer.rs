@@ -3,7 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use queue_core::{Backoff, BulkJob, Deduplication, Error, JobOptions, JobState, Retention, QueueApp};
+use queue_core::{
+    options::Deduplication, queue::BulkJob, Backoff, Error, JobOptions, JobState, QueueApp,
+    Retention,
+};
 use queue_tests::fixtures::{welcome, WelcomeEmail};
 use queue_tests::TestRedis;
 

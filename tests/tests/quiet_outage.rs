@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use queue_core::app::Registrations;
 use queue_core::prelude::*;
-use queue_core::Registrations;
 use queue_tests::logs::Logs;
 use queue_tests::{wait_until, PrivateRedis, SOON};
 

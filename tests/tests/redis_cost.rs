@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bullmq::options::RedisConnectionOptions;
 use bullmq::{BulkJob, QueueOptions, Worker, WorkerOptions};
-use queue_core::{Job, JobError, JobOptions, Retention, Processor, QueueApp, Registrations};
+use queue_core::{app::Registrations, Job, JobError, JobOptions, Processor, QueueApp, Retention};
 use queue_tests::{wait_until, PrivateRedis};
 
 /// Calls per command since the last reset, without the test's own reset and reads.

@@ -3,7 +3,7 @@
 
 use queue_core::prelude::*;
 use queue_core::{
-    inject_queue, on_queue_event, on_worker_event, processor, Error, QueueEvent, Registrations,
+    app::Registrations, inject_queue, on_queue_event, on_worker_event, processor, Error, QueueEvent,
 };
 
 #[derive(Serialize, Deserialize)]

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queue_core::{
-    Backoff, CancelOutcome, Dep, Job, JobError, JobOptions, JobState, Retention, Operations, Outbox,
-    Processor, QueueApp, QueueEvent, Tls,
+    connection::Tls, queue::CancelOutcome, store::Operations, store::Outbox, Backoff, Dep, Job,
+    JobError, JobOptions, JobState, Processor, QueueApp, QueueEvent, Retention,
 };
 use queue_tests::db::TestSqlite;
 use queue_tests::sentinel::{RedisSentinel, SentinelSecurity, DOWN_AFTER, FAILOVER_TIMEOUT};
@@ -428,7 +428,7 @@ async fn auth_and_tls_reach_the_master_through_the_sentinels() {
         );
         // The same deployment from the builder instead of a URL.
         let (user, password) = ("app", "s3cret-app");
-        let built = queue_core::Sentinel::new(
+        let built = queue_core::connection::Sentinel::new(
             queue_tests::sentinel::MASTER_NAME,
             sentinel
                 .sentinel_ports()

@@ -3,8 +3,8 @@
 //! reads could pair the state of one moment with the fields of the moment before; the
 //! packaged example's check saw it once on a busy host).
 
+use queue_core::app::Registrations;
 use queue_core::prelude::*;
-use queue_core::Registrations;
 use queue_tests::TestRedis;
 
 async fn answer(job: Job<u64>) -> Result<u64, JobError> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use queue_core::prelude::*;
 use queue_core::testing::{inline_jobs, run_handler, DrainOutcome, InlineOutcome, TestApp};
-use queue_core::{AddedJob, Error, Registrations};
+use queue_core::{app::Registrations, AddedJob, Error};
 use queue_tests::redis_builder;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -306,7 +306,7 @@ async fn a_drain_reports_every_job_of_a_large_queue() {
     let queue = kit.app().queue::<u32>("kit-many").unwrap();
     // More events than the worker-event channel keeps (1,024): three per job.
     let jobs: Vec<_> = (0..600)
-        .map(|n| queue_core::BulkJob::new("count", n))
+        .map(|n| queue_core::queue::BulkJob::new("count", n))
         .collect();
     queue.add_bulk(jobs).await.unwrap();
     let drained = kit.drain_queue("kit-many").await.unwrap();

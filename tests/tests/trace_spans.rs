@@ -12,7 +12,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use queue_axum::{Accepted, QueueError, QueueLayer};
 use queue_core::prelude::*;
-use queue_core::{inject_queue, Registrations};
+use queue_core::{app::Registrations, inject_queue};
 use queue_tests::http::{listener, post_json};
 use queue_tests::TestRedis;
 use tracing::field::{Field, Visit};

@@ -6,7 +6,7 @@
 use std::sync::Mutex;
 
 use queue_core::prelude::*;
-use queue_core::{EventJob, JobFailure, Registrations};
+use queue_core::{app::Registrations, events::EventJob, events::JobFailure};
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

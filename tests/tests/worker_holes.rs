@@ -450,7 +450,7 @@ async fn lock_renewals_do_not_read_the_whole_job_each_time() {
     let url = format!("redis://127.0.0.1:{}", redis.port());
     let app = queue_core::QueueApp::builder()
         .redis(&url)
-        .registrations(queue_core::Registrations::None)
+        .registrations(queue_core::app::Registrations::None)
         .processor(
             Processor::new("long")
                 .lock_duration(Duration::from_millis(400))

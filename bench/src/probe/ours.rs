@@ -9,7 +9,7 @@ use axum::{Json, Router};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use queue_axum::{Accepted, QueueError, QueueLayer};
 use queue_core::{
-    inject_queue, processor, BulkJob, Job, JobError, JobOptions, Retention, Queue, QueueApp,
+    inject_queue, processor, queue::BulkJob, Job, JobError, JobOptions, Queue, QueueApp, Retention,
 };
 use tokio::sync::mpsc;
 

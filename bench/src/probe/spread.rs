@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use queue_core::{BulkJob, Job, JobError, JobOptions, Retention, Processor, QueueApp, Registrations};
+use queue_core::{
+    app::Registrations, queue::BulkJob, Job, JobError, JobOptions, Processor, QueueApp, Retention,
+};
 
 use super::Email;
 use crate::BenchResult;

@@ -108,7 +108,7 @@ impl BenchCluster {
         let mut picked: Vec<(u16, String)> = Vec::new();
         for i in 0..1000 {
             let queue = format!("{{g{i}}}q");
-            let master = self.master_of(queue_core::queue_slot("bench", &queue))?;
+            let master = self.master_of(queue_core::connection::queue_slot("bench", &queue))?;
             if !picked.iter().any(|(m, _)| *m == master) {
                 picked.push((master, queue));
             }

@@ -13,7 +13,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use axum::Router;
 use queue_axum::dashboard::{Access, Dashboard};
-use queue_core::{QueueApp, Registrations};
+use queue_core::{app::Registrations, QueueApp};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::redis::BenchRedis;

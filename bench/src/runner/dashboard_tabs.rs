@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use queue_axum::dashboard::{Access, Dashboard};
-use queue_core::{Job, JobError, JobOptions, Processor, QueueApp, Registrations};
+use queue_core::{app::Registrations, Job, JobError, JobOptions, Processor, QueueApp};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::BenchResult;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queue_core::{
-    BulkJob, Dep, GroupLimits, Job, JobError, JobOptions, Retention, Processor, QueueApp, Registrations,
+    app::Registrations, group::GroupLimits, queue::BulkJob, Dep, Job, JobError, JobOptions,
+    Processor, QueueApp, Retention,
 };
 
 use super::redis::BenchRedis;

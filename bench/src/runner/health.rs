@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queue_core::{
-    BulkJob, HealthSettings, Job, JobError, JobOptions, Processor, QueueApp, Registrations,
+    app::Registrations, health::HealthSettings, queue::BulkJob, Job, JobError, JobOptions,
+    Processor, QueueApp,
 };
 
 use super::redis::BenchRedis;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use queue_core::{BulkJob, JobOptions, Outbox, Queue, QueueApp, Registrations};
+use queue_core::{app::Registrations, queue::BulkJob, store::Outbox, JobOptions, Queue, QueueApp};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 

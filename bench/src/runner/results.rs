@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::routing::post;
 use axum::Router;
 use queue_axum::{Accepted, JobRoutes, PreferWaitLayer, QueueError, QueueLayer};
-use queue_core::{Job, JobError, JobOptions, Processor, QueueApp, Registrations};
+use queue_core::{app::Registrations, Job, JobError, JobOptions, Processor, QueueApp};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::redis::BenchRedis;
@@ -186,7 +186,7 @@ async fn run(
     // Waiters: jobs nobody runs, each waited on.
     let idle = app.queue::<u64>(IDLE_QUEUE)?;
     let bulk = (0..WAITERS as u64)
-        .map(|n| queue_core::BulkJob::new("idle", n))
+        .map(|n| queue_core::queue::BulkJob::new("idle", n))
         .collect();
     let added = idle.add_bulk(bulk).await?;
     let clients_before = redis_clients()?;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use bullmq::options::RedisConnectionOptions;
-use queue_core::{BulkJob, JobOptions, QueueApp, Registrations};
+use queue_core::{app::Registrations, queue::BulkJob, JobOptions, QueueApp};
 
 use super::redis::BenchRedis;
 use crate::BenchResult;

@@ -152,7 +152,7 @@ impl Config {
         let default_prefix = if redis_cluster_nodes.is_some() {
             "{bull}"
         } else {
-            queue_core::DEFAULT_PREFIX
+            queue_core::app::DEFAULT_PREFIX
         };
         Ok(Config {
             export,
@@ -161,7 +161,7 @@ impl Config {
             admin_token,
             port: parsed(&lookup, "PORT", 3000, "a port number")?,
             redis_url: lookup("REDIS_URL")
-                .unwrap_or_else(|| queue_core::DEFAULT_REDIS_URL.to_owned()),
+                .unwrap_or_else(|| queue_core::app::DEFAULT_REDIS_URL.to_owned()),
             database_url: lookup("DATABASE_URL")
                 .unwrap_or_else(|| "sqlite://welcome.db".to_owned()),
             queue_prefix: lookup("QUEUE_PREFIX").unwrap_or_else(|| default_prefix.to_owned()),

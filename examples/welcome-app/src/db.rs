@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use chrono::{Datelike, NaiveDate};
 use queue_core::{
-    AddedJob, DoneStage, JobOf, JobOptions, Operation, OperationError, Operations, Queue,
-    QueueType, Stages,
+    contract::JobOf, store::DoneStage, store::OnceOutcome, store::OperationError,
+    store::Operations, store::Stages, AddedJob, JobOptions, Queue, QueueType,
 };
 use serde::Serialize;
 use sqlx::postgres::{PgPool, PgPoolOptions};
@@ -151,7 +151,9 @@ fn birthday_month_days(date: NaiveDate) -> [String; 2] {
 }
 
 /// queue-core's own tables (outbox, operation and stage records), beside ours.
-async fn migrate_queue_tables<DB: queue_core::Backend>(ops: Operations<DB>) -> Result<(), DbError> {
+async fn migrate_queue_tables<DB: queue_core::store::Backend>(
+    ops: Operations<DB>,
+) -> Result<(), DbError> {
     ops.migrate().await.map_err(|e| match e {
         queue_core::Error::Database(source) => {
             sqlx::Error::Migrate(Box::new(sqlx::migrate::MigrateError::Source(source)))
@@ -235,10 +237,10 @@ impl Db {
     }
 
     /// The job outbox in this database.
-    pub fn outbox(&self) -> queue_core::Outbox {
+    pub fn outbox(&self) -> queue_core::store::Outbox {
         match self {
-            Db::Sqlite(pool) => queue_core::Outbox::new(pool.clone()),
-            Db::Postgres(pool) => queue_core::Outbox::new(pool.clone()),
+            Db::Sqlite(pool) => queue_core::store::Outbox::new(pool.clone()),
+            Db::Postgres(pool) => queue_core::store::Outbox::new(pool.clone()),
         }
     }
 
@@ -297,7 +299,7 @@ impl Db {
         user_id: i64,
         campaign_id: &str,
         date: &str,
-    ) -> Result<Operation<Option<i64>>, OperationError<DbError>> {
+    ) -> Result<OnceOutcome<Option<i64>>, OperationError<DbError>> {
         let key = format!("grant-{user_id}-{campaign_id}-{date}");
         // ON CONFLICT: a grant recorded without its key (by an older version of the
         // service) means nothing new, and the key is recorded now.
@@ -334,7 +336,7 @@ impl Db {
         key: &str,
         stage: &str,
         effect: F,
-    ) -> Result<Operation<R>, OperationError<E>>
+    ) -> Result<OnceOutcome<R>, OperationError<E>>
     where
         R: Serialize + serde::de::DeserializeOwned + Send,
         E: Send,

@@ -11,7 +11,7 @@ pub mod telemetry;
 use std::time::Duration;
 
 use queue_core::metrics::Metrics;
-use queue_core::{JobOptions, QueueApp, Registrations, Schedule, Workers};
+use queue_core::{app::Registrations, options::Schedule, JobOptions, QueueApp, Workers};
 
 use crate::config::{Config, Role};
 use crate::db::Db;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use queue_core::{Dep, Job, JobOptions, JobState, Registrations, WorkerEvent};
+use queue_core::{app::Registrations, Dep, Job, JobOptions, JobState, WorkerEvent};
 use queue_tests::http::{get, get_with, post_json, request, HttpResponse};
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
 use welcome_app::db::Db;

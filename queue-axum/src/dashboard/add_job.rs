@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
 use axum::{Extension, Form};
-use queue_core::{JobOptions, PayloadError};
+use queue_core::{error::PayloadError, JobOptions};
 use serde::Deserialize;
 
 use maud::html;

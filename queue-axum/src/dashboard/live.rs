@@ -13,7 +13,7 @@ use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, Stream, StreamExt};
-use queue_core::{JobCounts, JobState, QueueApp};
+use queue_core::{job::JobCounts, JobState, QueueApp};
 use tokio::sync::broadcast;
 
 use super::{PageResult, Shared};

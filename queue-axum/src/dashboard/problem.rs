@@ -10,7 +10,7 @@ use super::view::{self, format::clip};
 /// `repeat:<scheduler>`, a scheduler's definition) is no job, and an action on it would
 /// act on that key.
 pub(crate) fn job_id<'a>(queue: &str, id: &'a str) -> Result<&'a str, Problem> {
-    if queue_core::could_be_job_id(id) {
+    if queue_core::options::could_be_job_id(id) {
         Ok(id)
     } else {
         Err(Problem::no_job(queue, id))

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::request::Parts;
-use queue_core::{Claims, QueueApp};
+use queue_core::{claims::Claims, QueueApp};
 use tower::Layer;
 
 pub(crate) use key::from_headers as key_from_headers;

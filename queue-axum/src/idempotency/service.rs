@@ -13,7 +13,7 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::future::{BoxFuture, FutureExt};
 use http_body::Body as _;
-use queue_core::{Claim, ClaimToken, Claims};
+use queue_core::{claims::Claim, claims::ClaimToken, claims::Claims};
 use tower::Service;
 
 use super::record::Record;

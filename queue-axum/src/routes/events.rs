@@ -18,7 +18,7 @@ use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, Stream, StreamExt};
-use queue_core::{JobState, JobWatcher, Queue, QueueApp, QueueEvent};
+use queue_core::{watch::JobWatcher, JobState, Queue, QueueApp, QueueEvent};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{lookup, no_job, unknown_queue, JobRoutes, JobStatus, Lookup};
@@ -44,7 +44,7 @@ pub(super) async fn stream(
     let Some(handle) = handle else {
         return unknown_queue(&queue);
     };
-    if !queue_core::could_be_job_id(&id) {
+    if !queue_core::options::could_be_job_id(&id) {
         return no_job(&queue, &id);
     }
     let Ok(slot) = settings.live_streams.clone().try_acquire_owned() else {

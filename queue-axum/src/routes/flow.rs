@@ -1,7 +1,7 @@
 //! A job's place in its flow, as the status route shows it: its parent, and its
 //! children by outcome. Return values and failure reasons follow the route's opt-ins.
 
-use queue_core::{Children, JobInfo};
+use queue_core::{queue::Children, JobInfo};
 use serde::Serialize;
 
 use super::JobRoutes;

@@ -277,7 +277,7 @@ pub(crate) async fn lookup(
     let handle = app
         .queue::<serde_json::Value>(queue)
         .map_err(|_| Lookup::UnknownQueue)?;
-    if !queue_core::could_be_job_id(id) {
+    if !queue_core::options::could_be_job_id(id) {
         return Ok(None);
     }
     let wait = settings.redis_wait;

@@ -16,7 +16,7 @@ use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use queue_core::{ShutdownReport, Workers};
+use queue_core::{worker::ShutdownReport, Workers};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;

@@ -13,6 +13,7 @@ use super::{
     DEFAULT_PREFIX, DEFAULT_REDIS_URL,
 };
 use crate::backend::{Backend, Connection, Endpoint, InlineRunner};
+use crate::connection::Tls;
 use crate::contract::DeclaredJob;
 use crate::deps::Deps;
 use crate::error::Error;
@@ -22,13 +23,12 @@ use crate::handler::QueuePlan;
 use crate::health::{MemoryGuard, MemoryWatch};
 use crate::options::BackoffRegistry;
 use crate::options::{BackoffContext, JobOptions};
-use crate::worker::Processor;
 use crate::queue::ProducerSettings;
 use crate::registry::{
     check_declarations, check_registrations, declared_jobs, merge_processors,
     processor_from_record, Registered,
 };
-use crate::connection::Tls;
+use crate::worker::Processor;
 
 /// What `build` derives from the builder before connecting.
 struct Plan {
@@ -100,7 +100,7 @@ impl QueueAppBuilder {
     /// The Redis URL: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS;
     /// or a Redis Sentinel deployment,
     /// `redis+sentinel://[user:password@]host:port[,host:port...]/master_name[/db]` (see
-    /// [`Sentinel`](crate::Sentinel) for the whole form, and `build`'s refusal of one
+    /// [`Sentinel`](crate::connection::Sentinel) for the whole form, and `build`'s refusal of one
     /// that does not fit).
     pub fn redis(mut self, url: impl Into<String>) -> Self {
         self.endpoint = Endpoint::Single(url.into());
@@ -114,7 +114,7 @@ impl QueueAppBuilder {
     ///
     /// ```no_run
     /// # async fn demo() -> queue_core::Result<()> {
-    /// use queue_core::{QueueApp, Sentinel};
+    /// use queue_core::{QueueApp, connection::Sentinel};
     ///
     /// let app = QueueApp::builder()
     ///     .redis_sentinel(
@@ -300,7 +300,7 @@ impl QueueAppBuilder {
 
     /// A transactional outbox in the application's database, for
     /// [`Queue::add_in`](crate::Queue::add_in). `build` creates its table if missing
-    /// and starts a relay (see [`Outbox::start_relay`](crate::Outbox::start_relay)).
+    /// and starts a relay (see [`Outbox::start_relay`](crate::store::Outbox::start_relay)).
     #[cfg(feature = "sqlx")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
     pub fn outbox(mut self, outbox: crate::store::Outbox) -> Self {
@@ -435,7 +435,7 @@ impl QueueAppBuilder {
         }
         #[cfg(feature = "sqlx")]
         let relay = self.outbox.clone().filter(|o| o.settings.start_relay);
-        let app = self.assemble(plan, Backend::Redis(conn), memory);
+        let app = self.assemble(plan, Backend::Redis(Arc::new(conn)), memory);
         #[cfg(feature = "sqlx")]
         if let Some(outbox) = relay {
             app.keep_relay(super::outbox::relay_into(&app, outbox));

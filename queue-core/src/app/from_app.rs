@@ -6,7 +6,7 @@ use crate::error::Result;
 /// Builds an `#[inject_queue]` struct (or anything else that knows its queues) from an app.
 ///
 /// ```
-/// use queue_core::{FromApp, Queue, QueueApp, Result};
+/// use queue_core::{app::FromApp, Queue, QueueApp, Result};
 ///
 /// /// The queues a mail service sends with, made once from the app.
 /// struct Mailer {

@@ -351,7 +351,7 @@ impl QueueApp {
     ///
     /// ```
     /// # async fn demo() -> queue_core::Result<()> {
-    /// use queue_core::{Job, JobError, PayloadError, Processor, QueueApp};
+    /// use queue_core::{Job, JobError, error::PayloadError, Processor, QueueApp};
     ///
     /// #[derive(serde::Deserialize)]
     /// struct Welcome { to: String }
@@ -418,7 +418,7 @@ impl QueueApp {
     /// exists is taken into the flow when it can still end for its new parent (a
     /// completed one gives the parent its value, a pending one is waited for), and is
     /// answered `duplicate`, in its state. Otherwise nothing of the flow is written,
-    /// and the error says which job and why ([`FlowError`](crate::FlowError)): one that
+    /// and the error says which job and why ([`FlowError`](crate::flow::FlowError)): one that
     /// failed, one another parent waits for, one the flow would give children, or one
     /// id named twice. The checks and the write are one optimistic transaction, so a
     /// concurrent add cannot slip between them.
@@ -438,7 +438,7 @@ impl QueueApp {
     }
 
     /// How many queues this app reads the event stream of for its job watchers (waits,
-    /// live streams, [`JobWatcher`](crate::JobWatcher)s), and how many watchers there
+    /// live streams, [`JobWatcher`](crate::watch::JobWatcher)s), and how many watchers there
     /// are: one reader per queue, however many watch.
     ///
     /// ```no_run

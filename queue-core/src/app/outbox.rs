@@ -30,7 +30,7 @@ pub(super) fn relay_into(app: &QueueApp, outbox: Outbox) -> Relay {
 #[cfg(feature = "sqlx")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 impl QueueApp {
-    /// The app's outbox, if it has one ([`QueueAppBuilder::outbox`]).
+    /// The app's outbox, if it has one ([`QueueAppBuilder::outbox`](crate::QueueAppBuilder::outbox)).
     pub fn outbox(&self) -> Option<&Outbox> {
         self.inner.producer.outbox.as_ref()
     }

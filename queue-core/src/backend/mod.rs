@@ -35,7 +35,8 @@ pub(crate) const QUEUE_EVENTS: &str =
 /// The app's backend: a Redis connection, or an inline app's runner.
 #[derive(Debug, Clone)]
 pub(crate) enum Backend {
-    Redis(Connection),
+    /// Shared: every queue handle holds the app's backend.
+    Redis(Arc<Connection>),
     Inline(Arc<InlineRunner>),
 }
 

@@ -10,11 +10,11 @@ pub use crate::backend::{Claim, ClaimToken};
 use crate::error::Error;
 
 /// Claims under one namespace of the app's Redis: `<prefix>:<namespace>:<key>`. Made by
-/// [`QueueApp::claims`]; cheap to clone.
+/// [`QueueApp::claims`](crate::QueueApp::claims); cheap to clone.
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use queue_core::Claim;
+/// use queue_core::claims::Claim;
 ///
 /// # async fn demo(app: queue_core::QueueApp) -> queue_core::Result<()> {
 /// let claims = app.claims("exports")?;

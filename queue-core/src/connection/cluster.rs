@@ -51,7 +51,7 @@ pub(crate) fn queue_tag<'a>(prefix: &'a str, queue: &'a str) -> Option<String> {
 /// SLOTS` tells which master serves which.
 ///
 /// ```
-/// use queue_core::queue_slot;
+/// use queue_core::connection::queue_slot;
 ///
 /// // One tag, one slot: a queue group stays together (and on one master).
 /// assert_eq!(queue_slot("bull", "{mail}welcome"), queue_slot("bull", "{mail}digest"));

@@ -6,7 +6,7 @@ use std::fmt;
 /// checked against the usual public roots.
 ///
 /// ```
-/// use queue_core::{QueueApp, Tls};
+/// use queue_core::{QueueApp, connection::Tls};
 ///
 /// let ca_pem = b"-----BEGIN CERTIFICATE-----\n...".to_vec();
 /// let builder = QueueApp::builder()

@@ -45,7 +45,7 @@ pub enum Error {
     },
 
     /// Redis's `maxmemory-policy` may delete jobs, and the app was told to require
-    /// `noeviction` ([`MemoryGuard::require_noeviction`](crate::MemoryGuard::require_noeviction)).
+    /// `noeviction` ([`MemoryGuard::require_noeviction`](crate::health::MemoryGuard::require_noeviction)).
     #[error("Redis at {url} has maxmemory-policy `{policy}`, which deletes keys (jobs among them) when memory is full; BullMQ needs `noeviction` (CONFIG SET maxmemory-policy noeviction, and in redis.conf)")]
     EvictionPolicy {
         /// The URL, password redacted.
@@ -54,7 +54,7 @@ pub enum Error {
         policy: String,
     },
 
-    /// Redis's memory is above the guard's high-water mark ([`MemoryGuard`](crate::MemoryGuard)):
+    /// Redis's memory is above the guard's high-water mark ([`MemoryGuard`](crate::health::MemoryGuard)):
     /// the add is refused before it is sent, so that Redis keeps room for the jobs
     /// already in it. Try again after `retry_after`; an HTTP edge answers 503.
     #[error("Redis memory is above the high-water mark ({used} of {max} bytes used); the add was refused, try again after {retry_after:?}")]

@@ -1,5 +1,5 @@
 //! Events: the queue's cross-process Redis event stream ([`QueueEvents`]) and this
-//! process's worker events ([`WorkerEvent`], see [`local`]), and what a typed worker
+//! process's worker events ([`WorkerEvent`], [`WorkerEvents`]), and what a typed worker
 //! event listener receives ([`EventJob`], [`JobFailure`]).
 
 pub(crate) mod local;

@@ -15,7 +15,7 @@ use super::WorkerEvent;
 ///
 /// ```no_run
 /// use queue_core::prelude::*;
-/// use queue_core::{EventJob, JobFailure};
+/// use queue_core::{events::EventJob, events::JobFailure};
 ///
 /// #[derive(Serialize, Deserialize)]
 /// pub struct WelcomeEmail { pub to: String }

@@ -18,7 +18,7 @@ pub const MAX_GROUP_PAGE: usize = 1_000;
 ///
 /// ```
 /// use std::time::Duration;
-/// use queue_core::GroupLimits;
+/// use queue_core::group::GroupLimits;
 ///
 /// let limits = GroupLimits::new().concurrency(2).rate(10, Duration::from_secs(1));
 /// assert_eq!(limits.get_concurrency(), Some(2));

@@ -6,6 +6,7 @@ pub(crate) mod panic;
 mod plan;
 
 pub(crate) use attempt::attempt;
+#[cfg(feature = "metrics")]
 pub use plan::ANY_JOB_NAME;
 pub(crate) use plan::{plan_of, PlannedHandler, QueuePlan};
 

@@ -10,6 +10,7 @@ use crate::options::WorkerOptions;
 
 /// The label of job names no handler is registered for by name (a catch-all handler
 /// takes them): other producers may send any name, and each would be a new series.
+#[cfg(feature = "metrics")]
 pub const ANY_JOB_NAME: &str = "*";
 
 /// One queue's worker plan: its settings and a handler per job name.

@@ -26,7 +26,7 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 ///
 /// ```no_run
 /// # async fn demo() -> queue_core::Result<()> {
-/// use queue_core::{MemoryGuard, QueueApp};
+/// use queue_core::{health::MemoryGuard, QueueApp};
 ///
 /// let app = QueueApp::builder()
 ///     .redis("redis://127.0.0.1:6379")

@@ -78,7 +78,7 @@ impl HealthCheck {
 /// The answer of a probe: its overall status and each check.
 ///
 /// ```
-/// use queue_core::{CheckStatus, HealthReport};
+/// use queue_core::{health::CheckStatus, health::HealthReport};
 ///
 /// let report = HealthReport::default();
 /// assert_eq!(report.status, CheckStatus::Pass);
@@ -118,13 +118,13 @@ impl HealthReport {
     }
 }
 
-/// The app's probes, with the periods the app sets. Made by [`QueueApp::health`]; cheap
+/// The app's probes, with the periods the app sets. Made by [`QueueApp::health`](crate::QueueApp::health); cheap
 /// to clone.
 ///
 /// ```no_run
 /// # async fn demo(app: queue_core::QueueApp) -> queue_core::Result<()> {
 /// use std::time::Duration;
-/// use queue_core::HealthSettings;
+/// use queue_core::health::HealthSettings;
 ///
 /// let health = app.health(HealthSettings::new().wedged_after(Duration::from_secs(120)));
 /// let workers = app.start_workers().await?;

@@ -146,7 +146,7 @@ impl JobCounts {
     /// The count of one state; `0` for [`JobState::Pending`], which is not in Redis.
     ///
     /// ```
-    /// use queue_core::{JobCounts, JobState};
+    /// use queue_core::{job::JobCounts, JobState};
     ///
     /// let counts = JobCounts { failed: 2, ..JobCounts::default() };
     /// assert_eq!(counts.of(JobState::Failed), 2);

@@ -10,7 +10,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use queue_core::{Deduplication, JobOptions};
+/// use queue_core::{options::Deduplication, JobOptions};
 ///
 /// let opts = JobOptions::new().deduplication(Deduplication::new("report-7").ttl(Duration::from_secs(60)));
 /// assert!(opts.validate().is_ok());

@@ -37,7 +37,7 @@ const RESERVED_IDS: &[&str] = &[
 /// you act on it; the status route and the dashboard do.
 ///
 /// ```
-/// use queue_core::could_be_job_id;
+/// use queue_core::options::could_be_job_id;
 ///
 /// assert!(could_be_job_id("welcome-42"));
 /// assert!(could_be_job_id("17"));

@@ -164,7 +164,7 @@ impl JobOptions {
 
     /// Puts the job in a group (a tenant, a customer): a grouped worker takes jobs one
     /// group after the other, each group under its own concurrency and rate limit
-    /// ([`GroupLimits`](crate::GroupLimits)), so one group's backlog does not hold up
+    /// ([`GroupLimits`](crate::group::GroupLimits)), so one group's backlog does not hold up
     /// another's jobs. Inside a group, priorities and delays keep their meaning.
     /// Stored where BullMQ Pro keeps it (`opts.group.id`), so a Node producer can add
     /// to a group too. At most [`MAX_GROUP_BYTES`] bytes, not empty.

@@ -5,7 +5,7 @@ use std::time::Duration;
 /// When a scheduler adds its job.
 ///
 /// ```
-/// use queue_core::Schedule;
+/// use queue_core::options::Schedule;
 /// let daily = Schedule::cron("5 0 * * *").tz("Europe/Paris"); // 00:05 Paris time
 /// # let _ = daily;
 /// ```

@@ -50,7 +50,7 @@ impl<T> Queue<T> {
     ///
     /// ```no_run
     /// # async fn demo(exports: queue_core::Queue<()>) -> queue_core::Result<()> {
-    /// use queue_core::CancelOutcome;
+    /// use queue_core::queue::CancelOutcome;
     /// match exports.cancel("export-7").await? {
     ///     CancelOutcome::Removed | CancelOutcome::Signalled { .. } => println!("cancelling"),
     ///     CancelOutcome::AlreadyFinished(state) => println!("too late: {state}"),

@@ -135,7 +135,7 @@ impl<T> Queue<T> {
     }
 
     /// Log lines of a job, oldest first, paged by `range`. None for an id that cannot
-    /// name a job ([`could_be_job_id`](crate::could_be_job_id)).
+    /// name a job ([`could_be_job_id`]).
     pub async fn get_job_logs(&self, id: &str, range: Range<usize>) -> Result<JobLogs, Error> {
         let (Some((start, end)), true) = (inclusive(&range), could_be_job_id(id)) else {
             return Ok(JobLogs {
@@ -156,7 +156,7 @@ impl<T> Queue<T> {
 
     /// Removes a job that is not running. `Ok(false)` when a worker holds it (use
     /// [`cancel`](Queue::cancel) for a running job); `Ok(true)` also when it did not exist.
-    /// An id that cannot name a job ([`could_be_job_id`](crate::could_be_job_id)) removes
+    /// An id that cannot name a job ([`could_be_job_id`]) removes
     /// nothing: BullMQ would delete whatever key it names (`meta`: the queue's pause flag;
     /// `repeat:<scheduler>`: a scheduler's definition).
     pub async fn remove(&self, id: &str) -> Result<bool, Error> {

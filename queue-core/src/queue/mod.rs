@@ -1,4 +1,5 @@
-//! `Queue<T>`: the typed producer, plus the management calls in [`manage`].
+//! [`Queue<T>`](Queue): the typed producer, and the calls that read and manage a queue
+//! and its jobs; with what they answer.
 
 mod cancel;
 mod groups;
@@ -293,6 +294,7 @@ impl<T> Queue<T> {
     }
 
     /// Whether an add runs the job before it returns (an app built inline).
+    #[cfg(feature = "sqlx")]
     pub(crate) fn runs_when_added(&self) -> bool {
         self.shared.backend.runs_when_added()
     }

@@ -46,7 +46,7 @@ impl<T> Queue<T> {
     ///
     /// ```no_run
     /// # async fn demo(queue: queue_core::Queue<serde_json::Value>) -> queue_core::Result<()> {
-    /// use queue_core::{JobFilter, JobState, ScanLimits};
+    /// use queue_core::{queue::JobFilter, JobState, queue::ScanLimits};
     /// let filter = JobFilter::DataField { path: "user_id".into(), value: 42.into() };
     /// let found = queue.scan_jobs(JobState::Failed, &filter, &ScanLimits::default()).await?;
     /// println!("{} matches among {} jobs", found.matches.len(), found.scanned);

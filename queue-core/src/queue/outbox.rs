@@ -1,5 +1,5 @@
 //! `Queue::add_in`: a job written into the application's own transaction, through the
-//! app's [`Outbox`](crate::Outbox).
+//! app's [`Outbox`](crate::store::Outbox).
 
 use serde::Serialize;
 
@@ -27,7 +27,7 @@ impl<T: Serialize> Queue<T> {
     /// payloads are refused here, as by [`add`](Self::add), and nothing is written; this
     /// app's defaults are applied here, once. While the row waits, a second `add_in`
     /// with the same job id writes nothing and reports `duplicate`; a row set aside
-    /// (see [`Outbox::failed`](crate::Outbox::failed)) is replaced by the new one. The
+    /// (see [`Outbox::failed`](crate::store::Outbox::failed)) is replaced by the new one. The
     /// relay adds the job as [`add`](Self::add) would have: once a job with this id
     /// finished and was removed, the id is free again. The job's state is
     /// [`JobState::Pending`] until the relay has added it.

@@ -91,7 +91,7 @@ pub(crate) fn merge_processors(
             by_name: BTreeMap::new(),
             fallback: None,
         });
-        merge_options(&queue, &mut plan.options, &processor.options, problems);
+        merge_options(queue, &mut plan.options, &processor.options, problems);
 
         for registered in &processor.handlers {
             for dep in &registered.handler.dependencies {

@@ -7,10 +7,10 @@
 //! relay that dies holding rows leaves them to the next one when the lease runs out;
 //! that one adds only the rows whose jobs the first had not added (each row is marked
 //! in Redis once its job is added: `queue/relayed.rs`). A row this relay cannot add
-//! because of its own build or settings waits for one that can ([`batch`]).
+//! because of its own build or settings waits for one that can.
 //!
-//! A relay adds through the app's queues ([`RelayTarget`]), which it holds weakly: it
-//! stops when the app is dropped.
+//! A relay adds through the app's queues, which it holds weakly: it stops when the app
+//! is dropped.
 
 mod batch;
 mod stats;

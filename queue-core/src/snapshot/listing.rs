@@ -45,7 +45,7 @@ pub enum JobFilter {
     },
 }
 
-/// The bounds of one [`Queue::scan_jobs`] call.
+/// The bounds of one [`Queue::scan_jobs`](crate::Queue::scan_jobs) call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ScanLimits {

@@ -115,7 +115,7 @@ where
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::SqlitePool) -> Result<(), Box<dyn std::error::Error>> {
-/// use queue_core::{OnceOutcome, Operations};
+/// use queue_core::{store::OnceOutcome, store::Operations};
 ///
 /// let ops = Operations::new(pool);
 /// ops.migrate().await?;

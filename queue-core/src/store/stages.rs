@@ -38,7 +38,7 @@ pub struct DoneStage {
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
-/// use queue_core::Stages;
+/// use queue_core::store::Stages;
 ///
 /// let report = Stages::new(pool, ["generated", "uploaded", "notified"]);
 /// let key = "report-2026-11";

@@ -10,12 +10,12 @@ use serde::Serialize;
 use super::{delete_keys, unique_prefix};
 use crate::app::{QueueApp, QueueAppBuilder};
 use crate::backend::{Connection, Endpoint};
+use crate::connection::Tls;
 use crate::contract::{JobType, QueueType};
 use crate::error::Error;
 use crate::events::WorkerEvent;
 use crate::job::{Job, JobError, JobState};
 use crate::options::JobOptions;
-use crate::connection::Tls;
 
 /// How long [`TestApp::drain`] waits for a queue to empty, unless told otherwise.
 pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(30);

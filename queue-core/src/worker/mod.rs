@@ -18,11 +18,11 @@ use tokio::task::JoinHandle;
 use crate::backend::{Backend, EngineWorker, EventSink, WorkerSettings};
 use crate::error::Error;
 
+pub use crate::handler::Handler;
 pub(crate) use attempt::Dispatcher;
 pub(crate) use listeners::{ListenerSpec, Listeners};
-pub use crate::handler::Handler;
-pub use processor::{AnyQueue, Processor};
 pub use listeners::{ListenerStats, LISTENER_MAILBOX};
+pub use processor::{AnyQueue, Processor};
 pub(crate) use pulse::{is_suspect, PulseBoard, PulseReading, WorkerPulse};
 pub(crate) use tracker::AttemptTracker;
 

@@ -173,7 +173,7 @@ impl<Q> Processor<Q> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use queue_core::{GroupLimits, Job, JobError, Processor};
+    /// use queue_core::{group::GroupLimits, Job, JobError, Processor};
     ///
     /// async fn render(job: Job<String>) -> Result<(), JobError> { Ok(()) }
     ///

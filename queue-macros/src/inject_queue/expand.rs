@@ -42,8 +42,8 @@ pub(crate) fn expand(
         #strct
         #extractor
 
-        impl #krate::FromApp for #ident {
-            fn from_app(app: &#krate::QueueApp) -> #krate::Result<Self> {
+        impl #krate::__private::FromApp for #ident {
+            fn from_app(app: &#krate::__private::QueueApp) -> #krate::__private::Result<Self> {
                 ::core::result::Result::Ok(Self {
                     #(#names: #handles,)*
                 })
@@ -53,8 +53,8 @@ pub(crate) fn expand(
         impl #ident {
             /// Builds this service's queue handles from the app.
             #[allow(dead_code)]
-            pub fn from_app(app: &#krate::QueueApp) -> #krate::Result<Self> {
-                <Self as #krate::FromApp>::from_app(app)
+            pub fn from_app(app: &#krate::__private::QueueApp) -> #krate::__private::Result<Self> {
+                <Self as #krate::__private::FromApp>::from_app(app)
             }
         }
 

@@ -82,7 +82,7 @@ fn arguments(args: &ListenerArgs, shape: &Shape, label: &TokenStream) -> Argumen
     let final_only = args.final_only;
     let job_name = match (shape, &args.queue, &args.job) {
         (Shape::Typed { payload, .. }, QueueRef::Type(_), _) => {
-            quote!(::core::option::Option::Some(<#payload as #krate::JobType>::NAME))
+            quote!(::core::option::Option::Some(<#payload as #krate::__private::JobType>::NAME))
         }
         (_, _, Some(job)) => quote!(::core::option::Option::Some(#job)),
         _ => quote!(::core::option::Option::None),

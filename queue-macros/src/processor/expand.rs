@@ -64,7 +64,7 @@ fn job_name(config: &ProcessorConfig, written: Option<&LitStr>, payload: &Type) 
     match (written, &config.queue) {
         (Some(name), _) => quote!(::core::option::Option::Some(#name)),
         (None, QueueRef::Type(_)) => {
-            quote!(::core::option::Option::Some(<#payload as #krate::JobType>::NAME))
+            quote!(::core::option::Option::Some(<#payload as #krate::__private::JobType>::NAME))
         }
         (None, QueueRef::Name(_)) => quote!(::core::option::Option::None),
     }
@@ -203,7 +203,7 @@ pub(crate) fn on_impl(
         helpers.extend(quote! {
             fn #make() -> #krate::__private::ErasedHandler {
                 #krate::__private::ErasedHandler::new(
-                    |job: #job_ty, #children_param __this: #krate::Dep<#self_ty>, #(#dep_names: #dep_tys),*| async move {
+                    |job: #job_ty, #children_param __this: #krate::__private::Dep<#self_ty>, #(#dep_names: #dep_tys),*| async move {
                         __this.#method(job, #children_arg #(#dep_names),*).await
                     },
                 )

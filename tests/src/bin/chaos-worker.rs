@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use queue_core::Registrations;
+use queue_core::app::Registrations;
 use queue_tests::chaos;
 
 #[tokio::main]

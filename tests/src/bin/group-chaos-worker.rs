@@ -2,7 +2,7 @@
 //! grouped processor against `REDIS_URL` / `PREFIX`, reporting to the list `REPORTS`,
 //! until it is killed.
 
-use queue_core::Registrations;
+use queue_core::app::Registrations;
 use queue_tests::group_chaos::{self, Reports};
 
 #[tokio::main]

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use queue_core::{Outbox, Registrations};
+use queue_core::{app::Registrations, store::Outbox};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

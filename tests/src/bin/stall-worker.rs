@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use queue_core::{Job, JobError, Processor, Registrations};
+use queue_core::{app::Registrations, Job, JobError, Processor};
 
 async fn hang(job: Job<serde_json::Value>) -> Result<(), JobError> {
     println!("started {}", job.id());

@@ -50,7 +50,7 @@ pub(crate) fn plans_in(markdown: &str) -> Result<Vec<Plan>, String> {
                 if trimmed.starts_with("```") {
                     plans.extend(current.take());
                 } else if trimmed.is_empty() || trimmed.starts_with('#') {
-                    continue;
+                    // A blank line or a comment.
                 } else if let Some(allow) = trimmed.strip_prefix("allow ") {
                     let (pair, why) = allow
                         .split_once(':')

@@ -91,7 +91,7 @@ impl Tree {
         } else {
             dir.join(stem)
         };
-        Ok(self.add_body(src, file, parent, body, &child_dir)?)
+        self.add_body(src, file, parent, body, &child_dir)
     }
 
     fn add_body(

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use queue_axum::{Accepted, Queues};
-use queue_core::CancelOutcome;
+use queue_core::queue::CancelOutcome;
 
 use super::{ApiError, AppState, Producers};
 use crate::jobs::exports::{self, export_job_id, rows_job_id};

@@ -16,7 +16,7 @@ use std::time::Duration;
 use axum::routing::{get, post};
 use axum::Router;
 use queue_axum::{HealthRoutes, IdempotencyLayer, JobRoutes, PreferWaitLayer, QueueLayer};
-use queue_core::{inject_queue, HealthSettings, Queue, QueueApp};
+use queue_core::{health::HealthSettings, inject_queue, Queue, QueueApp};
 
 pub use birthdays::{SCAN_DAYS_AHEAD, SCAN_DAYS_BACK};
 pub use error::ApiError;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::stream::{self, SelectAll, Stream, StreamExt};
-use queue_core::{JobWatcher, Queue};
+use queue_core::{watch::JobWatcher, Queue};
 
 use super::reports::{month, report_status};
 use super::{ApiError, AppState, Producers};

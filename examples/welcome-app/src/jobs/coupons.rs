@@ -3,7 +3,7 @@
 
 use chrono::{NaiveDate, Utc};
 use queue_core::prelude::*;
-use queue_core::{processor, Operation};
+use queue_core::{processor, store::OnceOutcome};
 use serde::{Deserialize, Serialize};
 
 use crate::db::Db;
@@ -108,13 +108,13 @@ impl Coupons {
             .step(GRANT_STAGES, &key, "granted", || async {
                 // `true` when this grant is new (not one recorded before).
                 Ok::<_, JobError>(match db.grant_once(user.id, CAMPAIGN, date).await? {
-                    Operation::Ran(Some(_)) => true,
-                    Operation::Ran(None) | Operation::AlreadyDone(_) => false,
+                    OnceOutcome::Ran(Some(_)) => true,
+                    OnceOutcome::Ran(None) | OnceOutcome::AlreadyDone(_) => false,
                 })
             })
             .await?;
         // New only if the stage ran now and found no earlier grant.
-        let new = matches!(granted, Operation::Ran(true));
+        let new = matches!(granted, OnceOutcome::Ran(true));
         db.step(GRANT_STAGES, &key, "notified", || async {
             let body = format!(
                 "Happy birthday, {}! A coupon is waiting for you.",

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use queue_core::{QueueApp, Registrations, Workers};
+use queue_core::{app::Registrations, QueueApp, Workers};
 use queue_tests::http::listener;
 use queue_tests::{TestRedis, SOON};
 use welcome_app::config::Config;

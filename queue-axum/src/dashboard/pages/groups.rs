@@ -9,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::IntoResponse;
 use axum::Extension;
 use maud::{html, Markup};
-use queue_core::GroupInfo;
+use queue_core::group::GroupInfo;
 use serde::Deserialize;
 
 use super::sub_page_heading;
@@ -21,7 +21,7 @@ use crate::quote;
 /// The most groups one page shows (`count`).
 const MAX_COUNT: usize = PAGE_SIZE * 4;
 
-/// The longest `after` taken. Not [`MAX_GROUP_BYTES`](queue_core::MAX_GROUP_BYTES):
+/// The longest `after` taken. Not [`MAX_GROUP_BYTES`](queue_core::options::MAX_GROUP_BYTES):
 /// that bounds the ids our producers give, and a Node producer may name a longer group,
 /// which a next page must still start after.
 const MAX_AFTER_BYTES: usize = 4 * 1024;
@@ -232,7 +232,7 @@ mod tests {
         let after_none = Cursor::checked(Some(""), None).unwrap();
         assert_eq!(after_none.link("/q/groups"), "/q/groups?after=");
         // A Node producer's group id may be longer than ours, or hold a newline.
-        let long = "g".repeat(queue_core::MAX_GROUP_BYTES + 1);
+        let long = "g".repeat(queue_core::options::MAX_GROUP_BYTES + 1);
         assert!(Cursor::checked(Some(&long), None).is_ok());
         assert!(Cursor::checked(Some("x\ny"), None).is_ok());
         let too_long = "g".repeat(MAX_AFTER_BYTES + 1);

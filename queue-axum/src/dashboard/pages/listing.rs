@@ -2,7 +2,9 @@
 //! bounded search; read as rows whose strings Redis cuts (one script either way).
 
 use maud::{html, Markup};
-use queue_core::{JobFilter, JobScan, JobState, JobSummary, Queue, ScanLimits};
+use queue_core::{
+    queue::JobFilter, queue::JobScan, queue::JobSummary, queue::ScanLimits, JobState, Queue,
+};
 use serde::Deserialize;
 
 use super::LISTED;

@@ -9,7 +9,9 @@ use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::Extension;
 use maud::{html, Markup};
-use queue_core::{GlobalLimits, JobCounts, JobState, Outcome, RedisInfo};
+use queue_core::{
+    health::RedisInfo, job::JobCounts, queue::GlobalLimits, queue::PerMinuteSeries, JobState,
+};
 
 use super::LISTED;
 use crate::dashboard::view::format::{self, bytes, duration, Clip};
@@ -60,8 +62,8 @@ pub(in crate::dashboard) async fn page(
             queue.get_workers(),
             queue.get_global_limits(),
             queue.scheduler_count(),
-            queue.get_per_minute(Outcome::Completed, MINUTES),
-            queue.get_per_minute(Outcome::Failed, MINUTES),
+            queue.get_per_minute(PerMinuteSeries::Completed, MINUTES),
+            queue.get_per_minute(PerMinuteSeries::Failed, MINUTES),
             queue.get_oldest_waiting(),
             queue.groups(None, 1),
         )?;

@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect};
 use axum::Extension;
 use maud::{html, Markup};
-use queue_core::{JobCounts, JobState};
+use queue_core::{job::JobCounts, JobState};
 
 use super::listing::{Listing, QueueQuery};
 use super::{unavailable_notice, LISTED};

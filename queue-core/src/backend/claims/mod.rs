@@ -24,7 +24,7 @@ pub(crate) enum ClaimStore {
 }
 
 impl ClaimStore {
-    pub(super) fn redis(conn: Connection, base: String, timeout: Duration) -> Self {
+    pub(super) fn redis(conn: Arc<Connection>, base: String, timeout: Duration) -> Self {
         ClaimStore::Redis(RedisClaims::new(conn, base, timeout))
     }
 

@@ -1,6 +1,7 @@
 //! Claims in Redis: a hash per key, taken, completed and released by scripts that check
 //! the holder's token, so that a holder whose hold expired cannot touch its successor's.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::connection::Connection;
@@ -40,13 +41,13 @@ return redis.call('DEL', KEYS[1])
 /// One namespace's claims in Redis: `<base><key>`, each call within `timeout`.
 #[derive(Debug, Clone)]
 pub(crate) struct RedisClaims {
-    conn: Connection,
+    conn: Arc<Connection>,
     base: String,
     timeout: Duration,
 }
 
 impl RedisClaims {
-    pub(crate) fn new(conn: Connection, base: String, timeout: Duration) -> Self {
+    pub(crate) fn new(conn: Arc<Connection>, base: String, timeout: Duration) -> Self {
         RedisClaims {
             conn,
             base,

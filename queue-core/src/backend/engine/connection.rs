@@ -13,8 +13,8 @@ use super::convert::engine_error;
 pub(crate) use super::endpoint::Endpoint;
 use super::server_version::{ServerVersion, MINIMUM};
 use super::watch::{WatchPool, Watched};
-use crate::error::Error;
 use crate::connection::Tls;
+use crate::error::Error;
 
 /// One multiplexed, auto-reconnecting connection shared by every queue handle of the app
 /// (on a cluster, the engine's cluster connection, routing each command to its slot's

@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 
-use crate::error::Error;
 use crate::connection::Sentinel;
+use crate::error::Error;
 
 /// Where the app's Redis is.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,8 +19,8 @@ use super::flow_gate::CONTINUES_PAST_FAILURES;
 use super::queue::EngineQueue;
 use super::watch::{redis_error, Watched};
 use crate::clock::now_ms;
-use crate::error::Error;
 use crate::error::flow::FlowError;
+use crate::error::Error;
 use crate::job::flow::{judge, AddedIds, Claim, FlowWrite, Found, OnChildFailure, PreparedJob};
 use crate::job::{ChildKey, JobState};
 

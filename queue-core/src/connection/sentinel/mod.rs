@@ -25,13 +25,13 @@ mod url;
 /// - each host is a sentinel (port 26379 when left out; IPv6 in brackets);
 /// - the path is the name in `sentinel monitor <name> ...`, then an optional database;
 /// - `rediss+sentinel://` speaks TLS to the master and to the sentinels
-///   (`sentinel_tls=false` for sentinels without TLS); [`Tls`](crate::Tls) adds a private
+///   (`sentinel_tls=false` for sentinels without TLS); [`Tls`](crate::connection::Tls) adds a private
 ///   CA or client certificates for both;
 /// - sentinels often have no password; `sentinel_password` (and `sentinel_username`)
 ///   are theirs when they do.
 ///
 /// ```
-/// use queue_core::Sentinel;
+/// use queue_core::connection::Sentinel;
 ///
 /// let from_url = Sentinel::from_url(
 ///     "redis+sentinel://:s3cret@10.0.0.1,10.0.0.2:26380/mymaster/2?sentinel_password=s3ntinel",

@@ -24,7 +24,7 @@ pub(crate) use table::OutboxStore;
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
-/// use queue_core::{JobOptions, Outbox, QueueApp};
+/// use queue_core::{JobOptions, store::Outbox, QueueApp};
 ///
 /// let app = QueueApp::builder()
 ///     .outbox(Outbox::new(pool.clone()))
@@ -107,7 +107,7 @@ pub struct OutboxEntry {
     pub attempts: u32,
     /// Why the job could not be added: for a row set aside, why it never can be; for a
     /// pending row, why the last relay that took it could not (it waits for one that
-    /// can, see [`RelayStats::deferred`](crate::RelayStats::deferred)).
+    /// can, see [`RelayStats::deferred`](crate::relay::RelayStats::deferred)).
     pub last_error: Option<String>,
     /// When the row was set aside: it can never be added as it is, and waits for a
     /// person (see [`Outbox::failed`] and [`Outbox::requeue`]).

@@ -5,7 +5,9 @@ use std::time::Duration;
 use super::EngineQueue;
 use crate::error::Error;
 use crate::job::{ChildKey, FailedChild};
-use crate::snapshot::{ChildJob, Children, GlobalLimits, PerMinuteSeries, SchedulerInfo, WorkerInfo};
+use crate::snapshot::{
+    ChildJob, Children, GlobalLimits, PerMinuteSeries, SchedulerInfo, WorkerInfo,
+};
 
 impl EngineQueue {
     pub(crate) async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {

@@ -1,4 +1,4 @@
-use queue_core::{on_worker_event, EventJob};
+use queue_core::{on_worker_event, events::EventJob};
 
 #[on_worker_event("email", failed)]
 async fn on_failed(job: EventJob<String>, reason: String) {

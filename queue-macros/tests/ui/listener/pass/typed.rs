@@ -1,5 +1,5 @@
 use queue_core::prelude::*;
-use queue_core::{EventJob, JobFailure};
+use queue_core::{events::EventJob, events::JobFailure};
 
 #[derive(Serialize, Deserialize)]
 pub struct WelcomeEmail {
