@@ -2,7 +2,7 @@
 # Runs the whole suite on a fresh machine: brings up what the tests need (a Redis on
 # 127.0.0.1:6379, a PostgreSQL on 127.0.0.1:5432, openssl for the TLS test, the Node
 # and Python test peers where present), then
-# fmt, clippy, docs, the guide, every test of the workspace (each library crate's on its
+# fmt, the floors (no import circle), clippy, docs, the guide, every test of the workspace (each library crate's on its
 # own), the core of the suite once more on a private Redis Cluster
 # (scripts/redis-cluster.sh), and the packaging: the crates as tarballs, a user's project
 # built from them (scripts/downstream.sh), each feature alone (scripts/features.sh) and
@@ -97,6 +97,11 @@ fi
 
 say "cargo fmt --check"
 cargo fmt --all -- --check
+
+# The floors of queue-core and queue-axum: no import circle, nothing up a floor, as
+# docs/architecture.md draws them (tools/layer-check; a few seconds).
+say "the floors (tools/layer-check)"
+cargo run --quiet -p layer-check
 
 say "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
