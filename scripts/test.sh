@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole suite on a fresh machine: brings up what the tests need (a Redis on
 # 127.0.0.1:6379, a PostgreSQL on 127.0.0.1:5432, openssl for the TLS test, the Node
-# and Python test peers where present), then
-# fmt, the floors (no import circle), clippy, docs, the guide, every test of the workspace (each library crate's on its
-# own), the core of the suite once more on a private Redis Cluster
+# and Python test peers where present), then fmt, the floors (no import circle, nothing
+# up a floor), clippy, docs, the guide, every test of the workspace (each library
+# crate's on its own), the core of the suite once more on a private Redis Cluster
 # (scripts/redis-cluster.sh), and the packaging: the crates as tarballs, a user's project
 # built from them (scripts/downstream.sh), each feature alone (scripts/features.sh) and
 # the packages' build on the MSRV's resolution (scripts/msrv.sh).
