@@ -1,7 +1,7 @@
 //! `QueueAppBuilder`: what an app is made of, the start-up checks, and the connection.
 
 use std::any::TypeId;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use super::{
 };
 use crate::backend::{Backend, Connection, Endpoint, InlineRunner};
 use crate::connection::Tls;
-use crate::contract::DeclaredJob;
+use crate::contract::{DeclaredJob, QueueType};
 use crate::deps::Deps;
 use crate::error::Error;
 use crate::error::RegistryError;
@@ -26,7 +26,7 @@ use crate::options::{BackoffContext, JobOptions};
 use crate::queue::ProducerSettings;
 use crate::registry::{
     check_declarations, check_registrations, declared_jobs, merge_processors,
-    processor_from_record, Registered,
+    processor_from_record, unknown_queues, Registered,
 };
 use crate::worker::Processor;
 
@@ -47,6 +47,9 @@ pub struct QueueAppBuilder {
     prefix: String,
     defaults: JobOptions,
     queue_defaults: HashMap<String, JobOptions>,
+    /// Queues the app uses that none of its processors, producers or declarations
+    /// name (served by another service, or added to by name at run time).
+    external: BTreeSet<String>,
     renames: Renames,
     deps: Deps,
     processors: Vec<Processor>,
@@ -78,6 +81,7 @@ impl Default for QueueAppBuilder {
             prefix: DEFAULT_PREFIX.to_owned(),
             defaults: JobOptions::default(),
             queue_defaults: HashMap::new(),
+            external: BTreeSet::new(),
             renames: Renames::default(),
             deps: Deps::default(),
             processors: Vec::new(),
@@ -205,8 +209,67 @@ impl QueueAppBuilder {
     ///     );
     /// assert!(builder.check().is_ok());
     /// ```
+    ///
+    /// The queue must be one the app knows (a processor's, an `#[inject_queue]`
+    /// producer's, a `#[job_queue]` declaration's, or an
+    /// [`external_queue`](Self::external_queue)): `build` refuses another name, listing
+    /// the known ones, so that a typo is not a queue whose jobs silently run with the
+    /// wrong settings. For a declared queue, [`queue_defaults_of`](Self::queue_defaults_of)
+    /// takes its type instead of its name.
     pub fn queue_defaults(mut self, queue: impl Into<String>, defaults: JobOptions) -> Self {
         self.queue_defaults.insert(queue.into(), defaults);
+        self
+    }
+
+    /// [`queue_defaults`](Self::queue_defaults) for the declared queue `Q`: its name
+    /// comes from its declaration, so it cannot be misspelled.
+    ///
+    /// ```
+    /// use queue_core::prelude::*;
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// pub struct WelcomeEmail { pub to: String }
+    ///
+    /// #[job_queue("email")]
+    /// pub enum Email {
+    ///     #[job("welcome")]
+    ///     Welcome(WelcomeEmail),
+    /// }
+    ///
+    /// let builder = QueueApp::builder().queue_defaults_of::<Email>(JobOptions::new().attempts(5));
+    /// assert!(builder.check().is_ok());
+    /// ```
+    pub fn queue_defaults_of<Q: QueueType>(self, defaults: JobOptions) -> Self {
+        self.queue_defaults(Q::NAME, defaults)
+    }
+
+    /// Declares a queue this app uses that none of its processors, `#[inject_queue]`
+    /// producers or `#[job_queue]` declarations names: one whose workers run in another
+    /// service, or one it adds to by name at run time. Settings given by queue name
+    /// ([`queue_defaults`](Self::queue_defaults), [`rename_queue`](Self::rename_queue),
+    /// [`Registrations::Queues`](crate::app::Registrations::Queues)) must name a queue
+    /// the app knows, and such a queue is then known. The app's status routes serve it
+    /// too ([`QueueApp::knows_queue`]).
+    ///
+    /// ```
+    /// use queue_core::{JobOptions, QueueApp};
+    ///
+    /// // Reports are rendered by another service; this one only adds them.
+    /// let builder = QueueApp::builder()
+    ///     .external_queue("reports")
+    ///     .queue_defaults("reports", JobOptions::new().attempts(3));
+    /// assert!(builder.check().is_ok());
+    ///
+    /// // A typo is refused, with the name it could have meant.
+    /// let err = QueueApp::builder()
+    ///     .external_queue("reports")
+    ///     .queue_defaults("reprots", JobOptions::new().attempts(3))
+    ///     .check()
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains("did you mean `reports`?"), "{err}");
+    /// ```
+    pub fn external_queue(mut self, queue: impl Into<String>) -> Self {
+        self.external.insert(queue.into());
         self
     }
 
@@ -229,6 +292,11 @@ impl QueueAppBuilder {
     pub fn rename_queue(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {
         self.renames.insert(from.into(), to.into());
         self
+    }
+
+    /// [`rename_queue`](Self::rename_queue) for the declared queue `Q`.
+    pub fn rename_queue_of<Q: QueueType>(self, to: impl Into<String>) -> Self {
+        self.rename_queue(Q::NAME, to)
     }
 
     /// Makes `value` available to handlers and event listeners that take a `Dep<T>`.
@@ -383,6 +451,7 @@ impl QueueAppBuilder {
             .flat_map(|p| p.per_queue(rename))
             .collect();
         let mut problems = renames.problems();
+        problems.extend(self.unknown_queue_names(&registered));
         let queues = merge_processors(&processors, &deps, &mut problems);
         problems.extend(check_registrations(&queues, &registered, &deps, rename));
         problems.extend(check_declarations(&registered.job_types, &queues, rename));
@@ -406,6 +475,40 @@ impl QueueAppBuilder {
             registered,
             declared,
         })
+    }
+
+    /// The queue names given as strings (defaults, renames, the registrations to use)
+    /// that the app does not know. Names are the code's, before renames.
+    fn unknown_queue_names(&self, registered: &Registered) -> Vec<String> {
+        let explicit = self
+            .processors
+            .iter()
+            .flat_map(|p| std::iter::once(&p.queue).chain(&p.also))
+            .chain(&self.external)
+            .map(String::as_str);
+        let known: BTreeSet<&str> = explicit.clone().chain(registered.queues()).collect();
+        let mut given: Vec<(&'static str, &str)> = self
+            .queue_defaults
+            .keys()
+            .map(|queue| ("queue_defaults", queue.as_str()))
+            .chain(self.renames.from().map(|queue| ("rename_queue", queue)))
+            .collect();
+        given.sort_unstable();
+        let mut problems = unknown_queues(given, &known);
+        // The registrations to use pick records of this binary: any record's queue is a
+        // name they may give, used by this app or not.
+        let named = self.registrations.named();
+        if !named.is_empty() {
+            let everything = Registered::collect(|_| true);
+            let linked: BTreeSet<&str> = explicit.chain(everything.queues()).collect();
+            problems.extend(unknown_queues(
+                named
+                    .iter()
+                    .map(|queue| ("Registrations::Queues", queue.as_str())),
+                &linked,
+            ));
+        }
+        problems
     }
 
     /// Checks the registrations, connects and checks that Redis answers. Fails with a
@@ -501,6 +604,7 @@ impl QueueAppBuilder {
             .iter()
             .map(|p| p.queue.clone())
             .chain(registered.producers.iter().map(|p| renames.owned(p.queue)))
+            .chain(self.external.iter().map(|queue| renames.owned(queue)))
             .collect();
         let queue_defaults = self
             .queue_defaults

@@ -297,7 +297,8 @@ impl QueueApp {
     }
 
     /// Whether this app knows `queue`: it has a processor or an `#[inject_queue]` producer
-    /// for it, or a handle to it was made with [`QueueApp::queue`]. Status routes serve
+    /// for it, declared it external ([`QueueAppBuilder::external_queue`]), or a handle to
+    /// it was made with [`QueueApp::queue`]. Status routes serve
     /// only these.
     pub fn knows_queue(&self, queue: &str) -> bool {
         self.inner.registered_queues.contains(queue)

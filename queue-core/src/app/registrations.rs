@@ -1,5 +1,6 @@
 //! Which attribute-macro registrations of the binary an app uses.
 
+use crate::contract::QueueType;
 use crate::registry::Registered;
 
 /// Which `#[processor]`, `#[inject_queue]` and event-listener registrations linked into
@@ -18,6 +19,19 @@ pub enum Registrations {
 }
 
 impl Registrations {
+    /// Those of the declared queue `Q` only: [`Registrations::Queues`] with its name.
+    pub fn of<Q: QueueType>() -> Self {
+        Registrations::Queues(vec![Q::NAME.to_owned()])
+    }
+
+    /// The queues it names, when it names some.
+    pub(super) fn named(&self) -> &[String] {
+        match self {
+            Registrations::Queues(queues) => queues,
+            Registrations::All | Registrations::None => &[],
+        }
+    }
+
     pub(super) fn collect(&self) -> Registered {
         match self {
             Registrations::All => Registered::collect(|_| true),

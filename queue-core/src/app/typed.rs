@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 use super::QueueApp;
 use crate::contract::{DeclaredJob, JobType, QueueType};
 use crate::error::Error;
+use crate::events::QueueEvents;
 use crate::options::JobOptions;
 use crate::queue::{AddedJob, Queue};
 
@@ -13,6 +14,11 @@ impl QueueApp {
     /// The producer of the declared queue `Q` (under the app's rename of it, if any).
     pub fn queue_of<Q: QueueType>(&self) -> Result<Queue<Q>, Error> {
         self.queue::<Q>(Q::NAME)
+    }
+
+    /// The Redis event stream of the declared queue `Q` (see [`QueueApp::queue_events`]).
+    pub async fn queue_events_of<Q: QueueType>(&self) -> Result<QueueEvents, Error> {
+        self.queue_events(self.inner.renames.actual(Q::NAME)).await
     }
 
     /// Adds `job` to the queue its declaration names, under its job name.

@@ -28,6 +28,8 @@ pub(crate) struct QueuePlan {
 pub(crate) struct PlannedHandler {
     pub(crate) handler: ErasedHandler,
     pub(crate) timeout: Option<Duration>,
+    /// Where it was registered (`queue/job (path::to::fn)`), for messages.
+    pub(crate) label: String,
 }
 
 impl QueuePlan {

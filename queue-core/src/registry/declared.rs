@@ -39,8 +39,10 @@ pub(crate) fn declared_jobs(
 }
 
 /// The start-up problems with declarations: one job declared by two types (declarations
-/// in two crates), and a handler registered by name for a declared job with a payload
-/// type other than the declared one. Queue names are compared after `rename`.
+/// in two crates), a handler registered by name for a declared job with a payload type
+/// other than the declared one, and a handler of a declared queue claiming a job name
+/// its declaration does not list (a typo, or a missing `#[job]` line: its jobs would
+/// fail at run time as unknown). Queue names are compared after `rename`.
 pub(crate) fn check_declarations(
     records: &[&'static JobTypeRecord],
     plans: &[QueuePlan],
@@ -77,6 +79,28 @@ pub(crate) fn check_declarations(
             Some(_) => {}
             None => {
                 first.insert(key, record);
+            }
+        }
+    }
+    for plan in plans {
+        let declared: Vec<&str> = records
+            .iter()
+            .filter(|record| rename(record.queue) == plan.queue)
+            .map(|record| record.name)
+            .collect();
+        if declared.is_empty() {
+            continue;
+        }
+        for (name, planned) in &plan.by_name {
+            if !declared.contains(&name.as_str()) {
+                let near = super::names::nearest(name, declared.iter().copied())
+                    .map_or_else(String::new, |near| format!("did you mean `{near}`? "));
+                problems.push(format!(
+                    "handler {} claims job `{name}` on queue `{}`, which the queue's declaration does not list ({near}it lists: {}); fix the name, or declare the job with a `#[job(\"{name}\")]` line",
+                    planned.label,
+                    plan.queue,
+                    declared.join(", "),
+                ));
             }
         }
     }

@@ -2,12 +2,14 @@
 //! checked at start-up and merged per queue.
 
 mod declared;
+mod names;
 mod records;
 mod validate;
 
 use std::time::Duration;
 
 pub(crate) use declared::{check_declarations, declared_jobs};
+pub(crate) use names::unknown_queues;
 pub(crate) use records::Registered;
 pub use records::{
     Instance, JobTypeRecord, MakeInstance, ProcessorRecord, ProducerRecord, QueueListenerRecord,

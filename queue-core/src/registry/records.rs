@@ -4,6 +4,7 @@
 //! requires; every decision about them is made in `queue-core` (see `validate.rs`).
 
 use std::any::{type_name, Any, TypeId};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -160,6 +161,20 @@ impl Registered {
             job_types: job_types(|_| true),
             ..Registered::default()
         }
+    }
+
+    /// Every queue these records name (as written, before renames).
+    pub(crate) fn queues(&self) -> BTreeSet<&'static str> {
+        let processors = self
+            .processors
+            .iter()
+            .flat_map(|r| std::iter::once(r.queue).chain(r.also_serve.iter().copied()));
+        processors
+            .chain(self.producers.iter().map(|r| r.queue))
+            .chain(self.worker_listeners.iter().map(|r| r.queue))
+            .chain(self.queue_listeners.iter().map(|r| r.queue))
+            .chain(self.job_types.iter().map(|r| r.queue))
+            .collect()
     }
 
     /// The records of this binary whose queue `keep` accepts.

@@ -117,6 +117,7 @@ pub(crate) fn merge_processors(
             let planned = PlannedHandler {
                 handler: registered.handler.clone(),
                 timeout: processor.timeout,
+                label: registered.label.clone(),
             };
             match &registered.job_name {
                 Some(name) => {
