@@ -31,8 +31,8 @@ async fn a_completed_state_always_comes_with_its_finish_time_and_return_value() 
     loop {
         let mut all_done = true;
         for id in &ids {
-            let (info, state) = q.get_job_and_state(id).await.unwrap().expect("the job");
-            if state == Some(JobState::Completed) {
+            let info = q.get_job(id).await.unwrap().expect("the job");
+            if info.state == Some(JobState::Completed) {
                 if info.finished_on_ms.is_none() || info.return_value.is_none() {
                     torn.push((id.clone(), info.finished_on_ms, info.return_value));
                 }
@@ -64,5 +64,5 @@ async fn a_key_beside_the_jobs_that_is_no_hash_reads_as_no_job() {
         .query(&mut *conn)
         .unwrap();
     assert!(q.get_job("stray").await.unwrap().is_none());
-    assert!(q.get_job_and_state("stray").await.unwrap().is_none());
+    assert!(q.get_job("stray").await.unwrap().is_none());
 }

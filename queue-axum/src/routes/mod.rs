@@ -304,15 +304,16 @@ async fn from_redis(
     id: &str,
     settings: &JobRoutes,
 ) -> Result<Option<JobStatus>, queue_core::Error> {
-    // The job and its state in one read: two reads could pair `completed` with the
-    // fields of a moment before (no return value, no finish time).
+    // The job and its state in one read (`get_job` reads both in one transaction):
+    // two reads could pair `completed` with the fields of a moment before.
     let (found, children) = tokio::try_join!(
-        handle.get_job_and_state(id),
+        handle.get_job(id),
         handle.get_children(id, flow::CHILDREN_SHOWN)
     )?;
-    let Some((info, state)) = found else {
+    let Some(info) = found else {
         return Ok(None);
     };
+    let state = info.state;
     let flow = Flow {
         parent: flow::parent(&info, |queue| settings.serves(app, queue)),
         children: flow::children(children, settings),
@@ -329,13 +330,14 @@ async fn from_outbox(
     settings: &JobRoutes,
 ) -> Option<Option<JobStatus>> {
     let waiting = tokio::time::timeout(OUTBOX_WAIT, handle.get_outbox_job(id)).await;
-    let (info, state) = waiting.ok()?.ok()??;
+    let info = waiting.ok()?.ok()??;
+    let state = info.state;
     // Not in Redis yet: no parent or children to show.
     let flow = Flow {
         parent: None,
         children: None,
     };
-    Some(Some(to_status(queue, info, Some(state), flow, settings)))
+    Some(Some(to_status(queue, info, state, flow, settings)))
 }
 
 /// A job's place in its flow, for its status.

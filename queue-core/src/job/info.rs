@@ -4,6 +4,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
 
+use super::JobState;
+
 /// A job read back from Redis: what a status page or an operator needs.
 ///
 /// The payload is kept as JSON; [`JobInfo::data_as`] turns it into a type.
@@ -47,11 +49,16 @@ pub struct JobInfo {
     pub stacktrace: Vec<String>,
     /// When a delayed job is due to run, in ms since the Unix epoch: a job added with a
     /// delay, or a retry waiting out its backoff. Read by
-    /// [`Queue::get_job_and_state`](crate::Queue::get_job_and_state) only (from the
-    /// delayed set, which the job's hash does not say); `None` elsewhere.
+    /// [`Queue::get_job`](crate::Queue::get_job) (from the delayed set, which the job's
+    /// hash does not say); `None` in listings.
     pub runs_at_ms: Option<u64>,
     /// The job whose child this is, in a flow.
     pub parent: Option<ParentJob>,
+    /// The job's state, read with its fields in one transaction by
+    /// [`Queue::get_job`](crate::Queue::get_job), so that the two agree (two separate
+    /// reads can pair `completed` with the fields of a moment before). In a listing of
+    /// one state, that state; `None` where it was not read.
+    pub state: Option<JobState>,
 }
 
 /// A flow parent, as a child's hash names it.

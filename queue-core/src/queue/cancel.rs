@@ -69,7 +69,7 @@ impl<T> Queue<T> {
 
     async fn cancel_now(&self, id: &str) -> Result<CancelOutcome, Error> {
         let engine = self.engine().await?;
-        match engine.state(id).await? {
+        match engine.get_job_state(id).await? {
             None => Ok(CancelOutcome::NotFound),
             Some(state) if state.is_finished() => Ok(CancelOutcome::AlreadyFinished(state)),
             Some(JobState::Active) => self.signal(id).await,
@@ -104,7 +104,7 @@ impl<T> Queue<T> {
                 .or_insert_with(|| self.sibling(&child.queue))
                 .clone();
             let child_engine = queue.engine().await?;
-            listeners += match child_engine.state(&child.id).await? {
+            listeners += match child_engine.get_job_state(&child.id).await? {
                 Some(JobState::Active) => child_engine.publish_cancel(&child.id).await?,
                 Some(state) if !state.is_finished() => {
                     if child_engine.remove(&child.id).await? {
@@ -118,7 +118,7 @@ impl<T> Queue<T> {
         }
         // Running itself (it started since its state was read): the mark does not stop
         // a handler that runs already; the signal does.
-        if engine.state(id).await? == Some(JobState::Active) {
+        if engine.get_job_state(id).await? == Some(JobState::Active) {
             listeners += engine.publish_cancel(id).await?;
         }
         Ok(listeners)

@@ -56,7 +56,7 @@ impl<T> Queue<T> {
         }
         let groups = self
             .timed("groups", async {
-                self.engine().await?.list_groups(after, count).await
+                self.engine().await?.groups(after, count).await
             })
             .await?;
         let next = (groups.len() == count)

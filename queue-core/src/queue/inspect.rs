@@ -32,7 +32,7 @@ impl<T> Queue<T> {
     /// `CLIENT LIST`).
     pub async fn get_workers(&self) -> Result<Vec<WorkerInfo>, Error> {
         self.timed("get_workers", async {
-            self.engine().await?.workers().await
+            self.engine().await?.get_workers().await
         })
         .await
     }
@@ -40,7 +40,7 @@ impl<T> Queue<T> {
     /// The queue's global concurrency and rate limit, where set.
     pub async fn get_global_limits(&self) -> Result<GlobalLimits, Error> {
         self.timed("get_global_limits", async {
-            self.engine().await?.global_limits().await
+            self.engine().await?.get_global_limits().await
         })
         .await
     }
@@ -51,7 +51,7 @@ impl<T> Queue<T> {
             return Ok(Vec::new());
         };
         self.timed("get_schedulers", async {
-            self.engine().await?.schedulers(start, end).await
+            self.engine().await?.get_schedulers(start, end).await
         })
         .await
     }
@@ -59,7 +59,7 @@ impl<T> Queue<T> {
     /// The scheduler `id`, if the queue has it.
     pub async fn get_scheduler(&self, id: &str) -> Result<Option<SchedulerInfo>, Error> {
         self.timed("get_scheduler", async {
-            self.engine().await?.scheduler(id).await
+            self.engine().await?.get_scheduler(id).await
         })
         .await
     }
@@ -71,7 +71,7 @@ impl<T> Queue<T> {
             return Ok(Children::default());
         }
         self.timed("get_children", async {
-            self.engine().await?.children(id, limit).await
+            self.engine().await?.get_children(id, limit).await
         })
         .await
     }
@@ -89,7 +89,7 @@ impl<T> Queue<T> {
             return Ok(Vec::new());
         }
         self.timed("get_per_minute", async {
-            self.engine().await?.per_minute(outcome, minutes).await
+            self.engine().await?.get_per_minute(outcome, minutes).await
         })
         .await
     }

@@ -20,60 +20,59 @@ pub(super) fn inclusive(range: &Range<usize>) -> Option<(i64, i64)> {
 }
 
 impl<T> Queue<T> {
-    /// The job as stored, or `None` if it does not exist (any more), or if `id` cannot
-    /// name a job (a reserved key name such as `meta`, or an id with `:`: Redis is not
-    /// asked). With an outbox, a
-    /// job still waiting there is found too (see [`get_job_state`](Self::get_job_state)).
+    /// The job as stored, with its state read in the same transaction, or `None` if it
+    /// does not exist (any more), or if `id` cannot name a job (a reserved key name such
+    /// as `meta`, or an id with `:`: Redis is not asked). With an outbox, a job still
+    /// waiting there is found too, [`JobState::Pending`] (see
+    /// [`get_job_state`](Self::get_job_state)).
     pub async fn get_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
         if !could_be_job_id(id) {
             return Ok(None);
         }
         let in_redis = || self.timed("get_job", async { self.engine().await?.get_job(id).await });
-        self.or_in_outbox(id, in_redis, |info, _| info).await
+        self.or_in_outbox(id, in_redis, |info| info).await
     }
 
-    /// The job's state, or `None` if it does not exist (any more). With an outbox, a
-    /// job still waiting there is [`JobState::Pending`] (or [`JobState::Failed`] when
-    /// its row was set aside), so that a 202's `Location` never answers 404 for a job
-    /// that is on its way.
+    /// The job's state alone (a cheaper read than [`get_job`](Self::get_job)), or `None`
+    /// if it does not exist (any more). With an outbox, a job still waiting there is
+    /// [`JobState::Pending`] (or [`JobState::Failed`] when its row was set aside), so that
+    /// a 202's `Location` never answers 404 for a job that is on its way.
     pub async fn get_job_state(&self, id: &str) -> Result<Option<JobState>, Error> {
         if !could_be_job_id(id) {
             return Ok(None);
         }
         let in_redis = || {
             self.timed("get_job_state", async {
-                self.engine().await?.state(id).await
+                self.engine().await?.get_job_state(id).await
             })
         };
-        self.or_in_outbox(id, in_redis, |_, state| state).await
+        // A job in the outbox always says its state there.
+        self.or_in_outbox(id, in_redis, |info| info.state.unwrap_or(JobState::Pending))
+            .await
     }
 
-    /// The job and its state, read together in one transaction, so that the two agree
-    /// (two separate reads can pair `completed` with the fields of a moment before). With
-    /// an outbox, a job still waiting there answers as [`get_job_state`](Self::get_job_state)
-    /// says.
+    /// The job and its state. [`get_job`](Self::get_job) answers both now: the job it
+    /// returns carries its state ([`JobInfo::state`]).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `get_job`: its `JobInfo::state` is read in the same transaction"
+    )]
     pub async fn get_job_and_state(
         &self,
         id: &str,
     ) -> Result<Option<(JobInfo, Option<JobState>)>, Error> {
-        if !could_be_job_id(id) {
-            return Ok(None);
-        }
-        let in_redis = || {
-            self.timed("get_job_and_state", async {
-                self.engine().await?.job_and_state(id).await
-            })
-        };
-        self.or_in_outbox(id, in_redis, |info, state| (info, Some(state)))
-            .await
+        Ok(self.get_job(id).await?.map(|info| {
+            let state = info.state;
+            (info, state)
+        }))
     }
 
-    /// The job as it waits in the app's outbox, and its state there
-    /// ([`JobState::Pending`], or [`JobState::Failed`] for a row set aside), without
-    /// asking Redis; `None` when it is not there (or the app has no outbox). What a
-    /// status answer can say while Redis is down: [`get_job`](Self::get_job) asks Redis
-    /// first and waits up to the command timeout for it.
-    pub async fn get_outbox_job(&self, id: &str) -> Result<Option<(JobInfo, JobState)>, Error> {
+    /// The job as it waits in the app's outbox, its state there ([`JobState::Pending`],
+    /// or [`JobState::Failed`] for a row set aside) in [`JobInfo::state`], without asking
+    /// Redis; `None` when it is not there (or the app has no outbox). What a status
+    /// answer can say while Redis is down: [`get_job`](Self::get_job) asks Redis first
+    /// and waits up to the command timeout for it.
+    pub async fn get_outbox_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
         if !could_be_job_id(id) {
             return Ok(None);
         }
@@ -88,7 +87,7 @@ impl<T> Queue<T> {
         &self,
         id: &str,
         look: impl Fn() -> Fut,
-        from_outbox: impl Fn(JobInfo, JobState) -> R,
+        from_outbox: impl Fn(JobInfo) -> R,
     ) -> Result<Option<R>, Error>
     where
         Fut: std::future::Future<Output = Result<Option<R>, Error>>,
@@ -100,11 +99,11 @@ impl<T> Queue<T> {
         match first {
             Ok(Some(found)) => Ok(Some(found)),
             Ok(None) => match self.in_outbox(id).await? {
-                Some((info, state)) => Ok(Some(from_outbox(info, state))),
+                Some(info) => Ok(Some(from_outbox(info))),
                 None => look().await,
             },
             Err(e) if e.is_unavailable() => match self.in_outbox(id).await {
-                Ok(Some((info, state))) => Ok(Some(from_outbox(info, state))),
+                Ok(Some(info)) => Ok(Some(from_outbox(info))),
                 _ => Err(e),
             },
             Err(e) => Err(e),
@@ -114,7 +113,7 @@ impl<T> Queue<T> {
     /// How many jobs are in each state.
     pub async fn get_job_counts(&self) -> Result<JobCounts, Error> {
         self.timed("get_job_counts", async {
-            self.engine().await?.counts().await
+            self.engine().await?.get_job_counts().await
         })
         .await
     }
@@ -147,7 +146,7 @@ impl<T> Queue<T> {
         let logs = async {
             self.engine()
                 .await?
-                .logs(id, to_isize(start), to_isize(end))
+                .get_job_logs(id, to_isize(start), to_isize(end))
                 .await
         };
         let (lines, total) = self.timed("get_job_logs", logs).await?;
@@ -183,7 +182,7 @@ impl<T> Queue<T> {
     /// jobs this takes a while).
     pub async fn retry_failed(&self) -> Result<(), Error> {
         self.timed("retry_failed", async {
-            self.engine().await?.retry_all_failed().await
+            self.engine().await?.retry_failed().await
         })
         .await
     }

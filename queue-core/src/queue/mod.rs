@@ -10,7 +10,7 @@ mod operator;
 mod outbox;
 #[cfg(feature = "sqlx")]
 mod relayed;
-mod schedule;
+mod schedulers;
 mod typed;
 mod wait;
 
@@ -497,7 +497,7 @@ impl<T: Serialize> Queue<T> {
             None if outcome.duplicate => {
                 Box::pin(async {
                     let engine = self.engine().await?;
-                    self.timed("add", engine.state(&outcome.id)).await
+                    self.timed("add", engine.get_job_state(&outcome.id)).await
                 })
                 .await?
             }
@@ -537,10 +537,7 @@ impl<T> Queue<T> {
         false
     }
 
-    pub(crate) async fn in_outbox(
-        &self,
-        _id: &str,
-    ) -> Result<Option<(crate::job::JobInfo, JobState)>, Error> {
+    pub(crate) async fn in_outbox(&self, _id: &str) -> Result<Option<crate::job::JobInfo>, Error> {
         Ok(None)
     }
 }

@@ -35,7 +35,7 @@ impl<T> Queue<T> {
         self.timed("get_job_summaries", async {
             self.engine()
                 .await?
-                .summaries(state, range.start, range.end - 1, oldest_first, clip)
+                .get_job_summaries(state, range.start, range.end - 1, oldest_first, clip)
                 .await
         })
         .await
@@ -59,7 +59,7 @@ impl<T> Queue<T> {
         limits: &ScanLimits,
     ) -> Result<JobScan, Error> {
         self.timed("scan_jobs", async {
-            self.engine().await?.scan(state, filter, limits).await
+            self.engine().await?.scan_jobs(state, filter, limits).await
         })
         .await
     }
@@ -68,7 +68,7 @@ impl<T> Queue<T> {
     /// the queue's latency is now minus this. `None` when nothing waits.
     pub async fn get_oldest_waiting(&self) -> Result<Option<u64>, Error> {
         self.timed("get_oldest_waiting", async {
-            self.engine().await?.oldest_waiting().await
+            self.engine().await?.get_oldest_waiting().await
         })
         .await
     }
@@ -83,7 +83,7 @@ impl<T> Queue<T> {
             .collect();
         let mut states = self
             .timed("get_job_states", async {
-                self.engine().await?.states(&asked).await
+                self.engine().await?.get_job_states(&asked).await
             })
             .await?
             .into_iter();
@@ -112,7 +112,7 @@ impl<T> Queue<T> {
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let before = now.saturating_sub(u64::try_from(age.as_millis()).unwrap_or(u64::MAX));
         self.timed("count_older_than", async {
-            self.engine().await?.finished_before(state, before).await
+            self.engine().await?.count_older_than(state, before).await
         })
         .await
     }

@@ -107,9 +107,9 @@ impl<T> Queue<T> {
         self.shared.settings.outbox.is_some()
     }
 
-    /// The job as it waits in the outbox: [`JobState::Pending`], or
-    /// [`JobState::Failed`] for a row set aside (its reason as the failure reason).
-    pub(crate) async fn in_outbox(&self, id: &str) -> Result<Option<(JobInfo, JobState)>, Error> {
+    /// The job as it waits in the outbox, with its state there: [`JobState::Pending`],
+    /// or [`JobState::Failed`] for a row set aside (its reason as the failure reason).
+    pub(crate) async fn in_outbox(&self, id: &str) -> Result<Option<JobInfo>, Error> {
         let Some(outbox) = &self.shared.settings.outbox else {
             return Ok(None);
         };
@@ -142,8 +142,9 @@ impl<T> Queue<T> {
             stacktrace: Vec::new(),
             runs_at_ms: None,
             parent: None,
+            state: Some(state),
             options,
         };
-        Ok(Some((info, state)))
+        Ok(Some(info))
     }
 }

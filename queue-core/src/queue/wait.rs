@@ -60,10 +60,10 @@ impl<T> Queue<T> {
 
     /// The job's outcome if it has finished (or is gone); `None` while it runs or waits.
     async fn outcome_now(&self, id: &str) -> Result<Option<JobOutcome<serde_json::Value>>, Error> {
-        let Some((info, state)) = self.get_job_and_state(id).await? else {
+        let Some(info) = self.get_job(id).await? else {
             return Ok(Some(JobOutcome::Gone));
         };
-        Ok(match state {
+        Ok(match info.state {
             Some(JobState::Completed) => Some(JobOutcome::Completed(
                 info.return_value.unwrap_or(serde_json::Value::Null),
             )),

@@ -60,9 +60,10 @@ impl FlowTree {
                 break;
             }
             let handle = app.queue::<serde_json::Value>(up.queue())?;
-            let Some((job, job_state)) = handle.get_job_and_state(&up.id).await? else {
+            let Some(job) = handle.get_job(&up.id).await? else {
                 break;
             };
+            let job_state = job.state;
             root_queue = up.queue().to_owned();
             root_id = up.id.clone();
             root_state = job_state;

@@ -32,11 +32,11 @@ pub(in crate::dashboard) async fn page(
 ) -> PageResult {
     let queue = shared.queue(&name)?;
     let id = job_id(&name, &id)?;
-    let (read, logs) = tokio::try_join!(
-        queue.get_job_and_state(id),
-        queue.get_job_logs(id, 0..LOG_LINES),
-    )?;
-    let Some((info, Some(state))) = read else {
+    let (read, logs) = tokio::try_join!(queue.get_job(id), queue.get_job_logs(id, 0..LOG_LINES),)?;
+    let Some((info, Some(state))) = read.map(|info| {
+        let state = info.state;
+        (info, state)
+    }) else {
         return Err(Problem::no_job(&name, id));
     };
     let flow = FlowTree::read(&shared.app, &name, &info, state).await?;

@@ -267,6 +267,7 @@ pub(crate) fn job_info(job: &bullmq::Job) -> JobInfo {
             queue_key: parent.queue_key.clone(),
             id: parent.id.clone(),
         }),
+        state: None,
     }
 }
 

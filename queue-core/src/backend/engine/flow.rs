@@ -170,7 +170,7 @@ async fn check(
     for (claim, parent) in taken {
         let Some(state) = EngineQueue::open(conn, claim.queue)
             .await?
-            .state(claim.id)
+            .get_job_state(claim.id)
             .await?
         else {
             return Ok(Checked::Changed);

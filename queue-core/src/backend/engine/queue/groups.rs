@@ -55,7 +55,7 @@ impl EngineQueue {
             .map_err(|e| self.error(e))
     }
 
-    pub(crate) async fn list_groups(
+    pub(crate) async fn groups(
         &self,
         after: Option<&str>,
         count: usize,

@@ -10,7 +10,7 @@ use crate::snapshot::{
 };
 
 impl EngineQueue {
-    pub(crate) async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+    pub(crate) async fn get_workers(&self) -> Result<Vec<WorkerInfo>, Error> {
         let clients = self.inner.get_workers().await.map_err(|e| self.error(e))?;
         let seconds = |client: &std::collections::HashMap<String, String>, field: &str| {
             Duration::from_secs(client.get(field).and_then(|v| v.parse().ok()).unwrap_or(0))
@@ -33,7 +33,7 @@ impl EngineQueue {
             .collect())
     }
 
-    pub(crate) async fn global_limits(&self) -> Result<GlobalLimits, Error> {
+    pub(crate) async fn get_global_limits(&self) -> Result<GlobalLimits, Error> {
         let (concurrency, rate_limit) = tokio::try_join!(
             self.inner.get_global_concurrency(),
             self.inner.get_global_rate_limit(),
@@ -45,7 +45,7 @@ impl EngineQueue {
         })
     }
 
-    pub(crate) async fn schedulers(
+    pub(crate) async fn get_schedulers(
         &self,
         start: i64,
         end: i64,
@@ -59,7 +59,7 @@ impl EngineQueue {
         Ok(schedulers.into_iter().map(scheduler_info).collect())
     }
 
-    pub(crate) async fn scheduler(&self, id: &str) -> Result<Option<SchedulerInfo>, Error> {
+    pub(crate) async fn get_scheduler(&self, id: &str) -> Result<Option<SchedulerInfo>, Error> {
         let scheduler = self
             .inner
             .get_job_scheduler(id)
@@ -68,7 +68,7 @@ impl EngineQueue {
         Ok(scheduler.map(scheduler_info))
     }
 
-    pub(crate) async fn children(&self, id: &str, limit: usize) -> Result<Children, Error> {
+    pub(crate) async fn get_children(&self, id: &str, limit: usize) -> Result<Children, Error> {
         // Most jobs are no parents: one command tells, before the three reads.
         let key = self.job_key(id);
         let kinds = ["dependencies", "processed", "failed", "unsuccessful"];
@@ -157,7 +157,7 @@ impl EngineQueue {
         Ok((failed, passed_total + failing_total))
     }
 
-    pub(crate) async fn per_minute(
+    pub(crate) async fn get_per_minute(
         &self,
         outcome: PerMinuteSeries,
         minutes: usize,

@@ -33,7 +33,7 @@ impl EngineQueue {
     /// [`retry`](Self::retry) for every job failed when it is called, oldest first, a
     /// page at a time (BullMQ's bulk retry, `moveJobsToWait`, cannot reset counters).
     /// A job that left `failed` meanwhile (retried or removed elsewhere) is skipped.
-    pub(crate) async fn retry_all_failed(&self) -> Result<(), Error> {
+    pub(crate) async fn retry_failed(&self) -> Result<(), Error> {
         const PAGE: i64 = 500;
         let mut left = self
             .inner
@@ -133,7 +133,7 @@ impl EngineQueue {
     /// queue) and refuses active jobs unless forced. The engine does neither: it pauses
     /// only when forced, and sends "0" for "not forced", which the script reads as forced.
     pub(crate) async fn obliterate(&self, force: bool) -> Result<(), Error> {
-        if !force && self.counts().await?.active > 0 {
+        if !force && self.get_job_counts().await?.active > 0 {
             return Err(Error::WrongState {
                 queue: self.name().to_owned(),
                 id: "*".to_owned(),

@@ -49,7 +49,7 @@ impl EngineQueue {
         format!("{}:", self.conn.queue_base(self.name()))
     }
 
-    pub(crate) async fn summaries(
+    pub(crate) async fn get_job_summaries(
         &self,
         state: JobState,
         start: usize,
@@ -73,7 +73,7 @@ impl EngineQueue {
         Ok(rows(&reply))
     }
 
-    pub(crate) async fn scan(
+    pub(crate) async fn scan_jobs(
         &self,
         state: JobState,
         filter: &JobFilter,
@@ -121,7 +121,7 @@ impl EngineQueue {
         })
     }
 
-    pub(crate) async fn oldest_waiting(&self) -> Result<Option<u64>, Error> {
+    pub(crate) async fn get_oldest_waiting(&self) -> Result<Option<u64>, Error> {
         let mut invocation = OLDEST.prepare_invoke();
         invocation
             .key(format!("{}:wait", self.conn.queue_base(self.name())))
@@ -132,7 +132,7 @@ impl EngineQueue {
 
     /// How many jobs of a finished state finished at or before `before_ms` (their score
     /// in the set is their finishing time); `None` for other states.
-    pub(crate) async fn finished_before(
+    pub(crate) async fn count_older_than(
         &self,
         state: JobState,
         before_ms: u64,
@@ -151,7 +151,10 @@ impl EngineQueue {
     }
 
     /// The states of `ids`, in one round trip (each O(1) or O(log n)).
-    pub(crate) async fn states(&self, ids: &[String]) -> Result<Vec<Option<JobState>>, Error> {
+    pub(crate) async fn get_job_states(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<Option<JobState>>, Error> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }

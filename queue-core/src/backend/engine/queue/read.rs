@@ -15,34 +15,22 @@ const STATE_SETS: [(&str, JobState); 5] = [
 ];
 
 impl EngineQueue {
-    pub(crate) async fn get_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
-        match self.inner.get_job(id).await {
-            Ok(job) => Ok(job.as_ref().map(job_info)),
-            // A key under the queue that is not a job's hash is not a job.
-            Err(bullmq::Error::Redis(e)) if e.code() == Some("WRONGTYPE") => Ok(None),
-            Err(e) => Err(self.error(e)),
-        }
-    }
-
     /// The job's state from its own keys, in one round trip of O(1) and O(log n)
     /// commands, whatever the backlog. (The engine's `getState` script copies the
     /// whole wait and active lists: 125-228 ms of Redis time per call with 500,000
     /// waiting jobs.) A job in the active list whose lock has expired reads as waiting:
     /// it is about to be recovered as stalled.
-    pub(crate) async fn state(&self, id: &str) -> Result<Option<JobState>, Error> {
+    pub(crate) async fn get_job_state(&self, id: &str) -> Result<Option<JobState>, Error> {
         let mut pipe = redis::pipe();
         self.state_commands(&mut pipe, id);
         let replies: Vec<redis::Value> = self.conn.pipeline(&pipe).await?;
         Self::state_of(replies.into_iter())
     }
 
-    /// The job and its state read together (`MULTI` .. `EXEC`, all keys in the queue's
-    /// slot): a status never pairs a state with fields of another moment (`completed`
-    /// with no return value, read while the job finished between two reads).
-    pub(crate) async fn job_and_state(
-        &self,
-        id: &str,
-    ) -> Result<Option<(JobInfo, Option<JobState>)>, Error> {
+    /// The job with its state, read together (`MULTI` .. `EXEC`, all keys in the
+    /// queue's slot): a status never pairs a state with fields of another moment
+    /// (`completed` with no return value, read while the job finished between two reads).
+    pub(crate) async fn get_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
         let mut pipe = redis::pipe();
         // Each reply as it came, errors included: a key beside the jobs that is no hash
         // answers HGETALL with WRONGTYPE, and is no job.
@@ -65,7 +53,8 @@ impl EngineQueue {
         let replies: Vec<redis::Value> = replies.collect();
         let mut info = job_info(&job);
         info.runs_at_ms = Self::due_of(&replies);
-        Ok(Some((info, Self::state_of(replies.into_iter())?)))
+        info.state = Self::state_of(replies.into_iter())?;
+        Ok(Some(info))
     }
 
     /// The commands that tell a job's state: its score in each sorted set of a state,
@@ -121,7 +110,7 @@ impl EngineQueue {
         })
     }
 
-    pub(crate) async fn counts(&self) -> Result<JobCounts, Error> {
+    pub(crate) async fn get_job_counts(&self) -> Result<JobCounts, Error> {
         let counts = self
             .inner
             .get_job_counts()
@@ -161,10 +150,21 @@ impl EngineQueue {
             .get_jobs(&names, start, end, asc)
             .await
             .map_err(|e| self.error(e))?;
-        Ok(jobs.iter().map(job_info).collect())
+        // A listing of one state says it of each job.
+        let state = match states {
+            [one] => Some(*one),
+            _ => None,
+        };
+        Ok(jobs
+            .iter()
+            .map(|job| JobInfo {
+                state,
+                ..job_info(job)
+            })
+            .collect())
     }
 
-    pub(crate) async fn logs(
+    pub(crate) async fn get_job_logs(
         &self,
         id: &str,
         start: isize,
