@@ -1,16 +1,14 @@
 //! `Accepted`: the 202 answer to "I queued your work", with where to look.
 
+use std::borrow::Cow;
+
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use queue_core::{flow::AddedFlow, AddedJob};
-use std::borrow::Cow;
-use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
-
-use tokio::task::futures::TaskLocalFuture;
-
 use serde::Serialize;
+
+use crate::handover::AcceptedJob;
 
 /// The default path prefix of the status route ([`job_routes`](crate::job_routes)).
 pub const DEFAULT_STATUS_PREFIX: &str = "/jobs";
@@ -182,58 +180,6 @@ impl BaseBody<'_> {
             out.extend_from_slice(part.as_bytes());
         }
         Some(out)
-    }
-}
-
-/// Which job a 202 answered for: what [`PreferWaitLayer`](crate::PreferWaitLayer)
-/// waits for when the request asked to.
-#[derive(Debug, Clone)]
-pub(crate) struct AcceptedJob {
-    pub(crate) queue: String,
-    pub(crate) id: String,
-    /// The fields added with [`Accepted::with`]: a waited answer keeps them.
-    pub(crate) extra: serde_json::Map<String, serde_json::Value>,
-}
-
-/// Where an [`Accepted`] leaves its job for the wait around it.
-pub(crate) type AcceptedSlot = Arc<Mutex<Option<AcceptedJob>>>;
-
-tokio::task_local! {
-    /// The slot of the request being waited for, while its handler runs. Only a request
-    /// that asked to wait has one: every other 202 hands nothing over and pays nothing
-    /// for it (a response extension is two allocations and a map, each request).
-    static WAITED_FOR: AcceptedSlot;
-}
-
-impl AcceptedJob {
-    /// Runs `future` (a request's handler) so that an [`Accepted`] it answers with
-    /// leaves its job in the returned slot.
-    pub(crate) fn handed_over_by<F: Future>(
-        future: F,
-    ) -> (AcceptedSlot, TaskLocalFuture<AcceptedSlot, F>) {
-        let slot = AcceptedSlot::default();
-        (slot.clone(), WAITED_FOR.scope(slot, future))
-    }
-
-    /// The slot of the wait this runs in, if any: for a layer that goes on on a task
-    /// of its own (a task-local stays with its task).
-    pub(crate) fn current_slot() -> Option<AcceptedSlot> {
-        WAITED_FOR.try_with(Clone::clone).ok()
-    }
-
-    /// Runs `future` with `slot` (from [`Self::current_slot`]) as its wait's slot.
-    pub(crate) async fn in_slot<F: Future>(slot: Option<AcceptedSlot>, future: F) -> F::Output {
-        match slot {
-            Some(slot) => WAITED_FOR.scope(slot, future).await,
-            None => future.await,
-        }
-    }
-
-    /// Leaves `job` in the slot of the wait this runs in, if any.
-    fn hand_over(job: impl FnOnce() -> AcceptedJob) {
-        let _ = WAITED_FOR.try_with(|slot| {
-            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(job());
-        });
     }
 }
 

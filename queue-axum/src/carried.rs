@@ -8,7 +8,7 @@ use std::future::Future;
 use queue_core::trace::{self, TraceContext};
 use tracing::Instrument;
 
-use crate::accepted::{AcceptedJob, AcceptedSlot};
+use crate::handover::{AcceptedJob, AcceptedSlot};
 
 /// The request's task-locals and span, taken where the request runs.
 pub(crate) struct Carried {

@@ -121,6 +121,7 @@ mod carried;
 pub mod dashboard;
 mod error;
 mod extract;
+mod handover;
 mod health;
 mod idempotency;
 mod json_errors;
@@ -133,31 +134,17 @@ mod quote;
 mod rejection;
 mod routes;
 mod serve;
-mod trace_context;
-
-/// What the unit tests of several modules share.
 #[cfg(test)]
-mod test_support {
-    use axum::http::HeaderMap;
-
-    /// A header map of `pairs`.
-    pub(crate) fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.insert(*name, value.parse().unwrap());
-        }
-        headers
-    }
-}
+mod test_support;
+mod trace_context;
 
 pub use accepted::{Accepted, DEFAULT_STATUS_PREFIX};
 pub use error::{QueueError, RETRY_AFTER_SECONDS};
-pub use extract::{
-    from_app, IdempotencyKey, Inject, QueueHandle, QueueName, Queues, IDEMPOTENCY_KEY_HEADER,
-};
+pub use extract::{from_app, Inject, QueueHandle, QueueName, Queues};
 pub use health::HealthRoutes;
 pub use idempotency::{
-    IdempotencyLayer, IdempotencyService, DEFAULT_IDEMPOTENCY_TTL, REPLAYED_HEADER,
+    IdempotencyKey, IdempotencyLayer, IdempotencyService, DEFAULT_IDEMPOTENCY_TTL,
+    IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER,
 };
 pub use json_errors::json_errors;
 pub use layer::{QueueLayer, QueueService, QueueServiceFuture};

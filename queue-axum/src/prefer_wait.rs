@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use queue_core::{JobOutcome, QueueApp};
 use tower::{Layer, Service};
 
-use crate::accepted::AcceptedJob;
+use crate::handover::AcceptedJob;
 use crate::routes::{lookup, JobRoutes};
 
 /// The `Preference-Applied` response header.

@@ -1,11 +1,13 @@
 //! The `Idempotency-Key` header, read as the IETF draft writes it (a Structured Field
 //! string, `"8e03978e-40d5-43e8-bc93-6894a57f9324"`) or bare, as most clients send it;
-//! and the digests a request is kept and compared under.
+//! the [`IdempotencyKey`] extractor; and the digests a request is kept and compared
+//! under.
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue};
 use sha2::{Digest, Sha256};
 
-use crate::extract::IDEMPOTENCY_KEY_HEADER as HEADER;
 use crate::limits::MAX_IDEMPOTENCY_KEY_LEN;
 use crate::rejection::InvalidIdempotencyKey;
 
@@ -13,7 +15,7 @@ use crate::rejection::InvalidIdempotencyKey;
 /// not 1 to [`MAX_IDEMPOTENCY_KEY_LEN`] visible ASCII characters (spaces inside
 /// allowed), bare or as a Structured Field string.
 pub(crate) fn from_headers(headers: &HeaderMap) -> Result<Option<String>, InvalidIdempotencyKey> {
-    let mut values = headers.get_all(HEADER).iter();
+    let mut values = headers.get_all(IDEMPOTENCY_KEY_HEADER).iter();
     let Some(value) = values.next() else {
         return Ok(None);
     };
@@ -68,6 +70,67 @@ pub(crate) fn digest(parts: &[&[u8]]) -> String {
     hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The request's `Idempotency-Key` header, for making a job id from it: a client
+/// retrying a request gets the same job instead of a second one. (To answer a retry
+/// with the first answer whatever the route does, wrap the route in
+/// [`IdempotencyLayer`](crate::IdempotencyLayer).)
+///
+/// The key is 1 to 255 visible ASCII characters, sent bare or as the IETF draft writes
+/// it, a quoted string (`"8e03978e-..."`: the same key); anything else, or the header
+/// twice, is refused with [`InvalidIdempotencyKey`], 400.
+///
+/// A key is the client's word, and two clients may pick the same one: the job id is
+/// always made within a scope the application supplies (the user or tenant the request
+/// is authenticated as, and the route), so that one tenant's key never lands on another
+/// tenant's job.
+///
+/// ```
+/// use queue_axum::IdempotencyKey;
+/// use queue_core::JobOptions;
+///
+/// fn options(key: &IdempotencyKey, tenant: &str) -> JobOptions {
+///     let mut opts = JobOptions::new().attempts(3);
+///     if let Some(id) = key.job_id(&format!("{tenant}/exports"), "export") {
+///         opts = opts.job_id(id); // "export-<hash of scope and key>"
+///     }
+///     opts
+/// }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdempotencyKey(Option<String>);
+
+/// The header [`IdempotencyKey`] reads.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+
+impl IdempotencyKey {
+    /// The header's value, if the request had one.
+    pub fn key(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+
+    /// A BullMQ-safe job id for this key within `scope`: `prefix-<uuid v5 of scope and
+    /// key>`. The same scope and key always give the same id; another scope (another
+    /// tenant, another route) never does.
+    pub fn job_id(&self, scope: &str, prefix: &str) -> Option<String> {
+        let key = self.0.as_deref()?;
+        // The scope's length first, so that ("ab", "c") and ("a", "bc") differ.
+        let name = format!("{}:{scope}:{key}", scope.len());
+        Some(format!(
+            "{prefix}-{}",
+            uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()).simple()
+        ))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = InvalidIdempotencyKey;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        // As `IdempotencyLayer` reads it: bare or a quoted string, once.
+        from_headers(&parts.headers).map(IdempotencyKey)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,9 +173,9 @@ mod tests {
     fn a_second_header_is_refused() {
         let mut headers = HeaderMap::new();
         assert_eq!(from_headers(&headers).unwrap(), None);
-        headers.append(HEADER, HeaderValue::from_static("a"));
+        headers.append(IDEMPOTENCY_KEY_HEADER, HeaderValue::from_static("a"));
         assert_eq!(from_headers(&headers).unwrap(), Some("a".to_owned()));
-        headers.append(HEADER, HeaderValue::from_static("b"));
+        headers.append(IDEMPOTENCY_KEY_HEADER, HeaderValue::from_static("b"));
         assert!(from_headers(&headers).is_err());
     }
 
@@ -121,5 +184,30 @@ mod tests {
         assert_ne!(digest(&[b"ab", b"c"]), digest(&[b"a", b"bc"]));
         assert_eq!(digest(&[b"x"]), digest(&[b"x"]));
         assert_eq!(digest(&[]).len(), 64);
+    }
+}
+
+#[cfg(test)]
+mod extractor_tests {
+    use super::IdempotencyKey;
+
+    #[test]
+    fn keys_become_valid_stable_job_ids_within_their_scope() {
+        let key = IdempotencyKey(Some("a:b/c".into()));
+        let id = key.job_id("tenant-1", "signup").unwrap();
+        assert!(id.starts_with("signup-") && !id.contains(':') && id.len() == "signup-".len() + 32);
+        assert_eq!(
+            key.job_id("tenant-1", "signup"),
+            Some(id.clone()),
+            "the same key, the same id"
+        );
+        assert_ne!(
+            key.job_id("tenant-2", "signup"),
+            Some(id),
+            "another tenant, another job"
+        );
+        let split = |scope: &str, k: &str| IdempotencyKey(Some(k.into())).job_id(scope, "x");
+        assert_ne!(split("ab", "c"), split("a", "bc"));
+        assert_eq!(IdempotencyKey(None).job_id("t", "x"), None);
     }
 }

@@ -16,11 +16,15 @@ use http_body::Body as _;
 use queue_core::{claims::Claim, claims::ClaimToken, claims::Claims};
 use tower::Service;
 
+use super::key;
 use super::record::Record;
-use super::{key, Settings, REPLAYED_HEADER};
+use super::settings::Settings;
 use crate::carried::Carried;
 use crate::error::QueueError;
 use crate::rejection::{IdempotencyKeyInFlight, IdempotencyKeyReused, MissingIdempotencyKey};
+
+/// The header a replayed answer carries, set to `true`.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// The service [`IdempotencyLayer`](super::IdempotencyLayer) wraps a route in.
 #[derive(Clone)]

@@ -21,7 +21,8 @@ use futures::stream::{self, Stream, StreamExt};
 use queue_core::{watch::JobWatcher, JobState, Queue, QueueApp, QueueEvent};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::{lookup, no_job, unknown_queue, JobRoutes, JobStatus, Lookup};
+use super::settings::JobRoutes;
+use super::status::{lookup, no_job, unknown_queue, JobStatus, Lookup};
 use crate::error::QueueError;
 use crate::extract::app_of;
 

@@ -4,7 +4,7 @@
 use queue_core::{queue::Children, JobInfo};
 use serde::Serialize;
 
-use super::JobRoutes;
+use super::settings::JobRoutes;
 
 /// How many children of each kind the route lists (totals are always given).
 pub(super) const CHILDREN_SHOWN: usize = 20;
