@@ -15,7 +15,7 @@ apt_install() {
 
 # The crates we publish, in dependency order: each is packaged, feature-checked, built on
 # the MSRV and tested on its own.
-library_crates=(queue-engine queue-vocab queue-macros queue-core queue-axum)
+library_crates=(queue-engine queue-vocab queue-macros queue-core queue-axum queue-dashboard)
 
 # A field of one of the workspace's packages, from `cargo metadata` (FIELD: a key of the
 # package object; a list or map prints as space-separated keys).

@@ -5,7 +5,7 @@
 //! # Quick start
 //!
 //! A queue, a worker with retries, and a route that answers 202 (the README's quick
-//! start, without the dashboard: see the module `dashboard`, feature `dashboard`):
+//! start, without the dashboard, which is the crate `queue-dashboard`):
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -76,8 +76,12 @@
 //!   makes axum's own errors JSON; [`quote`] bounds what an error repeats of the input.
 //! - [`serve`] serves with client time limits and shuts down in order: requests, then
 //!   workers.
-//! - With features: `metrics_route` (`metrics`), the `dashboard` (`dashboard`), the
-//!   request as an OpenTelemetry span (`opentelemetry`).
+//! - [`access`]: the application's access decision for a request ([`access::Access`],
+//!   ready-made Basic and bearer [`access::Credentials`]), and what a browser's request
+//!   must not do with it ([`access::refusal`]); the dashboard (`queue-dashboard`) is
+//!   guarded by it.
+//! - With features: `metrics_route` (`metrics`), the request as an OpenTelemetry span
+//!   (`opentelemetry`).
 //!
 //! # "`Handler<_, _>` is not implemented"
 //!
@@ -115,10 +119,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod accepted;
+pub mod access;
 mod carried;
-#[cfg(feature = "dashboard")]
-#[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
-pub mod dashboard;
 mod error;
 mod extract;
 mod handover;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::Router;
-use queue_axum::dashboard::{Access, Dashboard, AUDIT_TARGET};
 use queue_core::{Job, JobError, JobOptions, JobState, Processor, QueueApp};
+use queue_dashboard::{Access, Dashboard, AUDIT_TARGET};
 use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::{wait_for_state, PrivateRedis, TestRedis, SOON};
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::Router;
-use queue_axum::dashboard::{Access, Dashboard};
 use queue_core::{Job, JobError, JobOptions, JobState, OnChildFailure, Processor};
+use queue_dashboard::{Access, Dashboard};
 use queue_tests::http::listener;
 use queue_tests::{node, wait_for_state, TestRedis, SOON};
 

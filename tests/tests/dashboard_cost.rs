@@ -8,10 +8,10 @@ use std::net::SocketAddr;
 
 use axum::http::request::Parts;
 use axum::Router;
-use queue_axum::dashboard::{Access, Dashboard};
 use queue_core::{
     group::GroupLimits, queue::BulkJob, Job, JobError, JobOptions, Processor, QueueApp,
 };
+use queue_dashboard::{Access, Dashboard};
 use queue_tests::http::{listener, request};
 use queue_tests::PrivateRedis;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

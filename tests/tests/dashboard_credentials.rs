@@ -5,8 +5,8 @@
 use std::net::SocketAddr;
 
 use axum::Router;
-use queue_axum::dashboard::{Access, Dashboard, Secret};
 use queue_core::QueueApp;
+use queue_dashboard::{Access, Dashboard, Secret};
 use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::TestRedis;
 

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::Router;
-use queue_axum::dashboard::{Access, Dashboard, AUDIT_TARGET};
 use queue_core::{
     group::GroupInfo, group::GroupLimits, Dep, Job, JobError, JobOptions, Processor, QueueApp,
 };
+use queue_dashboard::{Access, Dashboard, AUDIT_TARGET};
 use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::{wait_until, TestRedis, SOON};
 use tokio::sync::Semaphore;

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::Router;
-use queue_axum::dashboard::{Access, Dashboard};
 use queue_core::{
     Backoff, Job, JobError, JobOptions, JobState, OnChildFailure, Processor, QueueApp,
 };
+use queue_dashboard::{Access, Dashboard};
 use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::{wait_for_state, TestRedis, SOON};
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::Router;
-use queue_axum::dashboard::{Access, Dashboard};
 use queue_core::app::Registrations;
+use queue_dashboard::{Access, Dashboard};
 use queue_tests::http::{listener, request};
 use queue_tests::{TestRedis, SOON};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

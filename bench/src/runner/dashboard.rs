@@ -12,8 +12,8 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::Router;
-use queue_axum::dashboard::{Access, Dashboard};
 use queue_core::{app::Registrations, QueueApp};
+use queue_dashboard::{Access, Dashboard};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::redis::BenchRedis;

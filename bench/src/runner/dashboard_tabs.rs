@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use queue_axum::dashboard::{Access, Dashboard};
 use queue_core::{app::Registrations, Job, JobError, JobOptions, Processor, QueueApp};
+use queue_dashboard::{Access, Dashboard};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::BenchResult;

@@ -132,9 +132,7 @@ mod tests {
             Normal
         );
         assert_eq!(
-            scan(
-                "[dependencies]\nqueue-axum = { version = \"0.1\", features = [\"dashboard\"] }\n"
-            ),
+            scan("[dependencies]\nqueue-axum = { version = \"0.1\", features = [\"metrics\"] }\n"),
             Normal
         );
         assert_eq!(

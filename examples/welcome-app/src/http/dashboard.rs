@@ -5,8 +5,8 @@
 //! come from its own pages, which is what makes that safe.
 
 use axum::Router;
-use queue_axum::dashboard::{Access, Dashboard};
 use queue_core::QueueApp;
+use queue_dashboard::{Access, Dashboard};
 
 /// The dashboard at `path`, for the holder of `admin_token`.
 pub(crate) fn router(app: &QueueApp, path: &str, admin_token: String) -> Router {

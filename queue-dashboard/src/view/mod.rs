@@ -69,7 +69,7 @@ pub(super) fn error_page(status: StatusCode, message: &str, base: Option<&Base>)
     if status == StatusCode::SERVICE_UNAVAILABLE {
         response.headers_mut().insert(
             header::RETRY_AFTER,
-            header::HeaderValue::from(crate::RETRY_AFTER_SECONDS),
+            header::HeaderValue::from(queue_axum::RETRY_AFTER_SECONDS),
         );
     }
     response

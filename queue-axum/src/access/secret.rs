@@ -1,4 +1,4 @@
-//! What a dashboard credential is checked against: a token kept only as its SHA-256.
+//! What a credential is checked against: a token kept only as its SHA-256.
 //!
 //! A presented credential is hashed and compared in constant time: the comparison
 //! takes as long whatever the credential and wherever it differs, so its timing tells
@@ -18,14 +18,14 @@ use super::AccessPolicy;
 /// a policy of your own ([`AccessPolicy`]).
 ///
 /// ```
-/// use queue_axum::dashboard::Secret;
+/// use queue_axum::access::Secret;
 ///
 /// let from_token = Secret::from("4f1c0b2e9d7a6c5b8e3f2a1d0c9b8a7f");
 /// let from_hash =
 ///     Secret::sha256_hex("5e3bcca2d18b9404b210628cff6bf53270404f072f267050a3961d99864b7edd")?;
 /// assert!(Secret::sha256_hex("beef").is_err());
 /// # let _ = (from_token, from_hash);
-/// # Ok::<(), queue_axum::dashboard::InvalidSecret>(())
+/// # Ok::<(), queue_axum::access::InvalidSecret>(())
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret {

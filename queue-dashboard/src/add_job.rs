@@ -105,7 +105,7 @@ pub(super) async fn submit(
             Err(PayloadError::NoHandler { .. }) => {
                 errors.name = Some(format!(
                     "No handler of this app takes {} on this queue.",
-                    crate::quote(job_name)
+                    queue_axum::quote(job_name)
                 ))
             }
             Err(PayloadError::SchemaMismatch {

@@ -14,17 +14,17 @@ use axum::Extension;
 use maud::html;
 use serde::Deserialize;
 
-use crate::dashboard::view;
-use crate::dashboard::view::format::{self, url_segment, Clip};
-use crate::dashboard::{Access, Base, PageResult, Shared};
+use crate::view;
+use crate::view::format::{self, url_segment, Clip};
+use crate::{Access, Base, PageResult, Shared};
 
 /// `?queue=`: only that queue's workers.
 #[derive(Debug, Deserialize)]
-pub(in crate::dashboard) struct WorkersQuery {
+pub(crate) struct WorkersQuery {
     queue: Option<String>,
 }
 
-pub(in crate::dashboard) async fn page(
+pub(crate) async fn page(
     State(shared): State<Arc<Shared>>,
     Extension(access): Extension<Access>,
     base: Base,
@@ -105,6 +105,6 @@ pub(in crate::dashboard) async fn page(
 }
 
 /// `/{queue}/workers`: the workers page narrowed to the queue.
-pub(in crate::dashboard) async fn of_queue(base: Base, Path(name): Path<String>) -> PageResult {
+pub(crate) async fn of_queue(base: Base, Path(name): Path<String>) -> PageResult {
     Ok(Redirect::to(&format!("{}?queue={}", base.workers(), url_segment(&name))).into_response())
 }

@@ -15,7 +15,7 @@ use super::confirm::{self, CONFIRM};
 use super::pages::groups::Cursor;
 use super::view::format::clip;
 use super::{job_id, Access, Base, PageResult, Problem, Shared, AUDIT_TARGET, PAGE_SIZE};
-use crate::quote;
+use queue_axum::quote;
 
 /// A urlencoded form body, read leniently: an empty body or none is no fields.
 struct Fields(Vec<(String, String)>);

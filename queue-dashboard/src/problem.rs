@@ -35,8 +35,8 @@ impl Problem {
     pub(crate) fn no_job(queue: &str, id: &str) -> Problem {
         Problem::NotFound(format!(
             "No job {} in queue {}.",
-            crate::quote(&clip(id, 200)),
-            crate::quote(&clip(queue, 200))
+            queue_axum::quote(&clip(id, 200)),
+            queue_axum::quote(&clip(queue, 200))
         ))
     }
 }
@@ -55,7 +55,7 @@ impl IntoResponse for Problem {
                 view::error_page(StatusCode::BAD_REQUEST, &message, None)
             }
             Problem::Queue(error) => {
-                let error = crate::QueueError::from(*error);
+                let error = queue_axum::QueueError::from(*error);
                 let status = error.status();
                 if status == StatusCode::INTERNAL_SERVER_ERROR {
                     tracing::error!(error = %error, "dashboard: queue error");

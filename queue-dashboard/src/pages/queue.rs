@@ -11,11 +11,11 @@ use queue_core::{job::JobCounts, JobState};
 
 use super::listing::{Listing, QueueQuery};
 use super::{unavailable_notice, LISTED};
-use crate::dashboard::view::format::{url_segment, Clip};
-use crate::dashboard::view::{self, widgets};
-use crate::dashboard::{Access, Base, PageResult, Shared};
+use crate::view::format::{url_segment, Clip};
+use crate::view::{self, widgets};
+use crate::{Access, Base, PageResult, Shared};
 
-pub(in crate::dashboard) async fn page(
+pub(crate) async fn page(
     State(shared): State<Arc<Shared>>,
     Extension(access): Extension<Access>,
     base: Base,

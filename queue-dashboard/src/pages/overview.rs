@@ -14,9 +14,9 @@ use queue_core::{
 };
 
 use super::LISTED;
-use crate::dashboard::view::format::{self, bytes, duration, Clip};
-use crate::dashboard::view::{self, widgets};
-use crate::dashboard::{Access, Base, PageResult, Shared};
+use crate::view::format::{self, bytes, duration, Clip};
+use crate::view::{self, widgets};
+use crate::{Access, Base, PageResult, Shared};
 
 /// The minutes of BullMQ's per-minute figures the overview draws.
 const MINUTES: usize = 60;
@@ -37,7 +37,7 @@ struct Row {
     grouped: bool,
 }
 
-pub(in crate::dashboard) async fn page(
+pub(crate) async fn page(
     State(shared): State<Arc<Shared>>,
     Extension(access): Extension<Access>,
     base: Base,

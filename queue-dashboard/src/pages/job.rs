@@ -14,9 +14,9 @@ use queue_core::{JobInfo, JobState};
 use super::attempts::Attempts;
 use super::flow::FlowTree;
 use super::unavailable_notice;
-use crate::dashboard::view::format::{self, Clip};
-use crate::dashboard::view::{self, widgets};
-use crate::dashboard::{job_id, Access, Base, PageResult, Problem, Shared};
+use crate::view::format::{self, Clip};
+use crate::view::{self, widgets};
+use crate::{job_id, Access, Base, PageResult, Problem, Shared};
 
 /// Log lines shown (the last ones), each cut.
 const LOG_LINES: usize = 100;
@@ -24,7 +24,7 @@ const LOG_LINE_SHOWN: usize = 2_000;
 /// The characters of a payload or return value shown.
 const VALUE_SHOWN: usize = 256 * 1024;
 
-pub(in crate::dashboard) async fn page(
+pub(crate) async fn page(
     State(shared): State<Arc<Shared>>,
     Extension(access): Extension<Access>,
     base: Base,

@@ -6,7 +6,7 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderValue};
 use base64::Engine as _;
 
-use super::access::{Access, AccessPolicy};
+use super::decision::{Access, AccessPolicy};
 use super::secret::Secret;
 
 /// How long a Basic user name may be in the audit log (it is the client's word).
@@ -20,23 +20,27 @@ const MAX_LOGGED_USER: usize = 64;
 ///
 /// Each credential makes an operator by default ([`read_only`](Credentials::read_only)
 /// to make a viewer) who does not see payloads ([`with_payloads`](Credentials::with_payloads)).
-/// A browser sends Basic credentials with every request, cross-site ones too; the
-/// dashboard refuses actions that do not come from its own pages, which is what makes
-/// that safe.
+/// A browser sends Basic credentials with every request, cross-site ones too;
+/// [`refusal`](super::refusal) refuses actions that do not come from the origin's own
+/// pages, which is what makes that safe.
 ///
-/// ```no_run
-/// use queue_axum::dashboard::{Access, Dashboard};
+/// ```
+/// use queue_axum::access::{Access, AccessPolicy};
 ///
-/// # fn demo(app: queue_core::QueueApp, admin_token: String) {
-/// // The operator's token as a bearer token, or as the password of any Basic user.
-/// let policy = Access::bearer(&admin_token)
-///     .or(Access::basic_any_user(&admin_token))
-///     .with_payloads();
-/// let dashboard = Dashboard::new(&app, policy).router();
-/// # let _ = dashboard; }
+/// // The operator's token as a bearer token, or as the password of any Basic user
+/// // (the dashboard takes such a policy: `Dashboard::new(&app, policy)`).
+/// let token = "4f1c0b2e9d7a6c5b8e3f2a1d0c9b8a7f";
+/// let policy = Access::bearer(token).or(Access::basic_any_user(token)).with_payloads();
+///
+/// let request = axum::http::Request::builder()
+///     .header("authorization", format!("Bearer {token}"))
+///     .body(())
+///     .unwrap();
+/// let access = policy.decide(&request.into_parts().0);
+/// assert!(access.can_act() && access.sees_payloads());
 /// ```
 #[derive(Debug, Clone)]
-#[must_use = "a policy does nothing until it is given to `Dashboard::new`"]
+#[must_use = "a policy does nothing until it decides requests (the dashboard's, or a guard of your own)"]
 pub struct Credentials {
     rules: Vec<Rule>,
     realm: String,

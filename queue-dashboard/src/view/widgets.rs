@@ -7,13 +7,13 @@ use maud::{html, Markup, PreEscaped};
 use queue_core::JobState;
 
 /// A POST button: one form per action, so each works without JavaScript.
-pub(in crate::dashboard) fn post_button(action: &str, label: &str, danger: bool) -> Markup {
+pub(crate) fn post_button(action: &str, label: &str, danger: bool) -> Markup {
     post_button_with(action, label, danger, &[])
 }
 
 /// A POST button that sends `fields` (hidden) with its form: what the action acts on
 /// when that is no part of its address.
-pub(in crate::dashboard) fn post_button_with(
+pub(crate) fn post_button_with(
     action: &str,
     label: &str,
     danger: bool,
@@ -29,12 +29,12 @@ pub(in crate::dashboard) fn post_button_with(
 
 /// A destructive action's button: a link to the page that says what it will do and
 /// how many jobs it touches, where the operator confirms.
-pub(in crate::dashboard) fn confirm_link(href: &str, label: &str) -> Markup {
+pub(crate) fn confirm_link(href: &str, label: &str) -> Markup {
     html! { a.button.danger href=(href) { (label) "…" } }
 }
 
 /// A job state as a chip, coloured by how it went.
-pub(in crate::dashboard) fn state_chip(state: JobState) -> Markup {
+pub(crate) fn state_chip(state: JobState) -> Markup {
     let class = match state {
         JobState::Completed => "chip good",
         JobState::Failed => "chip bad",
@@ -46,7 +46,7 @@ pub(in crate::dashboard) fn state_chip(state: JobState) -> Markup {
 /// A tiny bar chart of per-minute counts (oldest left), as inline SVG: no script, no
 /// image request. `points` come newest first, as BullMQ stores them. Raw markup built
 /// from numbers only.
-pub(in crate::dashboard) fn sparkline(points: &[u64], class: &'static str) -> Markup {
+pub(crate) fn sparkline(points: &[u64], class: &'static str) -> Markup {
     const WIDTH: usize = 120;
     const HEIGHT: u64 = 24;
     let max = points.iter().copied().max().unwrap_or(0).max(1);

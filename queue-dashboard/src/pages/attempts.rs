@@ -5,25 +5,25 @@
 use maud::{html, Markup};
 use queue_core::{JobInfo, JobState};
 
-use crate::dashboard::view::format::{at, duration, Clip};
-use crate::dashboard::view::widgets;
+use crate::view::format::{at, duration, Clip};
+use crate::view::widgets;
 
 /// The characters of one failure shown (reason and chain).
 const FAILURE_SHOWN: usize = 16_000;
 
 /// What the section needs beyond the job.
-pub(in crate::dashboard) struct Attempts<'a> {
-    pub(in crate::dashboard) info: &'a JobInfo,
-    pub(in crate::dashboard) state: JobState,
+pub(crate) struct Attempts<'a> {
+    pub(crate) info: &'a JobInfo,
+    pub(crate) state: JobState,
     /// When a delayed job runs next (a retry's backoff or its delay).
-    pub(in crate::dashboard) runs_at: Option<u64>,
+    pub(crate) runs_at: Option<u64>,
     /// Where the Retry button posts, for an operator looking at a failed job.
-    pub(in crate::dashboard) retry: Option<String>,
-    pub(in crate::dashboard) now: u64,
+    pub(crate) retry: Option<String>,
+    pub(crate) now: u64,
 }
 
 impl Attempts<'_> {
-    pub(in crate::dashboard) fn render(&self) -> Markup {
+    pub(crate) fn render(&self) -> Markup {
         let info = self.info;
         let failures = &info.stacktrace;
         // The job's times, as durations: how long it waited before its last attempt

@@ -7,10 +7,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use maud::{html, Markup, Render};
 
 /// The length (in characters) a listed string is cut to.
-pub(in crate::dashboard) const LISTED: usize = 120;
+pub(crate) const LISTED: usize = 120;
 
 /// A string cut to at most `.1` characters (an ellipsis says it was), escaped.
-pub(in crate::dashboard) struct Clip<'a>(pub &'a str, pub usize);
+pub(crate) struct Clip<'a>(pub &'a str, pub usize);
 
 impl Render for Clip<'_> {
     fn render_to(&self, buffer: &mut String) {
@@ -19,7 +19,7 @@ impl Render for Clip<'_> {
 }
 
 /// `text` cut to at most `max` characters, with `…` when it was cut.
-pub(in crate::dashboard) fn clip(text: &str, max: usize) -> String {
+pub(crate) fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_owned(),
         Some((end, _)) => format!("{}…", &text[..end]),
@@ -27,7 +27,7 @@ pub(in crate::dashboard) fn clip(text: &str, max: usize) -> String {
 }
 
 /// Now, in ms since the Unix epoch.
-pub(in crate::dashboard) fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -35,17 +35,17 @@ pub(in crate::dashboard) fn now_ms() -> u64 {
 
 /// A moment, relative (`3 min ago`), with the absolute UTC time on hover and for
 /// machines.
-pub(in crate::dashboard) fn ago(ms: u64, now: u64) -> Markup {
+pub(crate) fn ago(ms: u64, now: u64) -> Markup {
     html! { time datetime=(iso(ms)) title=(time(ms)) { (relative(ms, now)) } }
 }
 
 /// A moment, absolute and relative: `2026-12-02 07:15:00 UTC (3 min ago)`.
-pub(in crate::dashboard) fn at(ms: u64, now: u64) -> Markup {
+pub(crate) fn at(ms: u64, now: u64) -> Markup {
     html! { time datetime=(iso(ms)) { (time(ms)) } " " span.muted { "(" (relative(ms, now)) ")" } }
 }
 
 /// `3 min ago`, `in 20 s`, `just now`.
-pub(in crate::dashboard) fn relative(ms: u64, now: u64) -> String {
+pub(crate) fn relative(ms: u64, now: u64) -> String {
     if ms.abs_diff(now) < 1_000 {
         return "just now".to_owned();
     }
@@ -58,7 +58,7 @@ pub(in crate::dashboard) fn relative(ms: u64, now: u64) -> String {
 
 /// A span of milliseconds in the two largest units: `850 ms`, `4.2 s`, `3 min 12 s`,
 /// `2 h 5 min`, `3 d 4 h`.
-pub(in crate::dashboard) fn duration(ms: u64) -> String {
+pub(crate) fn duration(ms: u64) -> String {
     let s = ms / 1_000;
     match ms {
         0..1_000 => format!("{ms} ms"),
@@ -80,7 +80,7 @@ fn two_units(big: u64, big_unit: &str, small: u64, small_unit: &str) -> String {
 }
 
 /// Bytes for a person: `812 B`, `3.4 MB`.
-pub(in crate::dashboard) fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
     let mut value = n as f64;
     let mut unit = 0;
@@ -96,7 +96,7 @@ pub(in crate::dashboard) fn bytes(n: u64) -> String {
 }
 
 /// Milliseconds since the epoch as a UTC time, to the second.
-pub(in crate::dashboard) fn time(ms: u64) -> String {
+pub(crate) fn time(ms: u64) -> String {
     let (date, rem) = date_and_seconds(ms);
     format!(
         "{date} {:02}:{:02}:{:02} UTC",
@@ -140,7 +140,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 
 /// `segment` for a URL path or query value: unreserved characters kept, the rest
 /// percent-encoded.
-pub(in crate::dashboard) fn url_segment(segment: &str) -> String {
+pub(crate) fn url_segment(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
     for b in segment.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

@@ -9,14 +9,14 @@ use axum::Extension;
 use maud::html;
 
 use super::sub_page_heading;
-use crate::dashboard::view::format::{self, url_segment, Clip};
-use crate::dashboard::view::{self, widgets};
-use crate::dashboard::{Access, Base, PageResult, Shared};
+use crate::view::format::{self, url_segment, Clip};
+use crate::view::{self, widgets};
+use crate::{Access, Base, PageResult, Shared};
 
 /// Schedulers listed.
 const SHOWN: usize = 1_000;
 
-pub(in crate::dashboard) async fn page(
+pub(crate) async fn page(
     State(shared): State<Arc<Shared>>,
     Extension(access): Extension<Access>,
     base: Base,

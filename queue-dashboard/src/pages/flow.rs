@@ -8,9 +8,9 @@ use futures::future::try_join_all;
 use maud::{html, Markup};
 use queue_core::{JobInfo, JobState, QueueApp};
 
-use crate::dashboard::view::format::{self, Clip};
-use crate::dashboard::view::widgets;
-use crate::dashboard::Base;
+use crate::view::format::{self, Clip};
+use crate::view::widgets;
+use crate::Base;
 
 /// Ancestors followed up from the job.
 const MAX_UP: usize = 8;
@@ -33,7 +33,7 @@ struct Node {
 }
 
 /// The tree around a job, read from its root down.
-pub(in crate::dashboard) struct FlowTree {
+pub(crate) struct FlowTree {
     nodes: Vec<Node>,
     /// Ancestors above the root that were not read (past `MAX_UP`).
     cut_above: bool,
@@ -42,7 +42,7 @@ pub(in crate::dashboard) struct FlowTree {
 impl FlowTree {
     /// Reads the flow of job `info` (in `state`) of `queue`: nothing when it has no
     /// parent and no children (two commands).
-    pub(in crate::dashboard) async fn read(
+    pub(crate) async fn read(
         app: &QueueApp,
         queue: &str,
         info: &JobInfo,
@@ -171,7 +171,7 @@ impl FlowTree {
     }
 
     /// The tree as nested lists, the job `(queue, id)` in bold.
-    pub(in crate::dashboard) fn render(&self, base: &Base, queue: &str, id: &str) -> Markup {
+    pub(crate) fn render(&self, base: &Base, queue: &str, id: &str) -> Markup {
         html! {
             h2 { "Flow" }
             @if self.cut_above { p.muted { "Higher ancestors are not shown." } }

@@ -32,7 +32,7 @@
 //!
 //! ```no_run
 //! use axum::Router;
-//! use queue_axum::dashboard::{Access, Dashboard};
+//! use queue_dashboard::{Access, Dashboard};
 //!
 //! # fn demo(app: queue_core::QueueApp) {
 //! // `x-operator` is set by the authenticating proxy in front of the app, which strips
@@ -47,16 +47,14 @@
 //! # }
 //! ```
 
-mod access;
 mod actions;
 mod add_job;
 mod base;
 mod confirm;
-mod credentials;
+mod guard;
 mod live;
 mod pages;
 mod problem;
-mod secret;
 mod view;
 
 use std::net::IpAddr;
@@ -69,16 +67,14 @@ use axum::routing::{get, post};
 use axum::Router;
 use queue_core::QueueApp;
 
-pub use access::{Access, AccessPolicy};
 pub(crate) use base::Base;
-pub use credentials::Credentials;
 pub use live::{DEFAULT_LIVE_STREAM_LIFETIME, DEFAULT_MAX_LIVE_STREAMS};
 pub(crate) use problem::{job_id, PageResult, Problem};
-pub use secret::{InvalidSecret, Secret};
+pub use queue_axum::access::{Access, AccessPolicy, Credentials, InvalidSecret, Secret};
 
 /// The tracing target of the audit log: one event per action, with who, what, which
 /// queue and job, and the outcome.
-pub const AUDIT_TARGET: &str = "queue_axum::dashboard::audit";
+pub const AUDIT_TARGET: &str = "queue_dashboard::audit";
 
 /// Jobs on one page of a queue.
 pub const PAGE_SIZE: usize = 50;
@@ -90,7 +86,7 @@ pub const PAGE_SIZE: usize = 50;
 /// ```no_run
 /// use axum::http::request::Parts;
 /// use axum::Router;
-/// use queue_axum::dashboard::{Access, Dashboard};
+/// use queue_dashboard::{Access, Dashboard};
 ///
 /// # fn demo(app: queue_core::QueueApp) {
 /// // Roles from the authenticating proxy in front of the app (which strips any copy a
@@ -167,7 +163,7 @@ impl Dashboard {
     ///
     /// ```no_run
     /// # fn demo(app: queue_core::QueueApp) {
-    /// use queue_axum::dashboard::{Access, Dashboard};
+    /// use queue_dashboard::{Access, Dashboard};
     /// let dashboard = Dashboard::new(&app, |_: &axum::http::request::Parts| Access::forbidden())
     ///     .trust_forwarded_prefix_from(["10.0.0.5".parse().unwrap()]);
     /// # }
@@ -201,7 +197,7 @@ impl Dashboard {
     /// redirects the path with a trailing slash, which `nest` leaves to the app).
     pub fn router(self) -> Router {
         let shared = self.shared;
-        let guard = axum::middleware::from_fn_with_state(shared.clone(), access::guard);
+        let guard = axum::middleware::from_fn_with_state(shared.clone(), guard::guard);
         Router::new()
             .route("/", get(pages::overview::page))
             .route("/-/assets/dashboard.css", get(stylesheet))
@@ -277,7 +273,7 @@ impl Shared {
         if !self.app.known_queues().iter().any(|q| q == name) {
             return Err(Problem::NotFound(format!(
                 "No queue named {} in this app.",
-                crate::quote(&view::format::clip(name, 200))
+                queue_axum::quote(&view::format::clip(name, 200))
             )));
         }
         Ok(self.app.queue::<serde_json::Value>(name)?)

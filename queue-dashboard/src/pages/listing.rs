@@ -8,15 +8,15 @@ use queue_core::{
 use serde::Deserialize;
 
 use super::LISTED;
-use crate::dashboard::view::format::{self, ago, duration, url_segment, Clip};
-use crate::dashboard::{Base, Problem, PAGE_SIZE};
-use crate::quote;
+use crate::view::format::{self, ago, duration, url_segment, Clip};
+use crate::{Base, Problem, PAGE_SIZE};
+use queue_axum::quote;
 
 /// How many jobs a search looks at per page: ids alone for an id prefix, a field of
 /// each job for a name or a payload field.
-pub(in crate::dashboard) const SCAN_IDS: usize = 20_000;
+pub(crate) const SCAN_IDS: usize = 20_000;
 /// See [`SCAN_IDS`].
-pub(in crate::dashboard) const SCAN_JOBS: usize = 5_000;
+pub(crate) const SCAN_JOBS: usize = 5_000;
 
 /// Bytes of each listed string Redis sends (a character is at most four).
 const CLIP_BYTES: usize = format::LISTED * 4;
@@ -25,19 +25,19 @@ const CLIP_BYTES: usize = format::LISTED * 4;
 /// (a search: an id prefix, `name = welcome`, `data.user_id = 42`), `name` (the same as
 /// `q=name = ..`), `from` (where a search goes on), and `id` to look a job up.
 #[derive(Debug, Default, Deserialize)]
-pub(in crate::dashboard) struct QueueQuery {
+pub(crate) struct QueueQuery {
     state: Option<String>,
     page: Option<String>,
     order: Option<String>,
     name: Option<String>,
     q: Option<String>,
     from: Option<String>,
-    pub(in crate::dashboard) id: Option<String>,
+    pub(crate) id: Option<String>,
 }
 
 /// What a queue page lists, checked.
-pub(in crate::dashboard) struct Listing {
-    pub(in crate::dashboard) state: JobState,
+pub(crate) struct Listing {
+    pub(crate) state: JobState,
     page: usize,
     oldest_first: bool,
     search: Option<(String, JobFilter)>,
@@ -45,7 +45,7 @@ pub(in crate::dashboard) struct Listing {
 }
 
 /// What was read for a listing.
-pub(in crate::dashboard) enum Found {
+pub(crate) enum Found {
     /// A page of the state's jobs, and whether more follow.
     Page(Vec<JobSummary>, bool),
     /// A search's matches and how far it got.
@@ -53,7 +53,7 @@ pub(in crate::dashboard) enum Found {
 }
 
 impl Listing {
-    pub(in crate::dashboard) fn of(query: &QueueQuery) -> Result<Listing, Problem> {
+    pub(crate) fn of(query: &QueueQuery) -> Result<Listing, Problem> {
         let state = match query.state.as_deref() {
             None | Some("") => JobState::Waiting,
             Some(s) => match s.parse::<JobState>() {
@@ -106,7 +106,7 @@ impl Listing {
     }
 
     /// Reads the listing: one script.
-    pub(in crate::dashboard) async fn fetch(
+    pub(crate) async fn fetch(
         &self,
         queue: &Queue<serde_json::Value>,
     ) -> Result<Found, queue_core::Error> {
@@ -154,17 +154,17 @@ impl Listing {
     }
 
     /// The search box's text.
-    pub(in crate::dashboard) fn search_text(&self) -> &str {
+    pub(crate) fn search_text(&self) -> &str {
         self.search.as_ref().map_or("", |(q, _)| q.as_str())
     }
 
-    pub(in crate::dashboard) fn oldest_first(&self) -> bool {
+    pub(crate) fn oldest_first(&self) -> bool {
         self.oldest_first
     }
 
     /// The table of rows (with bulk checkboxes for an operator), and the line that says
     /// where this page is: its number, or how far the search got.
-    pub(in crate::dashboard) fn render(
+    pub(crate) fn render(
         &self,
         found: &Found,
         here: &str,

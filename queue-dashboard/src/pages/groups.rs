@@ -13,10 +13,10 @@ use queue_core::group::GroupInfo;
 use serde::Deserialize;
 
 use super::sub_page_heading;
-use crate::dashboard::view::format::{self, url_segment, Clip};
-use crate::dashboard::view::{self, widgets};
-use crate::dashboard::{Access, Base, PageResult, Problem, Shared, PAGE_SIZE};
-use crate::quote;
+use crate::view::format::{self, url_segment, Clip};
+use crate::view::{self, widgets};
+use crate::{Access, Base, PageResult, Problem, Shared, PAGE_SIZE};
+use queue_axum::quote;
 
 /// The most groups one page shows (`count`).
 const MAX_COUNT: usize = PAGE_SIZE * 4;
@@ -29,14 +29,14 @@ const MAX_AFTER_BYTES: usize = 4 * 1024;
 /// A groups page's query: `after` (the last group of the page before; the first page
 /// without it) and `count` (groups a page, [`PAGE_SIZE`] by default).
 #[derive(Debug, Default, Deserialize)]
-pub(in crate::dashboard) struct GroupsQuery {
+pub(crate) struct GroupsQuery {
     after: Option<String>,
     count: Option<String>,
 }
 
 /// Where a groups page starts and how many groups it shows, checked.
 #[derive(Debug)]
-pub(in crate::dashboard) struct Cursor {
+pub(crate) struct Cursor {
     after: Option<String>,
     count: usize,
 }
@@ -45,10 +45,7 @@ impl Cursor {
     /// `after` and `count` as a query or a form gives them. `after` is any group id up
     /// to [`MAX_AFTER_BYTES`]; `""` (the group of the jobs without one, which comes
     /// first) is one.
-    pub(in crate::dashboard) fn checked(
-        after: Option<&str>,
-        count: Option<&str>,
-    ) -> Result<Cursor, Problem> {
+    pub(crate) fn checked(after: Option<&str>, count: Option<&str>) -> Result<Cursor, Problem> {
         if let Some(after) = after.filter(|a| a.len() > MAX_AFTER_BYTES) {
             return Err(Problem::BadRequest(format!(
                 "{} is no group id to start after: a page starts after at most \
@@ -72,7 +69,7 @@ impl Cursor {
     }
 
     /// The address of this page of the groups page at `groups`.
-    pub(in crate::dashboard) fn link(&self, groups: &str) -> String {
+    pub(crate) fn link(&self, groups: &str) -> String {
         self.link_after(groups, self.after.as_deref())
     }
 
@@ -101,7 +98,7 @@ impl Cursor {
     }
 }
 
-pub(in crate::dashboard) async fn page(
+pub(crate) async fn page(
     State(shared): State<Arc<Shared>>,
     Extension(access): Extension<Access>,
     base: Base,

@@ -1,0 +1,185 @@
+//! The application's access decision for a request ([`AccessPolicy`] gives an
+//! [`Access`]), and what it refuses ([`refusal`]).
+
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode};
+
+use super::origin::{may_read, same_origin};
+
+/// What a request may see and do, as the application's policy decided it: for the
+/// dashboard's pages, or a route of the application's own.
+///
+/// ```
+/// use queue_axum::access::Access;
+///
+/// let nobody = Access::forbidden();
+/// let viewer = Access::read_only("support");
+/// let admin = Access::operator("alice").with_payloads();
+/// assert!(!nobody.can_see() && viewer.can_see() && !viewer.can_act());
+/// assert!(admin.can_act() && admin.sees_payloads());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    level: Level,
+    who: String,
+    payloads: bool,
+    /// For a refusal that asks the browser to log in: the `WWW-Authenticate` value.
+    challenge: Option<HeaderValue>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Forbidden,
+    ReadOnly,
+    Operator,
+}
+
+impl Access {
+    /// Nothing: the request is refused, 403.
+    pub fn forbidden() -> Self {
+        Access {
+            level: Level::Forbidden,
+            who: String::new(),
+            payloads: false,
+            challenge: None,
+        }
+    }
+
+    /// Nothing yet: the request is answered 401 with `www_authenticate` (e.g. `Basic
+    /// realm="queues"`), so that a browser asks for credentials.
+    pub fn login_required(www_authenticate: HeaderValue) -> Self {
+        Access {
+            challenge: Some(www_authenticate),
+            ..Access::forbidden()
+        }
+    }
+
+    /// May look, not act; `who` names the person in the logs.
+    pub fn read_only(who: impl Into<String>) -> Self {
+        Access {
+            level: Level::ReadOnly,
+            who: who.into(),
+            ..Access::forbidden()
+        }
+    }
+
+    /// May look and act (retry, remove, pause...); every action is logged with `who`.
+    pub fn operator(who: impl Into<String>) -> Self {
+        Access {
+            level: Level::Operator,
+            who: who.into(),
+            ..Access::forbidden()
+        }
+    }
+
+    /// Also sees job payloads and return values (hidden by default: they hold what users
+    /// sent).
+    pub fn with_payloads(mut self) -> Self {
+        self.payloads = true;
+        self
+    }
+
+    /// Whether it may look.
+    pub fn can_see(&self) -> bool {
+        self.level >= Level::ReadOnly
+    }
+
+    /// Whether actions may be taken.
+    pub fn can_act(&self) -> bool {
+        self.level == Level::Operator
+    }
+
+    /// Whether payloads and return values are shown.
+    pub fn sees_payloads(&self) -> bool {
+        self.payloads && self.can_see()
+    }
+
+    /// Who the policy said this is.
+    pub fn who(&self) -> &str {
+        &self.who
+    }
+
+    /// The `WWW-Authenticate` value of a refusal that asks the browser to log in.
+    pub fn challenge(&self) -> Option<&HeaderValue> {
+        self.challenge.as_ref()
+    }
+}
+
+/// Why a request is refused, in the order [`refusal`] checks: what the application's
+/// decision does not allow, and what a browser must not do with its credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// It may see nothing yet: answer 401 with this `WWW-Authenticate`.
+    LoginRequired(HeaderValue),
+    /// It may see nothing: 403.
+    Forbidden,
+    /// A read another site asked for (its script, frame or image), which would read the
+    /// answer with the visitor's credentials: 403.
+    CrossSiteRead,
+    /// An action from someone who may only look: 403.
+    ReadOnly,
+    /// An action (a POST) that does not come from this origin's pages: 403.
+    CrossSiteAction,
+}
+
+impl Refusal {
+    /// Its status: 401 for a login, else 403.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Refusal::LoginRequired(_) => StatusCode::UNAUTHORIZED,
+            _ => StatusCode::FORBIDDEN,
+        }
+    }
+}
+
+/// Whether `access` lets `request` through: `None`, or why not. A POST is an action
+/// (for an operator, from this origin's pages); anything else is a read (for anyone who
+/// may look, refused to another site's scripts, frames and images).
+pub fn refusal(access: &Access, request: &Parts) -> Option<Refusal> {
+    let action = request.method == Method::POST;
+    if !access.can_see() {
+        return Some(match &access.challenge {
+            Some(challenge) => Refusal::LoginRequired(challenge.clone()),
+            None => Refusal::Forbidden,
+        });
+    }
+    if !action && !may_read(&request.headers) {
+        return Some(Refusal::CrossSiteRead);
+    }
+    if action && !access.can_act() {
+        return Some(Refusal::ReadOnly);
+    }
+    if action && !same_origin(&request.headers) {
+        return Some(Refusal::CrossSiteAction);
+    }
+    None
+}
+
+/// The application's access decision for a request. Any
+/// `Fn(&Parts) -> Access + Send + Sync + 'static` is one.
+///
+/// ```
+/// use axum::http::request::Parts;
+/// use queue_axum::access::Access;
+///
+/// // An operator token in a header; everyone else is refused.
+/// let policy = |request: &Parts| match request.headers.get("authorization") {
+///     Some(value) if value == "Bearer s3cret-operator-token" => Access::operator("ops"),
+///     _ => Access::forbidden(),
+/// };
+/// # let _: &dyn queue_axum::access::AccessPolicy = &policy;
+/// ```
+pub trait AccessPolicy: Send + Sync + 'static {
+    /// Decides what `request` may do.
+    fn decide(&self, request: &Parts) -> Access;
+}
+
+impl<F> AccessPolicy for F
+where
+    F: Fn(&Parts) -> Access + Send + Sync + 'static,
+{
+    fn decide(&self, request: &Parts) -> Access {
+        self(request)
+    }
+}
