@@ -98,10 +98,15 @@ fi
 say "cargo fmt --check"
 cargo fmt --all -- --check
 
-# The floors of queue-core and queue-axum: no import circle, nothing up a floor, as
-# docs/architecture.md draws them (tools/layer-check; a few seconds).
+# The floors of queue-core, queue-axum and queue-dashboard: no import circle, nothing
+# up a floor, as docs/architecture.md draws them (tools/layer-check; a few seconds). And
+# the dashboard's markup in its views only: its loaders and actions hand data on.
 say "the floors (tools/layer-check)"
 cargo run --quiet -p layer-check
+if grep -rlE 'maud::|html! *\{' queue-dashboard/src | grep -v '^queue-dashboard/src/view/'; then
+    echo "markup outside queue-dashboard/src/view/ (above); templates are the views'" >&2
+    exit 1
+fi
 
 say "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings

@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use axum::extract::{ConnectInfo, FromRequestParts, OriginalUri};
 use axum::http::request::Parts;
 
-use super::view::format::url_segment;
+use crate::text::url_segment;
 
 /// The longest forwarded prefix taken.
 const MAX_PREFIX: usize = 256;
@@ -21,7 +21,7 @@ impl Base {
     /// The mount point of the request `parts`, behind a forwarded prefix when the
     /// connection comes from one of `trusted` (the peer address the server recorded:
     /// `into_make_service_with_connect_info`).
-    pub(super) fn of(parts: &Parts, trusted: &[IpAddr]) -> Base {
+    pub(crate) fn of(parts: &Parts, trusted: &[IpAddr]) -> Base {
         let inner = parts.uri.path();
         let full = parts
             .extensions

@@ -10,13 +10,16 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::view;
-use super::{Base, Shared};
 use queue_axum::access::{refusal, Refusal};
+
+use crate::audit;
+use crate::base::Base;
+use crate::state::Shared;
+use crate::view;
 
 /// Decides access for every request, refuses what is not allowed, and adds the headers
 /// every dashboard answer carries.
-pub(super) async fn guard(
+pub(crate) async fn guard(
     State(shared): State<Arc<Shared>>,
     request: Request,
     next: Next,
@@ -45,13 +48,11 @@ pub(super) async fn guard(
         Some(refused) => {
             let status = refused.status();
             if parts.method == Method::POST {
-                tracing::warn!(
-                    target: super::AUDIT_TARGET,
-                    who = access.who(),
-                    method = %parts.method,
-                    path = %parts.uri.path(),
-                    status = status.as_u16(),
-                    "dashboard action refused"
+                audit::refused(
+                    &access,
+                    parts.method.as_str(),
+                    parts.uri.path(),
+                    status.as_u16(),
                 );
             }
             view::error_page(status, message(&refused), None)

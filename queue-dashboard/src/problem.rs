@@ -1,9 +1,10 @@
-//! Why a page or an action could not be served, answered as a page with its status.
+//! Why a page or an action could not be served: a status and a message (the page that
+//! shows it is a view's, `view::error_page`).
 
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use queue_axum::quote;
 
-use super::view::{self, format::clip};
+use crate::text::clip;
 
 /// The job id in a path, if it could name a job. Checked before any read or action, as
 /// the status route checks it: an id that names one of the queue's own keys (`meta`, or
@@ -35,8 +36,16 @@ impl Problem {
     pub(crate) fn no_job(queue: &str, id: &str) -> Problem {
         Problem::NotFound(format!(
             "No job {} in queue {}.",
-            queue_axum::quote(&clip(id, 200)),
-            queue_axum::quote(&clip(queue, 200))
+            quote(&clip(id, 200)),
+            quote(&clip(queue, 200))
+        ))
+    }
+
+    /// 400 for an action this address does not take, naming the ones it does.
+    pub(crate) fn unknown_action(action: &str, known: &str) -> Problem {
+        Problem::BadRequest(format!(
+            "{} is not an action here; the actions are: {known}.",
+            quote(&clip(action, 100))
         ))
     }
 }
@@ -44,25 +53,6 @@ impl Problem {
 impl From<queue_core::Error> for Problem {
     fn from(error: queue_core::Error) -> Self {
         Problem::Queue(Box::new(error))
-    }
-}
-
-impl IntoResponse for Problem {
-    fn into_response(self) -> Response {
-        match self {
-            Problem::NotFound(message) => view::error_page(StatusCode::NOT_FOUND, &message, None),
-            Problem::BadRequest(message) => {
-                view::error_page(StatusCode::BAD_REQUEST, &message, None)
-            }
-            Problem::Queue(error) => {
-                let error = queue_axum::QueueError::from(*error);
-                let status = error.status();
-                if status == StatusCode::INTERNAL_SERVER_ERROR {
-                    tracing::error!(error = %error, "dashboard: queue error");
-                }
-                view::error_page(status, &error.body_text(), None)
-            }
-        }
     }
 }
 

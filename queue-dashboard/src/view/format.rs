@@ -1,13 +1,11 @@
 //! How values read on a page: strings cut to a bound, times absolute and relative,
-//! durations, sizes, URL segments.
+//! durations, sizes.
 
-use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use maud::{html, Markup, Render};
 
-/// The length (in characters) a listed string is cut to.
-pub(crate) const LISTED: usize = 120;
+use crate::text::clip;
 
 /// A string cut to at most `.1` characters (an ellipsis says it was), escaped.
 pub(crate) struct Clip<'a>(pub &'a str, pub usize);
@@ -15,14 +13,6 @@ pub(crate) struct Clip<'a>(pub &'a str, pub usize);
 impl Render for Clip<'_> {
     fn render_to(&self, buffer: &mut String) {
         clip(self.0, self.1).as_str().render_to(buffer);
-    }
-}
-
-/// `text` cut to at most `max` characters, with `…` when it was cut.
-pub(crate) fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_owned(),
-        Some((end, _)) => format!("{}…", &text[..end]),
     }
 }
 
@@ -68,6 +58,11 @@ pub(crate) fn duration(ms: u64) -> String {
         3_600_000..86_400_000 => two_units(s / 3_600, "h", s % 3_600 / 60, "min"),
         _ => two_units(s / 86_400, "d", s % 86_400 / 3_600, "h"),
     }
+}
+
+/// A duration in whole milliseconds (saturating), for [`duration`].
+pub(crate) fn millis(d: &std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `3 min 12 s`, or `3 min` when the smaller unit is zero.
@@ -138,20 +133,6 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
-/// `segment` for a URL path or query value: unreserved characters kept, the rest
-/// percent-encoded.
-pub(crate) fn url_segment(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for b in segment.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,10 +144,7 @@ mod tests {
             rendered,
             "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;'"
         );
-        assert_eq!(clip("héllo wörld", 5), "héllo…");
-        assert_eq!(clip("short", 5), "short");
-        assert_eq!(url_segment("welcome-42"), "welcome-42");
-        assert_eq!(url_segment("a/b c?"), "a%2Fb%20c%3F");
+        assert_eq!(html! { (Clip("héllo wörld", 5)) }.into_string(), "héllo…");
     }
 
     #[test]

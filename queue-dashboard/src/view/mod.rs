@@ -1,23 +1,41 @@
-//! The pages' shared parts, as maud templates: the layout every page has, the error
-//! page, and the pieces in [`format`] and [`widgets`]. maud escapes every value it
-//! writes; `PreEscaped` (raw markup) appears nowhere in the dashboard but in
-//! [`widgets::sparkline`]'s numbers-only SVG, so no string from a job or a request
-//! reaches the HTML unescaped by construction.
+//! Every template of the dashboard, as maud markup from data already read: a file per
+//! page, the layout every page has, the error page (and [`Problem`] as one), and the
+//! pieces in [`format`] and [`widgets`]; the embedded stylesheet and script. maud
+//! escapes every value it writes; `PreEscaped` (raw markup) appears nowhere in the
+//! dashboard but in [`widgets::sparkline`]'s numbers-only SVG, so no string from a job
+//! or a request reaches the HTML unescaped by construction.
 
-pub(super) mod format;
-pub(super) mod widgets;
+pub(crate) mod add_job;
+pub(crate) mod attempts;
+pub(crate) mod confirm;
+pub(crate) mod flow;
+pub(crate) mod format;
+pub(crate) mod groups;
+pub(crate) mod job;
+pub(crate) mod listing;
+pub(crate) mod overview;
+pub(crate) mod queue;
+pub(crate) mod schedulers;
+pub(crate) mod widgets;
+pub(crate) mod workers;
 
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use maud::{html, Markup, DOCTYPE};
 
-use super::Base;
+use crate::base::Base;
+use crate::problem::Problem;
 
 /// The stylesheet, embedded: no CDN, no build step. Light and dark follow the system.
-pub(super) const STYLESHEET: &str = include_str!("style.css");
+pub(crate) const STYLESHEET: &str = include_str!("style.css");
+
+/// The live pages' script: counts in place; on a list, each listed job that moved
+/// marked with its new state, and a note that the list changed; on a job's page, its
+/// state chip and a note. Served from our own origin, as the CSP requires.
+pub(crate) const SCRIPT: &str = include_str!("live.js");
 
 /// A whole page: the header with the way home and who is looking, then `body`.
-pub(super) fn page(base: &Base, title: &str, who: &str, body: Markup) -> Html<String> {
+pub(crate) fn page(base: &Base, title: &str, who: &str, body: Markup) -> Html<String> {
     let markup = html! {
         (DOCTYPE)
         html lang="en" {
@@ -46,7 +64,7 @@ pub(super) fn page(base: &Base, title: &str, who: &str, body: Markup) -> Html<St
 
 /// A page that only says what went wrong, with its status; with the way home when the
 /// dashboard's mount point is known.
-pub(super) fn error_page(status: StatusCode, message: &str, base: Option<&Base>) -> Response {
+pub(crate) fn error_page(status: StatusCode, message: &str, base: Option<&Base>) -> Response {
     let markup = html! {
         (DOCTYPE)
         html lang="en" {
@@ -73,4 +91,21 @@ pub(super) fn error_page(status: StatusCode, message: &str, base: Option<&Base>)
         );
     }
     response
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        match self {
+            Problem::NotFound(message) => error_page(StatusCode::NOT_FOUND, &message, None),
+            Problem::BadRequest(message) => error_page(StatusCode::BAD_REQUEST, &message, None),
+            Problem::Queue(error) => {
+                let error = queue_axum::QueueError::from(*error);
+                let status = error.status();
+                if status == StatusCode::INTERNAL_SERVER_ERROR {
+                    tracing::error!(error = %error, "dashboard: queue error");
+                }
+                error_page(status, &error.body_text(), None)
+            }
+        }
+    }
 }

@@ -1,10 +1,12 @@
 //! Pieces several pages use: action buttons, the link to a confirmation, a state's
-//! chip, the per-minute sparkline.
+//! chip, the per-minute sparkline, a sub-page's heading, the unavailable notice.
 
 use std::fmt::Write as _;
 
 use maud::{html, Markup, PreEscaped};
 use queue_core::JobState;
+
+use super::format::Clip;
 
 /// A POST button: one form per action, so each works without JavaScript.
 pub(crate) fn post_button(action: &str, label: &str, danger: bool) -> Markup {
@@ -71,5 +73,21 @@ pub(crate) fn sparkline(points: &[u64], class: &'static str) -> Markup {
         svg class={ "spark " (class) } width=(WIDTH) height=(HEIGHT) role="img" aria-label=(label) {
             (PreEscaped(bars))
         }
+    }
+}
+
+/// Shown by the page's script while the live stream says Redis is unavailable.
+pub(crate) fn unavailable_notice() -> Markup {
+    html! {
+        p.notice data-unavailable hidden {
+            "Redis is unavailable: this page is not live until it is back."
+        }
+    }
+}
+
+/// The heading of a queue's sub-page: the queue, linked, and what the page lists.
+pub(crate) fn sub_page_heading(queue_page: &str, queue: &str, what: &str) -> Markup {
+    html! {
+        h1 { a href=(queue_page) { (Clip(queue, 80)) } " · " (what) }
     }
 }

@@ -1,96 +1,29 @@
-//! `/`: Redis's health, then every queue: counts per state, the age of its oldest
-//! waiting job, workers, limits, schedulers, the last hour's throughput per minute, and
-//! whether it has groups. Redis: one `INFO`, then per queue a fixed handful of commands
-//! (whether it has groups: a page of one group).
+//! The overview: Redis's health, then every queue: counts per state, the age of its
+//! oldest waiting job, workers, limits, schedulers, the last hour's throughput per
+//! minute, and whether it has groups.
 
-use std::sync::Arc;
-
-use axum::extract::State;
-use axum::response::IntoResponse;
-use axum::Extension;
+use axum::response::Html;
 use maud::{html, Markup};
-use queue_core::{
-    health::RedisInfo, job::JobCounts, queue::GlobalLimits, queue::PerMinuteSeries, JobState,
-};
+use queue_core::{health::RedisInfo, JobState};
 
-use super::LISTED;
-use crate::view::format::{self, bytes, duration, Clip};
-use crate::view::{self, widgets};
-use crate::{Access, Base, PageResult, Shared};
+use super::format::{self, bytes, duration, Clip};
+use super::widgets;
+use crate::base::Base;
+use crate::limits::{LISTED_CHARS, LISTED_STATES};
+use crate::load::overview::{Overview, QueueRow};
+use crate::text::url_segment;
 
-/// The minutes of BullMQ's per-minute figures the overview draws.
-const MINUTES: usize = 60;
-
-/// What the overview shows of one queue.
-struct Row {
-    name: String,
-    counts: JobCounts,
-    paused: bool,
-    workers: usize,
-    limits: GlobalLimits,
-    schedulers: u64,
-    completed: Vec<u64>,
-    failed: Vec<u64>,
-    oldest_waiting: Option<u64>,
-    /// Whether the queue has groups ([`Queue::groups`](queue_core::Queue::groups) lists
-    /// one).
-    grouped: bool,
-}
-
-pub(crate) async fn page(
-    State(shared): State<Arc<Shared>>,
-    Extension(access): Extension<Access>,
-    base: Base,
-) -> PageResult {
-    let mut rows = Vec::new();
-    for name in shared.app.known_queues() {
-        // Known by construction: `Shared::queue`'s check would list them all again.
-        let queue = shared.app.queue::<serde_json::Value>(&name)?;
-        let (
-            counts,
-            paused,
-            workers,
-            limits,
-            schedulers,
-            completed,
-            failed,
-            oldest_waiting,
-            groups,
-        ) = tokio::try_join!(
-            queue.get_job_counts(),
-            queue.is_paused(),
-            queue.get_workers(),
-            queue.get_global_limits(),
-            queue.scheduler_count(),
-            queue.get_per_minute(PerMinuteSeries::Completed, MINUTES),
-            queue.get_per_minute(PerMinuteSeries::Failed, MINUTES),
-            queue.get_oldest_waiting(),
-            queue.groups(None, 1),
-        )?;
-        rows.push(Row {
-            name,
-            counts,
-            paused,
-            workers: workers.len(),
-            limits,
-            schedulers,
-            completed,
-            failed,
-            oldest_waiting,
-            grouped: !groups.groups.is_empty(),
-        });
-    }
-    // A provider that hides `INFO` leaves the health line empty, not the page.
-    let redis = shared.app.redis_info().await.ok();
+/// The overview page, for `who`.
+pub(crate) fn page(base: &Base, who: &str, overview: &Overview) -> Html<String> {
     let now = format::now_ms();
     let body = html! {
         h1 { "Queues" }
-        @if let Some(redis) = &redis { (health(redis)) }
+        @if let Some(redis) = &overview.redis { (health(redis)) }
         table {
             thead {
                 tr {
                     th { "queue" }
-                    @for state in LISTED { th.n { (state.as_str()) } }
+                    @for state in LISTED_STATES { th.n { (state.as_str()) } }
                     th.n { "oldest waiting" }
                     th.n { "workers" }
                     th { "global limit" }
@@ -99,11 +32,11 @@ pub(crate) async fn page(
                 }
             }
             tbody {
-                @for row in &rows { (queue_row(&base, row, now)) }
+                @for row in &overview.queues { (queue_row(base, row, now)) }
             }
         }
     };
-    Ok(view::page(&base, "Queues", access.who(), body).into_response())
+    super::page(base, "Queues", who, body)
 }
 
 fn health(redis: &RedisInfo) -> Markup {
@@ -134,7 +67,7 @@ fn health(redis: &RedisInfo) -> Markup {
     }
 }
 
-fn queue_row(base: &Base, row: &Row, now: u64) -> Markup {
+fn queue_row(base: &Base, row: &QueueRow, now: u64) -> Markup {
     let link = base.queue(&row.name);
     let limit = match (row.limits.concurrency, row.limits.rate_limit) {
         (None, None) => "—".to_owned(),
@@ -150,11 +83,11 @@ fn queue_row(base: &Base, row: &Row, now: u64) -> Markup {
     html! {
         tr {
             td {
-                a href=(link) { (Clip(&row.name, format::LISTED)) }
+                a href=(link) { (Clip(&row.name, LISTED_CHARS)) }
                 @if row.paused { " " span.chip.bad { "paused" } }
                 @if row.grouped { " " a.chip href=(base.groups(&row.name)) { "grouped" } }
             }
-            @for state in LISTED {
+            @for state in LISTED_STATES {
                 @let n = row.counts.of(state);
                 td.n {
                     @if n > 0 && state == JobState::Failed { span.bad { (n) } } @else { (n) }
@@ -166,7 +99,7 @@ fn queue_row(base: &Base, row: &Row, now: u64) -> Markup {
                     None => span.muted { "—" },
                 }
             }
-            td.n { a href={ (base.workers()) "?queue=" (format::url_segment(&row.name)) } { (row.workers) } }
+            td.n { a href={ (base.workers()) "?queue=" (url_segment(&row.name)) } { (row.workers) } }
             td { (limit) }
             td.n { a href={ (link) "/schedulers" } { (row.schedulers) } }
             td {

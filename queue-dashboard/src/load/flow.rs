@@ -1,16 +1,11 @@
-//! A job's whole flow: up to its root, then every level down, each node with its state;
-//! bounded per parent and in all, so a flow of a million children costs what a small
-//! one does.
+//! A job's whole flow, read: up to its root, then every level down, each node with its
+//! state; bounded per parent and in all, so a flow of a million children costs what a
+//! small one does.
 
 use std::collections::HashMap;
 
 use futures::future::try_join_all;
-use maud::{html, Markup};
 use queue_core::{JobInfo, JobState, QueueApp};
-
-use crate::view::format::{self, Clip};
-use crate::view::widgets;
-use crate::Base;
 
 /// Ancestors followed up from the job.
 const MAX_UP: usize = 8;
@@ -19,24 +14,26 @@ const MAX_DEPTH: usize = 8;
 /// Children read of each parent.
 const PER_PARENT: usize = 25;
 /// Nodes read in all.
-const MAX_NODES: usize = 150;
+pub(crate) const MAX_NODES: usize = 150;
 
 /// One job of the tree.
-struct Node {
-    queue: String,
-    id: String,
-    state: Option<JobState>,
-    reason: Option<String>,
-    children: Vec<usize>,
+pub(crate) struct FlowNode {
+    pub(crate) queue: String,
+    pub(crate) id: String,
+    /// `None`: the job is gone.
+    pub(crate) state: Option<JobState>,
+    pub(crate) reason: Option<String>,
+    /// Indexes into [`FlowTree::nodes`].
+    pub(crate) children: Vec<usize>,
     /// Children not read (past `PER_PARENT`, `MAX_NODES` or `MAX_DEPTH`).
-    more: u64,
+    pub(crate) more: u64,
 }
 
-/// The tree around a job, read from its root down.
+/// The tree around a job, read from its root (the first node) down.
 pub(crate) struct FlowTree {
-    nodes: Vec<Node>,
+    pub(crate) nodes: Vec<FlowNode>,
     /// Ancestors above the root that were not read (past `MAX_UP`).
-    cut_above: bool,
+    pub(crate) cut_above: bool,
 }
 
 impl FlowTree {
@@ -71,7 +68,7 @@ impl FlowTree {
             parent = job.parent.clone();
         }
         let mut tree = FlowTree {
-            nodes: vec![Node {
+            nodes: vec![FlowNode {
                 queue: root_queue,
                 id: root_id,
                 state: root_state,
@@ -135,7 +132,7 @@ impl FlowTree {
                     if state.is_none() {
                         pending.entry(queue.clone()).or_default().push(index);
                     }
-                    self.nodes.push(Node {
+                    self.nodes.push(FlowNode {
                         queue,
                         id,
                         state,
@@ -170,43 +167,8 @@ impl FlowTree {
         Ok(())
     }
 
-    /// The tree as nested lists, the job `(queue, id)` in bold.
-    pub(crate) fn render(&self, base: &Base, queue: &str, id: &str) -> Markup {
-        html! {
-            h2 { "Flow" }
-            @if self.cut_above { p.muted { "Higher ancestors are not shown." } }
-            ul.tree { (self.node(0, base, (queue, id))) }
-            @if self.nodes.len() >= MAX_NODES {
-                p.muted { "The first " (MAX_NODES) " jobs of the flow are shown." }
-            }
-        }
-    }
-
-    fn node(&self, index: usize, base: &Base, current: (&str, &str)) -> Markup {
-        let node = &self.nodes[index];
-        let here = (node.queue.as_str(), node.id.as_str()) == current;
-        html! {
-            li {
-                @let link = html! {
-                    a href=(base.job(&node.queue, &node.id)) { (Clip(&node.id, format::LISTED)) }
-                    " " span.muted { "in " (Clip(&node.queue, format::LISTED)) }
-                };
-                @if here { strong { (link) } } @else { (link) }
-                " "
-                @match node.state {
-                    Some(state) => (widgets::state_chip(state)),
-                    None => span.chip.muted { "gone" },
-                }
-                @if let (Some(reason), Some(JobState::Failed)) = (&node.reason, node.state) {
-                    " " span.bad { (Clip(reason, format::LISTED)) }
-                }
-                @if !node.children.is_empty() || node.more > 0 {
-                    ul {
-                        @for &child in &node.children { (self.node(child, base, current)) }
-                        @if node.more > 0 { li.muted { "… " (node.more) " more" } }
-                    }
-                }
-            }
-        }
+    /// Whether nodes were left unread for the bound on all of them.
+    pub(crate) fn truncated(&self) -> bool {
+        self.nodes.len() >= MAX_NODES
     }
 }

@@ -1,61 +1,48 @@
-//! `/{queue}`: a queue's counts, its operator's actions, and one state's jobs (or a
-//! search's matches). Redis: the counts, the pause flag and one listing script.
+//! A queue's page: its counts, its operator's actions, and one state's jobs (or a
+//! search's matches), kept live by the page's script.
 
-use std::sync::Arc;
-
-use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Redirect};
-use axum::Extension;
+use axum::response::Html;
 use maud::{html, Markup};
-use queue_core::{job::JobCounts, JobState};
+use queue_axum::access::Access;
+use queue_core::job::JobCounts;
 
-use super::listing::{Listing, QueueQuery};
-use super::{unavailable_notice, LISTED};
-use crate::view::format::{url_segment, Clip};
-use crate::view::{self, widgets};
-use crate::{Access, Base, PageResult, Shared};
+use super::format::Clip;
+use super::widgets::{self, unavailable_notice};
+use crate::base::Base;
+use crate::limits::LISTED_STATES;
+use crate::load::queue::QueuePage;
+use crate::query::Listing;
+use crate::text::url_segment;
 
-pub(crate) async fn page(
-    State(shared): State<Arc<Shared>>,
-    Extension(access): Extension<Access>,
-    base: Base,
-    Path(name): Path<String>,
-    Query(query): Query<QueueQuery>,
-) -> PageResult {
-    let queue = shared.queue(&name)?;
-    let here = base.queue(&name);
-    if let Some(id) = query
-        .id
-        .as_deref()
-        .map(str::trim)
-        .filter(|id| !id.is_empty())
-    {
-        return Ok(Redirect::to(&format!("{here}/jobs/{}", url_segment(id))).into_response());
-    }
-    let listing = Listing::of(&query)?;
-    let (counts, paused, found) = tokio::try_join!(
-        queue.get_job_counts(),
-        queue.is_paused(),
-        listing.fetch(&queue),
-    )?;
-    let bulk = access.can_act() && bulk_actions(listing.state).next().is_some();
+/// Queue `name`'s page of `listing`; `bulk` the actions an operator may take on the
+/// selected jobs (none: no selection).
+pub(crate) fn page(
+    base: &Base,
+    access: &Access,
+    name: &str,
+    listing: &Listing,
+    read: &QueuePage,
+    bulk: &[(&str, &str)],
+) -> Html<String> {
+    let here = base.queue(name);
+    let (counts, paused) = (&read.counts, read.paused);
     let body = html! {
         h1 {
-            (Clip(&name, 80))
+            (Clip(name, 80))
             @if paused { " " span.chip.bad { "paused" } }
         }
         nav.sub {
             a href={ (here) "/schedulers" } { "schedulers" }
-            a href=(base.groups(&name)) { "groups" }
-            a href={ (base.workers()) "?queue=" (url_segment(&name)) } { "workers" }
+            a href=(base.groups(name)) { "groups" }
+            a href={ (base.workers()) "?queue=" (url_segment(name)) } { "workers" }
         }
-        @if access.can_act() { (queue_actions(&here, paused, &counts)) }
+        @if access.can_act() { (queue_actions(&here, paused, counts)) }
         form method="get" action=(here) {
             input name="id" placeholder="job id" aria-label="job id";
             " " button { "Find" }
         }
         nav.tabs {
-            @for listed in LISTED {
+            @for listed in LISTED_STATES {
                 a.on[listed == listing.state] href={ (here) "?state=" (listed.as_str()) } {
                     (listed.as_str()) " " span data-count=(listed.as_str()) { (counts.of(listed)) }
                 }
@@ -67,17 +54,17 @@ pub(crate) async fn page(
                 aria-label="search" value=(listing.search_text());
             " "
             select name="order" aria-label="order" {
-                option value="newest" selected[!listing.oldest_first()] { "newest first" }
-                option value="oldest" selected[listing.oldest_first()] { "oldest first" }
+                option value="newest" selected[!listing.oldest_first] { "newest first" }
+                option value="oldest" selected[listing.oldest_first] { "oldest first" }
             }
             " " button { "Show" }
         }
-        @if bulk {
+        @if !bulk.is_empty() {
             form #bulk method="post" action={ (here) "/bulk" } {
                 div.actions {
                     input type="hidden" name="state" value=(listing.state.as_str());
-                    @for (action, label) in bulk_actions(listing.state) {
-                        button.danger[action == "remove"] name="action" value=(action) { (label) }
+                    @for (action, label) in bulk {
+                        button.danger[*action == "remove"] name="action" value=(action) { (label) }
                     }
                 }
             }
@@ -89,24 +76,18 @@ pub(crate) async fn page(
             p.muted.live-note data-changed hidden {
                 "Jobs have moved since this page was read: " a href="" { "read it again" } "."
             }
-            (listing.render(&found, &here, &base, &name, counts.of(listing.state), bulk))
+            (super::listing::render(
+                listing,
+                &read.found,
+                &here,
+                base,
+                name,
+                counts.of(listing.state),
+                !bulk.is_empty(),
+            ))
         }
     };
-    Ok(view::page(&base, &name, access.who(), body).into_response())
-}
-
-/// What an operator may do to the jobs selected in a list of `state`.
-fn bulk_actions(state: JobState) -> impl Iterator<Item = (&'static str, &'static str)> {
-    let retry = matches!(state, JobState::Failed | JobState::Completed);
-    let promote = state == JobState::Delayed;
-    let remove = state != JobState::Active;
-    [
-        retry.then_some(("retry", "Retry selected")),
-        promote.then_some(("promote", "Promote selected")),
-        remove.then_some(("remove", "Remove selected")),
-    ]
-    .into_iter()
-    .flatten()
+    super::page(base, name, access.who(), body)
 }
 
 /// The operator's buttons for a whole queue; the destructive ones lead to a

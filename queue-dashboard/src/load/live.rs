@@ -1,22 +1,16 @@
-//! Live pages: a queue's event stream, read once per queue however many tabs watch it,
-//! sent to each tab as server-sent events. An update carries the changes: the counts,
-//! and the new state of each job that moved (read once per burst by the queue's reader,
-//! for every tab). A tab's script puts them in place; it never fetches the page again,
-//! so a page that cost a search costs it once.
+//! Live pages' feed: a queue's event stream, read once per queue however many tabs
+//! watch it. An update carries the changes: the counts, and the new state of each job
+//! that moved (read once per burst by the queue's reader, and encoded once, as the JSON
+//! the tabs' script reads, for every tab). The routes send it to each tab as
+//! server-sent events; a tab's script puts it in place and never fetches the page
+//! again, so a page that cost a search costs it once.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::extract::{Path, State};
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
-use futures::stream::{self, Stream, StreamExt};
 use queue_core::{job::JobCounts, JobState, QueueApp};
 use tokio::sync::broadcast;
-
-use super::{PageResult, Shared};
 
 /// Updates a tab may miss before it is told to catch up (it then refetches anyway).
 const TAB_BUFFER: usize = 64;
@@ -43,8 +37,8 @@ pub const DEFAULT_LIVE_STREAM_LIFETIME: Duration = Duration::from_secs(600);
 pub(crate) struct LiveHub {
     feeds: Mutex<HashMap<String, broadcast::Sender<Arc<str>>>>,
     /// One permit per open stream.
-    pub(super) streams: Arc<tokio::sync::Semaphore>,
-    pub(super) lifetime: Duration,
+    pub(crate) streams: Arc<tokio::sync::Semaphore>,
+    pub(crate) lifetime: Duration,
 }
 
 impl Default for LiveHub {
@@ -59,7 +53,11 @@ impl Default for LiveHub {
 
 impl LiveHub {
     /// A subscription to `queue`'s updates, starting its reader if nobody watched it.
-    fn subscribe(self: &Arc<Self>, app: &QueueApp, queue: &str) -> broadcast::Receiver<Arc<str>> {
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        app: &QueueApp,
+        queue: &str,
+    ) -> broadcast::Receiver<Arc<str>> {
         let mut feeds = self.feeds.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(feed) = feeds.get(queue) {
             return feed.subscribe();
@@ -157,7 +155,7 @@ async fn read(hub: Arc<LiveHub>, app: QueueApp, queue: String, feed: broadcast::
     events.close().await;
 }
 
-/// An update: the counts per state, the pause flag, each moved job's state (`null`
+/// An update, as the tabs' script reads it: the counts per state, the pause flag, each moved job's state (`null`
 /// when it is gone), and whether more jobs moved than are listed.
 fn update_json(
     counts: &JobCounts,
@@ -182,110 +180,4 @@ fn update_json(
         "more": more,
     })
     .to_string()
-}
-
-/// `GET /queues/{queue}/live`: the queue's updates, as `update` events, for at most
-/// the hub's lifetime; 503 when the hub's streams are all taken (the page works on,
-/// without live counts).
-pub(super) async fn stream(
-    State(shared): State<Arc<Shared>>,
-    Path(name): Path<String>,
-) -> PageResult {
-    shared.queue(&name)?;
-    let Ok(slot) = shared.live.streams.clone().try_acquire_owned() else {
-        tracing::debug!(queue = %name, "every live stream is taken; answering 503");
-        return Ok((
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            [(axum::http::header::RETRY_AFTER, "30")],
-            "too many live streams; the page works without live updates",
-        )
-            .into_response());
-    };
-    let tab = shared.live.subscribe(&shared.app, &name);
-    let ends = tokio::time::sleep(shared.live.lifetime);
-    // The slot is held by the stream and given back when it ends or its client leaves.
-    let updates = updates(tab).take_until(ends).map(move |update| {
-        let _held = &slot;
-        update
-    });
-    Ok(Sse::new(updates)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response())
-}
-
-fn updates(tab: broadcast::Receiver<Arc<str>>) -> impl Stream<Item = Result<Event, Infallible>> {
-    stream::unfold(tab, |mut tab| async move {
-        loop {
-            match tab.recv().await {
-                Ok(update) => {
-                    return Some((Ok(Event::default().event("update").data(&*update)), tab))
-                }
-                // Behind: the next update carries the counts anyway.
-                Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
-    })
-}
-
-/// The tab's side: counts in place; on a list, each listed job that moved marked with
-/// its new state, and a note that the list changed; on a job's page, its state chip
-/// and a note. Served from our own origin, as the CSP requires.
-pub(super) const SCRIPT: &str = r#"(() => {
-  const root = document.querySelector('[data-live]');
-  if (!root || !window.EventSource) return;
-  const job = root.dataset.job;
-  const listed = root.dataset.state;
-  const changed = () => {
-    const note = root.querySelector('[data-changed]');
-    if (note) note.hidden = false;
-  };
-  const tab = listed && document.querySelector(`[data-count="${listed}"]`);
-  let shown = tab ? Number(tab.textContent) : null;
-  const source = new EventSource(root.dataset.live);
-  source.addEventListener('update', (message) => {
-    const update = JSON.parse(message.data);
-    const notice = document.querySelector('[data-unavailable]');
-    if (notice) notice.hidden = !update.unavailable;
-    if (update.unavailable) return;
-    for (const [state, n] of Object.entries(update.counts)) {
-      for (const el of document.querySelectorAll(`[data-count="${state}"]`)) el.textContent = n;
-    }
-    const moved = update.jobs || {};
-    if (job !== undefined) {
-      if (!(job in moved)) return;
-      const state = moved[job];
-      const chip = root.querySelector('h1 [data-state]');
-      if (chip) {
-        chip.textContent = state ?? 'removed';
-        chip.className = 'chip' + (state === 'completed' ? ' good' : state === 'failed' ? ' bad' : '');
-      }
-      changed();
-      return;
-    }
-    for (const row of root.querySelectorAll('tr[data-job]')) {
-      if (!(row.dataset.job in moved)) continue;
-      const state = moved[row.dataset.job];
-      if (state === listed) continue;
-      row.classList.add('moved');
-      const cell = row.querySelector('[data-live-state]');
-      if (cell) cell.textContent = '→ ' + (state ?? 'removed');
-    }
-    const count = update.counts[listed];
-    if (shown !== null && count !== shown) changed();
-    shown = count;
-  });
-})();
-"#;
-
-/// Serves [`SCRIPT`].
-pub(super) async fn script() -> Response {
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/javascript; charset=utf-8",
-        )],
-        SCRIPT,
-    )
-        .into_response()
 }

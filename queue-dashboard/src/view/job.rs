@@ -1,57 +1,37 @@
-//! `/{queue}/jobs/{id}`: one job: state, attempts and their failures, times, progress,
-//! options, its flow, logs, and its payload and return value where the policy allows.
-//! Redis: the job, its state and a delayed job's next run in one transaction, its logs,
-//! and its flow (bounded).
+//! A job's page: state, attempts and their failures, times, progress, options, its
+//! flow, logs, and its payload and return value where the policy allows.
 
-use std::sync::Arc;
-
-use axum::extract::{Path, State};
-use axum::response::IntoResponse;
-use axum::Extension;
+use axum::response::Html;
 use maud::{html, Markup};
+use queue_axum::access::Access;
 use queue_core::{JobInfo, JobState};
 
 use super::attempts::Attempts;
-use super::flow::FlowTree;
-use super::unavailable_notice;
-use crate::view::format::{self, Clip};
-use crate::view::{self, widgets};
-use crate::{job_id, Access, Base, PageResult, Problem, Shared};
+use super::format::{self, Clip};
+use super::widgets::{self, unavailable_notice};
+use crate::base::Base;
+use crate::load::job::JobPage;
+use crate::text::clip;
 
-/// Log lines shown (the last ones), each cut.
-const LOG_LINES: usize = 100;
+/// The characters of one log line shown.
 const LOG_LINE_SHOWN: usize = 2_000;
 /// The characters of a payload or return value shown.
 const VALUE_SHOWN: usize = 256 * 1024;
 
-pub(crate) async fn page(
-    State(shared): State<Arc<Shared>>,
-    Extension(access): Extension<Access>,
-    base: Base,
-    Path((name, id)): Path<(String, String)>,
-) -> PageResult {
-    let queue = shared.queue(&name)?;
-    let id = job_id(&name, &id)?;
-    let (read, logs) = tokio::try_join!(queue.get_job(id), queue.get_job_logs(id, 0..LOG_LINES),)?;
-    let Some((info, Some(state))) = read.map(|info| {
-        let state = info.state;
-        (info, state)
-    }) else {
-        return Err(Problem::no_job(&name, id));
-    };
-    let flow = FlowTree::read(&shared.app, &name, &info, state).await?;
-    let here = base.job(&name, id);
-    let now = format::now_ms();
+/// Job `job` of queue `queue`, as `access` may see it.
+pub(crate) fn page(base: &Base, access: &Access, queue: &str, job: &JobPage) -> Html<String> {
+    let (info, state) = (&job.info, job.state);
+    let here = base.job(queue, &info.id);
     let action = |a: &str| format!("{here}/{a}");
     let attempts = Attempts {
-        info: &info,
+        info,
         state,
         runs_at: info.runs_at_ms,
         retry: (access.can_act() && state == JobState::Failed).then(|| action("retry")),
-        now,
+        now: format::now_ms(),
     };
     let body = html! {
-        div data-live={ (base.queue(&name)) "/live" } data-job=(info.id) {
+        div data-live={ (base.queue(queue)) "/live" } data-job=(info.id) {
             (unavailable_notice())
             p.notice.live-note data-changed hidden {
                 "This job has moved on: " a href="" { "read it again" } "."
@@ -67,7 +47,7 @@ pub(crate) async fn page(
                     }
                 }
             }
-            (details(&name, &info, &base))
+            (details(queue, info, base))
             (attempts.render())
             @if access.sees_payloads() {
                 h2 { "Payload" }
@@ -79,16 +59,16 @@ pub(crate) async fn page(
             } @else {
                 p.muted { "The payload and return value are hidden by the access policy." }
             }
-            @if let Some(flow) = &flow { (flow.render(&base, &name, &info.id)) }
-            h2 { "Logs (" (logs.total) ")" }
-            @if logs.lines.is_empty() {
+            @if let Some(flow) = &job.flow { (super::flow::render(flow, base, queue, &info.id)) }
+            h2 { "Logs (" (job.logs.total) ")" }
+            @if job.logs.lines.is_empty() {
                 p.muted { "None." }
             } @else {
-                pre { @for line in &logs.lines { (Clip(line, LOG_LINE_SHOWN)) "\n" } }
+                pre { @for line in &job.logs.lines { (Clip(line, LOG_LINE_SHOWN)) "\n" } }
             }
         }
     };
-    Ok(view::page(&base, &info.id, access.who(), body).into_response())
+    super::page(base, &info.id, access.who(), body)
 }
 
 fn details(queue: &str, info: &JobInfo, base: &Base) -> Markup {
@@ -126,36 +106,39 @@ fn options_summary(options: &queue_core::JobOptions) -> String {
         parts.push(format!("attempts {attempts}"));
     }
     match options.get_backoff() {
-        Some(queue_core::Backoff::Fixed(d)) => {
-            parts.push(format!("fixed backoff {}", format::duration(millis(d))))
-        }
+        Some(queue_core::Backoff::Fixed(d)) => parts.push(format!(
+            "fixed backoff {}",
+            format::duration(format::millis(d))
+        )),
         Some(queue_core::Backoff::Exponential(d)) => parts.push(format!(
             "exponential backoff from {}",
-            format::duration(millis(d))
+            format::duration(format::millis(d))
         )),
         Some(queue_core::Backoff::Custom(name)) => {
-            parts.push(format!("backoff `{}`", format::clip(name, 100)))
+            parts.push(format!("backoff `{}`", clip(name, 100)))
         }
         _ => {}
     }
     if let Some(delay) = options.get_delay() {
-        parts.push(format!("delay {}", format::duration(millis(&delay))));
+        parts.push(format!(
+            "delay {}",
+            format::duration(format::millis(&delay))
+        ));
     }
     if let Some(priority) = options.get_priority() {
         parts.push(format!("priority {priority}"));
     }
     if let Some(timeout) = options.get_timeout() {
-        parts.push(format!("timeout {}", format::duration(millis(&timeout))));
+        parts.push(format!(
+            "timeout {}",
+            format::duration(format::millis(&timeout))
+        ));
     }
     if parts.is_empty() {
         "defaults".to_owned()
     } else {
         parts.join(", ")
     }
-}
-
-fn millis(d: &std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn pretty(value: &serde_json::Value) -> String {

@@ -5,8 +5,8 @@
 use maud::{html, Markup};
 use queue_core::{JobInfo, JobState};
 
-use crate::view::format::{at, duration, Clip};
-use crate::view::widgets;
+use super::format::{at, duration, Clip};
+use super::widgets;
 
 /// The characters of one failure shown (reason and chain).
 const FAILURE_SHOWN: usize = 16_000;

@@ -1,47 +1,41 @@
-//! `/{queue}/schedulers`: the queue's job schedulers, soonest first, with run-now and
-//! remove for an operator. Redis: one read of at most 1,000 schedulers.
+//! A queue's job schedulers, soonest first, with run-now and remove for an operator.
 
-use std::sync::Arc;
-
-use axum::extract::{Path, State};
-use axum::response::IntoResponse;
-use axum::Extension;
+use axum::response::Html;
 use maud::html;
+use queue_axum::access::Access;
+use queue_core::queue::SchedulerInfo;
 
-use super::sub_page_heading;
-use crate::view::format::{self, url_segment, Clip};
-use crate::view::{self, widgets};
-use crate::{Access, Base, PageResult, Shared};
+use super::format::{self, Clip};
+use super::widgets::{self, sub_page_heading};
+use crate::base::Base;
+use crate::limits::LISTED_CHARS;
+use crate::text::url_segment;
 
-/// Schedulers listed.
-const SHOWN: usize = 1_000;
-
-pub(crate) async fn page(
-    State(shared): State<Arc<Shared>>,
-    Extension(access): Extension<Access>,
-    base: Base,
-    Path(name): Path<String>,
-) -> PageResult {
-    let queue = shared.queue(&name)?;
-    let here = base.queue(&name);
-    let schedulers = queue.get_schedulers(0..SHOWN).await?;
+/// Queue `name`'s schedulers page.
+pub(crate) fn page(
+    base: &Base,
+    access: &Access,
+    name: &str,
+    schedulers: &[SchedulerInfo],
+) -> Html<String> {
+    let here = base.queue(name);
     let now = format::now_ms();
     let body = html! {
-        (sub_page_heading(&here, &name, "schedulers"))
+        (sub_page_heading(&here, name, "schedulers"))
         @if schedulers.is_empty() {
             p.muted { "No schedulers." }
         } @else {
             table {
                 thead { tr { th { "id" } th { "job" } th { "when" } th { "time zone" } th { "next run" } th.n { "runs" } th {} } }
                 tbody {
-                    @for s in &schedulers {
+                    @for s in schedulers {
                         tr {
-                            td { (Clip(&s.id, format::LISTED)) }
-                            td { (Clip(&s.job_name, format::LISTED)) }
+                            td { (Clip(&s.id, LISTED_CHARS)) }
+                            td { (Clip(&s.job_name, LISTED_CHARS)) }
                             td {
                                 @match (&s.pattern, s.every) {
-                                    (Some(pattern), _) => { "cron " code { (Clip(pattern, format::LISTED)) } },
-                                    (None, Some(every)) => { "every " (format::duration(u64::try_from(every.as_millis()).unwrap_or(u64::MAX))) },
+                                    (Some(pattern), _) => { "cron " code { (Clip(pattern, LISTED_CHARS)) } },
+                                    (None, Some(every)) => { "every " (format::duration(format::millis(&every))) },
                                     (None, None) => "—",
                                 }
                             }
@@ -67,5 +61,5 @@ pub(crate) async fn page(
             }
         }
     };
-    Ok(view::page(&base, &format!("{name} schedulers"), access.who(), body).into_response())
+    super::page(base, &format!("{name} schedulers"), access.who(), body)
 }

@@ -1,0 +1,88 @@
+//! `/{queue}/jobs/{id}/{retry|promote|remove}`: an action on one job, and its
+//! confirmation.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Redirect};
+use axum::Extension;
+use queue_axum::access::Access;
+
+use crate::audit::{audit, Subject};
+use crate::base::Base;
+use crate::problem::{job_id, PageResult, Problem};
+use crate::query::{Fields, JobAction};
+use crate::state::Shared;
+use crate::view;
+
+/// `GET`: what the action on the job will do.
+pub(crate) async fn confirm(
+    State(shared): State<Arc<Shared>>,
+    Extension(access): Extension<Access>,
+    base: Base,
+    Path((name, id, action)): Path<(String, String, String)>,
+) -> PageResult {
+    let queue = shared.queue(&name)?;
+    let id = job_id(&name, &id)?;
+    let state = queue
+        .get_job_state(id)
+        .await?
+        .ok_or_else(|| Problem::no_job(&name, id))?;
+    let action = JobAction::parse(&action)?;
+    Ok(view::confirm::job(&base, access.who(), &name, id, state, action).into_response())
+}
+
+/// `POST`: acts, then goes back to the job's page (the queue's, for a removed job).
+pub(crate) async fn act(
+    State(shared): State<Arc<Shared>>,
+    Extension(access): Extension<Access>,
+    base: Base,
+    Path((name, id, action)): Path<(String, String, String)>,
+    body: Bytes,
+) -> PageResult {
+    let queue = shared.queue(&name)?;
+    let id = job_id(&name, &id)?;
+    if action == "remove" && !Fields::of(&body).confirmed() {
+        let id = id.to_owned();
+        return confirm(
+            State(shared),
+            Extension(access),
+            base,
+            Path((name, id, action)),
+        )
+        .await;
+    }
+    let outcome = on(&queue, &name, id, JobAction::parse(&action)?).await;
+    audit(&access, &action, &name, Subject::Job(id), &outcome);
+    outcome?;
+    // A removed job has no page left to show.
+    let to = if action == "remove" {
+        base.queue(&name)
+    } else {
+        base.job(&name, id)
+    };
+    Ok(Redirect::to(&to).into_response())
+}
+
+/// Does `action` to job `id` of `queue` (named `name`); bulk actions too.
+pub(crate) async fn on(
+    queue: &queue_core::Queue<serde_json::Value>,
+    name: &str,
+    id: &str,
+    action: JobAction,
+) -> Result<(), queue_core::Error> {
+    match action {
+        JobAction::Retry => queue.retry(id).await,
+        JobAction::Promote => queue.promote(id).await,
+        JobAction::Remove => match queue.remove(id).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(queue_core::Error::Locked {
+                queue: name.to_owned(),
+                id: id.to_owned(),
+                detail: "a worker is running it; cancel it first".to_owned(),
+            }),
+            Err(e) => Err(e),
+        },
+    }
+}
