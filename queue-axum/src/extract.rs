@@ -1,4 +1,5 @@
-//! Extractors: the app, one typed queue, any `FromApp` service.
+//! Extractors: the app, any `FromApp` service (an `#[inject_queue]` struct), and the
+//! deprecated queue named by a marker type.
 
 use std::marker::PhantomData;
 use std::ops::Deref;
@@ -41,18 +42,29 @@ impl<S: Send + Sync> FromRequestParts<S> for Queues {
 }
 
 /// A queue's name as a type, for [`QueueHandle`]. Declare one with [`queue_name!`](crate::queue_name).
+#[deprecated(
+    since = "0.2.0",
+    note = "a name in a string is not checked at start-up: declare the queue with \
+            `#[job_queue]` and take it as a field of an `#[inject_queue]` struct"
+)]
 pub trait QueueName: Send + Sync + 'static {
     /// The queue name.
     const NAME: &'static str;
 }
 
 /// Declares a marker type naming a queue: `queue_name!(pub EmailQueue = "email");`.
+#[deprecated(
+    since = "0.2.0",
+    note = "a name in a string is not checked at start-up: declare the queue with \
+            `#[job_queue]` and take it as a field of an `#[inject_queue]` struct"
+)]
 #[macro_export]
 macro_rules! queue_name {
     ($vis:vis $marker:ident = $name:literal) => {
         #[doc = concat!("The `", $name, "` queue.")]
         #[derive(Debug, Clone, Copy)]
         $vis struct $marker;
+        #[allow(deprecated)]
         impl $crate::QueueName for $marker {
             const NAME: &'static str = $name;
         }
@@ -61,7 +73,13 @@ macro_rules! queue_name {
 
 /// One typed queue, named by a marker type.
 ///
+/// Deprecated: the queue's name is a string nobody checks, and the queue is no producer
+/// of the app, so a misspelled name compiles and starts. Declare the queue with
+/// `#[job_queue]` and take it as a field of an `#[inject_queue]` struct, which is an
+/// extractor: its queues are checked when the app is built.
+///
 /// ```
+/// # #![allow(deprecated)]
 /// use queue_axum::{queue_name, QueueHandle};
 /// use queue_core::JobOptions;
 ///
@@ -72,11 +90,17 @@ macro_rules! queue_name {
 ///     Ok(job.into())
 /// }
 /// ```
+#[deprecated(
+    since = "0.2.0",
+    note = "a name in a string is not checked at start-up: declare the queue with \
+            `#[job_queue]` and take it as a field of an `#[inject_queue]` struct"
+)]
 pub struct QueueHandle<T, Q> {
     queue: Queue<T>,
     _name: PhantomData<fn() -> Q>,
 }
 
+#[allow(deprecated)]
 impl<T, Q> QueueHandle<T, Q> {
     /// The queue handle.
     pub fn into_inner(self) -> Queue<T> {
@@ -84,6 +108,7 @@ impl<T, Q> QueueHandle<T, Q> {
     }
 }
 
+#[allow(deprecated)]
 impl<T, Q> Deref for QueueHandle<T, Q> {
     type Target = Queue<T>;
     fn deref(&self) -> &Queue<T> {
@@ -91,12 +116,14 @@ impl<T, Q> Deref for QueueHandle<T, Q> {
     }
 }
 
+#[allow(deprecated)]
 impl<T, Q> std::fmt::Debug for QueueHandle<T, Q> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.queue.fmt(f)
     }
 }
 
+#[allow(deprecated)]
 impl<S, T, Q> FromRequestParts<S> for QueueHandle<T, Q>
 where
     S: Send + Sync,
@@ -133,8 +160,8 @@ where
     }
 }
 
-/// Builds a [`FromApp`] type from the request's app (used by `#[inject_queue]`'s
-/// extractor).
+/// Builds a [`FromApp`] type from the request's app: what an `#[inject_queue]` struct's
+/// extractor and [`Inject`] do.
 pub fn from_app<T: FromApp>(parts: &Parts) -> Result<T, QueueRejection> {
     let app = app_of(parts)?;
     T::from_app(&app).map_err(|e| InvalidQueue(e).into())

@@ -63,9 +63,10 @@
 //!
 //! # The pieces
 //!
-//! - [`QueueLayer`] hands the app to the extractors: an `#[inject_queue]` struct,
-//!   [`Inject<T>`], [`QueueHandle<T, Q>`](QueueHandle), [`Queues`] and
-//!   [`IdempotencyKey`]. A router without it answers 500, naming the layer.
+//! - [`QueueLayer`] hands the app to the extractors: an `#[inject_queue]` struct (the
+//!   way to take queues), [`Inject<T>`] (any other `FromApp` type), [`Queues`] (the
+//!   whole app, for routes that pick queues at run time) and [`IdempotencyKey`]. A
+//!   router without it answers 500, naming the layer.
 //! - [`Accepted`] is the 202 answer; [`QueueError`] turns a `queue_core::Error` into 503
 //!   with `Retry-After` (Redis down), 4xx (the client's mistake) or 500.
 //! - [`IdempotencyLayer`] answers a retried request with the same `Idempotency-Key` with
@@ -142,7 +143,8 @@ mod trace_context;
 
 pub use accepted::{Accepted, DEFAULT_STATUS_PREFIX};
 pub use error::{QueueError, RETRY_AFTER_SECONDS};
-pub use extract::{from_app, Inject, QueueHandle, QueueName, Queues};
+#[allow(deprecated)]
+pub use extract::{Inject, QueueHandle, QueueName, Queues};
 pub use health::HealthRoutes;
 pub use idempotency::{
     IdempotencyKey, IdempotencyLayer, IdempotencyService, DEFAULT_IDEMPOTENCY_TTL,
@@ -172,8 +174,21 @@ pub use queue_core;
 /// Not public API: what `#[inject_queue(axum)]` expands to.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::extract::from_app;
     pub use axum::extract::FromRequestParts;
     pub use axum::http::request::Parts;
+}
+
+/// Builds a `FromApp` type from the request's app.
+#[deprecated(
+    since = "0.2.0",
+    note = "an `#[inject_queue]` struct is an extractor itself, and `Inject<T>` makes any \
+            other `FromApp` type one"
+)]
+pub fn from_app<T: queue_core::app::FromApp>(
+    parts: &axum::http::request::Parts,
+) -> Result<T, QueueRejection> {
+    extract::from_app(parts)
 }
 
 /// Not public API: the `FromRequestParts` impl of an `#[inject_queue(axum)]` struct.
@@ -190,7 +205,7 @@ macro_rules! __impl_from_request_parts {
                 parts: &mut $crate::__private::Parts,
                 _state: &S,
             ) -> ::core::result::Result<Self, Self::Rejection> {
-                $crate::from_app::<Self>(parts)
+                $crate::__private::from_app::<Self>(parts)
             }
         }
     };

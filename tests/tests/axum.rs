@@ -7,10 +7,9 @@ use std::time::{Duration, Instant};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::{Json, Router};
-use queue_axum::{
-    job_routes, queue_name, Accepted, IdempotencyKey, JobRoutes, QueueError, QueueHandle,
-    QueueLayer,
-};
+#[allow(deprecated)]
+use queue_axum::QueueHandle;
+use queue_axum::{job_routes, Accepted, IdempotencyKey, JobRoutes, QueueError, QueueLayer};
 use queue_core::prelude::*;
 use queue_core::{app::Registrations, inject_queue, options::Schedule, processor};
 use queue_tests::http::{get, get_with, listener, post_json, request};
@@ -51,7 +50,12 @@ struct EmailService {
     email: Queue<Welcome>,
 }
 
-queue_name!(EmailQueue = "ax-email");
+// The deprecated way to name a queue by a type: it works while it is deprecated.
+#[allow(deprecated)]
+mod by_marker {
+    queue_axum::queue_name!(pub EmailQueue = "ax-email");
+}
+use by_marker::EmailQueue;
 
 /// The five-line handler the issue asks for.
 async fn signup(
@@ -76,6 +80,7 @@ async fn signup(
     Ok(Accepted::from(job).with("userId", user_id))
 }
 
+#[allow(deprecated)]
 async fn signup_by_handle(
     email: QueueHandle<Welcome, EmailQueue>,
     Json(w): Json<Welcome>,
