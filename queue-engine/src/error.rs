@@ -88,7 +88,7 @@ pub enum Error {
     /// A processor's failure together with the text the worker records for this
     /// attempt in the job's `stacktrace` field (what Node.js records from `err.stack`).
     /// In every other respect it is `error`: it retries, fails and displays as `error`
-    /// does. Made with [`Error::with_stacktrace`].
+    /// does. Made with [`Error::with_stacktrace`] (PATCHES.md, change 20).
     #[error("{error}")]
     WithStacktrace {
         /// The failure itself (`ProcessingError`, `Unrecoverable`, ...).
@@ -97,35 +97,6 @@ pub enum Error {
         /// explains it (an error chain, a panic's location).
         stacktrace: String,
     },
-}
-
-impl Error {
-    /// This failure, with `stacktrace` recorded for the attempt in the job's
-    /// `stacktrace` field instead of the failure's message alone.
-    ///
-    /// ```
-    /// use bullmq::error::Error;
-    ///
-    /// let failure = Error::ProcessingError("upstream refused".into())
-    ///     .with_stacktrace("upstream refused\ncaused by: 503 Service Unavailable");
-    /// assert_eq!(failure.to_string(), "upstream refused");
-    /// ```
-    pub fn with_stacktrace(self, stacktrace: impl Into<String>) -> Self {
-        Error::WithStacktrace {
-            error: Box::new(self.without_stacktrace().0),
-            stacktrace: stacktrace.into(),
-        }
-    }
-
-    /// The failure without its stack text, and that text if it had one.
-    pub(crate) fn without_stacktrace(self) -> (Error, Option<String>) {
-        match self {
-            Error::WithStacktrace { error, stacktrace } => {
-                (error.without_stacktrace().0, Some(stacktrace))
-            }
-            other => (other, None),
-        }
-    }
 }
 
 /// BullMQ protocol error codes returned by Lua scripts.

@@ -35,28 +35,20 @@
 
 /// Error types for BullMQ operations.
 pub mod error;
-/// The worker's bounded event channel (PATCHES.md, change 3).
-mod event_channel;
-mod failure_record;
-mod finishing;
+/// Our extensions, apart from upstream's files (PATCHES.md, part 2).
+mod ext;
 /// FlowProducer — atomically add trees of dependent jobs (flows).
 pub mod flow_producer;
-/// Fair groups: per-group round robin, concurrency and rate limits (PATCHES.md, change 21).
-pub mod groups;
 /// Job representation and lifecycle management.
 pub mod job;
 /// Job Scheduler — repeatable/cron-based job scheduling.
 pub mod job_scheduler;
 /// Redis key generation for queue data structures.
 pub mod keys;
-mod locks;
 /// Configuration options for queues, workers, and jobs.
 pub mod options;
-mod outage;
 /// Shared pagination parsing helpers for Lua `paginate` replies.
 mod paginate;
-/// Where a job's processor runs (in its slot's task, or in one of its own).
-mod processor_task;
 /// Queue management and job submission.
 pub mod queue;
 /// Cross-process queue event listener (stream-based).
@@ -65,21 +57,20 @@ pub mod queue_events;
 pub mod redis_connection;
 /// Lua script registry and execution.
 mod scripts;
-/// Redis Sentinel: finding the master, and following it through a failover.
-pub mod sentinel;
 /// Shared types: job state, progress, backoff strategies.
 pub mod types;
 /// Worker implementation for processing jobs...
 pub mod worker;
 
 pub use error::Error;
+pub use ext::locks::LockRetake;
+pub use ext::{groups, inspect, sentinel};
 pub use flow_producer::{
     FlowJob, FlowOptions, FlowProducer, FlowProducerOptions, FlowQueueOptions, FlowTransaction,
     GetFlowOptions, JobNode,
 };
 pub use job::Job;
 pub use keys::QueueKeys;
-pub use locks::LockRetake;
 pub use options::{
     BackoffStrategyFn, DeduplicationOptions, JobOptions, MetricsOptions, ParentOptions,
     QueueOptions, RateLimiterOptions, WorkerOptions,

@@ -185,7 +185,7 @@ pub struct RedisConnectionOptions {
     /// [`username`](Self::username), [`password`](Self::password), [`db`](Self::db),
     /// [`tls`](Self::tls) and [`tls_certs`](Self::tls_certs) apply to the master. Ignored
     /// when [`cluster_nodes`](Self::cluster_nodes) is set.
-    pub sentinel: Option<crate::sentinel::SentinelOptions>,
+    pub sentinel: Option<crate::ext::sentinel::options::SentinelOptions>,
 }
 
 pub(crate) fn redact_url_userinfo(url: &str) -> String {
@@ -323,31 +323,6 @@ impl RedisConnectionOptions {
     /// [`cluster_nodes`](Self::cluster_nodes) is non-empty).
     pub fn is_cluster(&self) -> bool {
         !self.cluster_nodes.is_empty()
-    }
-
-    /// Find the master through Redis Sentinel; see [`sentinel`](Self::sentinel).
-    ///
-    /// ```
-    /// use bullmq::options::RedisConnectionOptions;
-    /// use bullmq::sentinel::SentinelOptions;
-    ///
-    /// let opts = RedisConnectionOptions::new()
-    ///     .password("master-secret")
-    ///     .sentinel(SentinelOptions::new(
-    ///         "mymaster",
-    ///         ["10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"],
-    ///     ));
-    /// assert!(opts.is_sentinel());
-    /// ```
-    pub fn sentinel(mut self, sentinel: crate::sentinel::SentinelOptions) -> Self {
-        self.sentinel = Some(sentinel);
-        self
-    }
-
-    /// Whether these options find the master through Redis Sentinel (and do not name
-    /// a Redis Cluster, which takes precedence).
-    pub fn is_sentinel(&self) -> bool {
-        self.sentinel.is_some() && !self.is_cluster()
     }
 
     /// Build the effective connection URL.
@@ -574,7 +549,7 @@ pub struct WorkerOptions {
     pub metrics: Option<MetricsOptions>,
     /// Takes jobs one group after the other, each group under these limits
     /// ([`crate::groups`]). `None` (the default) takes them as BullMQ does.
-    pub groups: Option<crate::groups::GroupLimits>,
+    pub groups: Option<crate::ext::group_limits::GroupLimits>,
 }
 
 /// Configuration for time-series metrics collection.
@@ -1075,13 +1050,13 @@ impl JobOptions {
     /// the add scripts read, the extension's value overriding the field's, and could
     /// contradict the scripts' other arguments (a deduplication key built from
     /// [`JobOptions::deduplication`] while `de` says otherwise). Every add checks it.
-    pub fn check_extensions(&self) -> Result<(), crate::Error> {
+    pub fn check_extensions(&self) -> Result<(), crate::error::Error> {
         match self
             .extensions
             .keys()
             .find(|key| MODELLED_OPTION_KEYS.contains(&key.as_str()))
         {
-            Some(key) => Err(crate::Error::InvalidConfig(format!(
+            Some(key) => Err(crate::error::Error::InvalidConfig(format!(
                 "job option extension `{key}` is an option the engine models; set it \
                  through its own JobOptions field, not as an extension"
             ))),

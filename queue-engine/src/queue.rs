@@ -7,12 +7,12 @@ use serde::Serialize;
 use tracing::{debug, instrument};
 
 use crate::error::Error;
+use crate::ext::lock_script::{job_ids_reply, run_lock_script};
 use crate::job::{Job, ScriptContext};
 use crate::keys::{
     resolve_parent_queue_key, validate_custom_job_id, validate_prefix, validate_queue_name,
     QueueKeys,
 };
-use crate::locks::LockRetake;
 use crate::options::{DeduplicationOptions, JobOptions, ParentOptions, QueueOptions};
 use crate::paginate::{paginate_item_key, parse_paginate_reply, value_to_string};
 use crate::redis_connection::RedisConnection;
@@ -852,61 +852,17 @@ impl Queue {
         if locks.is_empty() {
             return Ok(Vec::new());
         }
-        let result = self
-            .run_lock_script("extendLocks", &[self.keys.stalled()], locks, duration)
-            .await?;
-        crate::locks::job_ids_reply("extendLocks", result)
-    }
-
-    /// Renew the locks of several jobs by id and token, taking back those that merely
-    /// expired: a lock nobody holds any more, on a job still active, is set again
-    /// under the given token (one round trip). Meant for the locks
-    /// [`Queue::extend_locks`] could not extend: a renewal that could not reach Redis
-    /// in time (a timeout, a failover) then costs nothing, while a job another worker
-    /// took, or that is no longer active, is reported as such. Returns one
-    /// [`LockRetake`] per lock, in order.
-    pub async fn retake_locks(
-        &self,
-        locks: &[(&str, &str)],
-        duration: u64,
-    ) -> Result<Vec<LockRetake>, Error> {
-        if locks.is_empty() {
-            return Ok(Vec::new());
-        }
-        let keys = [self.keys.active(), self.keys.stalled()];
-        let result = self
-            .run_lock_script("retakeLocks", &keys, locks, duration)
-            .await?;
-        crate::locks::retake_reply(result, locks.len())
-    }
-
-    /// Runs a lock script of the `extendLocks` shape: the keys, then the base key, the
-    /// tokens and the ids (as msgpack arrays) and the lock's duration.
-    async fn run_lock_script(
-        &self,
-        name: &str,
-        keys: &[String],
-        locks: &[(&str, &str)],
-        duration: u64,
-    ) -> Result<redis::Value, Error> {
-        let script = self
-            .conn
-            .scripts()
-            .get(name)
-            .ok_or_else(|| Error::InvalidConfig(format!("{name} script not found")))?
-            .clone();
-        let packed_ids = crate::locks::pack_strings(locks.iter().map(|(id, _)| *id));
-        let packed_tokens = crate::locks::pack_strings(locks.iter().map(|(_, token)| *token));
-        let base_key = self.keys.key_prefix();
-        let duration = duration.to_string();
-        let args: Vec<&[u8]> = vec![
-            base_key.as_bytes(),
-            &packed_tokens,
-            &packed_ids,
-            duration.as_bytes(),
-        ];
-        let mut conn = self.conn.connection();
-        script.execute(&mut conn, keys, &args).await
+        let keys = [self.keys.stalled()];
+        let result = run_lock_script(
+            &self.conn,
+            &self.keys,
+            "extendLocks",
+            &keys,
+            locks,
+            duration,
+        )
+        .await?;
+        job_ids_reply("extendLocks", result)
     }
 
     /// Get the counts of jobs in each state.

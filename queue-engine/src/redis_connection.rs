@@ -15,9 +15,9 @@ use tokio::sync::Mutex;
 use tracing::{debug, warn};
 
 use crate::error::Error;
+use crate::ext::sentinel::{MasterResolver, SentinelConnection};
 use crate::options::{redact_url_userinfo, ReconnectOptions, RedisConnectionOptions};
 use crate::scripts::ScriptRegistry;
-use crate::sentinel::{MasterResolver, SentinelConnection};
 
 /// The multiplexed connection type returned by the legacy connection APIs.
 pub type Conn = MultiplexedConnection;
@@ -107,7 +107,7 @@ fn tls_certificates(opts: &RedisConnectionOptions) -> Result<Option<TlsCertifica
 /// When [`RedisConnectionOptions::tls_certs`] is set, the client is built with
 /// the supplied TLS certificates (custom root CA and/or client certificate for
 /// mTLS); otherwise the client is opened directly from the URL scheme.
-pub(crate) fn build_client(opts: &RedisConnectionOptions, url: &str) -> Result<Client, Error> {
+fn build_client(opts: &RedisConnectionOptions, url: &str) -> Result<Client, Error> {
     match tls_certificates(opts)? {
         Some(tls_certs) => Ok(Client::build_with_tls(url, tls_certs)?),
         None => Ok(Client::open(url)?),
@@ -310,7 +310,7 @@ impl RedisConnection {
     }
 
     async fn connect_sentinel(opts: &RedisConnectionOptions) -> Result<Self, Error> {
-        let resolver = Arc::new(MasterResolver::new(opts)?);
+        let resolver = Arc::new(MasterResolver::new(opts, build_client)?);
         let db = i64::from(opts.db.unwrap_or(0));
         let config = sentinel_config(ReconnectOptions::default().response_timeout);
         let connection = SentinelConnection::connect(resolver.clone(), config, db).await?;

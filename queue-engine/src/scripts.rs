@@ -151,7 +151,9 @@ impl ScriptRegistry {
         let mut scripts = HashMap::new();
 
         // Load the compiled Lua scripts from `rust/src/commands/` (includes already resolved).
-        for (name, num_keys, content) in Self::embedded_scripts() {
+        // Upstream's scripts, then ours (`ext/scripts.rs`).
+        let ours = crate::ext::scripts::embedded();
+        for (name, num_keys, content) in Self::embedded_scripts().into_iter().chain(ours) {
             let script = LuaScript::new(name, num_keys, content);
             scripts.insert(name.to_string(), script);
         }
@@ -256,12 +258,6 @@ impl ScriptRegistry {
             ),
             ("extendLock", 2, include_str!("commands/extendLock-2.lua")),
             ("extendLocks", 1, include_str!("commands/extendLocks-1.lua")),
-            ("retakeLocks", 2, include_str!("commands/retakeLocks-2.lua")),
-            (
-                "findLockedJobs",
-                1,
-                include_str!("commands/findLockedJobs-1.lua"),
-            ),
             ("releaseLock", 1, include_str!("commands/releaseLock-1.lua")),
             ("getCounts", 1, include_str!("commands/getCounts-1.lua")),
             ("getState", 8, include_str!("commands/getState-8.lua")),
@@ -365,40 +361,6 @@ impl ScriptRegistry {
                 "removeOrphanedJobs",
                 1,
                 include_str!("commands/removeOrphanedJobs-1.lua"),
-            ),
-            // Fair groups (PATCHES.md, change 21): scripts of ours, each with the
-            // helpers of `groupCommon.lua` in front.
-            (
-                "groupTake",
-                15,
-                concat!(
-                    include_str!("commands/groupCommon.lua"),
-                    include_str!("commands/groupTake-15.lua")
-                ),
-            ),
-            (
-                "groupRelease",
-                5,
-                concat!(
-                    include_str!("commands/groupCommon.lua"),
-                    include_str!("commands/groupRelease-5.lua")
-                ),
-            ),
-            (
-                "groupControl",
-                5,
-                concat!(
-                    include_str!("commands/groupCommon.lua"),
-                    include_str!("commands/groupControl-5.lua")
-                ),
-            ),
-            (
-                "groupList",
-                1,
-                concat!(
-                    include_str!("commands/groupCommon.lua"),
-                    include_str!("commands/groupList-1.lua")
-                ),
             ),
         ]
     }

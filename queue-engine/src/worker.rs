@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::event_channel::EventSender;
-use crate::failure_record::failure_fields;
+use crate::ext::event_channel::EventSender;
+use crate::ext::failure_record::failure_fields;
 use tokio::sync::{broadcast, Mutex, Notify, RwLock};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
@@ -184,7 +184,7 @@ pub struct Worker {
     paused: Arc<AtomicBool>,
     closing: Arc<AtomicBool>,
     event_tx: EventSender<WorkerEvent>,
-    event_rx: Arc<Mutex<crate::event_channel::EventReceiver<WorkerEvent>>>,
+    event_rx: Arc<Mutex<crate::ext::event_channel::EventReceiver<WorkerEvent>>>,
     active_jobs: Arc<RwLock<Vec<ActiveJob>>>,
     main_loop_handle: Mutex<Option<JoinHandle<()>>>,
     stalled_check_handle: Mutex<Option<JoinHandle<()>>>,
@@ -228,9 +228,6 @@ fn should_convert_discarded_error(error: &Error) -> bool {
     )
 }
 
-/// Tokens of unanswered fetches remembered at most (`Worker::resume_unanswered_fetches`).
-const MAX_UNANSWERED_FETCHES: usize = 64;
-
 fn processing_drained(active_job_count: usize, active_fetchers: usize) -> bool {
     active_job_count == 0 && active_fetchers == 0
 }
@@ -262,15 +259,15 @@ struct LoopContext {
     marker_key: String,
     prefix_bytes: Vec<u8>,
     /// Set when jobs are taken one group after the other (`WorkerOptions::groups`).
-    groups: Option<crate::groups::Grouping>,
+    groups: Option<crate::ext::groups::Grouping>,
 
     // Token generation
     worker_id: String,
     token_counter: std::sync::atomic::AtomicU64,
     /// Whether the loops are without Redis: said once, not on every retry.
-    outage: crate::outage::Outage,
+    outage: crate::ext::outage::Outage,
     /// Where the processor runs: in the slot's task, or in one of its own.
-    placement: crate::processor_task::ProcessorPlacement,
+    placement: crate::ext::processor_task::ProcessorPlacement,
 }
 
 /// One attempt's move to a finished set, for [`Worker::finish`]: `target` is
@@ -356,7 +353,7 @@ impl LoopContext {
         let prefix_bytes = keys.key_prefix().into_bytes();
         let groups = opts
             .groups
-            .map(|limits| crate::groups::Grouping::new(&keys, &move_to_active_keys, limits));
+            .map(|limits| crate::ext::groups::Grouping::new(&keys, &move_to_active_keys, limits));
 
         Self {
             conn,
@@ -382,8 +379,8 @@ impl LoopContext {
             groups,
             worker_id,
             token_counter: std::sync::atomic::AtomicU64::new(0),
-            outage: crate::outage::Outage::default(),
-            placement: crate::processor_task::ProcessorPlacement::for_current_runtime(),
+            outage: crate::ext::outage::Outage::default(),
+            placement: crate::ext::processor_task::ProcessorPlacement::for_current_runtime(),
         }
     }
 
@@ -648,7 +645,7 @@ impl Worker {
             .await;
 
         let id = Uuid::new_v4().to_string();
-        let (event_tx, event_rx) = crate::event_channel::channel(opts.event_capacity);
+        let (event_tx, event_rx) = crate::ext::event_channel::channel(opts.event_capacity);
         let (progress_tx, _) = broadcast::channel(128);
 
         let worker = Self {
@@ -1033,9 +1030,10 @@ impl Worker {
                 }
                 Err(e) => {
                     drop(slot_guard);
-                    if crate::finishing::is_transient(&e) {
+                    if crate::ext::finishing::is_transient(&e) {
                         // A bounded list: an outage adds one a second.
-                        if unanswered_fetches.len() >= MAX_UNANSWERED_FETCHES {
+                        if unanswered_fetches.len() >= crate::ext::finishing::MAX_UNANSWERED_FETCHES
+                        {
                             unanswered_fetches.remove(0);
                         }
                         unanswered_fetches.push(token);
@@ -1080,10 +1078,10 @@ impl Worker {
     /// minute with the defaults). Once Redis answers, such jobs are found by their
     /// token and processed, as the fetch would have had them.
     async fn resume_unanswered_fetches(ctx: &Arc<LoopContext>, tokens: &mut Vec<String>) {
-        let found = match crate::locks::jobs_locked_by(&ctx.conn, &ctx.keys, tokens).await {
+        let found = match crate::ext::locks::jobs_locked_by(&ctx.conn, &ctx.keys, tokens).await {
             Ok(found) => found,
             // Still out of reach: the next turn of the loop tries again.
-            Err(e) if crate::finishing::is_transient(&e) => return,
+            Err(e) if crate::ext::finishing::is_transient(&e) => return,
             Err(e) => {
                 warn!(error = %e, "cannot look for jobs taken by fetches whose answer was lost");
                 tokens.clear();
@@ -1107,19 +1105,6 @@ impl Worker {
             info!(job_id = %job_id, "a fetch whose answer was lost had taken this job; processing it");
             Self::spawn_processing(ctx, slot_guard, job, token);
         }
-    }
-
-    /// The job a finishing command fetched (`fetch_next`) in a try whose answer was
-    /// lost: active under `token`, waiting for this task to process it.
-    async fn resume_chained_fetch(ctx: &LoopContext, token: &str) -> Option<Job> {
-        let tokens = [token.to_owned()];
-        let found = crate::locks::jobs_locked_by(&ctx.conn, &ctx.keys, &tokens)
-            .await
-            .ok()?;
-        let (job_id, _) = found.into_iter().next()?;
-        let job = Job::from_id(&ctx.conn, &ctx.keys, &job_id).await.ok()??;
-        info!(job_id = %job_id, "a finishing command whose answer was lost had fetched this job; processing it");
-        Some(job)
     }
 
     /// Block on the marker key until a job/marker arrives or `timeout_ms`
@@ -1200,7 +1185,7 @@ impl Worker {
         let group_slot = ctx
             .groups
             .as_ref()
-            .map(|_| crate::groups::Grouping::slot_of(&job));
+            .map(|_| crate::ext::groups::Grouping::slot_of(&job));
         let cancel_token = CancellationToken::new();
         let job_id = job.id().to_string();
         let job_attempts = job.opts().attempts.unwrap_or(0);
@@ -1285,110 +1270,21 @@ impl Worker {
         // budget (this loop already owns one slot).
         let fetch_next = Self::should_fetch_next(ctx);
 
-        let finishing = async {
-            match result {
-                Ok(return_value) => {
-                    let next = Self::handle_job_completed(
-                        ctx,
-                        &job_id,
-                        token,
-                        &return_value,
-                        job_attempts,
-                        job_attempts_made,
-                        &job_opts,
-                        &job_data,
-                        &previous_stacktrace,
-                        fetch_next,
-                    )
-                    .await;
-
-                    // Schedule the next iteration if this is a repeatable job
-                    if let Some(ref scheduler_id) = repeat_job_key {
-                        if let Err(e) = Self::update_job_scheduler(
-                            ctx,
-                            scheduler_id,
-                            &job_id,
-                            &job_name,
-                            &job_data,
-                            &job_opts,
-                        )
-                        .await
-                        {
-                            error!(
-                                job_id = %job_id,
-                                scheduler_id = %scheduler_id,
-                                error = %e,
-                                "failed to schedule next iteration"
-                            );
-                            let _ = ctx.event_tx.send(WorkerEvent::Error(format!(
-                                "Failed to add repeatable job for next iteration: {}",
-                                e
-                            )));
-                        }
-                    }
-
-                    next
-                }
-                Err(e) => {
-                    // If the processor called `job.discard()`, treat the failure as
-                    // unrecoverable so the job is not retried (mirrors Node.js).
-                    // The failure itself is judged; its stack text goes along unchanged.
-                    let (e, stack) = e.without_stacktrace();
-                    let e =
-                        if discarded.load(Ordering::SeqCst) && should_convert_discarded_error(&e) {
-                            Error::Unrecoverable(e.to_string())
-                        } else {
-                            e
-                        };
-                    // The job is another run's now: that run schedules the next iteration.
-                    let lock_lost = matches!(e, Error::JobLockNotExist(_));
-                    let e = match stack {
-                        Some(stack) => e.with_stacktrace(stack),
-                        None => e,
-                    };
-                    let next = Self::handle_job_failed(
-                        ctx,
-                        &job_id,
-                        token,
-                        e,
-                        job_attempts,
-                        job_attempts_made,
-                        &job_opts,
-                        &job_data,
-                        &previous_stacktrace,
-                        fetch_next,
-                    )
-                    .await;
-
-                    // Schedule the next iteration even when job fails
-                    if let Some(scheduler_id) = repeat_job_key.as_ref().filter(|_| !lock_lost) {
-                        if let Err(e) = Self::update_job_scheduler(
-                            ctx,
-                            scheduler_id,
-                            &job_id,
-                            &job_name,
-                            &job_data,
-                            &job_opts,
-                        )
-                        .await
-                        {
-                            error!(
-                                job_id = %job_id,
-                                scheduler_id = %scheduler_id,
-                                error = %e,
-                                "failed to schedule next iteration after job failure"
-                            );
-                            let _ = ctx.event_tx.send(WorkerEvent::Error(format!(
-                                "Failed to add repeatable job for next iteration: {}",
-                                e
-                            )));
-                        }
-                    }
-
-                    next
-                }
-            }
-        };
+        let finishing = Self::finish_attempt(
+            ctx,
+            result,
+            &job_id,
+            token,
+            job_attempts,
+            job_attempts_made,
+            &job_opts,
+            &job_data,
+            &previous_stacktrace,
+            &repeat_job_key,
+            &job_name,
+            &discarded,
+            fetch_next,
+        );
         let next_job = match (ctx.groups.as_ref(), group_slot.as_ref()) {
             // The group turn goes out beside the finish rather than after it: one
             // round trip instead of two. The handler is done, so its slot is free
@@ -1407,6 +1303,135 @@ impl Worker {
             let mut jobs = ctx.active_jobs.write().await;
             jobs.retain(|j| j.job_id != job_id);
         }
+
+        next_job
+    }
+
+    /// Records the attempt's outcome (`result`): the job's completion or failure, and a
+    /// repeatable job's next iteration. Upstream's code of `process_fetched_job`, moved
+    /// here unchanged so that a grouped worker's turn goes out beside it
+    /// (`end_group_turn`, PATCHES.md change 21).
+    #[allow(
+        clippy::too_many_arguments,
+        clippy::needless_borrow,
+        clippy::let_and_return
+    )]
+    async fn finish_attempt(
+        ctx: &LoopContext,
+        result: Result<serde_json::Value, Error>,
+        job_id: &str,
+        token: &str,
+        job_attempts: u32,
+        job_attempts_made: u32,
+        job_opts: &JobOptions,
+        job_data: &serde_json::Value,
+        previous_stacktrace: &str,
+        repeat_job_key: &Option<String>,
+        job_name: &str,
+        discarded: &AtomicBool,
+        fetch_next: bool,
+    ) -> Option<Job> {
+        let next_job = match result {
+            Ok(return_value) => {
+                let next = Self::handle_job_completed(
+                    ctx,
+                    &job_id,
+                    token,
+                    &return_value,
+                    job_attempts,
+                    job_attempts_made,
+                    &job_opts,
+                    &job_data,
+                    &previous_stacktrace,
+                    fetch_next,
+                )
+                .await;
+
+                // Schedule the next iteration if this is a repeatable job
+                if let Some(ref scheduler_id) = repeat_job_key {
+                    if let Err(e) = Self::update_job_scheduler(
+                        ctx,
+                        scheduler_id,
+                        &job_id,
+                        &job_name,
+                        &job_data,
+                        &job_opts,
+                    )
+                    .await
+                    {
+                        error!(
+                            job_id = %job_id,
+                            scheduler_id = %scheduler_id,
+                            error = %e,
+                            "failed to schedule next iteration"
+                        );
+                        let _ = ctx.event_tx.send(WorkerEvent::Error(format!(
+                            "Failed to add repeatable job for next iteration: {}",
+                            e
+                        )));
+                    }
+                }
+
+                next
+            }
+            Err(e) => {
+                // If the processor called `job.discard()`, treat the failure as
+                // unrecoverable so the job is not retried (mirrors Node.js).
+                // The failure itself is judged; its stack text goes along unchanged.
+                let (e, stack) = e.without_stacktrace();
+                let e = if discarded.load(Ordering::SeqCst) && should_convert_discarded_error(&e) {
+                    Error::Unrecoverable(e.to_string())
+                } else {
+                    e
+                };
+                // The job is another run's now: that run schedules the next iteration.
+                let lock_lost = matches!(e, Error::JobLockNotExist(_));
+                let e = match stack {
+                    Some(stack) => e.with_stacktrace(stack),
+                    None => e,
+                };
+                let next = Self::handle_job_failed(
+                    ctx,
+                    &job_id,
+                    token,
+                    e,
+                    job_attempts,
+                    job_attempts_made,
+                    &job_opts,
+                    &job_data,
+                    &previous_stacktrace,
+                    fetch_next,
+                )
+                .await;
+
+                // Schedule the next iteration even when job fails
+                if let Some(scheduler_id) = repeat_job_key.as_ref().filter(|_| !lock_lost) {
+                    if let Err(e) = Self::update_job_scheduler(
+                        ctx,
+                        scheduler_id,
+                        &job_id,
+                        &job_name,
+                        &job_data,
+                        &job_opts,
+                    )
+                    .await
+                    {
+                        error!(
+                            job_id = %job_id,
+                            scheduler_id = %scheduler_id,
+                            error = %e,
+                            "failed to schedule next iteration after job failure"
+                        );
+                        let _ = ctx.event_tx.send(WorkerEvent::Error(format!(
+                            "Failed to add repeatable job for next iteration: {}",
+                            e
+                        )));
+                    }
+                }
+
+                next
+            }
+        };
 
         next_job
     }
@@ -2042,10 +2067,20 @@ impl Worker {
             .await;
         match result {
             Err(Error::Script { .. })
-                if retried && Self::finished_earlier(ctx, job_id, finished_key).await =>
+                if retried
+                    && crate::ext::finishing::finished_earlier(
+                        &ctx.conn,
+                        &ctx.keys,
+                        job_id,
+                        finished_key,
+                    )
+                    .await =>
             {
                 Ok(match fetch_next {
-                    true => Self::resume_chained_fetch(ctx, token).await,
+                    true => {
+                        crate::ext::finishing::resume_chained_fetch(&ctx.conn, &ctx.keys, token)
+                            .await
+                    }
                     false => None,
                 })
             }
@@ -2054,33 +2089,17 @@ impl Worker {
     }
 
     /// How a finishing command of `job_id` is sent again when it does not reach
-    /// Redis (`crate::finishing`).
+    /// Redis (`crate::ext::finishing`).
     fn finishing_retry<'a>(
         ctx: &'a LoopContext,
         job_id: &'a str,
         what: &'a str,
-    ) -> crate::finishing::Retry<'a> {
-        crate::finishing::Retry {
+    ) -> crate::ext::finishing::Retry<'a> {
+        crate::ext::finishing::Retry {
             job_id,
             what,
             closing: &ctx.closing,
             lock_duration: Duration::from_millis(ctx.opts.lock_duration),
-        }
-    }
-
-    /// Whether `job_id` was already moved to `finished_key` (completed or failed) by
-    /// an earlier try whose answer was lost: it is in that set, or it is gone (removed
-    /// at once by its retention). Asked when a try sent again is refused.
-    async fn finished_earlier(ctx: &LoopContext, job_id: &str, finished_key: &str) -> bool {
-        let mut pipe = redis::pipe();
-        pipe.cmd("EXISTS")
-            .arg(ctx.keys.job_key(job_id))
-            .cmd("ZSCORE")
-            .arg(finished_key)
-            .arg(job_id);
-        match ctx.conn.pipe::<(bool, Option<f64>)>(&pipe).await {
-            Ok((exists, score)) => !exists || score.is_some(),
-            Err(_) => false,
         }
     }
 
@@ -2130,7 +2149,7 @@ impl Worker {
     /// change 21); answers as a `moveToActive` fetch.
     async fn take_grouped(
         ctx: &LoopContext,
-        groups: &crate::groups::Grouping,
+        groups: &crate::ext::groups::Grouping,
         token: &str,
     ) -> Result<FetchResult, Error> {
         let opts_packed = pack_move_to_active_opts(token, &ctx.opts);
@@ -2146,8 +2165,8 @@ impl Worker {
     /// answer was lost comes back through stalled-job recovery.
     async fn end_group_turn(
         ctx: &LoopContext,
-        groups: &crate::groups::Grouping,
-        slot: &crate::groups::Slot,
+        groups: &crate::ext::groups::Grouping,
+        slot: &crate::ext::groups::Slot,
         token: &str,
     ) -> Option<Job> {
         let go_on = !ctx.closing.load(Ordering::Relaxed)

@@ -212,19 +212,6 @@ impl Connection {
             .map_err(|e| Error::Redis(Box::new(e)))
     }
 
-    /// Runs one script of ours (read-only, on keys of one queue) on the shared
-    /// connection: `EVALSHA`, loading it first when the server does not know it.
-    pub(crate) async fn script<T: redis::FromRedisValue>(
-        &self,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> Result<T, Error> {
-        let mut conn = self.redis.connection();
-        invocation
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| Error::Redis(Box::new(e)))
-    }
-
     /// A client for a connection of its own to the server of `key` (a key, or a pub/sub
     /// channel). On a cluster, one to the master that serves its slot now: a `PUBLISH`
     /// is routed there, and the count it answers is of that node's subscribers (a

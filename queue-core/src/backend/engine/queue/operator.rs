@@ -2,51 +2,28 @@
 //! queue's size: listing rows with their strings cut in Redis, a bounded search, the
 //! age of the oldest waiting job, several jobs' states at once.
 
-use std::sync::LazyLock;
+use bullmq::inspect::{JobRow, RowFilter, RowScanLimits};
 
 use super::EngineQueue;
 use crate::error::Error;
 use crate::job::JobState;
 use crate::snapshot::{JobFilter, JobScan, JobSummary, ScanLimits};
 
-static SUMMARIES: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(concat!(
-        include_str!("lua/rows.lua"),
-        include_str!("lua/summaries.lua")
-    ))
-});
-static SCAN: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(concat!(
-        include_str!("lua/rows.lua"),
-        include_str!("lua/scan.lua")
-    ))
-});
-static OLDEST: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("lua/oldest.lua")));
-
-/// Fields of one row in the scripts' answers (`add_row` in `lua/rows.lua`).
-const ROW: usize = 9;
-
 impl EngineQueue {
-    /// The key of `state`'s list or sorted set, and which it is; `None` for a state
-    /// Redis does not hold (pending jobs are in the outbox).
-    fn state_key(&self, state: JobState) -> Option<(String, &'static str)> {
-        let base = self.conn.queue_base(self.name());
-        let (suffix, kind) = match state {
-            JobState::Waiting => ("wait", "list"),
-            JobState::Active => ("active", "list"),
-            JobState::Prioritized => ("prioritized", "zset"),
-            JobState::Delayed => ("delayed", "zset"),
-            JobState::Completed => ("completed", "zset"),
-            JobState::Failed => ("failed", "zset"),
-            JobState::WaitingChildren => ("waiting-children", "zset"),
-            _ => return None,
+    /// The key of `state`'s list or sorted set; `None` for a state Redis does not hold
+    /// (pending jobs are in the outbox).
+    fn state_key(&self, state: JobState) -> Option<String> {
+        let suffix = match state {
+            JobState::Waiting => "wait",
+            JobState::Active => "active",
+            JobState::Prioritized => "prioritized",
+            JobState::Delayed => "delayed",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::WaitingChildren => "waiting-children",
+            JobState::Pending => return None,
         };
-        Some((format!("{base}:{suffix}"), kind))
-    }
-
-    fn job_key_base(&self) -> String {
-        format!("{}:", self.conn.queue_base(self.name()))
+        Some(format!("{}:{suffix}", self.conn.queue_base(self.name())))
     }
 
     pub(crate) async fn get_job_summaries(
@@ -57,20 +34,15 @@ impl EngineQueue {
         oldest_first: bool,
         clip: usize,
     ) -> Result<Vec<JobSummary>, Error> {
-        let Some((key, kind)) = self.state_key(state) else {
+        let Some(state) = engine_state(state) else {
             return Ok(Vec::new());
         };
-        let mut invocation = SUMMARIES.prepare_invoke();
-        invocation
-            .key(key)
-            .arg(self.job_key_base())
-            .arg(kind)
-            .arg(start)
-            .arg(stop)
-            .arg(if oldest_first { "1" } else { "0" })
-            .arg(clip.max(1));
-        let reply: Vec<Vec<u8>> = self.conn.script(&invocation).await?;
-        Ok(rows(&reply))
+        let rows = self
+            .inner
+            .get_job_rows(state, start, stop, oldest_first, clip)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(rows.into_iter().map(summary).collect())
     }
 
     pub(crate) async fn scan_jobs(
@@ -79,55 +51,43 @@ impl EngineQueue {
         filter: &JobFilter,
         limits: &ScanLimits,
     ) -> Result<JobScan, Error> {
-        let Some((key, kind)) = self.state_key(state) else {
+        let Some(state) = engine_state(state) else {
             return Ok(JobScan::default());
         };
-        let (mode, needle, path) = match filter {
-            JobFilter::IdPrefix(prefix) => ("prefix", prefix.clone(), String::new()),
-            JobFilter::Name(name) => ("name", name.clone(), String::new()),
-            JobFilter::DataField { path, value } => ("data", value.to_string(), path.clone()),
+        let filter = match filter {
+            JobFilter::IdPrefix(prefix) => RowFilter::IdPrefix(prefix),
+            JobFilter::Name(name) => RowFilter::Name(name),
+            JobFilter::DataField { path, value } => RowFilter::DataField { path, value },
         };
-        let mut invocation = SCAN.prepare_invoke();
-        invocation
-            .key(key)
-            .arg(self.job_key_base())
-            .arg(kind)
-            .arg(limits.from)
-            .arg(limits.jobs.max(1))
-            .arg(limits.matches.max(1))
-            .arg(if limits.oldest_first { "1" } else { "0" })
-            .arg(limits.clip.max(1))
-            .arg(mode)
-            .arg(needle)
-            .arg(path)
-            .arg(limits.payload_bytes)
-            .arg(limits.largest_payload);
-        let reply: Vec<Vec<u8>> = self.conn.script(&invocation).await?;
-        let number = |i: usize| {
-            reply
-                .get(i)
-                .and_then(|v| std::str::from_utf8(v).ok())
-                .and_then(|v| v.parse::<usize>().ok())
-                .unwrap_or(0)
+        let bounds = RowScanLimits {
+            from: limits.from,
+            jobs: limits.jobs,
+            matches: limits.matches,
+            oldest_first: limits.oldest_first,
+            clip: limits.clip,
+            payload_bytes: limits.payload_bytes,
+            largest_payload: limits.largest_payload,
         };
-        let (scanned, read) = (number(0), number(1));
+        let scan = self
+            .inner
+            .scan_job_rows(state, filter, &bounds)
+            .await
+            .map_err(|e| self.error(e))?;
         // More may follow when the range was full, or when the scan stopped inside it.
-        let more = read == limits.jobs.max(1) || scanned < read;
+        let more = scan.read == limits.jobs.max(1) || scan.scanned < scan.read;
         Ok(JobScan {
-            matches: rows(reply.get(3..).unwrap_or_default()),
-            scanned,
-            skipped_large: number(2),
-            next: more.then_some(limits.from + scanned),
+            matches: scan.rows.into_iter().map(summary).collect(),
+            scanned: scan.scanned,
+            skipped_large: scan.skipped_large,
+            next: more.then_some(limits.from + scan.scanned),
         })
     }
 
     pub(crate) async fn get_oldest_waiting(&self) -> Result<Option<u64>, Error> {
-        let mut invocation = OLDEST.prepare_invoke();
-        invocation
-            .key(format!("{}:wait", self.conn.queue_base(self.name())))
-            .arg(self.job_key_base());
-        let timestamp: Option<String> = self.conn.script(&invocation).await?;
-        Ok(timestamp.and_then(|t| t.parse().ok()))
+        self.inner
+            .get_oldest_waiting_timestamp()
+            .await
+            .map_err(|e| self.error(e))
     }
 
     /// How many jobs of a finished state finished at or before `before_ms` (their score
@@ -140,7 +100,7 @@ impl EngineQueue {
         if !matches!(state, JobState::Completed | JobState::Failed) {
             return Ok(None);
         }
-        let Some((key, _)) = self.state_key(state) else {
+        let Some(key) = self.state_key(state) else {
             return Ok(None);
         };
         let n: u64 = self
@@ -170,31 +130,31 @@ impl EngineQueue {
     }
 }
 
-/// The rows of a script's answer, as `add_row` laid them out.
-fn rows(reply: &[Vec<u8>]) -> Vec<JobSummary> {
-    let text = |bytes: &Vec<u8>| {
-        let text = String::from_utf8_lossy(bytes).into_owned();
-        // A cut may split a character: drop the half.
-        text.trim_end_matches('\u{FFFD}').to_owned()
-    };
-    let number = |bytes: &Vec<u8>| {
-        std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|v| v.parse::<f64>().ok())
-            .map(|v| v as u64)
-    };
-    reply
-        .chunks_exact(ROW)
-        .map(|f| JobSummary {
-            id: text(&f[0]),
-            id_clipped: f[1] == b"1",
-            name: text(&f[2]),
-            timestamp_ms: number(&f[3]).unwrap_or(0),
-            processed_on_ms: number(&f[4]),
-            finished_on_ms: number(&f[5]),
-            attempts_made: number(&f[6]).map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
-            failed_reason: Some(text(&f[7])).filter(|r| !r.is_empty()),
-            max_attempts: number(&f[8]).map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX)),
-        })
-        .collect()
+/// The engine's state of `state`; `None` for one Redis does not hold.
+fn engine_state(state: JobState) -> Option<bullmq::JobState> {
+    Some(match state {
+        JobState::Waiting => bullmq::JobState::Waiting,
+        JobState::Active => bullmq::JobState::Active,
+        JobState::Prioritized => bullmq::JobState::Prioritized,
+        JobState::Delayed => bullmq::JobState::Delayed,
+        JobState::Completed => bullmq::JobState::Completed,
+        JobState::Failed => bullmq::JobState::Failed,
+        JobState::WaitingChildren => bullmq::JobState::WaitingChildren,
+        JobState::Pending => return None,
+    })
+}
+
+/// An engine row as our summary.
+fn summary(row: JobRow) -> JobSummary {
+    JobSummary {
+        id: row.id,
+        id_clipped: row.id_clipped,
+        name: row.name,
+        timestamp_ms: row.timestamp_ms,
+        processed_on_ms: row.processed_on_ms,
+        finished_on_ms: row.finished_on_ms,
+        attempts_made: row.attempts_made,
+        failed_reason: row.failed_reason,
+        max_attempts: row.max_attempts,
+    }
 }

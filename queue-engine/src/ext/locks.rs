@@ -1,7 +1,10 @@
-//! What the lock scripts run by id and token (`Queue::extend_locks`,
-//! `Queue::retake_locks`) are sent, and how their replies are read.
+//! Locks taken back after an outage (change 15: `Queue::retake_locks`, with
+//! `retakeLocks-2.lua`), and the jobs a worker's tokens still hold (change 16:
+//! `findLockedJobs-1.lua`, for fetches whose answer was lost).
 
+use super::lock_script::{job_ids_reply, pack_strings, run_lock_script};
 use crate::error::Error;
+use crate::queue::Queue;
 
 /// What [`crate::Queue::retake_locks`] found for one job's lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,18 +20,6 @@ pub enum LockRetake {
     /// The job is not active any more (moved back to wait by stalled-job recovery,
     /// finished, or removed).
     Gone,
-}
-
-/// Strings as a msgpack array, as the lock scripts unpack them.
-pub(crate) fn pack_strings<'a>(strings: impl ExactSizeIterator<Item = &'a str>) -> Vec<u8> {
-    use rmp::encode::{write_array_len, write_str};
-    let mut buf = Vec::with_capacity(16 + 40 * strings.len());
-    // Writing into a Vec cannot fail.
-    let _ = write_array_len(&mut buf, strings.len() as u32);
-    for s in strings {
-        let _ = write_str(&mut buf, s);
-    }
-    buf
 }
 
 /// The active jobs of `keys`' queue locked under one of `tokens`, as (job id, token).
@@ -56,6 +47,36 @@ pub(crate) async fn jobs_locked_by(
         .collect())
 }
 
+impl Queue {
+    /// Renew the locks of several jobs by id and token, taking back those that merely
+    /// expired: a lock nobody holds any more, on a job still active, is set again
+    /// under the given token (one round trip). Meant for the locks
+    /// [`Queue::extend_locks`] could not extend: a renewal that could not reach Redis
+    /// in time (a timeout, a failover) then costs nothing, while a job another worker
+    /// took, or that is no longer active, is reported as such. Returns one
+    /// [`LockRetake`] per lock, in order.
+    pub async fn retake_locks(
+        &self,
+        locks: &[(&str, &str)],
+        duration: u64,
+    ) -> Result<Vec<LockRetake>, Error> {
+        if locks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = [self.keys().active(), self.keys().stalled()];
+        let reply = run_lock_script(
+            self.connection(),
+            self.keys(),
+            "retakeLocks",
+            &keys,
+            locks,
+            duration,
+        )
+        .await?;
+        retake_reply(reply, locks.len())
+    }
+}
+
 /// The codes `retakeLocks` answers with, one per lock sent.
 pub(crate) fn retake_reply(reply: redis::Value, sent: usize) -> Result<Vec<LockRetake>, Error> {
     let unexpected = || Error::InvalidConfig(format!("unexpected retakeLocks reply: {reply:?}"));
@@ -77,30 +98,9 @@ pub(crate) fn retake_reply(reply: redis::Value, sent: usize) -> Result<Vec<LockR
         .collect()
 }
 
-/// The job ids a lock script answered with (an array of strings). Anything else is an
-/// error naming the script: a reply that cannot be read must not pass for "every lock
-/// is fine".
-pub(crate) fn job_ids_reply(script: &str, reply: redis::Value) -> Result<Vec<String>, Error> {
-    let unexpected = |what: &dyn std::fmt::Debug| {
-        Error::InvalidConfig(format!("unexpected {script} reply: {what:?}"))
-    };
-    let redis::Value::Array(ids) = reply else {
-        return Err(unexpected(&reply));
-    };
-    ids.into_iter()
-        .map(|id| match id {
-            redis::Value::BulkString(bytes) => {
-                String::from_utf8(bytes).map_err(|e| unexpected(&e.into_bytes()))
-            }
-            redis::Value::SimpleString(id) => Ok(id),
-            other => Err(unexpected(&other)),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{job_ids_reply, retake_reply, LockRetake};
+    use super::{retake_reply, LockRetake};
     use redis::Value;
 
     #[test]
@@ -118,36 +118,5 @@ mod tests {
         assert!(retake_reply(Value::Array(vec![Value::Int(5)]), 1).is_err());
         assert!(retake_reply(Value::Array(vec![Value::Int(1)]), 2).is_err());
         assert!(retake_reply(Value::Nil, 0).is_err());
-    }
-
-    #[test]
-    fn job_ids_are_read_from_an_array_of_strings() {
-        let reply = Value::Array(vec![
-            Value::BulkString(b"a-1".to_vec()),
-            Value::SimpleString("b-2".to_owned()),
-        ]);
-        assert_eq!(job_ids_reply("extendLocks", reply).unwrap(), ["a-1", "b-2"]);
-        assert!(job_ids_reply("extendLocks", Value::Array(vec![]))
-            .unwrap()
-            .is_empty());
-    }
-
-    /// An element that is not a job id (or not UTF-8) is an error, not a job id less:
-    /// a lock the caller counts as renewed could be lost.
-    #[test]
-    fn an_unexpected_element_is_an_error_not_a_job_id_less() {
-        for element in [
-            Value::Int(3),
-            Value::Nil,
-            Value::BulkString(vec![0xff, 0xfe]),
-        ] {
-            let reply = Value::Array(vec![Value::BulkString(b"a-1".to_vec()), element.clone()]);
-            let read = job_ids_reply("extendLocks", reply);
-            assert!(
-                matches!(&read, Err(crate::Error::InvalidConfig(m)) if m.contains("extendLocks")),
-                "{element:?}: {read:?}"
-            );
-        }
-        assert!(job_ids_reply("extendLocks", Value::Int(1)).is_err());
     }
 }

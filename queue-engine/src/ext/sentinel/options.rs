@@ -1,27 +1,5 @@
-//! Redis Sentinel: where the sentinels are, asking them for the master, and a
-//! connection that follows the master through a failover.
-//!
-//! A sentinel deployment keeps one master and its replicas under a name (`sentinel
-//! monitor mymaster ...`). When the master fails, the sentinels promote a replica and
-//! name it instead. redis-rs's `ConnectionManager` reconnects to the address it was
-//! given, so after a failover it keeps dialling the dead master (or, once that comes
-//! back as a replica, gets `READONLY` for every write). Node BullMQ follows failovers
-//! through ioredis's sentinel support; this module gives the port the same:
-//!
-//! - [`SentinelOptions`](crate::sentinel::SentinelOptions) on [`RedisConnectionOptions::sentinel`](crate::options::RedisConnectionOptions::sentinel)
-//!   names the sentinels and the master;
-//! - every connection the crate opens (queues, workers' blocking reads, queue events)
-//!   is then a [`SentinelConnection`](crate::sentinel::SentinelConnection): it asks the sentinels for the master
-//!   (`SENTINEL GET-MASTER-ADDR-BY-NAME`), checks the server it reaches is a master
-//!   (`ROLE`), and asks again whenever it loses it: a dropped socket, a timeout, or a
-//!   `READONLY` / `MASTERDOWN` reply (the server was demoted; a command refused so is
-//!   sent once more to the new master).
-
-mod connection;
-mod resolver;
-
-pub use connection::SentinelConnection;
-pub(crate) use resolver::MasterResolver;
+//! Where the sentinels are and the master's name: plain settings, a leaf that the
+//! connection options name (`RedisConnectionOptions::sentinel`) without a circle.
 
 /// The sentinels' default port.
 pub const DEFAULT_SENTINEL_PORT: u16 = 26379;

@@ -10,7 +10,7 @@ use redis::{ErrorKind, RedisResult, ServerErrorKind};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::MasterResolver;
+use super::resolver::MasterResolver;
 
 /// The first retry after a failed lookup waits this long, doubling up to
 /// [`RETRY_MAX`]: a lookup is one round trip to a sentinel, and a failover is over in

@@ -7,6 +7,37 @@
 
 use rmp::encode::{write_array_len, write_str};
 
+use crate::error::Error;
+
+impl Error {
+    /// This failure, with `stacktrace` recorded for the attempt in the job's
+    /// `stacktrace` field instead of the failure's message alone.
+    ///
+    /// ```
+    /// use bullmq::error::Error;
+    ///
+    /// let failure = Error::ProcessingError("upstream refused".into())
+    ///     .with_stacktrace("upstream refused\ncaused by: 503 Service Unavailable");
+    /// assert_eq!(failure.to_string(), "upstream refused");
+    /// ```
+    pub fn with_stacktrace(self, stacktrace: impl Into<String>) -> Self {
+        Error::WithStacktrace {
+            error: Box::new(self.without_stacktrace().0),
+            stacktrace: stacktrace.into(),
+        }
+    }
+
+    /// The failure without its stack text, and that text if it had one.
+    pub(crate) fn without_stacktrace(self) -> (Error, Option<String>) {
+        match self {
+            Error::WithStacktrace { error, stacktrace } => {
+                (error.without_stacktrace().0, Some(stacktrace))
+            }
+            other => (other, None),
+        }
+    }
+}
+
 /// How many attempts' entries a job keeps when its options set no `stackTraceLimit`.
 /// Node.js keeps every one then; the bound keeps a job retried for days by hand from
 /// growing without end.

@@ -7,10 +7,13 @@ use redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, RedisResult, V
 use tokio::sync::Mutex;
 use tracing::debug;
 
-use super::{parse_address, SentinelOptions};
+use super::options::{parse_address, SentinelOptions};
 use crate::error::Error;
 use crate::options::RedisConnectionOptions;
-use crate::redis_connection::build_client;
+
+/// How a client is built from connection options and a URL (TLS, certificates): the
+/// connection module's own, handed in so that this module needs nothing of it.
+pub(crate) type BuildClient = fn(&RedisConnectionOptions, &str) -> Result<Client, Error>;
 
 /// Connecting to a sentinel and its answer, and the master's answer to `ROLE`: they
 /// answer at once, and a silent one must not hold up asking the next.
@@ -32,6 +35,7 @@ pub(crate) struct MasterResolver {
     /// The master's options (credentials, database, TLS); host and port are filled in
     /// with what the sentinels name.
     master: RedisConnectionOptions,
+    build_client: BuildClient,
 }
 
 impl std::fmt::Debug for MasterResolver {
@@ -44,8 +48,12 @@ impl std::fmt::Debug for MasterResolver {
 }
 
 impl MasterResolver {
-    /// Checks `opts.sentinel` and builds a client per sentinel (nothing is connected yet).
-    pub(crate) fn new(opts: &RedisConnectionOptions) -> Result<Self, Error> {
+    /// Checks `opts.sentinel` and builds a client per sentinel with `build_client`
+    /// (nothing is connected yet).
+    pub(crate) fn new(
+        opts: &RedisConnectionOptions,
+        build_client: BuildClient,
+    ) -> Result<Self, Error> {
         let sentinel: &SentinelOptions = opts.sentinel.as_ref().ok_or_else(|| {
             Error::InvalidConfig("sentinel options are required for a sentinel connection".into())
         })?;
@@ -90,6 +98,7 @@ impl MasterResolver {
             master_name: sentinel.master_name.clone(),
             sentinels,
             master,
+            build_client,
         })
     }
 
@@ -204,7 +213,7 @@ impl MasterResolver {
         options.host = Some(host.to_owned());
         options.port = Some(port);
         let url = options.effective_url();
-        let client = build_client(&options, &url).map_err(|e| match e {
+        let client = (self.build_client)(&options, &url).map_err(|e| match e {
             Error::Redis(e) => e,
             other => RedisError::from((
                 ErrorKind::InvalidClientConfig,

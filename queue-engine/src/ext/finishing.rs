@@ -16,6 +16,13 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::error::Error;
+use crate::job::Job;
+use crate::keys::QueueKeys;
+use crate::redis_connection::RedisConnection;
+
+/// Tokens of unanswered fetches a worker remembers at most
+/// (`Worker::resume_unanswered_fetches`): an outage adds one a second.
+pub(crate) const MAX_UNANSWERED_FETCHES: usize = 64;
 
 /// The first pause before sending a command again; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
@@ -91,6 +98,44 @@ impl Retry<'_> {
             }
         }
     }
+}
+
+/// Whether `job_id` was already moved to `finished_key` (completed or failed) by an
+/// earlier try whose answer was lost: it is in that set, or it is gone (removed at once
+/// by its retention). Asked when a try sent again is refused.
+pub(crate) async fn finished_earlier(
+    conn: &RedisConnection,
+    keys: &QueueKeys,
+    job_id: &str,
+    finished_key: &str,
+) -> bool {
+    let mut pipe = redis::pipe();
+    pipe.cmd("EXISTS")
+        .arg(keys.job_key(job_id))
+        .cmd("ZSCORE")
+        .arg(finished_key)
+        .arg(job_id);
+    match conn.pipe::<(bool, Option<f64>)>(&pipe).await {
+        Ok((exists, score)) => !exists || score.is_some(),
+        Err(_) => false,
+    }
+}
+
+/// The job a finishing command fetched (`fetch_next`) in a try whose answer was lost:
+/// active under `token`, waiting for the task that sent it to process it.
+pub(crate) async fn resume_chained_fetch(
+    conn: &RedisConnection,
+    keys: &QueueKeys,
+    token: &str,
+) -> Option<Job> {
+    let tokens = [token.to_owned()];
+    let found = crate::ext::locks::jobs_locked_by(conn, keys, &tokens)
+        .await
+        .ok()?;
+    let (job_id, _) = found.into_iter().next()?;
+    let job = Job::from_id(conn, keys, &job_id).await.ok()??;
+    info!(job_id = %job_id, "a finishing command whose answer was lost had fetched this job; processing it");
+    Some(job)
 }
 
 #[cfg(test)]

@@ -5,11 +5,12 @@
 //! A grouped job is an ordinary BullMQ job whose options carry `group: { id }`
 //! (the shape BullMQ Pro uses), added by BullMQ's own add scripts, from Rust or Node.
 //! The scripts `groupTake`, `groupRelease`, `groupControl` and `groupList`
-//! (`commands/group*.lua`, layout in `groupCommon.lua`) do what BullMQ's open-source
+//! (`ext/commands/group*.lua`, layout in `groupCommon.lua`) do what BullMQ's open-source
 //! scripts cannot do atomically: choose the next group in turn under its limits.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub use super::group_limits::{GroupLimits, GroupRate};
 use crate::error::Error;
 use crate::keys::QueueKeys;
 use crate::options::JobOptions;
@@ -18,35 +19,6 @@ use crate::redis_connection::RedisConnection;
 
 /// The option key under which a job names its group: `opts.group.id`.
 pub const GROUP_OPTION: &str = "group";
-
-/// Limits applied to each group: at most `concurrency` of its jobs active at once,
-/// and at most `rate.max` started per `rate.duration_ms`, across all workers.
-///
-/// ```
-/// use bullmq::groups::{GroupLimits, GroupRate};
-///
-/// let limits = GroupLimits {
-///     concurrency: Some(2),
-///     rate: Some(GroupRate { max: 10, duration_ms: 1_000 }),
-/// };
-/// assert_eq!(limits.concurrency, Some(2));
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GroupLimits {
-    /// At most this many active jobs per group (`None`: no limit).
-    pub concurrency: Option<u32>,
-    /// At most this many starts per window per group (`None`: no limit).
-    pub rate: Option<GroupRate>,
-}
-
-/// A rate limit: `max` starts per `duration_ms`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GroupRate {
-    /// Starts allowed in one window.
-    pub max: u64,
-    /// The window, in milliseconds.
-    pub duration_ms: u64,
-}
 
 /// One group, as [`Queue::list_groups`] reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,7 +29,6 @@ use tokio::task::JoinHandle;
 
 use crate::error::Error;
 use crate::job::Job;
-use crate::worker::{CancellationToken, ProcessorFn};
 
 /// Holding a runtime thread this long in one go makes a processor one that computes:
 /// far past what a processor that awaits its I/O spends between two awaits (a few
@@ -45,6 +44,11 @@ pub(crate) const SPAWNED_AFTER_LONG_POLL: u32 = 8;
 
 /// What a processor returns, boxed as the worker's processor function makes it.
 type ProcessorFuture = Pin<Box<dyn Future<Output = Result<serde_json::Value, Error>> + Send>>;
+
+/// A processor taking a job and a `T`: the worker's `ProcessorFn` is
+/// `Processor<CancellationToken>`. Generic here so that this module needs nothing of the
+/// worker's (which imports it).
+pub(crate) type Processor<T> = Arc<dyn Fn(Job, T) -> ProcessorFuture + Send + Sync>;
 
 /// One worker's choice of where its processors run, shared by its slots.
 #[derive(Debug)]
@@ -69,11 +73,11 @@ impl ProcessorPlacement {
 
     /// Calls `processor` and runs its future to the end, in place or in a task of its
     /// own. A panic in the processor continues in the caller, as it would in place.
-    pub(crate) async fn run(
+    pub(crate) async fn run<T: Send + 'static>(
         &self,
-        processor: &ProcessorFn,
+        processor: &Processor<T>,
         job: Job,
-        token: CancellationToken,
+        token: T,
     ) -> Result<serde_json::Value, Error> {
         if !(self.can_spread && self.spawns_left.load(Ordering::Relaxed) > 0) {
             return timed(&self.spawns_left, processor, job, token).await;
@@ -97,11 +101,11 @@ impl ProcessorPlacement {
 
 /// Calls `processor` and awaits its future, then notes whether it held its thread for
 /// [`LONG_POLL`] in one go: the call, or any one poll.
-async fn timed(
+async fn timed<T>(
     spawns_left: &AtomicU32,
-    processor: &ProcessorFn,
+    processor: &Processor<T>,
     job: Job,
-    token: CancellationToken,
+    token: T,
 ) -> Result<serde_json::Value, Error> {
     let called = Instant::now();
     let future = processor(job, token);
@@ -168,7 +172,7 @@ mod tests {
         computes_in_call: Duration,
         computes_in_future: Duration,
         answer: fn(&serde_json::Value) -> serde_json::Value,
-    ) -> ProcessorFn {
+    ) -> Processor<()> {
         Arc::new(move |job: Job, _token| {
             busy_for(computes_in_call);
             let data = job.data().clone();
@@ -192,9 +196,9 @@ mod tests {
         Job::new("j", serde_json::json!(n), None)
     }
 
-    async fn run(placement: &ProcessorPlacement, processor: &ProcessorFn) -> serde_json::Value {
+    async fn run(placement: &ProcessorPlacement, processor: &Processor<()>) -> serde_json::Value {
         placement
-            .run(processor, job(1), CancellationToken::new())
+            .run(processor, job(1), ())
             .await
             .expect("the processor answers")
     }
@@ -259,7 +263,7 @@ mod tests {
         let placement = Arc::new(ProcessorPlacement::for_current_runtime());
         let computing = processor(Duration::ZERO, LONG_POLL * 2, echo);
         run(&placement, &computing).await;
-        let panics: ProcessorFn =
+        let panics: Processor<()> =
             Arc::new(|_job, _token| Box::pin(async { panic!("the processor's own panic") }));
         let caller = placement.clone();
         let outcome = tokio::spawn(async move { run(&caller, &panics).await }).await;
@@ -280,7 +284,7 @@ mod tests {
         run(&placement, &processor(Duration::ZERO, LONG_POLL * 2, echo)).await;
         let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel::<()>();
         let dropped_tx = Arc::new(std::sync::Mutex::new(Some(dropped_tx)));
-        let never_ends: ProcessorFn = Arc::new(move |_job, _token| {
+        let never_ends: Processor<()> = Arc::new(move |_job, _token| {
             // Dropped with the spawned task: the receiver then sees the channel closed.
             let dropped = dropped_tx.lock().unwrap().take();
             Box::pin(async move {
@@ -289,7 +293,7 @@ mod tests {
                 Ok(serde_json::Value::Null)
             })
         });
-        let running = placement.run(&never_ends, job(1), CancellationToken::new());
+        let running = placement.run(&never_ends, job(1), ());
         tokio::select! {
             _ = running => unreachable!("the processor never ends"),
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
