@@ -65,7 +65,7 @@ command -v curl >/dev/null || apt_install curl
 # python3: the packaging scripts read `cargo metadata` with it.
 command -v python3 >/dev/null || apt_install python3
 
-# The dashboard's browser test drives Debian's chromium (tests/tests/dashboard_browser.rs).
+# The dashboard's browser test drives Debian's chromium (tests/tests/dashboard/browser.rs).
 if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
   say "chromium (the dashboard's browser test)"
   apt_install chromium
@@ -77,7 +77,7 @@ if [ -f tests/node/package-lock.json ]; then
   (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-# The Python peer (tests/tests/interop_python.rs): `bullmq` from PyPI in a venv under
+# The Python peer (tests/tests/interop/python.rs): `bullmq` from PyPI in a venv under
 # target/, made only when it is missing or was made from other pins (about 6 s, most of
 # it pip downloading eight packages; nothing when it is there).
 if [ -f tests/python/requirements.txt ]; then
@@ -150,9 +150,25 @@ cluster_dir=$(mktemp -d /tmp/queue-tests-cluster.XXXXXX)
 trap 'scripts/redis-cluster.sh stop "$cluster_dir"' EXIT
 nodes=$(scripts/redis-cluster.sh start "$cluster_dir")
 echo "$nodes"
-core=(producer worker retries options lifecycle events listeners stalled flows flow_edges axum
-  dashboard outbox metrics bad_input worker_holes macros serve interop contracts testing_kit)
-REDIS_CLUSTER_NODES=$nodes cargo test -p queue-tests $(printf -- '--test %s ' "${core[@]}")
+# An area's binary with the filters of its modules verified on a cluster (libtest
+# filters are substrings, OR'ed; no module name is a suffix of a sibling's).
+core=(
+  "queue producer:: options:: bad_input::"
+  "worker handler:: attempt:: retries:: lifecycle:: stalled::"
+  "events queue_events:: listeners::"
+  "flow"
+  "http layer:: serve::"
+  "dashboard queues::"
+  "store outbox::"
+  "app metrics:: testing_kit::"
+  "contract macros:: declared::"
+  "interop node::"
+)
+for entry in "${core[@]}"; do
+  read -r area filters <<<"$entry"
+  # shellcheck disable=SC2086 # the filters are words
+  REDIS_CLUSTER_NODES=$nodes cargo test -p queue-tests --test "$area" -- $filters
+done
 REDIS_CLUSTER_NODES=$nodes cargo test -p welcome-app --test service --test long_work
 # The engine's own cluster tests, which pass without running when no cluster is given.
 REDIS_CLUSTER_NODES=$nodes cargo test -p queue-engine --lib cluster_

@@ -1,5 +1,5 @@
 // The dashboard in a real browser (Debian's chromium, driven by playwright-core): read
-// by tests/tests/dashboard_browser.rs. One JSON object per line on stdout.
+// by tests/tests/dashboard/browser.rs. One JSON object per line on stdout.
 //
 //   node browser.mjs <dashboard url> <queue> <failed job id> <screenshot dir>
 //                    <queue to drain> <flow queue> <deepest flow job id>

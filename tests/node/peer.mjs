@@ -1,5 +1,5 @@
 // The Node BullMQ side of the interop tests. One command per run; every result is one
-// JSON object per line on stdout, read by tests/tests/interop.rs.
+// JSON object per line on stdout, read by tests/tests/interop/node.rs.
 //
 //   node peer.mjs produce <queue> '<json array of {name, data, opts}>'
 //   node peer.mjs work <queue> <count>     process <count> jobs, then exit

@@ -1,4 +1,4 @@
-"""The Python BullMQ side of tests/tests/interop_python.rs. One command per run; every
+"""The Python BullMQ side of tests/tests/interop/python.rs. One command per run; every
 result is one JSON object per line on stdout.
 
     python peer.py version                       the bullmq version loaded

@@ -1,5 +1,5 @@
 //! What the group chaos run's worker processes and its driver share
-//! (tests/tests/groups_chaos.rs): the task and how handlers report what ran when.
+//! (tests/tests/group/chaos.rs): the task and how handlers report what ran when.
 //!
 //! Each attempt appends `start <group> <pid> <ms>` to a Redis list when it starts and
 //! `end <group> <pid> <ms>` when its work is done; a SIGKILLed process writes no end,

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use queue_core::app::Registrations;
 use queue_core::{testing, QueueApp, QueueAppBuilder};
 
 pub mod chaos;
@@ -43,11 +44,16 @@ pub fn cluster_nodes() -> Option<Vec<String>> {
 
 /// A builder pointed at the test Redis, or at the cluster of [`cluster_nodes`]: for
 /// the helper processes, which get the test's prefix from their environment.
+///
+/// It starts with [`Registrations::None`]: a test binary holds the records of many
+/// tests (an area's), so an app names the queues whose records it uses
+/// (`Registrations::of::<Q>()`) or gives its processors to the builder.
 pub fn redis_builder() -> QueueAppBuilder {
-    match cluster_nodes() {
+    let builder = match cluster_nodes() {
         Some(nodes) => QueueApp::builder().redis_cluster(nodes),
         None => QueueApp::builder().redis(redis_url()),
-    }
+    };
+    builder.registrations(Registrations::None)
 }
 
 /// A test's private corner of Redis: a unique prefix whose keys are deleted on drop. On

@@ -1,4 +1,4 @@
-//! A worker process of the chaos run (tests/tests/chaos.rs): runs the `grant`
+//! A worker process of the chaos run (tests/tests/worker/chaos.rs): runs the `grant`
 //! processor against `REDIS_URL` / `PREFIX`, with its effects in the SQLite file
 //! `CHAOS_DB`, until it is killed.
 

@@ -1,4 +1,4 @@
-//! A worker process of the group chaos run (tests/tests/groups_chaos.rs): runs the
+//! A worker process of the group chaos run (tests/tests/group/chaos.rs): runs the
 //! grouped processor against `REDIS_URL` / `PREFIX`, reporting to the list `REPORTS`,
 //! until it is killed.
 

@@ -2,7 +2,7 @@
 //! PostgreSQL database at `DATABASE_URL` into Redis (`REDIS_URL`, `QUEUE_PREFIX`) with
 //! a one-second lease, until it is killed.
 //!
-//! Run by tests/tests/outbox.rs.
+//! Run by tests/tests/store/outbox.rs.
 
 use std::time::Duration;
 

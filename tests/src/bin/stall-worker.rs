@@ -1,7 +1,7 @@
 //! A worker *process* for the stalled-job test: it takes jobs from the queue named on
 //! its command line, says `started <id>` on stdout, and hangs until it is killed.
 //!
-//! Run by tests/tests/stalled.rs with `PREFIX` and `REDIS_URL` set.
+//! Run by tests/tests/worker/stalled.rs with `PREFIX` and `REDIS_URL` set.
 
 use std::io::Write;
 use std::time::Duration;

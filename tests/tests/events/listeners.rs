@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use queue_core::app::Registrations;
 use queue_core::prelude::*;
 use queue_core::{on_worker_event, queue::BulkJob};
 use queue_tests::{wait_for_completed, wait_until, TestRedis};
@@ -31,7 +32,8 @@ async fn a_slow_listener_runs_one_event_at_a_time_and_its_overflow_is_counted() 
     let redis = TestRedis::new("slow-listener");
     let app = redis
         .app(|b| {
-            b.default_job_options(JobOptions::new().remove_on_complete(Retention::All))
+            b.registrations(Registrations::Queues(vec!["slow-listener".into()]))
+                .default_job_options(JobOptions::new().remove_on_complete(Retention::All))
                 .processor(
                     Processor::new("slow-listener")
                         .concurrency(50)

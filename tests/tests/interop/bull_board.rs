@@ -2,7 +2,7 @@
 //! Node BullMQ 5 and 6) reads what our workers wrote as it reads Node's: the same
 //! counts as ours, and for each failed job the same reason, attempts, added time,
 //! payload and record of every failed attempt (`stacktrace`, which Bull Board lists
-//! newest first). Our dashboard's own agreement with Bull Board is in `dashboard.rs`.
+//! newest first). Our dashboard's own agreement with Bull Board is in `dashboard/queues.rs`.
 
 use queue_core::{Job, JobError, JobOptions, JobState, Processor};
 use queue_tests::node::Bullmq;

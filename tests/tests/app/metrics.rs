@@ -420,7 +420,7 @@ async fn every_metric_the_grafana_dashboard_reads_is_in_a_scrape() {
         };
         exported.extend(suffixes.iter().map(|s| format!("{name}{s}")));
     }
-    // A stall needs a worker process killed mid-job: `stalled.rs` does that, and reads
+    // A stall needs a worker process killed mid-job: `worker/stalled.rs` does that, and reads
     // this very series from its scrape.
     exported.insert("queue_jobs_stalled_total".to_owned());
     for expr in exprs {

@@ -79,7 +79,7 @@ async fn sleepy(job: Job<u64>) -> Result<(), JobError> {
 }
 
 /// One queue, a job per failure kind, then a good job: each failure has its reason and
-/// the worker keeps going. (Bad job data has its own suite, in `bad_input.rs`.)
+/// the worker keeps going. (Bad job data has its own suite, in `queue/bad_input.rs`.)
 #[tokio::test]
 async fn panics_and_timeouts_fail_cleanly_and_the_worker_goes_on() {
     let redis = TestRedis::new("failures");

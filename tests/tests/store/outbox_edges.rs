@@ -255,7 +255,9 @@ async fn the_relay_does_not_apply_the_default_delay_again(db: AnyDb) {
     let redis = TestRedis::new("outbox-default-delay");
     let app = redis
         .app(|b| {
-            b.queue_defaults("email", JobOptions::new().delay(Duration::from_secs(5)))
+            // Its workers are elsewhere: this app only produces, through the outbox.
+            b.external_queue("email")
+                .queue_defaults("email", JobOptions::new().delay(Duration::from_secs(5)))
                 .outbox(quick(db.outbox()).start_relay(false))
         })
         .await;

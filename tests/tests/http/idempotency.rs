@@ -342,6 +342,7 @@ async fn with_redis_down_a_keyed_request_is_503_promptly_and_nothing_runs() {
     let mut redis = PrivateRedis::start();
     let app = QueueApp::builder()
         .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .registrations(queue_core::app::Registrations::None)
         .command_timeout(Duration::from_millis(500))
         .build()
         .await
@@ -412,6 +413,7 @@ async fn a_request_cut_off_by_a_timeout_runs_to_its_end_and_its_retry_gets_the_a
 #[tokio::test]
 async fn an_inline_app_keeps_its_keys_in_memory_so_a_unit_test_needs_no_redis() {
     let app = queue_core::QueueApp::builder()
+        .registrations(queue_core::app::Registrations::None)
         .build_inline()
         .expect("an inline app builds");
     let counts = Counts::default();

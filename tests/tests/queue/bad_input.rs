@@ -6,7 +6,7 @@
 //! - In a job's data, as another producer might write it: text that is not JSON, JSON of
 //!   the wrong shape, a job name nobody handles, a missing data field, options that are
 //!   not JSON. Each fails only its own job, once, without pointless retries.
-//! - Over HTTP: an unknown queue or job on the status routes (`axum.rs`), and non-UTF-8
+//! - Over HTTP: an unknown queue or job on the status routes (`http/layer.rs`), and non-UTF-8
 //!   or oversized bodies on the example's routes (`examples/welcome-app/tests/service.rs`).
 
 use std::time::Duration;
@@ -108,7 +108,7 @@ async fn bad_job_data_fails_only_its_own_job_with_a_reason_and_the_worker_goes_o
     let redis = TestRedis::new("bad-data");
     let app = redis
         // Strict about unknown job names: here they are bad input, not a deploy in
-        // progress (worker_holes.rs has the default, retryable).
+        // progress (worker/attempt.rs has the default, retryable).
         .app(|b| {
             b.processor(
                 Processor::new("email")

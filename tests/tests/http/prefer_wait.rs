@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use axum::routing::post;
 use axum::{Json, Router};
 use queue_axum::{Accepted, IdempotencyLayer, JobRoutes, PreferWaitLayer, QueueError, QueueLayer};
+use queue_core::app::Registrations;
 use queue_core::prelude::*;
 use queue_core::QueueApp;
 use queue_tests::http::{listener, post_json, request};
@@ -104,7 +105,9 @@ fn mail(work_ms: u64, fail: bool) -> serde_json::Value {
 #[tokio::test]
 async fn a_job_finished_in_time_is_answered_with_its_status() {
     let redis = TestRedis::new("pw-done");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Mailer>()))
+        .await;
     let workers = app.start_workers().await.unwrap();
     let addr = serve(&app).await;
 
@@ -143,7 +146,9 @@ async fn a_job_finished_in_time_is_answered_with_its_status() {
 #[tokio::test]
 async fn a_job_not_finished_in_time_is_answered_202_after_the_wait() {
     let redis = TestRedis::new("pw-slow");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Mailer>()))
+        .await;
     // No workers: nothing finishes.
     let addr = serve(&app).await;
     let started = Instant::now();
@@ -181,7 +186,9 @@ async fn a_job_not_finished_in_time_is_answered_202_after_the_wait() {
 #[tokio::test]
 async fn a_failed_job_is_answered_with_its_failed_state_not_a_5xx() {
     let redis = TestRedis::new("pw-failed");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Mailer>()))
+        .await;
     let workers = app.start_workers().await.unwrap();
     let addr = serve(&app).await;
     let response = post_json(addr, "/users", &[("prefer", "wait=5")], &mail(10, true)).await;
@@ -196,7 +203,9 @@ async fn a_failed_job_is_answered_with_its_failed_state_not_a_5xx() {
 #[tokio::test]
 async fn see_other_points_at_the_status_route() {
     let redis = TestRedis::new("pw-303");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Mailer>()))
+        .await;
     let workers = app.start_workers().await.unwrap();
     let addr = serve(&app).await;
     let response = post_json(addr, "/see-other", &[("prefer", "wait=5")], &mail(0, false)).await;
@@ -213,7 +222,9 @@ async fn see_other_points_at_the_status_route() {
 #[tokio::test]
 async fn a_client_that_leaves_ends_its_wait_at_once() {
     let redis = TestRedis::new("pw-gone");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Mailer>()))
+        .await;
     let addr = serve(&app).await;
     let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
     let body = mail(0, false).to_string();
@@ -247,7 +258,9 @@ async fn a_client_that_leaves_ends_its_wait_at_once() {
 #[tokio::test]
 async fn a_wait_outside_the_idempotency_layer_still_waits() {
     let redis = TestRedis::new("pw-idem");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Mailer>()))
+        .await;
     let workers = app.start_workers().await.unwrap();
     let addr = serve(&app).await;
 

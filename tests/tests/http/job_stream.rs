@@ -8,6 +8,7 @@ use std::time::Duration;
 use axum::response::IntoResponse;
 use axum::Router;
 use queue_axum::{JobRoutes, QueueLayer};
+use queue_core::app::Registrations;
 use queue_core::prelude::*;
 use queue_core::QueueApp;
 use queue_tests::http::{get_with, listener};
@@ -169,7 +170,9 @@ async fn add_report(app: &QueueApp, id: &str, steps: u32, step_ms: u64) {
 #[tokio::test]
 async fn the_stream_sends_the_state_then_every_change_and_ends_with_the_job() {
     let redis = TestRedis::new("js-live");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Reports>()))
+        .await;
     let addr = serve(&app, JobRoutes::new()).await;
     add_report(&app, "report-live", 3, 100).await;
 
@@ -243,7 +246,9 @@ async fn the_stream_sends_the_state_then_every_change_and_ends_with_the_job() {
 #[tokio::test]
 async fn a_resumed_stream_starts_with_the_current_state() {
     let redis = TestRedis::new("js-resume");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Reports>()))
+        .await;
     let addr = serve(&app, JobRoutes::new()).await;
     add_report(&app, "report-resume", 2, 10).await;
     let path = "/jobs/js-report/report-resume/events";
@@ -285,7 +290,9 @@ async fn a_resumed_stream_starts_with_the_current_state() {
 #[tokio::test]
 async fn the_stream_is_refused_where_the_status_route_is() {
     let redis = TestRedis::new("js-access");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Reports>()))
+        .await;
     let addr = serve(&app, JobRoutes::new().queues(["another"])).await;
     add_report(&app, "report-access", 1, 0).await;
 
@@ -315,7 +322,9 @@ async fn the_stream_is_refused_where_the_status_route_is() {
 #[tokio::test]
 async fn live_streams_are_capped() {
     let redis = TestRedis::new("js-cap");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Reports>()))
+        .await;
     let addr = serve(&app, JobRoutes::new().max_live_streams(1)).await;
     add_report(&app, "report-cap", 1, 0).await;
     let path = "/jobs/js-report/report-cap/events";

@@ -1,7 +1,7 @@
 //! Fair groups in one process: round robin across groups, per-group concurrency and
 //! rate limits over several workers, pausing a group, delayed jobs holding no slot,
 //! listing groups, and many groups. The multi-process chaos case is in
-//! `groups_chaos.rs`.
+//! `group/chaos.rs`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

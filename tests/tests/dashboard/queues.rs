@@ -2,13 +2,14 @@
 //! every page, the actions, the audit log, bad input and Redis down.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::Router;
 use queue_core::{Job, JobError, JobOptions, JobState, Processor, QueueApp};
-use queue_dashboard::{Access, Dashboard, AUDIT_TARGET};
+use queue_dashboard::{Access, Dashboard};
+
+use crate::audit::audit_log;
 use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::{wait_for_state, PrivateRedis, TestRedis, SOON};
 
@@ -401,29 +402,6 @@ async fn bad_input_gets_4xx_pages_and_redis_down_a_503() {
         assert!(text(&page).contains("unavailable"), "{}", text(&page));
         assert!(page.header("retry-after").is_some());
     }
-}
-
-/// Every audit event of this test binary, as `field=value ...` text. The recorder is the
-/// process's global subscriber: a thread's own (`set_default`) can miss events when
-/// other test threads register the same call sites at the same time.
-fn audit_log() -> Arc<Mutex<Vec<String>>> {
-    static LOG: std::sync::OnceLock<Arc<Mutex<Vec<String>>>> = std::sync::OnceLock::new();
-    LOG.get_or_init(|| {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        tracing::subscriber::set_global_default(audit_recorder(log.clone()))
-            .expect("no other global subscriber in this binary");
-        log
-    })
-    .clone()
-}
-
-/// A subscriber that keeps every audit event as `field=value ...` text.
-fn audit_recorder(events: Arc<Mutex<Vec<String>>>) -> impl tracing::Subscriber {
-    queue_tests::logs::recorder(move |event| {
-        if event.target == AUDIT_TARGET {
-            events.lock().unwrap().push(event.fields);
-        }
-    })
 }
 
 /// A POST with a form body, as the dashboard's own forms send it.

@@ -2,7 +2,7 @@
 //! subscriber, no OpenTelemetry): the layer's `request` span with the trace id, the
 //! add's `add` span with the job id, and the job carrying the same trace. Without a
 //! subscriber, no span is made at all and the job still carries the trace
-//! (`axum.rs`, which installs none). A request cut off drops its handler inside its
+//! (`http/layer.rs`, which installs none). A request cut off drops its handler inside its
 //! `request` span, so what the handler logs as it is dropped is the request's.
 
 use std::collections::BTreeMap;

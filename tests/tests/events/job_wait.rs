@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use queue_core::app::Registrations;
 use queue_core::prelude::*;
 use queue_core::{testing, OnChildFailure, Workers};
 use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
@@ -46,7 +47,9 @@ fn sq(n: u64) -> Square {
 #[tokio::test]
 async fn wait_for_yields_the_typed_output_of_a_declared_job() {
     let redis = TestRedis::new("jw-typed");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Math>()))
+        .await;
     let workers = app.start_workers().await.unwrap();
     let math = app.queue_of::<Math>().unwrap();
     let added = math
@@ -72,7 +75,9 @@ async fn wait_for_yields_the_typed_output_of_a_declared_job() {
 #[tokio::test]
 async fn wait_yields_the_failure_of_a_job_that_failed_for_good() {
     let redis = TestRedis::new("jw-failed");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Math>()))
+        .await;
     let workers = app.start_workers().await.unwrap();
     let added = app
         .queue_of::<Math>()
@@ -97,7 +102,9 @@ async fn wait_yields_the_failure_of_a_job_that_failed_for_good() {
 #[tokio::test]
 async fn wait_times_out_on_a_job_nobody_runs_and_leaves_no_watcher() {
     let redis = TestRedis::new("jw-timeout");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Math>()))
+        .await;
     let added = app
         .queue_of::<Math>()
         .unwrap()
@@ -133,7 +140,9 @@ async fn wait_times_out_on_a_job_nobody_runs_and_leaves_no_watcher() {
 #[tokio::test]
 async fn a_job_finished_between_add_and_subscription_is_seen() {
     let redis = TestRedis::new("jw-race");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Math>()))
+        .await;
     let math = app.queue_of::<Math>().unwrap();
     let added = math
         .add_job(sq(9), JobOptions::new().job_id("square-race"))
@@ -162,7 +171,9 @@ async fn a_job_finished_between_add_and_subscription_is_seen() {
 #[tokio::test]
 async fn a_flows_root_is_awaited() {
     let redis = TestRedis::new("jw-flow");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Math>()))
+        .await;
     let workers = app.start_workers().await.unwrap();
     let math = app.queue_of::<Math>().unwrap();
     let flow = math
@@ -185,7 +196,9 @@ async fn a_flows_root_is_awaited() {
 #[tokio::test]
 async fn waits_on_one_queue_share_one_reader_which_stops_when_nobody_waits() {
     let redis = TestRedis::new("jw-shared");
-    let app = redis.app(|b| b).await;
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Math>()))
+        .await;
     let math = app.queue_of::<Math>().unwrap();
     let jobs = (0..50u64).map(|n| {
         (

@@ -2,7 +2,7 @@
 //! service and ours share queues in both directions, with options (attempts, backoff,
 //! delay, priority, job id, deduplication), return values, failures, events and counts.
 //! Each scenario runs once per Node major; the flows, job schedulers, pause and
-//! progress are in `interop_features.rs`.
+//! progress are in `interop/node_features.rs`.
 
 use std::sync::Mutex;
 use std::time::Duration;

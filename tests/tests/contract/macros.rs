@@ -220,7 +220,7 @@ async fn an_impl_processor_handles_each_job_name_with_its_own_payload() {
         .failed_reason
         .unwrap();
     assert!(
-        reason.starts_with("payload does not fit macros::Open"),
+        reason.starts_with("payload does not fit contract::macros::Open"),
         "{reason}"
     );
     workers.shutdown(SOON).await;

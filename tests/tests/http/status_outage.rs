@@ -40,6 +40,7 @@ async fn with_redis_down_a_job_in_the_outbox_answers_pending_within_a_second(db:
     // The default command timeout (3 s): the route must not wait it out.
     let app = QueueApp::builder()
         .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .registrations(queue_core::app::Registrations::None)
         .outbox(db.outbox().start_relay(false))
         .build()
         .await

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::request::Parts;
@@ -13,7 +13,9 @@ use axum::Router;
 use queue_core::{
     group::GroupInfo, group::GroupLimits, Dep, Job, JobError, JobOptions, Processor, QueueApp,
 };
-use queue_dashboard::{Access, Dashboard, AUDIT_TARGET};
+use queue_dashboard::{Access, Dashboard};
+
+use crate::audit::audit_log;
 use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::{wait_until, TestRedis, SOON};
 use tokio::sync::Semaphore;
@@ -475,25 +477,6 @@ async fn the_overview_marks_only_the_queues_with_groups() {
     assert!(plain.contains("href=\"/admin/queues/dg-plain/groups\""));
     let none = text(&get(addr, "/admin/queues/dg-plain/groups", "viewer").await);
     assert!(none.contains("This queue has no groups."), "{none}");
-}
-
-/// Every audit event of this test binary, as `field=value ...` text (the process's
-/// global subscriber: a thread's own can miss events other test threads register).
-fn audit_log() -> Arc<Mutex<Vec<String>>> {
-    static LOG: OnceLock<Arc<Mutex<Vec<String>>>> = OnceLock::new();
-    LOG.get_or_init(|| {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let keep = log.clone();
-        let recorder = queue_tests::logs::recorder(move |event| {
-            if event.target == AUDIT_TARGET {
-                keep.lock().unwrap().push(event.fields);
-            }
-        });
-        tracing::subscriber::set_global_default(recorder)
-            .expect("no other global subscriber in this binary");
-        log
-    })
-    .clone()
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use queue_core::app::Registrations;
 use queue_core::prelude::*;
 use queue_core::QueueApp;
 use queue_tests::{wait_until, PrivateRedis};
@@ -42,6 +43,7 @@ async fn five_thousand_waiters_hold_at_most_two_connections_and_leave_nothing_be
     let url = format!("redis://127.0.0.1:{}", redis.port());
     let app = QueueApp::builder()
         .redis(&url)
+        .registrations(Registrations::of::<Pings>())
         .prefix("waiters")
         .build()
         .await

@@ -4,7 +4,7 @@
 //! one row per job.
 //!
 //! CI-sized by default. A bigger run:
-//! `CHAOS_JOBS=50000 cargo test --release -p queue-tests --test chaos -- --nocapture`
+//! `CHAOS_JOBS=50000 cargo test --release -p queue-tests --test worker -- chaos:: --nocapture`
 //! (`CHAOS_DEADLINE_SECS` bounds it; 180 by default).
 
 use std::path::PathBuf;

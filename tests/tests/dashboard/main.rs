@@ -1,0 +1,15 @@
+//! queue-dashboard: its pages and actions, groups, ids, credentials, live streams,
+//! Redis cost, and a real browser.
+//!
+//! One test binary for the area, a module per subject; one module alone:
+//! `cargo test -p queue-tests --test dashboard -- <module>::`.
+
+mod audit;
+mod browser;
+mod cost;
+mod credentials;
+mod groups;
+mod ids;
+mod live;
+mod pages;
+mod queues;

@@ -1,0 +1,10 @@
+//! The engine's own API (queue-engine/PATCHES.md): the patches, locks, processor
+//! placement, and Redis's cost per job.
+//!
+//! One test binary for the area, a module per subject; one module alone:
+//! `cargo test -p queue-tests --test engine -- <module>::`.
+
+mod locks;
+mod patches;
+mod placement;
+mod redis_cost;
