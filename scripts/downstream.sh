@@ -87,7 +87,8 @@ grep -A2 '^name = "queue-engine"$' "$work/app/Cargo.lock" | grep -q '^source = "
   fail "the project's Cargo.lock has no queue-engine from the registry"
 
 echo "running it against $redis_url (prefix $prefix)"
-REDIS_URL=$redis_url QUEUE_PREFIX=$prefix "$CARGO_TARGET_DIR/debug/greeter" >"$log" 2>&1 &
+REDIS_URL=$redis_url QUEUE_PREFIX=$prefix ADMIN_TOKEN=downstream-token \
+  "$CARGO_TARGET_DIR/debug/greeter" >"$log" 2>&1 &
 app_pid=$!
 addr=
 deadline=$((SECONDS + 60))
@@ -125,3 +126,10 @@ PY
 grep -q 'failed listener: job .* attempt 1: the mail server is busy' "$log" ||
   fail "the failed listener did not run"
 echo "the downstream app's job completed on its retry, and its failed listener ran"
+
+# The dashboard, from its own package: refused without the token, the queue listed with it.
+code=$(http -o /dev/null -w '%{http_code}' "http://$addr/admin/queues") || fail "GET /admin/queues failed"
+[ "$code" = 401 ] || fail "the dashboard answered $code without the token, not 401"
+http -H 'authorization: Bearer downstream-token' "http://$addr/admin/queues" | grep -q 'greetings' ||
+  fail "the dashboard did not list the greetings queue to its operator"
+echo "the dashboard refused a request without the token and listed the queue to its operator"

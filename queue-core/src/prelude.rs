@@ -9,6 +9,10 @@ pub use crate::{
     OnChildFailure, Processor, Queue, QueueApp, QueueEvent, QueueType, Retention, WorkerEvent,
 };
 
+/// The old name of [`Retention`], as the prelude gave it.
+#[allow(deprecated)]
+pub use crate::options::Keep;
+
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use crate::{inject_queue, job, job_queue, on_queue_event, on_worker_event, processor};

@@ -1309,8 +1309,8 @@ impl Worker {
 
     /// Records the attempt's outcome (`result`): the job's completion or failure, and a
     /// repeatable job's next iteration. Upstream's code of `process_fetched_job`, moved
-    /// here unchanged so that a grouped worker's turn goes out beside it
-    /// (`end_group_turn`, PATCHES.md change 21).
+    /// here unchanged: a grouped worker's turn goes out beside it (`end_group_turn`,
+    /// PATCHES.md change 21), and a function of its own keeps upstream's text as it was.
     #[allow(
         clippy::too_many_arguments,
         clippy::needless_borrow,

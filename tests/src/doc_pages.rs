@@ -18,6 +18,7 @@ macro_rules! page {
 
 page!(Readme, "../../README.md");
 page!(ExampleReadme, "../../examples/welcome-app/README.md");
+page!(DashboardReadme, "../../queue-dashboard/README.md");
 page!(GuideIndex, "../../docs/index.md");
 page!(GettingStarted, "../../docs/getting-started.md");
 page!(JobsAndOptions, "../../docs/jobs-and-options.md");

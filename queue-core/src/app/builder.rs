@@ -199,6 +199,7 @@ impl QueueAppBuilder {
     /// use queue_core::{Backoff, JobOptions, Retention, QueueApp};
     ///
     /// let builder = QueueApp::builder()
+    ///     .external_queue("email") // here, its workers run in another service
     ///     .default_job_options(JobOptions::new().attempts(3))
     ///     .queue_defaults(
     ///         "email",
@@ -478,7 +479,8 @@ impl QueueAppBuilder {
     }
 
     /// The queue names given as strings (defaults, renames, the registrations to use)
-    /// that the app does not know. Names are the code's, before renames.
+    /// that the app does not know. Names are the code's; a renamed queue's name in Redis
+    /// is known too, for its defaults.
     fn unknown_queue_names(&self, registered: &Registered) -> Vec<String> {
         let explicit = self
             .processors
@@ -486,7 +488,11 @@ impl QueueAppBuilder {
             .flat_map(|p| std::iter::once(&p.queue).chain(&p.also))
             .chain(&self.external)
             .map(String::as_str);
-        let known: BTreeSet<&str> = explicit.clone().chain(registered.queues()).collect();
+        let known: BTreeSet<&str> = explicit
+            .clone()
+            .chain(registered.queues())
+            .chain(self.renames.to())
+            .collect();
         let mut given: Vec<(&'static str, &str)> = self
             .queue_defaults
             .keys()

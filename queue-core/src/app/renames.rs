@@ -17,6 +17,11 @@ impl Renames {
         self.0.keys().map(String::as_str)
     }
 
+    /// The names they have in Redis.
+    pub(crate) fn to(&self) -> impl Iterator<Item = &str> {
+        self.0.values().map(String::as_str)
+    }
+
     /// The name `queue` has in Redis.
     pub(crate) fn actual<'a>(&'a self, queue: &'a str) -> &'a str {
         self.0.get(queue).map_or(queue, String::as_str)

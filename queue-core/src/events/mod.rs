@@ -181,7 +181,7 @@ pub struct QueueEvents {
 }
 
 /// Where a [`QueueEvents`] reads from: the queue's Redis stream, as the engine reads it
-/// (`crate::engine`).
+/// (`crate::backend::engine`).
 pub(crate) trait EventFeed: Send + Sync + 'static {
     /// The next event; `None` once the feed ends.
     fn next(&self) -> BoxFuture<'_, Option<QueueEvent>>;

@@ -1,6 +1,6 @@
 //! What a running job is linked to, as the job sees it: where its progress and log
 //! lines go, and where its cancellation comes from. The engine provides both for a live
-//! job (`crate::engine`); a test job has its own in memory. So this module, and every
+//! job (`crate::backend::engine`); a test job has its own in memory. So this module, and every
 //! module that handles jobs, knows nothing of the engine.
 
 use std::fmt;

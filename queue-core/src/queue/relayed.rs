@@ -1,4 +1,4 @@
-//! The outbox relay's add (`store/relay/`): each row's job added as its producer wrote
+//! The outbox relay's add (`relay/`): each row's job added as its producer wrote
 //! it, at most once per row, and every refusal saying whether any relay ever could.
 //!
 //! **At most once per row.** A row's job is added with the deduplication id

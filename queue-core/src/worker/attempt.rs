@@ -419,7 +419,7 @@ fn unrecoverable(reason: String) -> AttemptFailure {
 }
 
 /// A panic, retryable (the next attempt may not hit it); its record says where it
-/// happened when the panic hook saw it (`panic_site`).
+/// happened when the panic hook saw it (`handler::panic`).
 fn panicked(message: &str, at: Option<String>) -> AttemptFailure {
     AttemptFailure {
         reason: format!("handler panicked: {message}"),

@@ -1,13 +1,14 @@
 //! A service as a user writes it after reading the README: a declared queue, a processor
 //! with concurrency, an `#[inject_queue(axum)]` producer behind a route answering 202, a
-//! retry with backoff, and a `failed` listener. `scripts/downstream.sh` builds it from
-//! the packaged crates and drives it over HTTP.
+//! retry with backoff, a `failed` listener, and the dashboard behind a token.
+//! `scripts/downstream.sh` builds it from the packaged crates and drives it over HTTP.
 
 use std::time::Duration;
 
 use axum::{routing::post, Json, Router};
 use queue_axum::{Accepted, JobRoutes, QueueError, QueueLayer};
 use queue_core::prelude::*;
+use queue_dashboard::{Access, Dashboard};
 
 /// Whom to greet.
 #[derive(Debug, Serialize, Deserialize)]
@@ -73,9 +74,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()
         .await?;
     let workers = app.start_workers().await?;
+    let token = std::env::var("ADMIN_TOKEN").unwrap_or_else(|_| "change-me".into());
+    let dashboard = Dashboard::new(&app, Access::bearer(token));
     let router = Router::new()
         .route("/greetings", post(create_greeting))
         .merge(JobRoutes::new().include_return_value(true).router())
+        .merge(dashboard.mount("/admin/queues"))
         .layer(QueueLayer::new(&app));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     println!("listening on {}", listener.local_addr()?);

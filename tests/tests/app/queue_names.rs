@@ -65,8 +65,14 @@ fn a_misspelled_queue_in_the_builder_is_refused_naming_the_known_ones() {
         .check()
         .unwrap();
     builder()
-        .queue_defaults_of::<Email>(retries)
+        .queue_defaults_of::<Email>(retries.clone())
         .rename_queue_of::<Email>("names-email-eu")
+        .check()
+        .unwrap();
+    // A renamed queue's defaults may name it as Redis does.
+    builder()
+        .rename_queue_of::<Email>("names-email-eu")
+        .queue_defaults("names-email-eu", retries)
         .check()
         .unwrap();
 }

@@ -11,4 +11,3 @@ mod layer;
 mod prefer_wait;
 mod serve;
 mod status_outage;
-mod trace_spans;

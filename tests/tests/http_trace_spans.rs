@@ -4,6 +4,10 @@
 //! subscriber, no span is made at all and the job still carries the trace
 //! (`http/layer.rs`, which installs none). A request cut off drops its handler inside its
 //! `request` span, so what the handler logs as it is dropped is the request's.
+//!
+//! A binary of its own: its tests install a thread's subscriber (`set_default`) and count
+//! spans exactly, which other tests making the same spans at the same time without one
+//! could race (a call site's interest is cached for the whole process).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
