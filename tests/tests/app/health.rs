@@ -356,7 +356,7 @@ async fn an_evicting_policy_is_logged_as_an_error_or_refused_when_required() {
 
     let logs = Logs::default();
     let app = {
-        let _guard = tracing::subscriber::set_default(logs.subscriber());
+        let _capture = logs.capture();
         QueueApp::builder()
             .redis(url)
             .registrations(Registrations::None)

@@ -34,7 +34,7 @@ async fn a_catch_all_handles_the_declared_jobs_without_a_warning() {
     let redis = TestRedis::new("catch-all");
     let logs = Logs::default();
     let app = {
-        let _guard = tracing::subscriber::set_default(logs.subscriber());
+        let _capture = logs.capture();
         redis
             .app(|b| {
                 b.registrations(Registrations::None)

@@ -152,7 +152,7 @@ async fn the_app_reports_what_is_declared_and_what_no_processor_handles() {
     let redis = TestRedis::new("contracts-declared");
     let logs = Logs::default();
     let app = {
-        let _guard = tracing::subscriber::set_default(logs.subscriber());
+        let _capture = logs.capture();
         redis.app(mail_app).await
     };
     let declared: Vec<(&str, &str, bool)> = app
