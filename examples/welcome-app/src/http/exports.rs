@@ -52,22 +52,18 @@ pub(crate) async fn status(
     let id = export_id(&id)?;
     let queue = &producers.export;
     let (root_id, rows_id) = (export_job_id(id), rows_job_id(id));
-    let (root, root_state, rows, rows_state) = tokio::try_join!(
-        queue.get_job(&root_id),
-        queue.get_job_state(&root_id),
-        queue.get_job(&rows_id),
-        queue.get_job_state(&rows_id),
-    )?;
+    // Each job with its state, read together.
+    let (root, rows) = tokio::try_join!(queue.get_job(&root_id), queue.get_job(&rows_id))?;
     let delivered = state.db.export_file_rows(id).await?;
     if root.is_none() && rows.is_none() && delivered.is_none() {
         return Err(ApiError::NotFound(format!("no export `{id}`")));
     }
     Ok(Json(serde_json::json!({
         "exportId": id,
-        "state": root_state,
+        "state": root.as_ref().and_then(|j| j.state),
         "failedReason": root.and_then(|j| j.failed_reason),
         "rows": {
-            "state": rows_state,
+            "state": rows.as_ref().and_then(|j| j.state),
             "progress": rows.as_ref().map(|j| j.progress.clone()),
             "attemptsMade": rows.as_ref().map(|j| j.attempts_made),
             "failedReason": rows.and_then(|j| j.failed_reason),

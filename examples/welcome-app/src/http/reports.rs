@@ -92,9 +92,8 @@ pub(super) async fn report_status(
         .iter()
         .map(|(step, _)| step_job_id(month, step))
         .collect();
-    let jobs = try_join_all(ids.iter().map(|id| queue.get_job(id)));
-    let states = try_join_all(ids.iter().map(|id| queue.get_job_state(id)));
-    let (jobs, states) = tokio::try_join!(jobs, states)?;
+    // Each job with its state, read together.
+    let jobs = try_join_all(ids.iter().map(|id| queue.get_job(id))).await?;
     let done = state
         .db
         .stages_done(REPORT_STAGES, &report_id(month))
@@ -106,11 +105,11 @@ pub(super) async fn report_status(
     }
     let steps: Vec<StepStatus> = REPORT_STEPS
         .iter()
-        .zip(ids.into_iter().zip(jobs.into_iter().zip(states)))
-        .map(|((step, stage), (job_id, (job, job_state)))| StepStatus {
+        .zip(ids.into_iter().zip(jobs))
+        .map(|((step, stage), (job_id, job))| StepStatus {
             step,
             job_id,
-            state: job_state,
+            state: job.as_ref().and_then(|j| j.state),
             attempts_made: job.as_ref().map(|j| j.attempts_made),
             failed_reason: job.and_then(|j| j.failed_reason),
             stage,
