@@ -11,6 +11,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use super::group_limits::{GroupLimits, GroupRate};
+use super::registered::script;
 use crate::error::Error;
 use crate::keys::QueueKeys;
 use crate::options::JobOptions;
@@ -194,13 +195,6 @@ fn limit_args(limits: GroupLimits) -> [Vec<u8>; 3] {
         max.to_string().into_bytes(),
         duration.to_string().into_bytes(),
     ]
-}
-
-fn script(conn: &RedisConnection, name: &str) -> Result<crate::scripts::LuaScript, Error> {
-    conn.scripts()
-        .get(name)
-        .cloned()
-        .ok_or_else(|| Error::InvalidConfig(format!("{name} script not found")))
 }
 
 fn now_ms() -> u64 {

@@ -6,11 +6,11 @@
 
 use redis::FromRedisValue;
 
+use super::registered::script;
 use crate::error::Error;
 use crate::keys::QueueKeys;
 use crate::queue::Queue;
 use crate::redis_connection::RedisConnection;
-use crate::scripts::LuaScript;
 use crate::types::JobState;
 
 /// Fields of one row in the scripts' answers (`add_row` in `jobRows.lua`).
@@ -200,13 +200,10 @@ async fn run(
     key: &str,
     args: &[String],
 ) -> Result<redis::Value, Error> {
-    let script: LuaScript = conn
-        .scripts()
-        .get(name)
-        .cloned()
-        .ok_or_else(|| Error::InvalidConfig(format!("{name} script not found")))?;
     let mut connection = conn.connection();
-    script.execute(&mut connection, &[key], args).await
+    script(conn, name)?
+        .execute(&mut connection, &[key], args)
+        .await
 }
 
 /// A reply of strings and numbers, each as its bytes.

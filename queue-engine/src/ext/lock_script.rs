@@ -2,6 +2,7 @@
 //! `findLockedJobs`) are sent, and how their id replies are read. A leaf: the queue
 //! (`Queue::extend_locks`, change 4) and our lock extensions (`locks.rs`) both use it.
 
+use super::registered::script;
 use crate::error::Error;
 use crate::keys::QueueKeys;
 use crate::redis_connection::RedisConnection;
@@ -16,11 +17,7 @@ pub(crate) async fn run_lock_script(
     locks: &[(&str, &str)],
     duration: u64,
 ) -> Result<redis::Value, Error> {
-    let script = conn
-        .scripts()
-        .get(name)
-        .ok_or_else(|| Error::InvalidConfig(format!("{name} script not found")))?
-        .clone();
+    let script = script(conn, name)?;
     let packed_ids = pack_strings(locks.iter().map(|(id, _)| *id));
     let packed_tokens = pack_strings(locks.iter().map(|(_, token)| *token));
     let base_key = queue_keys.key_prefix();

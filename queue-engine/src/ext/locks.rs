@@ -3,6 +3,7 @@
 //! `findLockedJobs-1.lua`, for fetches whose answer was lost).
 
 use super::lock_script::{job_ids_reply, pack_strings, run_lock_script};
+use super::registered::script;
 use crate::error::Error;
 use crate::queue::Queue;
 
@@ -28,11 +29,7 @@ pub(crate) async fn jobs_locked_by(
     keys: &crate::keys::QueueKeys,
     tokens: &[String],
 ) -> Result<Vec<(String, String)>, Error> {
-    let script = conn
-        .scripts()
-        .get("findLockedJobs")
-        .ok_or_else(|| Error::InvalidConfig("findLockedJobs script not found".to_string()))?
-        .clone();
+    let script = script(conn, "findLockedJobs")?;
     let packed = pack_strings(tokens.iter().map(String::as_str));
     let base_key = keys.key_prefix();
     let args: Vec<&[u8]> = vec![base_key.as_bytes(), &packed];

@@ -30,6 +30,8 @@ pub(crate) mod outage;
 /// Where a job's processor runs: in its slot's task, or in a task of its own
 /// (change 27).
 pub(crate) mod processor_task;
+/// The lookup of one of our scripts in the connection's registry.
+pub(crate) mod registered;
 /// Our Lua scripts' registrations.
 pub(crate) mod scripts;
 /// Redis Sentinel: finding the master, and following it through a failover (change 14).
