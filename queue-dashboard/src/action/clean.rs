@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Redirect};
 use axum::Extension;
 use queue_axum::access::Access;
 use queue_axum::quote;
-use queue_core::JobState;
+use queue_core::{JobState, Queue};
 
 use crate::audit::{audit, Subject};
 use crate::base::Base;
@@ -61,18 +61,19 @@ pub(crate) async fn confirm(
         query.state.as_deref().unwrap_or_default(),
         query.older_than_s.as_deref().unwrap_or_default(),
     )?;
-    confirmation(&shared, &access, &base, &name, state, age).await
+    let queue = shared.queue(&name)?;
+    confirmation(&queue, &access, &base, &name, state, age).await
 }
 
+/// What a clean of `queue` (named `name`) would remove, counted.
 async fn confirmation(
-    shared: &Shared,
+    queue: &Queue<serde_json::Value>,
     access: &Access,
     base: &Base,
     name: &str,
     state: JobState,
     age: u64,
 ) -> PageResult {
-    let queue = shared.queue(name)?;
     let (counts, exact) = tokio::try_join!(
         queue.get_job_counts(),
         queue.count_older_than(state, Duration::from_secs(age)),
@@ -95,7 +96,7 @@ pub(crate) async fn act(
         fields.get("older_than_s").unwrap_or_default(),
     )?;
     if !fields.confirmed() {
-        return confirmation(&shared, &access, &base, &name, state, age).await;
+        return confirmation(&queue, &access, &base, &name, state, age).await;
     }
     let outcome = queue
         .clean(Duration::from_secs(age), 0, state)

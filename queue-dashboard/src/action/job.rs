@@ -25,12 +25,24 @@ pub(crate) async fn confirm(
 ) -> PageResult {
     let queue = shared.queue(&name)?;
     let id = job_id(&name, &id)?;
+    confirmation(&queue, &access, &base, &name, id, &action).await
+}
+
+/// What `action` on job `id` of `queue` (named `name`) would do, from the job's state.
+async fn confirmation(
+    queue: &queue_core::Queue<serde_json::Value>,
+    access: &Access,
+    base: &Base,
+    name: &str,
+    id: &str,
+    action: &str,
+) -> PageResult {
     let state = queue
         .get_job_state(id)
         .await?
-        .ok_or_else(|| Problem::no_job(&name, id))?;
-    let action = JobAction::parse(&action)?;
-    Ok(view::confirm::job(&base, access.who(), &name, id, state, action).into_response())
+        .ok_or_else(|| Problem::no_job(name, id))?;
+    let action = JobAction::parse(action)?;
+    Ok(view::confirm::job(base, access.who(), name, id, state, action).into_response())
 }
 
 /// `POST`: acts, then goes back to the job's page (the queue's, for a removed job).
@@ -44,14 +56,7 @@ pub(crate) async fn act(
     let queue = shared.queue(&name)?;
     let id = job_id(&name, &id)?;
     if action == "remove" && !Fields::of(&body).confirmed() {
-        let id = id.to_owned();
-        return confirm(
-            State(shared),
-            Extension(access),
-            base,
-            Path((name, id, action)),
-        )
-        .await;
+        return confirmation(&queue, &access, &base, &name, id, &action).await;
     }
     let outcome = on(&queue, &name, id, JobAction::parse(&action)?).await;
     audit(&access, &action, &name, Subject::Job(id), &outcome);

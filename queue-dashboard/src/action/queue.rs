@@ -8,6 +8,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Redirect};
 use axum::Extension;
 use queue_axum::access::Access;
+use queue_core::Queue;
 
 use crate::audit::{audit, Subject};
 use crate::base::Base;
@@ -23,18 +24,19 @@ pub(crate) async fn confirm(
     base: Base,
     Path((name, action)): Path<(String, String)>,
 ) -> PageResult {
-    confirmation(&shared, &access, &base, &name, &action).await
+    let queue = shared.queue(&name)?;
+    let action = QueueAction::parse(&action)?;
+    confirmation(&queue, &access, &base, &name, action).await
 }
 
+/// The confirmation of `action` on `queue` (named `name`), with its counts.
 async fn confirmation(
-    shared: &Shared,
+    queue: &Queue<serde_json::Value>,
     access: &Access,
     base: &Base,
     name: &str,
-    action: &str,
+    action: QueueAction,
 ) -> PageResult {
-    let queue = shared.queue(name)?;
-    let action = QueueAction::parse(action)?;
     let counts = queue.get_job_counts().await?;
     Ok(view::confirm::queue(base, access.who(), name, action, &counts).into_response())
 }
@@ -53,7 +55,7 @@ pub(crate) async fn act(
     // Obliterating asks for the queue's name as well: one mistaken tab is not enough.
     let named = verb != QueueAction::Obliterate || fields.get("queue") == Some(name.as_str());
     if verb.destructive() && !(fields.confirmed() && named) {
-        return confirmation(&shared, &access, &base, &name, &action).await;
+        return confirmation(&queue, &access, &base, &name, verb).await;
     }
     let outcome = match verb {
         QueueAction::Pause => queue.pause().await,

@@ -74,10 +74,10 @@ fn group_row(group: &GroupInfo, here: &str, cursor: &Cursor, can_act: bool) -> M
         .limits
         .get_concurrency()
         .map(|n| format!("{n} at once"));
-    let rate = group.limits.get_rate().map(|(max, per)| {
-        let per = u64::try_from(per.as_millis()).unwrap_or(u64::MAX);
-        format!("{max} per {}", format::duration(per))
-    });
+    let rate = group
+        .limits
+        .get_rate()
+        .map(|(max, per)| format!("{max} per {}", format::duration(format::millis(&per))));
     html! {
         tr {
             td {
