@@ -148,7 +148,7 @@ pub use extract::{Inject, QueueHandle, QueueName, Queues};
 pub use health::HealthRoutes;
 pub use idempotency::{
     IdempotencyKey, IdempotencyLayer, IdempotencyService, DEFAULT_IDEMPOTENCY_TTL,
-    IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER,
+    DEFAULT_MAX_NEW_KEYS_PER_MINUTE, IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER,
 };
 pub use json_errors::json_errors;
 pub use layer::{QueueLayer, QueueService, QueueServiceFuture};
@@ -160,10 +160,11 @@ pub use prefer_wait::{PreferWaitLayer, PreferWaitService, PREFERENCE_APPLIED};
 pub use quote::{quote, MAX_QUOTED_CHARS};
 pub use rejection::{
     IdempotencyKeyInFlight, IdempotencyKeyReused, InvalidIdempotencyKey, InvalidQueue,
-    MissingIdempotencyKey, MissingQueueLayer, QueueRejection,
+    MissingIdempotencyKey, MissingQueueLayer, QueueRejection, TooManyIdempotencyKeys,
 };
 pub use routes::{
-    job_routes, JobRoutes, DEFAULT_JOB_STREAM_LIFETIME, DEFAULT_MAX_JOB_STREAMS,
+    job_routes, JobRoutes, DEFAULT_JOB_STREAM_IDLE, DEFAULT_JOB_STREAM_LIFETIME,
+    DEFAULT_MAX_JOB_STREAMS, DEFAULT_MAX_STREAMS_PER_CLIENT, DEFAULT_MAX_STREAMS_PER_JOB,
     DEFAULT_STATUS_REDIS_WAIT,
 };
 pub use serve::{serve, serve_until, serve_with_limits, shutdown_signal, ServeLimits};

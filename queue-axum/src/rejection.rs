@@ -40,7 +40,9 @@ macro_rules! rejection {
             fn into_response(self) -> Response {
                 let (status, message) = (self.status(), self.body_text());
                 tracing::debug!(target: "queue_axum::rejection", status = status.as_u16(), error = $error, %message, "request rejected");
-                let headers: Vec<(axum::http::HeaderName, &'static str)> = vec![$(($name, $value)),*];
+                let $this = &self;
+                let _ = $this;
+                let headers: Vec<(axum::http::HeaderName, String)> = vec![$(($name, $value.to_string())),*];
                 (status, axum::response::AppendHeaders(headers), Json(serde_json::json!({ "error": $error, "message": message }))).into_response()
             }
         }
@@ -121,22 +123,58 @@ rejection!(
         .to_owned()
 );
 
-/// A request with the same `Idempotency-Key` is still running: 409 with
-/// `Retry-After: 1`. Retried once it has answered, this request gets its answer.
+/// A request with the same `Idempotency-Key` is still running: 409 with `Retry-After`,
+/// the seconds until its hold ends at the latest (1 to 10). Retried once it has
+/// answered, this request gets its answer.
 #[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]
-pub struct IdempotencyKeyInFlight;
+pub struct IdempotencyKeyInFlight {
+    /// When the running request's hold on the key ends at the latest.
+    pub ends_within: std::time::Duration,
+}
 
 rejection!(
     IdempotencyKeyInFlight,
     StatusCode::CONFLICT,
     "request in progress",
     |_r| {
-        "a request with this Idempotency-Key is still being processed; retry shortly for its answer"
+        "a request with this Idempotency-Key is still being processed; retry after the seconds Retry-After gives for its answer"
             .to_owned()
     },
-    [(axum::http::header::RETRY_AFTER, "1")]
+    [(
+        axum::http::header::RETRY_AFTER,
+        whole_seconds(_r.ends_within)
+    )]
 );
+
+/// The caller claimed more new `Idempotency-Key`s than the route allows in a window
+/// ([`IdempotencyLayer::max_new_keys`](crate::IdempotencyLayer::max_new_keys)): 429
+/// with `Retry-After`, the seconds until the window ends. Nothing ran, nothing is kept.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct TooManyIdempotencyKeys {
+    /// When the caller's window ends.
+    pub window_ends_within: std::time::Duration,
+}
+
+rejection!(
+    TooManyIdempotencyKeys,
+    StatusCode::TOO_MANY_REQUESTS,
+    "too many Idempotency-Keys",
+    |_r| {
+        "this client sent more new Idempotency-Keys than allowed for now; retry after the seconds Retry-After gives"
+        .to_owned()
+    },
+    [(
+        axum::http::header::RETRY_AFTER,
+        whole_seconds(_r.window_ends_within)
+    )]
+);
+
+/// Whole seconds, rounded up, at least 1: what `Retry-After` carries.
+fn whole_seconds(d: std::time::Duration) -> u64 {
+    d.as_millis().div_ceil(1000).clamp(1, u128::from(u64::MAX)) as u64
+}
 
 /// Every way the extractors of this crate refuse a request.
 #[derive(Debug)]

@@ -62,12 +62,20 @@ fn sf_string(rest: &str) -> Option<String> {
 /// Hex of the SHA-256 of `parts`, each preceded by its length, so that no two lists of
 /// parts share a digest (`("ab", "c")` and `("a", "bc")` differ).
 pub(crate) fn digest(parts: &[&[u8]]) -> String {
+    digest_bytes(parts)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The SHA-256 of `parts` as [`digest`] makes it, as bytes.
+pub(crate) fn digest_bytes(parts: &[&[u8]]) -> [u8; 32] {
     let mut hash = Sha256::new();
     for part in parts {
         hash.update((part.len() as u64).to_be_bytes());
         hash.update(part);
     }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hash.finalize().into()
 }
 
 /// The request's `Idempotency-Key` header, for making a job id from it: a client

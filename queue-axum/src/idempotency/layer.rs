@@ -24,8 +24,24 @@ use super::settings::Settings;
 ///   [`require_key`](Self::require_key) says it must be sent.
 /// - Answers a client should retry (5xx, 408, 429) are not kept: the retry runs again.
 ///   Neither are event streams or bodies over [`max_answer_bytes`](Self::max_answer_bytes).
-/// - Keys are per method and path, and per caller when [`scope_by`](Self::scope_by)
-///   says who the caller is, and expire after [`ttl`](Self::ttl) (24 hours by default).
+/// - Keys are per method and path, and per caller: who [`scope_by`](Self::scope_by)
+///   says the caller is, else who the application's access decision says it is (an
+///   [`Access`](crate::access::Access) in the request's extensions, as a guard of
+///   yours or queue-dashboard's inserts). They expire after [`ttl`](Self::ttl) (one
+///   hour by default).
+/// - A caller claims at most [`max_new_keys`](Self::max_new_keys) new keys a minute
+///   (300 by default; the caller is the scope above, else the client's address): over
+///   it, 429 with `Retry-After`, and nothing runs or is kept. Without it one client
+///   could fill Redis with records.
+/// - A request holds its key for ten seconds at a time, extended while it runs (up to
+///   [`hold`](Self::hold)): a process that dies mid-request frees the key within ten
+///   seconds, and a duplicate's 409 says in its `Retry-After` when the hold ends. A
+///   request that could not claim its key (Redis stalled past the app's timeout:
+///   503) leaves no hold behind when Redis wakes: its retry runs.
+/// - The answer is kept sealed (AES-256-GCM) under a key derived from the client's
+///   `Idempotency-Key`, which is not kept: what Redis holds (a digest of the key, a
+///   fingerprint of the request and the ciphertext) does not reveal the answer, even
+///   one that carries a secret, to whoever reads Redis, its files or its replicas.
 /// - With Redis unavailable, a request with a key is answered 503 with `Retry-After` and
 ///   nothing runs: a promise to run once cannot be kept without the record. Requests
 ///   without a key, and `GET`, `HEAD`, `OPTIONS` and `TRACE`, pass through untouched.
@@ -49,7 +65,12 @@ use super::settings::Settings;
 ///
 /// A kept answer goes to whoever sends the same key with the same request within the
 /// ttl. Where an answer holds a secret (a token a sign-up returns), scope keys by the
-/// caller when there is one, and have clients use random keys (a UUID).
+/// caller when there is one, and have clients use random keys (a UUID): the key is
+/// what opens the kept answer.
+///
+/// Behind a reverse proxy every anonymous client has the proxy's address: give
+/// [`scope_by`](Self::scope_by) the client's address from the header your proxy sets,
+/// or raise [`max_new_keys`](Self::max_new_keys).
 #[derive(Clone)]
 #[must_use]
 pub struct IdempotencyLayer {
@@ -64,12 +85,17 @@ impl std::fmt::Debug for IdempotencyLayer {
             .field("hold", &s.hold)
             .field("require_key", &s.require_key)
             .field("scoped", &s.scope.is_some())
+            .field("new_keys", &s.new_keys)
             .finish_non_exhaustive()
     }
 }
 
-/// How long a kept answer is replayed, by default.
-pub const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
+/// How long a kept answer is replayed, by default: long enough for a client's retries,
+/// short enough that the records of a flood of keys do not stay a day.
+pub const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(3600);
+
+/// How many new keys a caller claims a minute, by default.
+pub const DEFAULT_MAX_NEW_KEYS_PER_MINUTE: u64 = 300;
 
 impl IdempotencyLayer {
     /// Keeps answers in `app`'s Redis, under `<prefix>:idempotency:`.
@@ -83,18 +109,22 @@ impl IdempotencyLayer {
                 max_body_bytes: 2 * 1024 * 1024,
                 max_answer_bytes: 1024 * 1024,
                 scope: None,
+                new_keys: Some((DEFAULT_MAX_NEW_KEYS_PER_MINUTE, Duration::from_secs(60))),
             },
         }
     }
 
-    /// How long an answer is kept and replayed (24 hours by default).
+    /// How long an answer is kept and replayed (one hour by default).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.settings.ttl = ttl;
         self
     }
 
-    /// How long a request that has not answered holds its key (60 s by default): a
-    /// process that dies mid-request frees it then. Give more than the longest request.
+    /// The longest a request that has not answered holds its key (60 s by default).
+    /// It holds it ten seconds at a time, extended while it runs, so that a process
+    /// that dies mid-request frees the key within ten seconds; a request that runs
+    /// longer than this loses its key, and its answer is not kept. Give more than the
+    /// longest request.
     pub fn hold(mut self, hold: Duration) -> Self {
         self.settings.hold = hold;
         self
@@ -123,12 +153,28 @@ impl IdempotencyLayer {
 
     /// Who the caller is (the account or tenant the request is authenticated as), so
     /// that two callers' keys never meet. `None`: an anonymous caller, one scope for
-    /// them all.
+    /// them all. Without it, the caller is who an [`Access`](crate::access::Access) in
+    /// the request's extensions names, if there is one.
     pub fn scope_by<F>(mut self, scope: F) -> Self
     where
         F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     {
         self.settings.scope = Some(Arc::new(scope));
+        self
+    }
+
+    /// How many new keys one caller may claim per `window` (300 a minute by default);
+    /// over it, 429 with `Retry-After`. The caller is its scope
+    /// ([`scope_by`](Self::scope_by)), else the client's address (known under
+    /// [`serve`](crate::serve), or axum's `ConnectInfo`), else one bucket for all.
+    pub fn max_new_keys(mut self, keys: u64, window: Duration) -> Self {
+        self.settings.new_keys = Some((keys.max(1), window.max(Duration::from_millis(1))));
+        self
+    }
+
+    /// No bound on new keys per caller (a bound of your own is in front, say).
+    pub fn unbounded_new_keys(mut self) -> Self {
+        self.settings.new_keys = None;
         self
     }
 }

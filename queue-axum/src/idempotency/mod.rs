@@ -6,9 +6,10 @@
 mod key;
 mod layer;
 mod record;
+mod seal;
 mod service;
 mod settings;
 
 pub use key::{IdempotencyKey, IDEMPOTENCY_KEY_HEADER};
-pub use layer::{IdempotencyLayer, DEFAULT_IDEMPOTENCY_TTL};
+pub use layer::{IdempotencyLayer, DEFAULT_IDEMPOTENCY_TTL, DEFAULT_MAX_NEW_KEYS_PER_MINUTE};
 pub use service::{IdempotencyService, REPLAYED_HEADER};

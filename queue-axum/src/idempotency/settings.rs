@@ -19,4 +19,6 @@ pub(super) struct Settings {
     pub(super) max_body_bytes: usize,
     pub(super) max_answer_bytes: usize,
     pub(super) scope: Option<Arc<ScopeFn>>,
+    /// How many new keys one caller may claim per window: `(keys, window)`.
+    pub(super) new_keys: Option<(u64, Duration)>,
 }

@@ -19,10 +19,10 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, Stream, StreamExt};
 use queue_core::{watch::JobWatcher, JobState, Queue, QueueApp, QueueEvent};
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::settings::JobRoutes;
 use super::status::{lookup, no_job, unknown_queue, JobStatus, Lookup};
+use super::stream_slots::{Full, StreamSlot};
 use crate::error::QueueError;
 use crate::extract::app_of;
 
@@ -48,17 +48,10 @@ pub(super) async fn stream(
     if !queue_core::options::could_be_job_id(&id) {
         return no_job(&queue, &id);
     }
-    let Ok(slot) = settings.live_streams.clone().try_acquire_owned() else {
-        tracing::debug!(%queue, job_id = %id, "every live stream is taken; answering 503");
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(header::RETRY_AFTER, "30")],
-            axum::Json(serde_json::json!({
-                "error": "too many live streams",
-                "message": "poll the job's status route instead, or try again later",
-            })),
-        )
-            .into_response();
+    let client = settings.client.of(&parts);
+    let slot = match settings.live_streams.take(format!("{queue}/{id}"), client) {
+        Ok(slot) => slot,
+        Err(full) => return refused(full, &queue, &id),
     };
     // Subscribed before the first read: a change in between is in one or the other.
     let watcher = tokio::time::timeout(settings.redis_wait, handle.watch_job(&id)).await;
@@ -105,6 +98,35 @@ pub(super) async fn stream(
         .into_response()
 }
 
+/// A stream past a cap: 503 when every stream is taken (we are full), 429 when this
+/// job or this client has its share (the client's own doing).
+fn refused(full: Full, queue: &str, id: &str) -> Response {
+    let (status, message) = match full {
+        Full::All => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "every live stream is taken; poll the job's status route instead, or try again later",
+        ),
+        Full::Job => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "this job has its most live streams open; close one, or poll the job's status route",
+        ),
+        Full::Client => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "this client has its most live streams open; close one, or poll the job's status route",
+        ),
+    };
+    tracing::debug!(%queue, job_id = %id, ?full, "a live stream refused");
+    (
+        status,
+        [(header::RETRY_AFTER, "30")],
+        axum::Json(serde_json::json!({
+            "error": "too many live streams",
+            "message": message,
+        })),
+    )
+        .into_response()
+}
+
 fn finished(status: &JobStatus) -> bool {
     status.state.is_some_and(JobState::is_finished)
 }
@@ -123,7 +145,7 @@ struct Live {
     last: Option<(Option<JobState>, serde_json::Value)>,
     seq: u64,
     done: bool,
-    _slot: OwnedSemaphorePermit,
+    _slot: StreamSlot,
 }
 
 impl Live {
@@ -223,7 +245,12 @@ fn events(live: Live) -> impl Stream<Item = Result<Event, Infallible>> {
         if live.done {
             return None;
         }
-        let event = live.next_change().await?;
+        // A job with nothing to tell for the idle limit ends its stream: the client
+        // reconnects and starts from the job's current state.
+        let idle = live.settings.live_stream_idle;
+        let event = tokio::time::timeout(idle, live.next_change())
+            .await
+            .ok()??;
         Some((Ok(event), live))
     })
 }

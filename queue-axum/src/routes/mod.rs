@@ -7,9 +7,11 @@ mod flow;
 mod router;
 mod settings;
 mod status;
+mod stream_slots;
 
 pub use router::job_routes;
 pub use settings::{
-    JobRoutes, DEFAULT_JOB_STREAM_LIFETIME, DEFAULT_MAX_JOB_STREAMS, DEFAULT_STATUS_REDIS_WAIT,
+    JobRoutes, DEFAULT_JOB_STREAM_IDLE, DEFAULT_JOB_STREAM_LIFETIME, DEFAULT_MAX_JOB_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_CLIENT, DEFAULT_MAX_STREAMS_PER_JOB, DEFAULT_STATUS_REDIS_WAIT,
 };
 pub(crate) use status::{lookup, JobStatus};

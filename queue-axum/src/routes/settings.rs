@@ -1,9 +1,14 @@
 //! [`JobRoutes`]: what the status route shows, of which queues, and how long it waits.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::ConnectInfo;
+use axum::http::request::Parts;
 use queue_core::QueueApp;
+
+use super::stream_slots::StreamSlots;
 
 /// Settings of the status route.
 ///
@@ -43,9 +48,56 @@ pub struct JobRoutes {
     pub(super) include_return_value: bool,
     pub(super) queues: Option<Arc<[String]>>,
     pub(super) redis_wait: Duration,
-    /// One permit per open live stream, shared by the clones of these settings.
-    pub(super) live_streams: Arc<tokio::sync::Semaphore>,
+    /// The live streams' caps: all, per job, per client.
+    pub(super) stream_caps: StreamCaps,
+    /// Who holds the live streams, shared by the clones of these settings.
+    pub(super) live_streams: Arc<StreamSlots>,
     pub(super) live_stream_lifetime: Duration,
+    pub(super) live_stream_idle: Duration,
+    pub(super) client: ClientOf,
+}
+
+/// The live streams' caps, kept to make their [`StreamSlots`] anew when one changes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StreamCaps {
+    all: usize,
+    per_job: usize,
+    per_client: usize,
+}
+
+impl StreamCaps {
+    fn slots(self) -> Arc<StreamSlots> {
+        Arc::new(StreamSlots::new(self.all, self.per_job, self.per_client))
+    }
+}
+
+/// What [`JobRoutes::client_by`] takes.
+type ClientFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
+
+/// Who a request's client is, for the per-client cap of live streams.
+#[derive(Clone)]
+pub(super) struct ClientOf(Option<Arc<ClientFn>>);
+
+impl std::fmt::Debug for ClientOf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            Some(_) => "ClientOf(application's)",
+            None => "ClientOf(peer address)",
+        })
+    }
+}
+
+impl ClientOf {
+    /// The application's answer, else the connection's peer address.
+    pub(super) fn of(&self, parts: &Parts) -> Option<String> {
+        match &self.0 {
+            Some(client) => client(parts),
+            None => parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(peer)| peer.ip().to_string()),
+        }
+    }
 }
 
 /// How long the status route waits for Redis by default.
@@ -59,8 +111,11 @@ impl Default for JobRoutes {
             include_return_value: false,
             queues: None,
             redis_wait: DEFAULT_STATUS_REDIS_WAIT,
-            live_streams: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_JOB_STREAMS)),
+            stream_caps: DEFAULT_STREAM_CAPS,
+            live_streams: DEFAULT_STREAM_CAPS.slots(),
             live_stream_lifetime: DEFAULT_JOB_STREAM_LIFETIME,
+            live_stream_idle: DEFAULT_JOB_STREAM_IDLE,
+            client: ClientOf(None),
         }
     }
 }
@@ -116,7 +171,39 @@ impl JobRoutes {
     /// the clones of these settings (default [`DEFAULT_MAX_JOB_STREAMS`]); past it, a
     /// new stream is answered 503 with `Retry-After`.
     pub fn max_live_streams(mut self, max: usize) -> Self {
-        self.live_streams = Arc::new(tokio::sync::Semaphore::new(max));
+        self.stream_caps.all = max;
+        self.live_streams = self.stream_caps.slots();
+        self
+    }
+
+    /// The most live streams open at once on one job (default
+    /// [`DEFAULT_MAX_STREAMS_PER_JOB`]); past it, 429 with `Retry-After`. A job has one
+    /// client watching it, or a few tabs: not the route's every stream.
+    pub fn max_live_streams_per_job(mut self, max: usize) -> Self {
+        self.stream_caps.per_job = max;
+        self.live_streams = self.stream_caps.slots();
+        self
+    }
+
+    /// The most live streams one client holds at once (default
+    /// [`DEFAULT_MAX_STREAMS_PER_CLIENT`]); past it, 429 with `Retry-After`. The client
+    /// is who [`client_by`](Self::client_by) says, else the connection's address
+    /// (known under [`serve`](crate::serve), or axum's `ConnectInfo`).
+    pub fn max_live_streams_per_client(mut self, max: usize) -> Self {
+        self.stream_caps.per_client = max;
+        self.live_streams = self.stream_caps.slots();
+        self
+    }
+
+    /// Who a request's client is, for the per-client cap: behind a reverse proxy every
+    /// connection comes from the proxy, so give the address your proxy forwards (its
+    /// `X-Forwarded-For`, rightmost hop you trust), or the caller your authentication
+    /// names. `None`: a client not known, held to the per-job and route caps only.
+    pub fn client_by<F>(mut self, client: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    {
+        self.client = ClientOf(Some(Arc::new(client)));
         self
     }
 
@@ -125,6 +212,15 @@ impl JobRoutes {
     /// current state.
     pub fn live_stream_lifetime(mut self, lifetime: Duration) -> Self {
         self.live_stream_lifetime = lifetime;
+        self
+    }
+
+    /// How long a live stream lasts with nothing to tell (default
+    /// [`DEFAULT_JOB_STREAM_IDLE`]): a job that waits or sleeps does not hold a stream
+    /// for the whole lifetime; the client's `EventSource` reconnects and starts from the
+    /// job's current state.
+    pub fn live_stream_idle(mut self, idle: Duration) -> Self {
+        self.live_stream_idle = idle;
         self
     }
 
@@ -140,7 +236,22 @@ impl JobRoutes {
 /// Live streams open at once by default, per [`JobRoutes`].
 pub const DEFAULT_MAX_JOB_STREAMS: usize = 256;
 
+/// Live streams open at once on one job by default.
+pub const DEFAULT_MAX_STREAMS_PER_JOB: usize = 4;
+
+/// Live streams one client holds at once by default.
+pub const DEFAULT_MAX_STREAMS_PER_CLIENT: usize = 16;
+
+const DEFAULT_STREAM_CAPS: StreamCaps = StreamCaps {
+    all: DEFAULT_MAX_JOB_STREAMS,
+    per_job: DEFAULT_MAX_STREAMS_PER_JOB,
+    per_client: DEFAULT_MAX_STREAMS_PER_CLIENT,
+};
+
 /// How long a job's live stream lasts by default before it ends (and the client's
 /// `EventSource` opens another): no stream is held for ever, and a proxy's idle limit
 /// never cuts one mid-update.
-pub const DEFAULT_JOB_STREAM_LIFETIME: Duration = Duration::from_secs(600);
+pub const DEFAULT_JOB_STREAM_LIFETIME: Duration = Duration::from_secs(300);
+
+/// How long a job's live stream lasts by default with nothing to tell.
+pub const DEFAULT_JOB_STREAM_IDLE: Duration = Duration::from_secs(60);

@@ -8,10 +8,11 @@ mod timed_body;
 mod timed_io;
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -105,7 +106,7 @@ pub async fn serve_with_limits(
         }
         tokio::select! {
             accepted = listener.accept(), if free => match accepted {
-                Ok((stream, _peer)) => {
+                Ok((stream, peer)) => {
                     let Ok(slot) = slots.clone().try_acquire_owned() else {
                         // Only this loop takes slots: one was free above.
                         continue;
@@ -115,7 +116,7 @@ pub async fn serve_with_limits(
                         .timer(TokioTimer::new())
                         .header_read_timeout(limits.header_read_timeout())
                         // No upgrades (WebSocket): server-sent events need none.
-                        .serve_connection(io, service(router.clone(), limits.body_timeout()));
+                        .serve_connection(io, service(router.clone(), peer, limits.body_timeout()));
                     let connection = graceful.watch(connection);
                     connections.spawn(async move {
                         if let Err(e) = connection.await {
@@ -158,9 +159,11 @@ pub async fn serve_with_limits(
     })
 }
 
-/// The router as a hyper service, its request bodies under the body limit.
+/// The router as a hyper service, its request bodies under the body limit, each request
+/// knowing its client's address (axum's `ConnectInfo`).
 fn service(
     router: Router,
+    peer: SocketAddr,
     body_limit: Duration,
 ) -> impl hyper::service::Service<
     Request<Incoming>,
@@ -170,7 +173,9 @@ fn service(
 > + Clone {
     hyper::service::service_fn(move |request: Request<Incoming>| {
         let mut router = router.clone();
-        let request = request.map(|body| axum::body::Body::new(TimedBody::new(body, body_limit)));
+        let mut request =
+            request.map(|body| axum::body::Body::new(TimedBody::new(body, body_limit)));
+        request.extensions_mut().insert(ConnectInfo(peer));
         async move { router.call(request).await }
     })
 }

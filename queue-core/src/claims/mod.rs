@@ -50,6 +50,11 @@ impl Claims {
 
     /// Takes `key` for `hold` if nobody holds it, tagged `tag` (what later callers
     /// compare their request with); else says who holds it, or what it ended with.
+    ///
+    /// A call that fails (Redis unavailable, or slower than the app's Redis timeout)
+    /// leaves no claim behind that outlives it: the script may still run when a stalled
+    /// Redis wakes, so the claim is freed in the background, by its token, until its
+    /// hold would have ended.
     pub async fn claim(&self, key: &str, tag: &str, hold: Duration) -> Result<Claim, Error> {
         self.store.claim(key, tag, hold).await
     }
@@ -64,6 +69,25 @@ impl Claims {
         keep: Duration,
     ) -> Result<bool, Error> {
         self.store.complete(key, token, outcome, keep).await
+    }
+
+    /// Holds `key` for another `hold` from now, if `token` still holds it (`false`: the
+    /// hold expired first). A holder whose work outlasts a short hold extends it while it
+    /// works, so that a holder that dies frees the key soon.
+    pub async fn extend(
+        &self,
+        key: &str,
+        token: &ClaimToken,
+        hold: Duration,
+    ) -> Result<bool, Error> {
+        self.store.extend(key, token, hold).await
+    }
+
+    /// Counts one more under `bucket` (a key of its own in the namespace) in a fixed
+    /// window that its first count starts and that lasts `window`: how many so far in
+    /// this window, and the window's time left. A rate limit per caller, say.
+    pub async fn count(&self, bucket: &str, window: Duration) -> Result<(u64, Duration), Error> {
+        self.store.count(bucket, window).await
     }
 
     /// Frees `key` without an outcome, if `token` still holds it: the next caller takes

@@ -158,12 +158,12 @@ async fn a_retry_with_the_same_key_gets_the_first_answer_and_the_work_runs_once(
     let keys: Vec<String> = redis
         .keys()
         .into_iter()
-        .filter(|k| k.contains(":idempotency:"))
+        .filter(|k| k.contains(":idempotency:") && !k.contains(":new-keys:"))
         .collect();
     assert_eq!(keys.len(), 3, "{keys:?}");
     for key in keys {
         let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut *conn).unwrap();
-        assert!(ttl > 0 && ttl <= 24 * 3600 * 1000, "{key}: {ttl}");
+        assert!(ttl > 0 && ttl <= 3600 * 1000, "{key}: {ttl}");
     }
 }
 
@@ -427,4 +427,199 @@ async fn an_inline_app_keeps_its_keys_in_memory_so_a_unit_test_needs_no_redis() 
     let changed = send(addr, "/orders", Some("k-1"), r#"{"item":"cake"}"#).await;
     assert_eq!(changed.status, 422, "the same key with another request");
     assert_eq!(counts.orders.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_given_up_in_a_redis_stall_does_not_lock_out_the_retries() {
+    let redis = PrivateRedis::start();
+    let app = QueueApp::builder()
+        .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .registrations(queue_core::app::Registrations::None)
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap();
+    let counts = Counts::default();
+    let addr = serve(routes(&app, counts.clone(), |l| l)).await;
+
+    // Redis stalls (as a fork, a slow disk or a paused VM stalls it) under a keyed request:
+    // our side gives up on the claim, 503; Redis runs the claim when it wakes.
+    redis.freeze();
+    let refused = send(addr, "/orders", Some("k-stall"), "{}").await;
+    assert_eq!(
+        refused.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    redis.thaw();
+    let woke = Instant::now();
+
+    // The client retries the same key, as the 503 told it: it runs, within moments of
+    // Redis's return, instead of being told 409 for the claim's whole hold.
+    let retried = wait_until(Duration::from_secs(5), "the retry to run", || async {
+        let response = send(addr, "/orders", Some("k-stall"), "{}").await;
+        (response.status == 201).then_some(response)
+    })
+    .await;
+    assert_eq!(retried.json()["order"], 1);
+    assert!(
+        woke.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        woke.elapsed()
+    );
+    assert_eq!(counts.orders.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicates_409_says_when_the_hold_ends_at_the_latest() {
+    let redis = TestRedis::new("idem-retry-after");
+    let app = redis.app(|b| b).await;
+    let counts = Counts::default();
+    let addr = serve(routes(&app, counts.clone(), |l| l)).await;
+    let first = tokio::spawn(async move { send(addr, "/slow", Some("k-ra"), "{}").await });
+    wait_until(SOON, "the first request to start", || async {
+        (counts.slow.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    let duplicate = send(addr, "/slow", Some("k-ra"), "{}").await;
+    assert_eq!(duplicate.status, 409);
+    let retry_after: u64 = duplicate.header("retry-after").unwrap().parse().unwrap();
+    // Held ten seconds at a time while it runs, not the minute a dead holder would keep.
+    assert!((1..=10).contains(&retry_after), "{retry_after}");
+    counts.gate.add_permits(1);
+    assert_eq!(first.await.unwrap().status, 201);
+}
+
+/// A sign-up's answer: the token the client logs in with.
+async fn sign_up() -> impl IntoResponse {
+    (
+        StatusCode::CREATED,
+        Json(serde_json::json!({ "access_token": "tok-7d1f0c9e4b2a-secret" })),
+    )
+}
+
+#[tokio::test]
+async fn a_kept_answer_holds_no_secret_in_clear_and_its_retry_still_gets_it() {
+    let redis = TestRedis::new("idem-sealed");
+    let app = redis.app(|b| b).await;
+    let router = Router::new()
+        .route("/users", post(sign_up))
+        .layer(IdempotencyLayer::new(&app));
+    let addr = serve(router).await;
+    let first = send(addr, "/users", Some("k-signup"), "{}").await;
+    assert_eq!(first.json()["access_token"], "tok-7d1f0c9e4b2a-secret");
+
+    // Everything Redis holds under the app's prefix, byte for byte.
+    let mut conn = queue_tests::sync_connection();
+    let keys = redis.keys();
+    assert!(!keys.is_empty());
+    for key in &keys {
+        let dump: Vec<u8> = redis::cmd("DUMP").arg(key).query(&mut *conn).unwrap();
+        let text = String::from_utf8_lossy(&dump);
+        assert!(
+            !text.contains("tok-7d1f0c9e4b2a"),
+            "{key} holds the token in clear"
+        );
+        assert!(!text.contains("k-signup"), "{key} holds the client's key");
+    }
+    let record = keys
+        .iter()
+        .find(|k| k.contains(":idempotency:") && !k.contains("new-keys"))
+        .expect("the kept answer's record");
+    let ttl: i64 = redis::cmd("PTTL").arg(record).query(&mut *conn).unwrap();
+    assert!(
+        ttl > 0 && ttl <= 3_600_000,
+        "kept an hour by default, not a day: {ttl}"
+    );
+
+    let again = send(addr, "/users", Some("k-signup"), "{}").await;
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.json(), first.json());
+}
+
+#[tokio::test]
+async fn a_caller_over_its_bound_of_new_keys_is_429_and_nothing_runs() {
+    let redis = TestRedis::new("idem-bound");
+    let app = redis.app(|b| b).await;
+    let counts = Counts::default();
+    let addr = serve(routes(&app, counts.clone(), |l| {
+        l.max_new_keys(3, Duration::from_secs(60))
+    }))
+    .await;
+    for n in 1..=3 {
+        let key = format!("k-{n}");
+        assert_eq!(send(addr, "/orders", Some(&key), "{}").await.status, 201);
+    }
+    let refused = send(addr, "/orders", Some("k-4"), "{}").await;
+    assert_eq!(
+        refused.status,
+        429,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    let retry_after: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    assert_eq!(counts.orders.load(Ordering::SeqCst), 3);
+    // A retry of a kept answer is no new key; a request without a key is not bounded.
+    let replayed = send(addr, "/orders", Some("k-2"), "{}").await;
+    assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
+    assert_eq!(send(addr, "/orders", None, "{}").await.status, 201);
+    // The refused key was not kept: within the next window it runs.
+    let keys_after: usize = redis
+        .keys()
+        .iter()
+        .filter(|k| k.contains(":idempotency:") && !k.contains("new-keys"))
+        .count();
+    assert_eq!(keys_after, 3, "{:?}", redis.keys());
+}
+
+/// Marks the request as the caller `x-user` names, as an access guard of the app's would.
+async fn authenticated(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let who = request
+        .headers()
+        .get("x-user")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("nobody")
+        .to_owned();
+    request
+        .extensions_mut()
+        .insert(queue_axum::access::Access::read_only(who));
+    next.run(request).await
+}
+
+#[tokio::test]
+async fn keys_are_scoped_by_the_access_decision_without_scope_by() {
+    let redis = TestRedis::new("idem-access-scope");
+    let app = redis.app(|b| b).await;
+    let counts = Counts::default();
+    let router =
+        routes(&app, counts.clone(), |l| l).layer(axum::middleware::from_fn(authenticated));
+    let addr = serve(router).await;
+    let as_user = |user: &'static str| async move {
+        request(
+            addr,
+            "POST",
+            "/orders",
+            &[
+                ("content-type", "application/json"),
+                ("idempotency-key", "k-1"),
+                ("x-user", user),
+            ],
+            br#"{"item":"tea"}"#,
+        )
+        .await
+        .unwrap()
+    };
+    assert_eq!(as_user("alice").await.json()["order"], 1);
+    assert_eq!(
+        as_user("bob").await.json()["order"],
+        2,
+        "bob never gets alice's answer"
+    );
+    assert_eq!(as_user("alice").await.json()["order"], 1);
 }

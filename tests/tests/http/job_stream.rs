@@ -341,3 +341,73 @@ async fn live_streams_are_capped() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn one_client_cannot_hold_every_stream() {
+    let redis = TestRedis::new("js-share");
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Reports>()))
+        .await;
+    let routes = JobRoutes::new()
+        .max_live_streams(8)
+        .max_live_streams_per_job(2)
+        .max_live_streams_per_client(3);
+    let addr = serve(&app, routes).await;
+    for id in ["share-a", "share-b", "share-c"] {
+        add_report(&app, id, 1, 0).await;
+    }
+    let open = |id: &'static str| async move {
+        SseClient::open(addr, &format!("/jobs/js-report/{id}/events"), &[]).await
+    };
+
+    // Two streams on one job, then that job is full: 429, the client's own doing.
+    let _a1 = open("share-a").await;
+    let _a2 = open("share-a").await;
+    let third = get_with(addr, "/jobs/js-report/share-a/events", &[]).await;
+    assert_eq!(
+        third.status,
+        429,
+        "{}",
+        String::from_utf8_lossy(&third.body)
+    );
+    assert!(third.header("retry-after").is_some());
+
+    // The client (this loopback address) holds three in all, whatever the jobs.
+    let b = open("share-b").await;
+    assert_eq!(b.status, 200);
+    let fourth = get_with(addr, "/jobs/js-report/share-c/events", &[]).await;
+    assert_eq!(fourth.status, 429);
+    assert!(String::from_utf8_lossy(&fourth.body).contains("this client"));
+
+    // A stream it closes is its to open again.
+    drop(b);
+    wait_until(SOON, "the client's slot to come back", || async {
+        let mut again = open("share-c").await;
+        (again.status == 200 && again.next().await.is_some()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stream_with_nothing_to_tell_ends_at_its_idle_limit() {
+    let redis = TestRedis::new("js-idle");
+    let app = redis
+        .app(|b| b.registrations(Registrations::of::<Reports>()))
+        .await;
+    let addr = serve(
+        &app,
+        JobRoutes::new().live_stream_idle(Duration::from_millis(500)),
+    )
+    .await;
+    // No worker runs: the job waits, and nothing happens to it.
+    add_report(&app, "idle-1", 1, 0).await;
+    let mut stream = SseClient::open(addr, "/jobs/js-report/idle-1/events", &[]).await;
+    assert_eq!(stream.next().await.unwrap().data["state"], "waiting");
+    let started = std::time::Instant::now();
+    assert!(stream.next().await.is_none(), "the stream ends");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

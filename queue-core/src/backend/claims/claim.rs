@@ -12,6 +12,9 @@ pub enum Claim {
     Held {
         /// The holder's tag.
         tag: String,
+        /// When the hold ends at the latest, unless its holder extends it
+        /// ([`Claims::extend`](crate::claims::Claims::extend)) or finishes first.
+        ends_within: std::time::Duration,
     },
     /// The key's work is done: the tag it was claimed with, and the outcome kept.
     Done {

@@ -59,6 +59,35 @@ impl ClaimStore {
         }
     }
 
+    /// Holds `key` for another `hold` from now, if `token` still holds it.
+    pub(crate) async fn extend(
+        &self,
+        key: &str,
+        token: &ClaimToken,
+        hold: Duration,
+    ) -> Result<bool, Error> {
+        match self {
+            ClaimStore::Redis(redis) => redis.extend(key, &token.0, hold).await,
+            ClaimStore::Memory { claims, base } => {
+                Ok(claims.extend(&format!("{base}{key}"), &token.0, hold))
+            }
+        }
+    }
+
+    /// Counts one more under `bucket` in a window of `window`.
+    pub(crate) async fn count(
+        &self,
+        bucket: &str,
+        window: Duration,
+    ) -> Result<(u64, Duration), Error> {
+        match self {
+            ClaimStore::Redis(redis) => redis.count(bucket, window).await,
+            ClaimStore::Memory { claims, base } => {
+                Ok(claims.count(&format!("{base}{bucket}"), window))
+            }
+        }
+    }
+
     /// Frees `key` without an outcome, if `token` still holds it.
     pub(crate) async fn release(&self, key: &str, token: &ClaimToken) -> Result<bool, Error> {
         match self {

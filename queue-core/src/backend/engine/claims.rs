@@ -16,7 +16,15 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return {1}
 end
 local held = redis.call('HMGET', KEYS[1], 'tag', 'outcome')
-return {0, held[1], held[2]}
+return {0, held[1], held[2], redis.call('PTTL', KEYS[1])}
+";
+
+/// Holds the key for another `ARGV[2]` ms, if the caller still holds it.
+const EXTEND: &str = r"
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
+  return 0
+end
+return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 ";
 
 /// Stores the outcome and drops the token, if the caller still holds the key.
@@ -37,6 +45,19 @@ if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
 end
 return redis.call('DEL', KEYS[1])
 ";
+
+/// Counts one more in a window that starts with the first count and lasts `ARGV[1]` ms;
+/// answers the count and the window's time left.
+const COUNT: &str = r"
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+return {n, redis.call('PTTL', KEYS[1])}
+";
+
+/// How often a claim given up on is tried to be freed.
+const GIVEN_UP_RETRY: Duration = Duration::from_millis(250);
 
 /// One namespace's claims in Redis: `<base><key>`, each call within `timeout`.
 #[derive(Debug, Clone)]
@@ -68,7 +89,16 @@ impl RedisClaims {
     ) -> Result<Claim, Error> {
         let mut cmd = script(CLAIM, &self.key(key));
         cmd.arg(&token).arg(tag).arg(millis(hold));
-        let reply: Vec<redis::Value> = self.run("claim", &mut cmd).await?;
+        let reply: Vec<redis::Value> = match self.run("claim", &mut cmd).await {
+            Ok(reply) => reply,
+            Err(error) => {
+                // The script may still run (a stalled Redis runs what it was sent when
+                // it wakes): this caller gave up on the key, so it frees it, or the key
+                // would be held against every retry for the whole hold.
+                tokio::spawn(self.clone().free_given_up(key.to_owned(), token, hold));
+                return Err(error);
+            }
+        };
         // A missing field is a nil reply (Lua's `false`), which `Vec<u8>` would take
         // as empty: only a string is a value.
         let text = |value: Option<&redis::Value>| match value {
@@ -83,7 +113,16 @@ impl RedisClaims {
                     String::from_utf8_lossy(&text(reply.get(1)).unwrap_or_default()).into_owned();
                 Ok(match text(reply.get(2)) {
                     Some(outcome) => Claim::Done { tag, outcome },
-                    None => Claim::Held { tag },
+                    None => {
+                        let left = match reply.get(3) {
+                            Some(redis::Value::Int(ms)) => u64::try_from(*ms).unwrap_or(0),
+                            _ => 0,
+                        };
+                        Claim::Held {
+                            tag,
+                            ends_within: Duration::from_millis(left),
+                        }
+                    }
                 })
             }
         }
@@ -102,11 +141,55 @@ impl RedisClaims {
         Ok(done == 1)
     }
 
+    pub(crate) async fn extend(
+        &self,
+        key: &str,
+        token: &str,
+        hold: Duration,
+    ) -> Result<bool, Error> {
+        let mut cmd = script(EXTEND, &self.key(key));
+        cmd.arg(token).arg(millis(hold));
+        let extended: i64 = self.run("extend a claim", &mut cmd).await?;
+        Ok(extended == 1)
+    }
+
+    /// Frees a key whose claim call failed on this side, for as long as the claim could
+    /// hold it: until a release finds it held with `token` and frees it, or `hold` has
+    /// passed (it has expired by then). Each try is token-checked, so a later holder's
+    /// claim is never touched.
+    async fn free_given_up(self, key: String, token: String, hold: Duration) {
+        let until = tokio::time::Instant::now() + hold;
+        let mut tries = 0_u32;
+        while tokio::time::Instant::now() < until {
+            tries += 1;
+            // Not there yet (the claim has not run), or not ours, or Redis still away:
+            // try again until the hold would have ended.
+            if let Ok(true) = self.release(&key, &token).await {
+                tracing::debug!(tries, "a claim given up on was freed");
+                return;
+            }
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            tokio::time::sleep(GIVEN_UP_RETRY.min(left)).await;
+        }
+    }
+
     pub(crate) async fn release(&self, key: &str, token: &str) -> Result<bool, Error> {
         let mut cmd = script(RELEASE, &self.key(key));
         cmd.arg(token);
         let released: i64 = self.run("release a claim", &mut cmd).await?;
         Ok(released == 1)
+    }
+
+    pub(crate) async fn count(
+        &self,
+        bucket: &str,
+        window: Duration,
+    ) -> Result<(u64, Duration), Error> {
+        let mut cmd = script(COUNT, &self.key(bucket));
+        cmd.arg(millis(window));
+        let (n, left): (u64, i64) = self.run("count in a window", &mut cmd).await?;
+        let left = u64::try_from(left).unwrap_or(0);
+        Ok((n, Duration::from_millis(left)))
     }
 
     fn key(&self, key: &str) -> String {

@@ -41,6 +41,7 @@ impl MemoryClaims {
                 },
                 None => Claim::Held {
                     tag: record.tag.clone(),
+                    ends_within: record.expires.saturating_duration_since(now),
                 },
             },
             None => {
@@ -68,6 +69,44 @@ impl MemoryClaims {
             }
             _ => false,
         }
+    }
+
+    pub(crate) fn extend(&self, key: &str, token: &str, hold: Duration) -> bool {
+        let now = Instant::now();
+        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        match records.get_mut(key).filter(|record| record.expires > now) {
+            Some(record) if record.token.as_deref() == Some(token) => {
+                record.expires = now + hold;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// One more in `key`'s window (a record of its own, counted in its tag), started by
+    /// the first count and `window` long; the count and the window's time left.
+    pub(crate) fn count(&self, key: &str, window: Duration) -> (u64, Duration) {
+        let now = Instant::now();
+        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        let record = records
+            .entry(key.to_owned())
+            .and_modify(|record| {
+                if record.expires <= now {
+                    record.tag = String::new();
+                    record.expires = now + window;
+                }
+            })
+            .or_insert_with(|| Record {
+                token: None,
+                tag: String::new(),
+                outcome: None,
+                expires: now + window,
+            });
+        record.tag.push('.');
+        (
+            record.tag.len() as u64,
+            record.expires.saturating_duration_since(now),
+        )
     }
 
     pub(crate) fn release(&self, key: &str, token: &str) -> bool {
@@ -100,12 +139,15 @@ mod tests {
     fn the_first_caller_takes_a_key_and_later_callers_read_its_outcome() {
         let claims = MemoryClaims::default();
         let token = taken(claims.claim("k", "t1".into(), "tag-a", HOLD));
-        assert_eq!(
-            claims.claim("k", "t2".into(), "tag-b", HOLD),
-            Claim::Held {
-                tag: "tag-a".into()
+        match claims.claim("k", "t2".into(), "tag-b", HOLD) {
+            Claim::Held { tag, ends_within } => {
+                assert_eq!(tag, "tag-a");
+                assert!(ends_within <= HOLD && ends_within > HOLD / 2);
             }
-        );
+            other => panic!("not held: {other:?}"),
+        }
+        assert!(!claims.extend("k", "t2", HOLD), "not the holder");
+        assert!(claims.extend("k", &token, HOLD));
         assert!(
             !claims.complete("k", "t2", b"theirs", HOLD),
             "not the holder"
@@ -118,6 +160,16 @@ mod tests {
                 outcome: b"202".to_vec()
             }
         );
+    }
+
+    #[test]
+    fn counts_run_in_windows() {
+        let claims = MemoryClaims::default();
+        assert_eq!(claims.count("c", HOLD).0, 1);
+        let (n, left) = claims.count("c", HOLD);
+        assert!(n == 2 && left <= HOLD && left > HOLD / 2);
+        assert_eq!(claims.count("d", Duration::ZERO).0, 1);
+        assert_eq!(claims.count("d", Duration::ZERO).0, 1, "a new window");
     }
 
     #[test]
