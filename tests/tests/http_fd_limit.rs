@@ -1,8 +1,10 @@
-//! A server in a process of 256 file descriptors, flooded with 300 connections that
-//! never send a byte, still answers normal requests whose handlers need a descriptor
-//! of their own (a file here; a database connection or a Redis reconnect in an app):
-//! the connection cap keeps descriptors for them. Alone in its binary, because it lowers
-//! the whole process's limit.
+//! A server in a process of 256 file descriptors, flooded by one client with 400
+//! connections that never send a byte, still answers other clients' requests at once,
+//! and requests whose handlers need a descriptor of their own (a file here; a database
+//! connection or a Redis reconnect in an app): the connection cap keeps descriptors for
+//! them, the per-client cap keeps slots for others, and a connection over a cap is
+//! answered at once instead of waiting in the backlog. Alone in its binary, because it
+//! lowers the whole process's limit.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -22,15 +24,16 @@ async fn page(
         .map_err(|_| axum::http::StatusCode::INTERNAL_SERVER_ERROR)
 }
 
-/// A slowloris attacker in another process (with its own descriptors): it keeps 300
-/// connections open that never send a byte, and opens another whenever the server
-/// closes one.
+/// A slowloris attacker in another process (with its own descriptors), from an address
+/// of its own (127.0.0.2): it keeps 400 connections open that never send a byte, and
+/// opens another whenever the server closes one.
 const FLOOD: &str = r#"
 import selectors, socket, sys, time
-port, wanted = int(sys.argv[1]), 300
+port, wanted = int(sys.argv[1]), 400
 watch = selectors.DefaultSelector()
 def connect():
     s = socket.socket()
+    s.bind(("127.0.0.2", 0))
     s.setblocking(False)
     try:
         s.connect(("127.0.0.1", port))
@@ -83,24 +86,46 @@ async fn a_flood_of_idle_connections_leaves_descriptors_for_the_handlers() {
     let router = Router::new()
         .route("/page", get(page))
         .with_state(file.clone());
-    // Connections that send no header are cut after 2 s.
-    let limits = ServeLimits::default().header_read(Duration::from_secs(2));
+    // The default limits: connections that send no header are cut after 10 s.
     tokio::spawn(queue_axum::serve_with_limits(
         listener,
         router,
         None,
         Duration::from_secs(1),
         std::future::pending(),
-        limits,
+        ServeLimits::default(),
     ));
+    // Let the flood take its slots and be refused the rest.
+    tokio::time::sleep(Duration::from_millis(500)).await;
 
+    // Another client is answered at once, not after the flood's connections time out.
     let mut answers = Vec::new();
     for _ in 0..7 {
-        let answer = tokio::time::timeout(Duration::from_secs(20), http_get(addr, "/page")).await;
+        let answer = tokio::time::timeout(Duration::from_secs(1), http_get(addr, "/page")).await;
         answers.push(answer.map(|r| r.status).unwrap_or(0));
     }
+    // The flooding address itself is refused at once: 429, not a wait.
+    let own = tokio::time::timeout(Duration::from_secs(1), get_from([127, 0, 0, 2], addr)).await;
     let _ = flood.kill();
     let _ = flood.wait();
     let _ = std::fs::remove_file(&file);
-    assert_eq!(answers, vec![200; 7], "0: no answer within 20 s");
+    assert_eq!(answers, vec![200; 7], "0: no answer within a second");
+    let own = own.expect("the flooding address is answered within a second");
+    assert!(own.starts_with("HTTP/1.1 429 "), "{own}");
+    assert!(own.to_ascii_lowercase().contains("retry-after: 1"), "{own}");
+}
+
+/// `GET /page` from a source address of the test's choosing; the answer's head.
+async fn get_from(source: [u8; 4], addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::from((source, 0)))
+        .unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let request = format!("GET /page HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    String::from_utf8_lossy(&answer).into_owned()
 }

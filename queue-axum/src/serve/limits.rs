@@ -19,6 +19,8 @@ use std::time::Duration;
 pub struct ServeLimits {
     /// `None`: derived from the process's open-file limit when serving starts.
     max_connections: Option<usize>,
+    /// `None`: half the connection cap.
+    max_per_client: Option<usize>,
     header_read: Duration,
     body: Duration,
     idle: Duration,
@@ -29,6 +31,7 @@ impl Default for ServeLimits {
     fn default() -> Self {
         ServeLimits {
             max_connections: None,
+            max_per_client: None,
             header_read: Duration::from_secs(10),
             body: Duration::from_secs(30),
             idle: Duration::from_secs(60),
@@ -38,18 +41,32 @@ impl Default for ServeLimits {
 }
 
 impl ServeLimits {
-    /// The most connections open at once (at least 1). At the cap the server takes
-    /// no more until one closes: new clients wait in the listen backlog rather than
-    /// use up the descriptors that Redis, the database and the handlers' files need.
-    /// By default, from the process's limit of open files: all but 256 of them, and
-    /// at most half (128 where the limit cannot be read).
+    /// The most connections open at once (at least 1), so that connections never use
+    /// up the descriptors that Redis, the database and the handlers' files need. At
+    /// the cap a new connection is answered `503` with `Retry-After: 1` at once and
+    /// closed, not left waiting in the listen backlog. By default, from the process's
+    /// limit of open files `n`: `max(n / 2, n - 256)`, which leaves 256 descriptors
+    /// (or half, for a small limit) to the rest of the process; 128 where the limit
+    /// cannot be read.
     pub fn max_connections(mut self, max: usize) -> Self {
         self.max_connections = Some(max.max(1));
         self
     }
 
+    /// The most connections one client address holds at once (at least 1; by default
+    /// half the connection cap): past it, a new connection from that address is
+    /// answered `429` with `Retry-After: 1` and closed, so that one client (a slowloris
+    /// holding connections with partial headers, say) cannot take every slot. Behind a
+    /// reverse proxy every connection comes from the proxy: raise it to the cap.
+    pub fn max_connections_per_client(mut self, max: usize) -> Self {
+        self.max_per_client = Some(max.max(1));
+        self
+    }
+
     /// A client must send a request's headers within this (default 10 s): a client
-    /// holding connections open with partial headers is cut off.
+    /// holding connections open with partial headers is cut off. It is also how long
+    /// a kept-alive connection waits for its next request (hyper times both the same
+    /// way): keep your load balancer's idle timeout below it.
     pub fn header_read(mut self, limit: Duration) -> Self {
         self.header_read = limit;
         self
@@ -63,7 +80,8 @@ impl ServeLimits {
     }
 
     /// A connection on which nothing is read or written for this long is closed
-    /// (default 60 s): idle keep-alive connections and stalled transfers.
+    /// (default 60 s): stalled transfers. (An idle kept-alive connection is closed
+    /// sooner, at the [`header_read`](Self::header_read) limit.)
     pub fn idle(mut self, limit: Duration) -> Self {
         self.idle = limit;
         self
@@ -81,6 +99,12 @@ impl ServeLimits {
         self.max_connections.unwrap_or_else(|| {
             super::fd_limit::default_max_connections(super::fd_limit::open_files_limit())
         })
+    }
+
+    /// The per-client cap, under a connection cap of `max_connections`: the one set, or
+    /// half the cap.
+    pub fn max_connections_per_client_limit(&self, max_connections: usize) -> usize {
+        self.max_per_client.unwrap_or((max_connections / 2).max(1))
     }
 
     /// The header-read limit.

@@ -2,6 +2,7 @@
 //! stop the workers with a deadline. In that order. And limits on every client (a cap
 //! on connections, time limits), so that slow or idle connections cannot pile up.
 
+mod admission;
 mod fd_limit;
 mod limits;
 mod timed_body;
@@ -9,7 +10,6 @@ mod timed_io;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{ConnectInfo, Request};
@@ -19,12 +19,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use queue_core::{worker::ShutdownReport, Workers};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tower::Service;
 
 pub use limits::ServeLimits;
 
+use admission::Admission;
 use timed_body::TimedBody;
 use timed_io::IdleTimeout;
 
@@ -84,32 +84,34 @@ pub async fn serve_with_limits(
     let mut connections = JoinSet::new();
     let mut signal = std::pin::pin!(signal);
     let max_connections = limits.max_connections_limit();
-    let slots = Arc::new(Semaphore::new(max_connections));
+    let per_client = limits.max_connections_per_client_limit(max_connections);
+    let admission = Admission::new(max_connections, per_client);
     let mut at_cap_since: Option<Instant> = None;
     loop {
-        // At the cap, nothing is accepted until a connection ends (its task returns
-        // its slot): new clients wait in the listen backlog.
-        let free = slots.available_permits() > 0;
-        if !free && at_cap_since.is_none() {
+        // At the cap, connections are still accepted, answered 503 at once and closed:
+        // waiting in the listen backlog, they would delay every client behind them.
+        let full = admission.full();
+        if full && at_cap_since.is_none() {
             at_cap_since = Some(Instant::now());
             tracing::warn!(
                 max_connections,
-                "connection cap reached; new connections wait until one closes"
+                "connection cap reached; new connections are answered 503 until one closes"
             );
-        } else if free {
+        } else if !full {
             if let Some(since) = at_cap_since.take() {
-                tracing::info!(
-                    after = ?since.elapsed(),
-                    "below the connection cap again; accepting"
-                );
+                tracing::info!(after = ?since.elapsed(), "below the connection cap again");
             }
         }
         tokio::select! {
-            accepted = listener.accept(), if free => match accepted {
+            accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let Ok(slot) = slots.clone().try_acquire_owned() else {
-                        // Only this loop takes slots: one was free above.
-                        continue;
+                    let slot = match admission.admit(peer.ip()) {
+                        Ok(slot) => slot,
+                        Err(why) => {
+                            tracing::debug!(%peer, ?why, "connection refused");
+                            admission.refuse(stream, why);
+                            continue;
+                        }
                     };
                     let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout()));
                     let connection = hyper::server::conn::http1::Builder::new()
