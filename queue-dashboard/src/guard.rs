@@ -55,7 +55,11 @@ pub(crate) async fn guard(
                     status.as_u16(),
                 );
             }
-            view::error_page(status, message(&refused), None)
+            let mut response = view::error_page(status, message(&refused), None);
+            if let Some(after) = refused.retry_after() {
+                response.headers_mut().insert(header::RETRY_AFTER, after);
+            }
+            response
         }
     };
     secure_headers(response.headers_mut());
@@ -71,6 +75,9 @@ fn message(refused: &Refusal) -> &'static str {
         Refusal::ReadOnly => "This is an operator action; you may only look.",
         Refusal::CrossSiteAction => {
             "Cross-site request refused: actions must come from the dashboard's own pages."
+        }
+        Refusal::TooManyFailures(_) => {
+            "Too many wrong credentials from your address: try again in a minute."
         }
         _ => "You may not see this dashboard.",
     }

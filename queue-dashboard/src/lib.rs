@@ -15,8 +15,9 @@
 //!   ops/s) and every queue with its counts per state, the age of its oldest waiting
 //!   job, and its throughput per minute;
 //! - `/{queue}?state=failed&page=2`: a queue's jobs in one state, newest first, 50 a
-//!   page, with bulk actions; `?q=` searches it (an id prefix, `name = ..`, or a payload
-//!   field, `data.user_id = 42`) in a bounded scan that says how far it got;
+//!   page, with bulk actions; `?q=` searches it (an id prefix, `name = ..`, or, where
+//!   the application turns it on with [`Dashboard::payload_search`], a payload field,
+//!   `data.user_id = 42`) in a bounded scan that says how far it got;
 //! - `/{queue}/jobs/{id}`: one job: state, times and durations, its attempt history
 //!   with each failure's reason and error chain, the next retry, progress, logs, its
 //!   whole flow tree, and its payload and return value where the policy allows;
@@ -27,7 +28,10 @@
 //!
 //! Each page costs Redis a bounded number of commands, whatever the queue's size;
 //! listed strings are cut in Redis; a live page is sent changes (counts, the states of
-//! the jobs that moved) by one reader per queue, never refetched.
+//! the jobs that moved) by one reader per queue, never refetched. A search, which reads
+//! through thousands of jobs, is also bounded per person: one at a time, and
+//! [`DEFAULT_MAX_SEARCHES_PER_MINUTE`] a minute
+//! ([`Dashboard::max_searches_per_minute`]); over that, 429 with `Retry-After`.
 //!
 //! ```no_run
 //! use axum::Router;
@@ -69,4 +73,5 @@ pub use audit::AUDIT_TARGET;
 pub use limits::PAGE_SIZE;
 pub use load::live::{DEFAULT_LIVE_STREAM_LIFETIME, DEFAULT_MAX_LIVE_STREAMS};
 pub use queue_axum::access::{Access, AccessPolicy, Credentials, InvalidSecret, Secret};
+pub use state::searches::DEFAULT_MAX_SEARCHES_PER_MINUTE;
 pub use state::Dashboard;

@@ -25,6 +25,9 @@ pub(crate) enum Problem {
     NotFound(String),
     /// 400: a bad parameter, with the reason.
     BadRequest(String),
+    /// 429: over a bound the dashboard keeps per person (its searches), with the
+    /// reason and the seconds after which to try again (`Retry-After`).
+    TooMany { message: String, retry_after_s: u64 },
     /// What a queue call refused or could not do: the status and the text
     /// `QueueError` gives a client (503 when Redis is unavailable; nothing of our
     /// internals).

@@ -51,6 +51,16 @@ pub struct Config {
 /// The shortest `ADMIN_TOKEN` accepted.
 pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
 
+/// How many different characters an `ADMIN_TOKEN` has at least: a letter repeated
+/// sixteen times, or a word twice, is long and guessed at once.
+pub const MIN_ADMIN_TOKEN_DISTINCT: usize = 8;
+
+/// Whether `token` is long and varied enough to stand for the operator.
+fn strong_enough(token: &str) -> bool {
+    let distinct: std::collections::BTreeSet<char> = token.chars().collect();
+    token.len() >= MIN_ADMIN_TOKEN_LEN && distinct.len() >= MIN_ADMIN_TOKEN_DISTINCT
+}
+
 /// A variable that is set but not usable.
 #[derive(Debug, thiserror::Error)]
 #[error("{name}={value:?} is not valid: {expected}")]
@@ -104,17 +114,17 @@ impl Config {
                 expected: "a number from 0.0 to 1.0",
             });
         }
-        let admin_token = match lookup("ADMIN_TOKEN") {
-            None => None,
-            Some(token) if token.trim().len() < MIN_ADMIN_TOKEN_LEN => {
-                return Err(ConfigError {
+        let admin_token =
+            match lookup("ADMIN_TOKEN") {
+                None => None,
+                Some(token) if !strong_enough(token.trim()) => return Err(ConfigError {
                     name: "ADMIN_TOKEN",
                     value: "(hidden)".to_owned(),
-                    expected: "at least 16 characters (try: openssl rand -hex 24)",
-                })
-            }
-            Some(token) => Some(token.trim().to_owned()),
-        };
+                    expected:
+                        "at least 16 characters, 8 of them different (try: openssl rand -hex 24)",
+                }),
+                Some(token) => Some(token.trim().to_owned()),
+            };
         let export_defaults = crate::jobs::exports::ExportSettings::default();
         let millis = |name, default: Duration| -> Result<Duration, ConfigError> {
             let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
@@ -229,6 +239,18 @@ mod tests {
             short.contains("at least 16") && !short.contains("hunter2"),
             "{short}"
         );
+        // Long enough, but a letter repeated or a word twice is guessed at once.
+        for weak in [
+            "aaaaaaaaaaaaaaaa",
+            "passwordpassword",
+            "abababababababababab",
+        ] {
+            let refused = config(&[("ADMIN_TOKEN", weak)]).unwrap_err().to_string();
+            assert!(
+                refused.contains("8 of them different") && !refused.contains(weak),
+                "{refused}"
+            );
+        }
         let long = "0123456789abcdef0123";
         assert_eq!(
             config(&[("ADMIN_TOKEN", long)])

@@ -2,11 +2,15 @@
 //! [`Secret`], so that an application's policy is one line:
 //! `Access::bearer(token).or(Access::basic("ops", token))`.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue};
 use base64::Engine as _;
 
 use super::decision::{Access, AccessPolicy};
+use super::failures::Failures;
 use super::secret::Secret;
 
 /// How long a Basic user name may be in the audit log (it is the client's word).
@@ -44,7 +48,16 @@ const MAX_LOGGED_USER: usize = 64;
 pub struct Credentials {
     rules: Vec<Rule>,
     realm: String,
+    /// Wrong credentials per client address, shared by the policy's clones.
+    failures: Arc<Failures>,
 }
+
+/// How many wrong credentials a client address sends in a window before it is refused
+/// (429) until the window ends, by default.
+pub const DEFAULT_MAX_FAILURES: u32 = 10;
+
+/// The window [`DEFAULT_MAX_FAILURES`] counts in.
+pub const DEFAULT_FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone)]
 struct Rule {
@@ -101,7 +114,19 @@ impl Credentials {
                 payloads: false,
             }],
             realm: "queues".to_owned(),
+            failures: Arc::new(Failures::new(DEFAULT_MAX_FAILURES, DEFAULT_FAILURE_WINDOW)),
         }
+    }
+
+    /// A client address that sends `max` wrong credentials within `window` is refused,
+    /// 429 with `Retry-After`, until the window ends, whatever it sends meanwhile
+    /// (default: 10 a minute). A request without credentials is no failure: a browser
+    /// asks first without them. Behind a reverse proxy every client has the proxy's
+    /// address, and one client's guesses lock the others out too: give the policy
+    /// the client's own address (axum's `ConnectInfo`, from your proxy's header).
+    pub fn max_failures(mut self, max: u32, window: Duration) -> Self {
+        self.failures = Arc::new(Failures::new(max, window));
+        self
     }
 
     /// Also lets in the holders of `other`'s credentials, with `other`'s access.
@@ -151,6 +176,10 @@ impl Credentials {
 
 impl AccessPolicy for Credentials {
     fn decide(&self, request: &Parts) -> Access {
+        let client = Failures::client(request);
+        if let Some(retry_after) = self.failures.blocked(client) {
+            return Access::too_many_failures(retry_after);
+        }
         let presented = Presented::of(request);
         for rule in &self.rules {
             if let Some(who) = presented.as_ref().and_then(|p| p.satisfies(&rule.scheme)) {
@@ -165,6 +194,9 @@ impl AccessPolicy for Credentials {
                     access
                 };
             }
+        }
+        if request.headers.contains_key(header::AUTHORIZATION) {
+            self.failures.record(client);
         }
         Access::login_required(self.challenge())
     }
@@ -271,6 +303,27 @@ mod tests {
         ] {
             assert!(!policy.decide(&parts(refused)).can_see(), "{refused:?}");
         }
+    }
+
+    #[test]
+    fn a_client_that_keeps_guessing_is_refused_until_its_window_ends() {
+        let policy = Access::bearer("right-token").max_failures(3, Duration::from_secs(60));
+        for _ in 0..3 {
+            let access = policy.decide(&parts(Some("Bearer wrong")));
+            assert!(access.challenge().is_some() && access.retry_after().is_none());
+        }
+        // Now even the right token is refused: a guess that lands tells nothing.
+        let blocked = policy.decide(&parts(Some("Bearer right-token")));
+        assert!(!blocked.can_see());
+        let refusal = super::super::refusal(&blocked, &parts(None)).unwrap();
+        assert_eq!(refusal.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
+        assert!(refusal.retry_after().is_some());
+        // A request without credentials (a browser's first) is no failure.
+        let fresh = Access::bearer("right-token").max_failures(1, Duration::from_secs(60));
+        for _ in 0..3 {
+            fresh.decide(&parts(None));
+        }
+        assert!(fresh.decide(&parts(Some("Bearer right-token"))).can_act());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The application's access decision for a request ([`AccessPolicy`] gives an
 //! [`Access`]), and what it refuses ([`refusal`]).
 
+use std::time::Duration;
+
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
 
@@ -25,6 +27,8 @@ pub struct Access {
     payloads: bool,
     /// For a refusal that asks the browser to log in: the `WWW-Authenticate` value.
     challenge: Option<HeaderValue>,
+    /// For a client refused after too many wrong credentials: when it may try again.
+    retry_after: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -42,6 +46,16 @@ impl Access {
             who: String::new(),
             payloads: false,
             challenge: None,
+            retry_after: None,
+        }
+    }
+
+    /// Nothing for now: the client sent too many wrong credentials, and is answered
+    /// 429 until `retry_after` has passed, whatever it sends meanwhile.
+    pub fn too_many_failures(retry_after: Duration) -> Self {
+        Access {
+            retry_after: Some(retry_after),
+            ..Access::forbidden()
         }
     }
 
@@ -103,6 +117,11 @@ impl Access {
     pub fn challenge(&self) -> Option<&HeaderValue> {
         self.challenge.as_ref()
     }
+
+    /// For a client refused after too many wrong credentials: when it may try again.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
 }
 
 /// Why a request is refused, in the order [`refusal`] checks: what the application's
@@ -121,14 +140,31 @@ pub enum Refusal {
     ReadOnly,
     /// An action (a POST) that does not come from this origin's pages: 403.
     CrossSiteAction,
+    /// The client sent too many wrong credentials: 429, with `Retry-After` (whole
+    /// seconds of this duration).
+    TooManyFailures(Duration),
 }
 
 impl Refusal {
-    /// Its status: 401 for a login, else 403.
+    /// Its status: 401 for a login, 429 for too many failures, else 403.
     pub fn status(&self) -> StatusCode {
         match self {
             Refusal::LoginRequired(_) => StatusCode::UNAUTHORIZED,
+            Refusal::TooManyFailures(_) => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::FORBIDDEN,
+        }
+    }
+
+    /// The `Retry-After` value of a refusal that has one (whole seconds, at least 1).
+    pub fn retry_after(&self) -> Option<HeaderValue> {
+        match self {
+            Refusal::TooManyFailures(after) => {
+                let seconds = after.as_millis().div_ceil(1000).max(1);
+                Some(HeaderValue::from(
+                    u64::try_from(seconds).unwrap_or(u64::MAX),
+                ))
+            }
+            _ => None,
         }
     }
 }
@@ -139,9 +175,10 @@ impl Refusal {
 pub fn refusal(access: &Access, request: &Parts) -> Option<Refusal> {
     let action = request.method == Method::POST;
     if !access.can_see() {
-        return Some(match &access.challenge {
-            Some(challenge) => Refusal::LoginRequired(challenge.clone()),
-            None => Refusal::Forbidden,
+        return Some(match (&access.retry_after, &access.challenge) {
+            (Some(after), _) => Refusal::TooManyFailures(*after),
+            (None, Some(challenge)) => Refusal::LoginRequired(challenge.clone()),
+            (None, None) => Refusal::Forbidden,
         });
     }
     if !action && !may_read(&request.headers) {

@@ -7,9 +7,10 @@
 
 mod credentials;
 mod decision;
+mod failures;
 mod origin;
 mod secret;
 
-pub use credentials::Credentials;
+pub use credentials::{Credentials, DEFAULT_FAILURE_WINDOW, DEFAULT_MAX_FAILURES};
 pub use decision::{refusal, Access, AccessPolicy, Refusal};
 pub use secret::{InvalidSecret, Secret};

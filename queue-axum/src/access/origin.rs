@@ -12,12 +12,29 @@ pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
     if let Some(site) = value("sec-fetch-site") {
         return site == "same-origin";
     }
-    match (value("origin"), value("host")) {
-        (Some(origin), Some(host)) => origin
-            .split_once("://")
-            .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host)),
-        _ => false,
-    }
+    value("origin").is_some_and(|origin| origin_is_ours(headers, origin))
+}
+
+/// Whether `origin` (`scheme://host[:port]`) names this server: its host is the
+/// request's `Host`, and its scheme is HTTP's, the one the proxy in front says it
+/// served (`X-Forwarded-Proto`) where there is one. A page of another scheme (`foo://`,
+/// or plain `http://` in front of an HTTPS site, which anyone on the path can write) is
+/// another origin. Without a forwarded scheme both of HTTP's pass: a server that
+/// terminates TLS itself cannot be told from one that does not.
+fn origin_is_ours(headers: &HeaderMap, origin: &str) -> bool {
+    let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false;
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    let served = value("x-forwarded-proto")
+        .and_then(|v| v.split(',').next())
+        .map(|v| v.trim().to_ascii_lowercase());
+    let scheme_ok = match served {
+        Some(served) => scheme == served,
+        None => scheme == "http" || scheme == "https",
+    };
+    scheme_ok && value("host").is_some_and(|host| authority.eq_ignore_ascii_case(host))
 }
 
 /// Whether a read may be answered (the resource isolation policy): a request from the
@@ -30,7 +47,11 @@ pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
 pub(crate) fn may_read(headers: &HeaderMap) -> bool {
     let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     match value("sec-fetch-site") {
-        None | Some("same-origin" | "none") => true,
+        // A browser without fetch metadata still names the page of a cross-origin
+        // `fetch` in `Origin`: another site's script is refused there too. (A browser
+        // leaves `Origin` off a plain navigation or a same-origin `GET`.)
+        None => value("origin").is_none_or(|origin| origin_is_ours(headers, origin)),
+        Some("same-origin" | "none") => true,
         Some(_) => {
             value("sec-fetch-mode") == Some("navigate")
                 && matches!(value("sec-fetch-dest"), None | Some("document"))
@@ -67,6 +88,39 @@ mod tests {
             ("host", "app.example")
         ])));
         assert!(!same_origin(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn an_origin_of_another_scheme_is_another_origin() {
+        let from = |origin, proto: Option<&'static str>| {
+            let mut list = vec![("origin", origin), ("host", "app.example")];
+            list.extend(proto.map(|p| ("x-forwarded-proto", p)));
+            same_origin(&headers(&list))
+        };
+        assert!(!from("foo://app.example", None));
+        assert!(!from("javascript://app.example", None));
+        assert!(from("http://app.example", None));
+        assert!(from("https://app.example", None));
+        // Behind a proxy that says it served HTTPS, a plain-HTTP page is not ours.
+        assert!(from("https://app.example", Some("https")));
+        assert!(!from("http://app.example", Some("https")));
+        assert!(!from("https://app.example", Some("http")));
+    }
+
+    #[test]
+    fn a_foreign_origin_reads_nothing_from_a_browser_without_fetch_metadata() {
+        assert!(!may_read(&headers(&[
+            ("origin", "https://evil.example"),
+            ("host", "app.example"),
+        ])));
+        assert!(may_read(&headers(&[
+            ("origin", "https://app.example"),
+            ("host", "app.example"),
+        ])));
+        assert!(!may_read(&headers(&[
+            ("origin", "null"),
+            ("host", "app.example")
+        ])));
     }
 
     #[test]

@@ -179,6 +179,19 @@ async fn from_outbox(
     Some(Some(to_status(queue, info, state, flow, settings)))
 }
 
+/// The most characters of a job's name the status shows: a name is the producer's
+/// word (a Node producer's too), and a public route that repeats a megabyte of it is a
+/// lever on the route's clients and bandwidth.
+const MAX_NAME_SHOWN: usize = 200;
+
+/// `name`, or its first [`MAX_NAME_SHOWN`] characters and `…`.
+fn clipped_name(name: String) -> String {
+    match name.char_indices().nth(MAX_NAME_SHOWN) {
+        None => name,
+        Some((end, _)) => format!("{}…", &name[..end]),
+    }
+}
+
 /// A job's place in its flow, for its status.
 struct Flow {
     parent: Option<flow::JobRef>,
@@ -195,7 +208,7 @@ fn to_status(
     JobStatus {
         queue: queue.to_owned(),
         id: info.id,
-        name: info.name,
+        name: clipped_name(info.name),
         state,
         progress: info.progress,
         attempts_made: info.attempts_made,
@@ -210,5 +223,20 @@ fn to_status(
         data: settings.include_data.then_some(info.data),
         parent: flow.parent,
         children: flow.children,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_name_is_shown_clipped() {
+        assert_eq!(clipped_name("welcome".into()), "welcome");
+        let exact = "é".repeat(MAX_NAME_SHOWN);
+        assert_eq!(clipped_name(exact.clone()), exact);
+        let long = clipped_name("n".repeat(1_000_000));
+        assert_eq!(long.chars().count(), MAX_NAME_SHOWN + 1);
+        assert!(long.ends_with('…'));
     }
 }

@@ -80,14 +80,27 @@ pub(crate) async fn on(
     match action {
         JobAction::Retry => queue.retry(id).await,
         JobAction::Promote => queue.promote(id).await,
-        JobAction::Remove => match queue.remove(id).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(queue_core::Error::Locked {
-                queue: name.to_owned(),
-                id: id.to_owned(),
-                detail: "a worker is running it; cancel it first".to_owned(),
-            }),
-            Err(e) => Err(e),
-        },
+        JobAction::Remove => {
+            // BullMQ's removal answers alike for a job it removed and for an id that
+            // names nothing, so the dashboard answered a removal of a missing job with
+            // a redirect and audited it as done. It reads the state first, as retry and
+            // promote do: a missing job is the same not-found (404, audited as
+            // failed). A job gone between the two reads was removed, by whoever.
+            if queue.get_job_state(id).await?.is_none() {
+                return Err(queue_core::Error::JobNotFound {
+                    queue: name.to_owned(),
+                    id: id.to_owned(),
+                });
+            }
+            if queue.remove(id).await? {
+                Ok(())
+            } else {
+                Err(queue_core::Error::Locked {
+                    queue: name.to_owned(),
+                    id: id.to_owned(),
+                    detail: "a worker is running it; cancel it first".to_owned(),
+                })
+            }
+        }
     }
 }

@@ -17,6 +17,7 @@ use crate::base::Base;
 use crate::load;
 use crate::problem::{job_id, PageResult, Problem};
 use crate::query::{Cursor, GroupsQuery, Listing, QueueQuery, WorkersQuery};
+use crate::state::searches::Searcher;
 use crate::state::Shared;
 use crate::text::url_segment;
 use crate::view;
@@ -36,6 +37,7 @@ pub(super) async fn overview(
 pub(super) async fn queue(
     State(shared): State<Arc<Shared>>,
     Extension(access): Extension<Access>,
+    searcher: Searcher,
     base: Base,
     Path(name): Path<String>,
     Query(query): Query<QueueQuery>,
@@ -50,7 +52,16 @@ pub(super) async fn queue(
         let to = format!("{}/jobs/{}", base.queue(&name), url_segment(id));
         return Ok(Redirect::to(&to).into_response());
     }
-    let listing = Listing::of(&query)?;
+    // A payload's field is searched only for those the policy shows payloads: a search
+    // that answers "found" or "not found" reads the payload too, a guess at a time.
+    let listing = Listing::of(&query, shared.payload_search && access.sees_payloads())?;
+    // A search reads through thousands of jobs where a page reads fifty: one at a time
+    // per person, and so many a minute (`state::searches`), held until it is read. A
+    // refused one has cost Redis nothing.
+    let _search = match listing.search {
+        Some(_) => Some(shared.searches.start(searcher)?),
+        None => None,
+    };
     let read = load::queue::read(&queue, &listing).await?;
     let offered: Vec<_> = if access.can_act() {
         bulk::offered(listing.state).collect()

@@ -98,6 +98,17 @@ impl IntoResponse for Problem {
         match self {
             Problem::NotFound(message) => error_page(StatusCode::NOT_FOUND, &message, None),
             Problem::BadRequest(message) => error_page(StatusCode::BAD_REQUEST, &message, None),
+            Problem::TooMany {
+                message,
+                retry_after_s,
+            } => {
+                let mut response = error_page(StatusCode::TOO_MANY_REQUESTS, &message, None);
+                response.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    header::HeaderValue::from(retry_after_s),
+                );
+                response
+            }
             Problem::Queue(error) => {
                 let error = queue_axum::QueueError::from(*error);
                 let status = error.status();

@@ -50,7 +50,7 @@ pub(crate) fn page(
         }
         form method="get" action=(here) {
             input type="hidden" name="state" value=(listing.state.as_str());
-            input name="q" size="32" placeholder="id prefix, name = welcome, data.user_id = 42"
+            input name="q" size="32" placeholder=(search_hint(listing.payload_search))
                 aria-label="search" value=(listing.search_text());
             " "
             select name="order" aria-label="order" {
@@ -88,6 +88,15 @@ pub(crate) fn page(
         }
     };
     super::page(base, name, access.who(), body)
+}
+
+/// What the search box takes: a payload field only where the application turned it on.
+fn search_hint(payload_search: bool) -> &'static str {
+    if payload_search {
+        "id prefix, name = welcome, data.user_id = 42"
+    } else {
+        "id prefix, name = welcome"
+    }
 }
 
 /// The operator's buttons for a whole queue; the destructive ones lead to a

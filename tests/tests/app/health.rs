@@ -15,9 +15,12 @@ use queue_core::{
     health::MemoryGuard,
 };
 use queue_tests::db::AnyDb;
-use queue_tests::http::{get, listener, post_json};
+use queue_tests::http::{get, get_with, listener, post_json};
 use queue_tests::logs::Logs;
 use queue_tests::{wait_for_completed, wait_until, PrivateRedis, TestRedis, SOON};
+
+/// The token that shows the probes' checks.
+const OPERATOR: &str = "health-operator-token-5f1e9c";
 
 fn check<'a>(report: &'a HealthReport, name: &str) -> &'a queue_core::health::HealthCheck {
     report
@@ -248,7 +251,11 @@ async fn above_the_high_water_mark_adds_fail_fast_and_http_answers_503_until_mem
     let (listener, addr) = listener().await;
     let router = Router::new()
         .route("/mail", post(enqueue))
-        .merge(HealthRoutes::default().router())
+        .merge(
+            HealthRoutes::default()
+                .details_for(queue_axum::access::Access::bearer(OPERATOR))
+                .router(),
+        )
         .layer(QueueLayer::new(&app));
     tokio::spawn(async move { axum::serve(listener, router).await });
 
@@ -273,7 +280,16 @@ async fn above_the_high_water_mark_adds_fail_fast_and_http_answers_503_until_mem
     let response = post_json(addr, "/mail", &[], &serde_json::json!("during")).await;
     assert_eq!(response.status, 503);
     assert_eq!(response.header("retry-after"), Some("5"));
+    // A stranger gets the verdict; the operator what was seen.
     let ready = get(addr, "/readyz").await;
+    assert_eq!(ready.status, 503);
+    assert_eq!(ready.json(), serde_json::json!({ "status": "fail" }));
+    let ready = get_with(
+        addr,
+        "/readyz",
+        &[("authorization", &format!("Bearer {OPERATOR}"))],
+    )
+    .await;
     assert_eq!(ready.status, 503);
     let memory = ready.json()["checks"]
         .as_array()

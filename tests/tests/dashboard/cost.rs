@@ -38,7 +38,9 @@ async fn app(redis: &PrivateRedis, prefix: &str) -> QueueApp {
 
 async fn serve(app: &QueueApp) -> SocketAddr {
     let (listener, addr) = listener().await;
-    let router: Router = Router::new().merge(Dashboard::new(app, operator).mount("/admin/queues"));
+    // Payload search on: it is the costliest page, and its bound is what is counted.
+    let dashboard = Dashboard::new(app, operator).payload_search(true);
+    let router: Router = Router::new().merge(dashboard.mount("/admin/queues"));
     tokio::spawn(async move { axum::serve(listener, router).await });
     addr
 }

@@ -95,3 +95,56 @@ fn a_malformed_hash_is_refused_with_a_reason() {
     let error = Secret::sha256_hex("not-hex").unwrap_err();
     assert!(error.to_string().contains("64 hex digits"), "{error}");
 }
+
+/// `GET /admin/queues` with `authorization`, from the loopback address `source`: the
+/// answer's status and head.
+async fn get_from(source: [u8; 4], addr: SocketAddr, authorization: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from((source, 0))).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let request = format!(
+        "GET /admin/queues HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {authorization}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, answer)
+}
+
+#[tokio::test]
+async fn a_client_that_keeps_guessing_is_refused_for_a_while_and_others_are_not() {
+    let redis = TestRedis::new("dash-guessing");
+    let app = redis.app(|b| b).await;
+    let policy = Access::bearer(TOKEN).max_failures(3, std::time::Duration::from_secs(60));
+    let (tcp, addr) = listener().await;
+    let router = Router::new().nest("/admin/queues", Dashboard::new(&app, policy).router());
+    // queue_axum's server tells each request its client's address.
+    tokio::spawn(queue_axum::serve_until(
+        tcp,
+        router,
+        None,
+        std::time::Duration::from_secs(1),
+        std::future::pending(),
+    ));
+    let right = format!("Bearer {TOKEN}");
+    for _ in 0..3 {
+        let (status, _) = get_from([127, 0, 0, 3], addr, "Bearer a-guess").await;
+        assert_eq!(status, 401);
+    }
+    // The guesser is refused now, even with the right token: a lucky guess tells nothing.
+    let (status, answer) = get_from([127, 0, 0, 3], addr, &right).await;
+    assert_eq!(status, 429, "{answer}");
+    let lower = answer.to_ascii_lowercase();
+    assert!(lower.contains("retry-after: "), "{answer}");
+    assert!(answer.contains("Too many wrong credentials"), "{answer}");
+    // Another address logs in as ever.
+    let (status, answer) = get_from([127, 0, 0, 4], addr, &right).await;
+    assert_eq!(status, 200, "{answer}");
+}

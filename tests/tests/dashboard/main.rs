@@ -1,5 +1,5 @@
 //! queue-dashboard: its pages and actions, groups, ids, credentials, live streams,
-//! Redis cost, and a real browser.
+//! Redis cost, the bounds on searches, actions on missing jobs, and a real browser.
 //!
 //! One test binary for the area, a module per subject; one module alone:
 //! `cargo test -p queue-tests --test dashboard -- <module>::`.
@@ -11,5 +11,7 @@ mod credentials;
 mod groups;
 mod ids;
 mod live;
+mod missing_jobs;
 mod pages;
 mod queues;
+mod searches;

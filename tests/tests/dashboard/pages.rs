@@ -24,7 +24,9 @@ fn operator(_: &Parts) -> Access {
 async fn serve(app: &QueueApp, trusted: &[&str]) -> SocketAddr {
     let (listener, addr) = listener().await;
     let dashboard = Dashboard::new(app, operator)
-        .trust_forwarded_prefix_from(trusted.iter().map(|ip| ip.parse().unwrap()));
+        .trust_forwarded_prefix_from(trusted.iter().map(|ip| ip.parse().unwrap()))
+        // The search test looks into payloads, which is off by default.
+        .payload_search(true);
     let router: Router = Router::new().merge(dashboard.mount("/admin/queues"));
     tokio::spawn(async move {
         axum::serve(
@@ -165,6 +167,16 @@ async fn urls_have_one_word_a_level_trailing_slashes_redirect_and_404s_are_pages
     assert!(
         text(&missing).contains(r#"href="/admin/queues""#),
         "the way home"
+    );
+
+    // A browser without fetch metadata names another site's `fetch` in `Origin`:
+    // refused too.
+    let foreign = [("origin", "https://evil.example")];
+    assert_eq!(
+        get(addr, "/admin/queues/dash-url/jobs/url-42", &foreign)
+            .await
+            .status,
+        403
     );
 
     // Another site may link to a page (a person follows it), not load it.

@@ -134,9 +134,19 @@ async fn actions_from_another_site_are_refused() {
     let host = addr.to_string();
     let evil_origin = "https://evil.example".to_owned();
     let own_origin = format!("http://{host}");
+    // Our host under another scheme is another origin; so is plain HTTP where the
+    // proxy in front says it served HTTPS.
+    let odd_scheme = format!("foo://{host}");
+    let downgraded = format!("http://{host}");
     for headers in [
         vec![("x-role", "operator"), ("sec-fetch-site", "cross-site")],
         vec![("x-role", "operator"), ("origin", evil_origin.as_str())],
+        vec![("x-role", "operator"), ("origin", odd_scheme.as_str())],
+        vec![
+            ("x-role", "operator"),
+            ("origin", downgraded.as_str()),
+            ("x-forwarded-proto", "https"),
+        ],
         // No Origin and no Sec-Fetch-Site: not from a browser page of ours.
         vec![("x-role", "operator")],
     ] {

@@ -602,3 +602,30 @@ async fn a_route_behind_the_idempotency_layer_keeps_the_request_trace() {
         "{carried}"
     );
 }
+
+#[tokio::test]
+async fn a_job_with_a_megabyte_name_answers_a_status_of_its_usual_size() {
+    let redis = TestRedis::new("ax-long-name");
+    let app = redis.app(|b| b.registrations(only_email())).await;
+    // Written as another producer could: a name of a megabyte of quotes, which JSON
+    // would escape into two.
+    let name = "\"".repeat(1024 * 1024);
+    app.queue::<Welcome>("ax-email")
+        .unwrap()
+        .add(
+            &name,
+            serde_json::from_value(welcome(1)).unwrap(),
+            JobOptions::new().job_id("welcome-long"),
+        )
+        .await
+        .unwrap();
+    let addr = serve(&app).await;
+    let response = get(addr, "/jobs/ax-email/welcome-long").await;
+    assert_eq!(response.status, 200);
+    assert!(response.body.len() < 4096, "{} bytes", response.body.len());
+    let shown = response.json()["name"].as_str().unwrap().to_owned();
+    assert!(
+        shown.starts_with("\"\"\"") && shown.ends_with('…'),
+        "{shown}"
+    );
+}

@@ -85,7 +85,8 @@ pub struct Producers {
 /// - `/admin/queues`: the queue dashboard, for the operator (the same token, or HTTP
 ///   Basic with it as the password); mounted only when `ADMIN_TOKEN` is set.
 /// - `GET /livez`, `GET /readyz`: the liveness and readiness probes (a worker wedged
-///   for two minutes with jobs waiting fails liveness).
+///   for two minutes with jobs waiting fails liveness): the verdict for anyone, each
+///   check for the operator's token.
 pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Error> {
     let admin = JobRoutes::new()
         .include_failed_reason(true)
@@ -111,6 +112,13 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
             auth::operator_only,
         ));
     let admin_token = state.admin_token.clone();
+    // Anyone gets the probes' verdict; the operator also each check (Redis's memory,
+    // the outbox's depth, each worker's last job), which tells a stranger too much.
+    let mut probes =
+        HealthRoutes::new(HealthSettings::new().wedged_after(Duration::from_secs(120)));
+    if let Some(token) = &admin_token {
+        probes = probes.details_for(queue_axum::access::Access::bearer(token.as_str()));
+    }
     // A retried sign-up gets its first answer (the same user and token), not a 409.
     let idempotent = IdempotencyLayer::new(app);
     // The public status route of welcome emails; a sign-up that waits (`Prefer: wait`)
@@ -124,10 +132,7 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
         .merge(operator_work)
         .with_state(state)
         .merge(public_status.router())
-        .merge(
-            HealthRoutes::new(HealthSettings::new().wedged_after(Duration::from_secs(120)))
-                .router(),
-        )
+        .merge(probes.router())
         .nest("/admin", admin);
     if let Some(token) = admin_token {
         api = api.merge(dashboard::router(app, "/admin/queues", token));

@@ -1,16 +1,19 @@
 //! What a request asks for, parsed and checked before anything is read: a queue page's
-//! listing, a groups page's cursor, the workers page's queue, an action's name and form
-//! body, the clean and add-a-job forms. A bad parameter is a 400 that says what to write
-//! instead.
+//! listing and search (in `listing`), a groups page's cursor, the workers page's queue,
+//! an action's name and form body, the clean and add-a-job forms. A bad parameter is a
+//! 400 that says what to write instead.
+
+mod listing;
 
 use axum::body::Bytes;
 use queue_axum::quote;
-use queue_core::{queue::JobFilter, JobState};
 use serde::Deserialize;
 
-use crate::limits::{LISTED_STATES, MAX_AFTER_BYTES, MAX_GROUPS_SHOWN, PAGE_SIZE};
+use crate::limits::{MAX_AFTER_BYTES, MAX_GROUPS_SHOWN, PAGE_SIZE};
 use crate::problem::Problem;
 use crate::text::{clip, url_segment};
+
+pub(crate) use listing::{Listing, QueueQuery};
 
 /// The form field that says the operator confirmed.
 pub(crate) const CONFIRM: (&str, &str) = ("confirm", "yes");
@@ -102,130 +105,6 @@ impl QueueAction {
             QueueAction::RetryFailed | QueueAction::Drain | QueueAction::Obliterate
         )
     }
-}
-
-/// A queue page's query: `state`, `page` (from 1), `order` (`newest` or `oldest`), `q`
-/// (a search: an id prefix, `name = welcome`, `data.user_id = 42`), `name` (the same as
-/// `q=name = ..`), `from` (where a search goes on), and `id` to look a job up.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct QueueQuery {
-    state: Option<String>,
-    page: Option<String>,
-    order: Option<String>,
-    name: Option<String>,
-    q: Option<String>,
-    from: Option<String>,
-    pub(crate) id: Option<String>,
-}
-
-/// What a queue page lists, checked.
-pub(crate) struct Listing {
-    pub(crate) state: JobState,
-    pub(crate) page: usize,
-    pub(crate) oldest_first: bool,
-    pub(crate) search: Option<(String, JobFilter)>,
-    pub(crate) from: usize,
-}
-
-impl Listing {
-    pub(crate) fn of(query: &QueueQuery) -> Result<Listing, Problem> {
-        let state = match query.state.as_deref() {
-            None | Some("") => JobState::Waiting,
-            Some(s) => match s.parse::<JobState>() {
-                Ok(state) if LISTED_STATES.contains(&state) => state,
-                _ => {
-                    return Err(Problem::BadRequest(format!(
-                        "{} is not a state a queue lists; use one of: waiting, prioritized, \
-                         delayed, active, waiting-children, completed, failed.",
-                        quote(&clip(s, 100))
-                    )))
-                }
-            },
-        };
-        let number = |value: Option<&str>, what: &str, min: usize| match value.map(str::parse) {
-            None => Ok(min),
-            Some(Ok(n)) if (min..=100_000_000).contains(&n) => Ok(n),
-            Some(_) => Err(Problem::BadRequest(format!(
-                "`{what}` is a whole number from {min}."
-            ))),
-        };
-        let page = number(query.page.as_deref(), "page", 1)?;
-        let from = number(query.from.as_deref(), "from", 0)?;
-        let oldest_first = match query.order.as_deref() {
-            None | Some("newest" | "") => false,
-            Some("oldest") => true,
-            Some(other) => {
-                return Err(Problem::BadRequest(format!(
-                    "{} is not an order; use newest or oldest.",
-                    quote(&clip(other, 100))
-                )))
-            }
-        };
-        let name = query
-            .name
-            .as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty());
-        let search = match (query.q.as_deref().map(str::trim), name) {
-            (Some(q), _) if !q.is_empty() => Some((q.to_owned(), parse_search(q)?)),
-            (_, Some(name)) => Some((format!("name = {name}"), JobFilter::Name(name.to_owned()))),
-            _ => None,
-        };
-        Ok(Listing {
-            state,
-            page,
-            oldest_first,
-            search,
-            from,
-        })
-    }
-
-    /// This listing's address with `page` or `from` changed.
-    pub(crate) fn link(&self, here: &str, page: usize, from: Option<usize>) -> String {
-        let mut link = format!("{here}?state={}", self.state.as_str());
-        if self.oldest_first {
-            link.push_str("&order=oldest");
-        }
-        match (&self.search, from) {
-            (Some((q, _)), Some(from)) => {
-                link.push_str(&format!("&q={}&from={from}", url_segment(q)));
-            }
-            _ => link.push_str(&format!("&page={page}")),
-        }
-        link
-    }
-
-    /// The search box's text.
-    pub(crate) fn search_text(&self) -> &str {
-        self.search.as_ref().map_or("", |(q, _)| q.as_str())
-    }
-}
-
-/// A search: `name = welcome`, `data.user_id = 42` (the value as JSON, or as text when
-/// it is not JSON), else an id prefix.
-fn parse_search(q: &str) -> Result<JobFilter, Problem> {
-    let Some((field, value)) = q.split_once('=') else {
-        return Ok(JobFilter::IdPrefix(q.to_owned()));
-    };
-    let (field, value) = (field.trim(), value.trim());
-    if field == "name" {
-        return Ok(JobFilter::Name(value.to_owned()));
-    }
-    if let Some(path) = field
-        .strip_prefix("data.")
-        .filter(|p| !p.is_empty() && p.split('.').all(|part| !part.is_empty()))
-    {
-        let value = serde_json::from_str(value)
-            .unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
-        return Ok(JobFilter::DataField {
-            path: path.to_owned(),
-            value,
-        });
-    }
-    Err(Problem::BadRequest(format!(
-        "{} is not a search; use an id prefix, `name = welcome` or `data.user_id = 42`.",
-        quote(&clip(q, 100))
-    )))
 }
 
 /// A groups page's query: `after` (the last group of the page before; the first page
@@ -346,24 +225,6 @@ impl FieldErrors {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn searches_read_as_an_id_prefix_a_name_or_a_payload_field() {
-        assert!(
-            matches!(parse_search("welcome-4"), Ok(JobFilter::IdPrefix(p)) if p == "welcome-4")
-        );
-        assert!(matches!(parse_search("name = welcome"), Ok(JobFilter::Name(n)) if n == "welcome"));
-        assert!(matches!(
-            parse_search("data.user.id = 42"),
-            Ok(JobFilter::DataField { path, value }) if path == "user.id" && value == 42
-        ));
-        assert!(matches!(
-            parse_search("data.email=ada@example.com"),
-            Ok(JobFilter::DataField { value, .. }) if value == "ada@example.com"
-        ));
-        assert!(parse_search("data. = 1").is_err());
-        assert!(parse_search("priority = 1").is_err());
-    }
 
     #[test]
     fn a_cursor_is_a_group_id_and_a_bounded_count_and_links_keep_it() {

@@ -1,5 +1,8 @@
 //! What every handler reads ([`Shared`]: the app, the access policy, the live feeds, the
-//! trusted proxies), and [`Dashboard`], the builder that sets it up.
+//! trusted proxies, the bound on searches), and [`Dashboard`], the builder that sets it
+//! up.
+
+pub(crate) mod searches;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -12,6 +15,7 @@ use queue_core::QueueApp;
 use crate::load::live::LiveHub;
 use crate::problem::Problem;
 use crate::text::clip;
+use searches::Searches;
 
 /// The dashboard's router, built with the application's access policy.
 ///
@@ -51,6 +55,10 @@ pub(crate) struct Shared {
     pub(crate) live: Arc<LiveHub>,
     /// Proxies whose `X-Forwarded-Prefix` is believed.
     pub(crate) trusted_proxies: Vec<IpAddr>,
+    /// Whether a search may look into payloads (`data.user_id = 42`).
+    pub(crate) payload_search: bool,
+    /// Each person's searches: one at a time, so many a minute.
+    pub(crate) searches: Searches,
 }
 
 impl Dashboard {
@@ -62,6 +70,8 @@ impl Dashboard {
                 policy: Box::new(policy),
                 live: Arc::default(),
                 trusted_proxies: Vec::new(),
+                payload_search: false,
+                searches: Searches::default(),
             }),
         }
     }
@@ -85,6 +95,56 @@ impl Dashboard {
     pub fn live_stream_lifetime(mut self, lifetime: Duration) -> Self {
         if let Some(hub) = self.shared_mut().and_then(|s| Arc::get_mut(&mut s.live)) {
             hub.lifetime = lifetime;
+        }
+        self
+    }
+
+    /// Lets the search box look into payloads: `data.user_id = 42` (or `data.user.email =
+    /// ada@example.com`) lists the jobs whose payload has that field with that value.
+    /// Off by default, and then such a search answers 400 saying so; an id prefix and
+    /// `name = welcome` work either way.
+    ///
+    /// It is off because it is the costliest read the dashboard has: Redis decodes every
+    /// payload it looks through (up to 5,000 a page, each up to 64 KB) inside one
+    /// script, where the other searches read an id or a name. And it finds jobs by what
+    /// users sent: it is offered only to those the policy shows payloads
+    /// ([`Access::with_payloads`](crate::Access::with_payloads)), since a search's
+    /// matches tell a payload's values a guess at a time. Turn it on where operators
+    /// need it and payloads are small; it is bounded per person as every search is
+    /// ([`max_searches_per_minute`](Self::max_searches_per_minute)).
+    ///
+    /// ```no_run
+    /// # fn demo(app: queue_core::QueueApp) {
+    /// use queue_dashboard::{Access, Dashboard};
+    /// let dashboard = Dashboard::new(&app, |_: &axum::http::request::Parts| Access::operator("ops"))
+    ///     .payload_search(true);
+    /// # }
+    /// ```
+    pub fn payload_search(mut self, enabled: bool) -> Self {
+        if let Some(shared) = self.shared_mut() {
+            shared.payload_search = enabled;
+        }
+        self
+    }
+
+    /// The most searches (a queue page with `q=` or `name=`) one person starts a
+    /// minute: `max` at once, then one each `60 / max` seconds (a bucket of `max`,
+    /// refilled at `max` a minute). A person also runs one search at a time. Over either
+    /// bound the page answers 429 with `Retry-After` and says when to try again; the
+    /// other pages are not counted, and nothing of it is audited (it is a read).
+    ///
+    /// A search reads through thousands of jobs (20,000 ids for an id prefix, 5,000
+    /// jobs otherwise), about 23 ms of Redis, where another page reads a few dozen: four
+    /// people searching in a loop saturated Redis. A person is whom the policy names
+    /// ([`Access::who`](crate::Access::who), as the audit names them); a request it
+    /// names nobody for counts as its connection's peer address (when the server records
+    /// it: `into_make_service_with_connect_info::<SocketAddr>()`), and without one, with
+    /// every other such request. Default
+    /// [`DEFAULT_MAX_SEARCHES_PER_MINUTE`](crate::DEFAULT_MAX_SEARCHES_PER_MINUTE); `0`
+    /// is taken as 1.
+    pub fn max_searches_per_minute(mut self, max: u32) -> Self {
+        if let Some(shared) = self.shared_mut() {
+            shared.searches = Searches::new(max);
         }
         self
     }
