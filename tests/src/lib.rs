@@ -106,6 +106,50 @@ impl TestRedis {
             .expect("KEYS")
     }
 
+    /// The keys under this prefix whose values hold `text` in clear, read as a client
+    /// reads them by type (a hash's fields and values, a list's, set's or sorted set's
+    /// members, a stream's entries): what someone reading Redis would find. (Not
+    /// `DUMP`: its RDB form compresses long strings, which would hide a value.)
+    pub fn keys_holding(&self, text: &str) -> Vec<String> {
+        let mut conn = sync_connection();
+        let needle = text.as_bytes();
+        let holds = |values: Vec<Vec<u8>>| {
+            values
+                .iter()
+                .any(|v| v.windows(needle.len().max(1)).any(|w| w == needle))
+        };
+        self.keys()
+            .into_iter()
+            .filter(|key| {
+                let kind: String = redis::cmd("TYPE")
+                    .arg(key)
+                    .query(&mut *conn)
+                    .unwrap_or_default();
+                let read = |cmd: &mut redis::Cmd, conn: &mut dyn redis::ConnectionLike| {
+                    cmd.query::<Vec<Vec<u8>>>(conn).unwrap_or_default()
+                };
+                let values = match kind.as_str() {
+                    "string" => read(redis::cmd("GET").arg(key), &mut *conn),
+                    "hash" => read(redis::cmd("HGETALL").arg(key), &mut *conn),
+                    "list" => read(redis::cmd("LRANGE").arg(key).arg(0).arg(-1), &mut *conn),
+                    "set" => read(redis::cmd("SMEMBERS").arg(key), &mut *conn),
+                    "zset" => read(redis::cmd("ZRANGE").arg(key).arg(0).arg(-1), &mut *conn),
+                    "stream" => {
+                        let entries: redis::Value = redis::cmd("XRANGE")
+                            .arg(key)
+                            .arg("-")
+                            .arg("+")
+                            .query(&mut *conn)
+                            .unwrap_or(redis::Value::Nil);
+                        vec![format!("{entries:?}").into_bytes()]
+                    }
+                    _ => Vec::new(),
+                };
+                holds(values)
+            })
+            .collect()
+    }
+
     /// Reads one field of a job's hash directly, as another BullMQ client would.
     pub fn job_field(&self, queue: &str, id: &str, field: &str) -> Option<String> {
         let mut conn = sync_connection();

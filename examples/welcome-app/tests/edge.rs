@@ -222,6 +222,9 @@ async fn a_retried_signup_with_the_same_idempotency_key_gets_the_first_answer() 
     assert_eq!(again.header("cache-control"), Some("no-store"));
     assert_eq!(again.header("idempotent-replayed"), Some("true"));
     assert_eq!(svc.db.users().await.unwrap().len(), 1);
+    // The kept answer holds Kim's token, sealed: Redis holds it nowhere in clear.
+    let token = first.json()["accessToken"].as_str().unwrap().to_owned();
+    assert_eq!(svc.redis.keys_holding(&token), Vec::<String>::new());
     // The same key with another sign-up: refused, not answered with Kim's token.
     let other = post_json(
         svc.addr,

@@ -20,7 +20,8 @@ use crate::error::Error;
 /// let claims = app.claims("exports")?;
 /// match claims.claim("export-7", "v1", Duration::from_secs(60)).await? {
 ///     Claim::Taken(token) => {
-///         // ... the work, then keep its outcome for a day:
+///         // ... the work, then keep its outcome for a day (its hold, meanwhile, is
+///         // extended with `claims.extend` if the work outlasts it):
 ///         claims.complete("export-7", &token, b"done", Duration::from_secs(86_400)).await?;
 ///     }
 ///     Claim::Held { .. } => println!("someone is on it"),

@@ -67,7 +67,7 @@ pub struct Producers {
 /// The whole API, with the queue layer.
 ///
 /// - `POST /users`: sign-up; a retry with the same `Idempotency-Key` header gets the
-///   first answer (kept in Redis for a day), not a 409. With `Prefer: wait=N` (up to
+///   first answer (kept in Redis for an hour, sealed), not a 409. With `Prefer: wait=N` (up to
 ///   10 s), a welcome email sent in time is answered with its status (200).
 /// - `GET /jobs/email/{id}`: a welcome job's state, progress, attempts and timestamps,
 ///   for the client that was given its `Location` (its id holds a random user id, so it
