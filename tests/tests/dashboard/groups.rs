@@ -16,6 +16,7 @@ use queue_core::{
 use queue_dashboard::{Access, Dashboard};
 
 use crate::audit::audit_log;
+use crate::support::text;
 use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::{wait_until, TestRedis, SOON};
 use tokio::sync::Semaphore;
@@ -57,10 +58,6 @@ async fn post(addr: SocketAddr, path: &str, role: &str, form: &str) -> HttpRespo
     )
     .await
     .expect("request")
-}
-
-fn text(response: &HttpResponse) -> String {
-    String::from_utf8_lossy(&response.body).into_owned()
 }
 
 /// What the handler waits on: jobs hold their group's slot until it closes.

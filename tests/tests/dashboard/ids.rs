@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::support::{post_form, text};
 use axum::http::request::Parts;
 use axum::Router;
 use queue_core::{options::Schedule, Job, JobError, JobOptions, Processor, QueueApp};
 use queue_dashboard::{Access, Dashboard};
-use queue_tests::http::{listener, request, HttpResponse};
+use queue_tests::http::{listener, request};
 use queue_tests::TestRedis;
 
 const QUEUE: &str = "dash-ids";
@@ -30,26 +31,6 @@ async fn serve(app: &QueueApp) -> SocketAddr {
 
 async fn ok(_: Job<serde_json::Value>) -> Result<(), JobError> {
     Ok(())
-}
-
-/// A POST as the dashboard's own pages send it, with a form body.
-async fn post(addr: SocketAddr, path: &str, form: &str) -> HttpResponse {
-    request(
-        addr,
-        "POST",
-        path,
-        &[
-            ("sec-fetch-site", "same-origin"),
-            ("content-type", "application/x-www-form-urlencoded"),
-        ],
-        form.as_bytes(),
-    )
-    .await
-    .expect("request")
-}
-
-fn text(response: &HttpResponse) -> String {
-    String::from_utf8_lossy(&response.body).into_owned()
 }
 
 /// Every key under the test's prefix with its serialized value (`DUMP`): equal
@@ -137,7 +118,7 @@ async fn job_actions_with_ids_that_are_no_job_answer_4xx_and_touch_nothing() {
     for id in hostile_ids() {
         for action in ["remove", "retry", "promote"] {
             let path = format!("/admin/queues/{QUEUE}/jobs/{id}/{action}");
-            let response = post(addr, &path, "").await;
+            let response = post_form(addr, &path, &[], "").await;
             assert!(
                 (400..500).contains(&response.status),
                 "{action} {id:.40}: {} {}",
@@ -148,7 +129,7 @@ async fn job_actions_with_ids_that_are_no_job_answer_4xx_and_touch_nothing() {
         // A scheduler's actions take a scheduler's id: these name no scheduler.
         for action in ["remove", "run"] {
             let path = format!("/admin/queues/{QUEUE}/schedulers/{id}/{action}");
-            let response = post(addr, &path, "").await;
+            let response = post_form(addr, &path, &[], "").await;
             assert!(
                 (400..500).contains(&response.status),
                 "scheduler {action} {id:.40}: {} {}",
@@ -191,9 +172,10 @@ async fn job_actions_with_ids_that_are_no_job_answer_4xx_and_touch_nothing() {
     assert_eq!(snapshot(&redis), before);
 
     // A real job is still removed.
-    let removed = post(
+    let removed = post_form(
         addr,
         &format!("/admin/queues/{QUEUE}/jobs/job-1/remove"),
+        &[],
         "confirm=yes",
     )
     .await;
@@ -221,7 +203,7 @@ async fn the_add_form_refuses_ids_and_delays_it_could_not_add_faithfully() {
     ];
     for (field, at) in cases {
         let form = format!("name=n&data=%7B%7D&{field}");
-        let response = post(addr, &format!("/admin/queues/{QUEUE}/add"), &form).await;
+        let response = post_form(addr, &format!("/admin/queues/{QUEUE}/add"), &[], &form).await;
         let page = text(&response);
         assert_eq!(response.status, 400, "{field:.40}: {page}");
         // The complaint sits beside the field at fault.
@@ -234,9 +216,10 @@ async fn the_add_form_refuses_ids_and_delays_it_could_not_add_faithfully() {
         assert_eq!(snapshot(&redis), before, "{field:.40} wrote to Redis");
     }
     // A delay that fits, and an ordinary id, are added.
-    let fine = post(
+    let fine = post_form(
         addr,
         &format!("/admin/queues/{QUEUE}/add"),
+        &[],
         "name=n&data=%7B%7D&job_id=fine-1&delay_ms=60000",
     )
     .await;

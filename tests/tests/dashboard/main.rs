@@ -15,3 +15,4 @@ mod missing_jobs;
 mod pages;
 mod queues;
 mod searches;
+mod support;

@@ -3,16 +3,15 @@
 //! (and a bulk one) on a missing job answers the dashboard's 404 page, and the audit
 //! records it as failed, never as done.
 
-use std::net::SocketAddr;
-
 use axum::http::request::Parts;
 use axum::Router;
 use queue_core::{Job, JobError, JobOptions, Processor};
 use queue_dashboard::{Access, Dashboard};
-use queue_tests::http::{listener, request, HttpResponse};
+use queue_tests::http::listener;
 use queue_tests::TestRedis;
 
 use crate::audit::audit_log;
+use crate::support::{post_form, text};
 
 const QUEUE: &str = "dash-ghosts";
 
@@ -22,26 +21,6 @@ fn operator(_: &Parts) -> Access {
 
 async fn ok(_: Job<serde_json::Value>) -> Result<(), JobError> {
     Ok(())
-}
-
-/// A confirmed POST as the dashboard's own forms send it.
-async fn post_form(addr: SocketAddr, path: &str, form: &str) -> HttpResponse {
-    request(
-        addr,
-        "POST",
-        path,
-        &[
-            ("sec-fetch-site", "same-origin"),
-            ("content-type", "application/x-www-form-urlencoded"),
-        ],
-        form.as_bytes(),
-    )
-    .await
-    .expect("request")
-}
-
-fn text(response: &HttpResponse) -> String {
-    String::from_utf8_lossy(&response.body).into_owned()
 }
 
 #[tokio::test]
@@ -65,7 +44,7 @@ async fn an_action_on_a_missing_job_is_a_404_and_is_never_audited_as_done() {
     for action in ["retry", "promote", "remove"] {
         let ghost = format!("ghost-{action}");
         let path = format!("/admin/queues/{QUEUE}/jobs/{ghost}/{action}");
-        let answer = post_form(addr, &path, "confirm=yes").await;
+        let answer = post_form(addr, &path, &[], "confirm=yes").await;
         assert_eq!(answer.status, 404, "{action}: {}", text(&answer));
         assert_eq!(answer.header("location"), None, "{action}");
         assert!(
@@ -79,6 +58,7 @@ async fn an_action_on_a_missing_job_is_a_404_and_is_never_audited_as_done() {
     let bulk = post_form(
         addr,
         &format!("/admin/queues/{QUEUE}/bulk"),
+        &[],
         "action=remove&state=waiting&confirm=yes&id=ghost-bulk&id=real",
     )
     .await;

@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::support::text;
 use axum::http::request::Parts;
 use axum::Router;
 use queue_core::{
@@ -42,10 +43,6 @@ async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> HttpResp
     request(addr, "GET", path, headers, b"")
         .await
         .expect("request")
-}
-
-fn text(response: &HttpResponse) -> String {
-    String::from_utf8_lossy(&response.body).into_owned()
 }
 
 async fn ok(_: Job<serde_json::Value>) -> Result<(), JobError> {

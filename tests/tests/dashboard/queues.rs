@@ -10,6 +10,7 @@ use queue_core::{Job, JobError, JobOptions, JobState, Processor, QueueApp};
 use queue_dashboard::{Access, Dashboard};
 
 use crate::audit::audit_log;
+use crate::support::text;
 use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::{wait_for_state, PrivateRedis, TestRedis, SOON};
 
@@ -49,10 +50,6 @@ async fn post_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Ht
     request(addr, "POST", path, headers, b"")
         .await
         .expect("request")
-}
-
-fn text(response: &HttpResponse) -> String {
-    String::from_utf8_lossy(&response.body).into_owned()
 }
 
 async fn fails(job: Job<serde_json::Value>) -> Result<(), JobError> {

@@ -14,6 +14,7 @@ use queue_tests::http::{listener, request, HttpResponse};
 use queue_tests::{PrivateRedis, TestRedis, SOON};
 
 use crate::audit::audit_log;
+use crate::support::text;
 
 /// The `x-operator` header names the operator; without it the viewer is nobody in
 /// particular (the policy gives no name).
@@ -52,10 +53,6 @@ async fn get(addr: SocketAddr, path: &str, who: Option<&str>) -> HttpResponse {
     request(addr, "GET", path, &headers, b"")
         .await
         .expect("request")
-}
-
-fn text(response: &HttpResponse) -> String {
-    String::from_utf8_lossy(&response.body).into_owned()
 }
 
 /// `count` waiting jobs `job-0` .. of `queue`, payload `{"n": i}`.
