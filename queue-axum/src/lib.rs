@@ -122,6 +122,7 @@
 mod accepted;
 pub mod access;
 mod carried;
+mod client;
 mod error;
 mod extract;
 mod handover;

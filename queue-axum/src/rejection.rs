@@ -124,7 +124,7 @@ rejection!(
 );
 
 /// A request with the same `Idempotency-Key` is still running: 409 with `Retry-After`,
-/// the seconds until its hold ends at the latest (1 to 10). Retried once it has
+/// the seconds until its hold ends at the latest (1 to 15; it may be retried sooner). Retried once it has
 /// answered, this request gets its answer.
 #[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]

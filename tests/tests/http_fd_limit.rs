@@ -2,18 +2,20 @@
 //! connections that never send a byte, still answers other clients' requests at once,
 //! and requests whose handlers need a descriptor of their own (a file here; a database
 //! connection or a Redis reconnect in an app): the connection cap keeps descriptors for
-//! them, the per-client cap keeps slots for others, and a connection over a cap is
-//! answered at once instead of waiting in the backlog. Alone in its binary, because it
-//! lowers the whole process's limit.
+//! them, the per-client cap keeps slots for others, and a connection over a cap (the
+//! client's, then, with a second flood, the server's) is answered at once instead of
+//! waiting in the backlog. Alone in its binary, because it lowers the whole process's
+//! limit.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
 use queue_axum::ServeLimits;
 use queue_tests::http::{get as http_get, listener};
+use queue_tests::{wait_until, SOON};
 
 /// Reads a file: a descriptor of its own for each request.
 async fn page(
@@ -24,16 +26,17 @@ async fn page(
         .map_err(|_| axum::http::StatusCode::INTERNAL_SERVER_ERROR)
 }
 
-/// A slowloris attacker in another process (with its own descriptors), from an address
-/// of its own (127.0.0.2): it keeps 400 connections open that never send a byte, and
-/// opens another whenever the server closes one.
+/// A slowloris attacker in another process (with its own descriptors), from a loopback
+/// address of its own: once it reads a line, it keeps 400 connections open that never
+/// send a byte, and opens another whenever the server closes one.
 const FLOOD: &str = r#"
 import selectors, socket, sys, time
-port, wanted = int(sys.argv[1]), 400
+port, source, wanted = int(sys.argv[1]), sys.argv[2], 400
+sys.stdin.readline()
 watch = selectors.DefaultSelector()
 def connect():
     s = socket.socket()
-    s.bind(("127.0.0.2", 0))
+    s.bind((source, 0))
     s.setblocking(False)
     try:
         s.connect(("127.0.0.1", port))
@@ -57,24 +60,44 @@ while time.time() < end:
             connect()
 "#;
 
+/// A flood from `source` against `port`, waiting for [`unleash`]. Started before this
+/// process's limit of descriptors is lowered, which a child would inherit.
+fn flood_from(source: &str, port: u16) -> Child {
+    Command::new("python3")
+        .arg("-c")
+        .arg(FLOOD)
+        .arg(port.to_string())
+        .arg(source)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs")
+}
+
+/// Lets `flood` go; back once its connections are opened.
+fn unleash(flood: &mut Child) {
+    use std::io::Write;
+    let go = flood.stdin.as_mut().expect("the flood's stdin");
+    go.write_all(b"go\n").unwrap();
+    go.flush().unwrap();
+    let mut ready = String::new();
+    BufReader::new(flood.stdout.as_mut().expect("the flood's stdout"))
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_idle_connections_leaves_descriptors_for_the_handlers() {
     let file = std::env::temp_dir().join(queue_core::testing::unique_prefix("fd-page"));
     std::fs::write(&file, "hello").unwrap();
     let (listener, addr) = listener().await;
-    // Started before this process's limit is lowered: the attacker's sockets are its own.
-    let mut flood = Command::new("python3")
-        .arg("-c")
-        .arg(FLOOD)
-        .arg(addr.port().to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    let mut ready = String::new();
-    BufReader::new(flood.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    assert_eq!(ready.trim(), "ready");
+    // Started before this process's limit is lowered: the attackers' sockets are their own.
+    let mut floods = vec![
+        flood_from("127.0.0.2", addr.port()),
+        flood_from("127.0.0.3", addr.port()),
+    ];
+    unleash(&mut floods[0]);
     let lowered = Command::new("prlimit")
         .arg(format!("--pid={}", std::process::id()))
         .arg("--nofile=256:256")
@@ -95,24 +118,43 @@ async fn a_flood_of_idle_connections_leaves_descriptors_for_the_handlers() {
         std::future::pending(),
         ServeLimits::default(),
     ));
-    // Let the flood take its slots and be refused the rest.
-    tokio::time::sleep(Duration::from_millis(500)).await;
 
-    // Another client is answered at once, not after the flood's connections time out.
+    // The flooding address holds its share (64 of 128) and is refused at once past it:
+    // 429, not a wait.
+    let own = wait_until(SOON, "the flooding address to be refused", || async {
+        let head = get_from([127, 0, 0, 2], addr).await;
+        head.starts_with("HTTP/1.1 429 ").then_some(head)
+    })
+    .await;
+    assert!(own.to_ascii_lowercase().contains("retry-after: 1"), "{own}");
+    // Another client is answered at once, not after the flood's connections time out,
+    // by handlers that still have descriptors to open files with.
     let mut answers = Vec::new();
     for _ in 0..7 {
         let answer = tokio::time::timeout(Duration::from_secs(1), http_get(addr, "/page")).await;
         answers.push(answer.map(|r| r.status).unwrap_or(0));
     }
-    // The flooding address itself is refused at once: 429, not a wait.
-    let own = tokio::time::timeout(Duration::from_secs(1), get_from([127, 0, 0, 2], addr)).await;
-    let _ = flood.kill();
-    let _ = flood.wait();
+
+    // A second flooding address takes the other half: at the cap, a new client is
+    // answered 503 at once, rather than left in the backlog.
+    unleash(&mut floods[1]);
+    let full = wait_until(SOON, "the cap to be reached", || async {
+        let head = tokio::time::timeout(Duration::from_secs(1), get_from([127, 0, 0, 1], addr))
+            .await
+            .unwrap_or_default();
+        head.starts_with("HTTP/1.1 503 ").then_some(head)
+    })
+    .await;
+    for flood in &mut floods {
+        let _ = flood.kill();
+        let _ = flood.wait();
+    }
     let _ = std::fs::remove_file(&file);
     assert_eq!(answers, vec![200; 7], "0: no answer within a second");
-    let own = own.expect("the flooding address is answered within a second");
-    assert!(own.starts_with("HTTP/1.1 429 "), "{own}");
-    assert!(own.to_ascii_lowercase().contains("retry-after: 1"), "{own}");
+    assert!(
+        full.to_ascii_lowercase().contains("retry-after: 1"),
+        "{full}"
+    );
 }
 
 /// `GET /page` from a source address of the test's choosing; the answer's head.

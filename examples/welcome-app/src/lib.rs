@@ -112,6 +112,10 @@ pub async fn build(
         db: db.clone(),
         welcome_backoff: config.welcome_backoff,
         admin_token: config.admin_token.clone(),
+        operator: config
+            .admin_token
+            .as_deref()
+            .map(queue_axum::access::Access::bearer),
         tz: config.tz,
         export: config.export,
     };

@@ -240,3 +240,37 @@ async fn a_retried_signup_with_the_same_idempotency_key_gets_the_first_answer() 
     assert_eq!(unkeyed.status, 409);
     svc.stop().await;
 }
+
+#[tokio::test]
+async fn guessing_the_operator_token_on_the_api_is_throttled_as_on_the_dashboard() {
+    let svc = start("wa-edge-guess", FailurePolicy::Never).await;
+    let operator = format!("Bearer {ADMIN}");
+    // Ten wrong tokens from one address, on the operator's API routes.
+    for _ in 0..10 {
+        let wrong = get_with(
+            svc.addr,
+            "/admin/jobs/email/welcome-x",
+            &[("authorization", "Bearer guess-0123456789abcdef")],
+        )
+        .await;
+        assert_eq!(wrong.status, 401);
+    }
+    // Then that address is refused for a while, the right token too, everywhere the
+    // operator's token is checked: the API, the probes' details, the dashboard.
+    let refused = get_with(
+        svc.addr,
+        "/admin/jobs/email/welcome-x",
+        &[("authorization", &operator)],
+    )
+    .await;
+    assert_eq!(
+        refused.status,
+        429,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert!(refused.header("retry-after").is_some());
+    let dashboard = get_with(svc.addr, "/admin/queues", &[("authorization", &operator)]).await;
+    assert_eq!(dashboard.status, 429);
+    svc.stop().await;
+}

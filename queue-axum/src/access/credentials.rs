@@ -121,9 +121,11 @@ impl Credentials {
     /// A client address that sends `max` wrong credentials within `window` is refused,
     /// 429 with `Retry-After`, until the window ends, whatever it sends meanwhile
     /// (default: 10 a minute). A request without credentials is no failure: a browser
-    /// asks first without them. Behind a reverse proxy every client has the proxy's
-    /// address, and one client's guesses lock the others out too: give the policy
-    /// the client's own address (axum's `ConnectInfo`, from your proxy's header).
+    /// asks first without them. The client's address is axum's `ConnectInfo`, which
+    /// [`serve`](crate::serve) records (an IPv6 client by its /64); a request without
+    /// one is not counted. Behind a reverse proxy every client has the proxy's address,
+    /// and one client's guesses would lock the others out: put the client's own address
+    /// in `ConnectInfo` (from your proxy's header) in a middleware in front.
     pub fn max_failures(mut self, max: u32, window: Duration) -> Self {
         self.failures = Arc::new(Failures::new(max, window));
         self
@@ -305,15 +307,32 @@ mod tests {
         }
     }
 
+    /// `parts(authorization)` from the client address `ip`, as `serve` records it.
+    fn from(ip: [u8; 4], authorization: Option<&str>) -> Parts {
+        let mut parts = parts(authorization);
+        let peer = std::net::SocketAddr::from((ip, 40_000));
+        parts.extensions.insert(axum::extract::ConnectInfo(peer));
+        parts
+    }
+
     #[test]
     fn a_client_that_keeps_guessing_is_refused_until_its_window_ends() {
         let policy = Access::bearer("right-token").max_failures(3, Duration::from_secs(60));
+        let guesser = [10, 0, 0, 1];
         for _ in 0..3 {
-            let access = policy.decide(&parts(Some("Bearer wrong")));
+            let access = policy.decide(&from(guesser, Some("Bearer wrong")));
             assert!(access.challenge().is_some() && access.retry_after().is_none());
         }
+        // Another client logs in as ever; a client not known is never counted.
+        assert!(policy
+            .decide(&from([10, 0, 0, 2], Some("Bearer right-token")))
+            .can_act());
+        for _ in 0..5 {
+            policy.decide(&parts(Some("Bearer wrong")));
+        }
+        assert!(policy.decide(&parts(Some("Bearer right-token"))).can_act());
         // Now even the right token is refused: a guess that lands tells nothing.
-        let blocked = policy.decide(&parts(Some("Bearer right-token")));
+        let blocked = policy.decide(&from(guesser, Some("Bearer right-token")));
         assert!(!blocked.can_see());
         let refusal = super::super::refusal(&blocked, &parts(None)).unwrap();
         assert_eq!(refusal.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
@@ -321,9 +340,11 @@ mod tests {
         // A request without credentials (a browser's first) is no failure.
         let fresh = Access::bearer("right-token").max_failures(1, Duration::from_secs(60));
         for _ in 0..3 {
-            fresh.decide(&parts(None));
+            fresh.decide(&from(guesser, None));
         }
-        assert!(fresh.decide(&parts(Some("Bearer right-token"))).can_act());
+        assert!(fresh
+            .decide(&from(guesser, Some("Bearer right-token")))
+            .can_act());
     }
 
     #[test]

@@ -16,11 +16,13 @@ pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
 }
 
 /// Whether `origin` (`scheme://host[:port]`) names this server: its host is the
-/// request's `Host`, and its scheme is HTTP's, the one the proxy in front says it
-/// served (`X-Forwarded-Proto`) where there is one. A page of another scheme (`foo://`,
-/// or plain `http://` in front of an HTTPS site, which anyone on the path can write) is
-/// another origin. Without a forwarded scheme both of HTTP's pass: a server that
-/// terminates TLS itself cannot be told from one that does not.
+/// request's `Host`, and its scheme is HTTP's. A page of another scheme (`foo://`) is
+/// another origin, and so is a plain `http://` page where the proxy in front says it
+/// served HTTPS (`X-Forwarded-Proto: https`): anyone on the path can write such a page.
+/// An `https://` page passes whatever the proxy says (a load balancer behind a CDN may
+/// say `http` of a site its visitors reach over HTTPS), and without a forwarded scheme
+/// both of HTTP's pass: a server that terminates TLS itself cannot be told from one
+/// that does not.
 fn origin_is_ours(headers: &HeaderMap, origin: &str) -> bool {
     let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let Some((scheme, authority)) = origin.split_once("://") else {
@@ -30,10 +32,8 @@ fn origin_is_ours(headers: &HeaderMap, origin: &str) -> bool {
     let served = value("x-forwarded-proto")
         .and_then(|v| v.split(',').next())
         .map(|v| v.trim().to_ascii_lowercase());
-    let scheme_ok = match served {
-        Some(served) => scheme == served,
-        None => scheme == "http" || scheme == "https",
-    };
+    let downgraded = scheme == "http" && served.as_deref() == Some("https");
+    let scheme_ok = (scheme == "http" || scheme == "https") && !downgraded;
     scheme_ok && value("host").is_some_and(|host| authority.eq_ignore_ascii_case(host))
 }
 
@@ -104,7 +104,8 @@ mod tests {
         // Behind a proxy that says it served HTTPS, a plain-HTTP page is not ours.
         assert!(from("https://app.example", Some("https")));
         assert!(!from("http://app.example", Some("https")));
-        assert!(!from("https://app.example", Some("http")));
+        // An HTTPS page is ours even where a load balancer behind a CDN says `http`.
+        assert!(from("https://app.example", Some("http")));
     }
 
     #[test]

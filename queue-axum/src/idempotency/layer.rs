@@ -30,18 +30,21 @@ use super::settings::Settings;
 ///   yours or queue-dashboard's inserts). They expire after [`ttl`](Self::ttl) (one
 ///   hour by default).
 /// - A caller claims at most [`max_new_keys`](Self::max_new_keys) new keys a minute
-///   (300 by default; the caller is the scope above, else the client's address): over
+///   (300 by default; the caller is `scope_by`'s scope, else the client's address as
+///   [`serve`](crate::serve) records it; a caller neither names is not counted): over
 ///   it, 429 with `Retry-After`, and nothing runs or is kept. Without it one client
 ///   could fill Redis with records.
-/// - A request holds its key for ten seconds at a time, extended while it runs (up to
-///   [`hold`](Self::hold)): a process that dies mid-request frees the key within ten
-///   seconds, and a duplicate's 409 says in its `Retry-After` when the hold ends. A
-///   request that could not claim its key (Redis stalled past the app's timeout:
-///   503) leaves no hold behind when Redis wakes: its retry runs.
+/// - A request holds its key fifteen seconds at a time, extended while it runs (up to
+///   [`hold`](Self::hold)): a process that dies mid-request frees the key within
+///   fifteen seconds, and a duplicate's 409 says in its `Retry-After` when the hold
+///   ends at the latest (it may be retried sooner). A request that could not claim its
+///   key (Redis stalled past the app's timeout: 503) leaves no hold behind when Redis
+///   wakes: its retry runs.
 /// - The answer is kept sealed (AES-256-GCM) under a key derived from the client's
-///   `Idempotency-Key`, which is not kept: what Redis holds (a digest of the key, a
-///   fingerprint of the request and the ciphertext) does not reveal the answer, even
-///   one that carries a secret, to whoever reads Redis, its files or its replicas.
+///   `Idempotency-Key`, which is not kept; the request's fingerprint is keyed by it
+///   too. Whoever reads Redis, its files or its replicas sees neither the answer (a
+///   token it carries) nor the request, unless they guess the client's key: as strong
+///   as the key is random.
 /// - With Redis unavailable, a request with a key is answered 503 with `Retry-After` and
 ///   nothing runs: a promise to run once cannot be kept without the record. Requests
 ///   without a key, and `GET`, `HEAD`, `OPTIONS` and `TRACE`, pass through untouched.
@@ -121,8 +124,8 @@ impl IdempotencyLayer {
     }
 
     /// The longest a request that has not answered holds its key (60 s by default).
-    /// It holds it ten seconds at a time, extended while it runs, so that a process
-    /// that dies mid-request frees the key within ten seconds; a request that runs
+    /// It holds it fifteen seconds at a time, extended while it runs, so that a process
+    /// that dies mid-request frees the key within fifteen seconds; a request that runs
     /// longer than this loses its key, and its answer is not kept. Give more than the
     /// longest request.
     pub fn hold(mut self, hold: Duration) -> Self {

@@ -3,6 +3,8 @@
 //! Header Field" describes; and the [`IdempotencyKey`] extractor, for a route that makes
 //! job ids from the key itself.
 
+mod bound;
+mod hold;
 mod key;
 mod layer;
 mod record;

@@ -1,14 +1,19 @@
 //! A kept answer sealed at rest: AES-256-GCM under a key derived from the request's
-//! `Idempotency-Key` itself, which Redis never holds (it keeps a digest of it, made
-//! another way). Whoever reads Redis, its files or its replicas sees a ciphertext; a
+//! `Idempotency-Key`, which Redis never holds. A reader of Redis, its files or its
+//! replicas sees the record's name (a digest of scope, method, path and key), a
+//! fingerprint of the request keyed by the seal key, and a ciphertext bound to both; a
 //! retry that presents the key opens it. An answer can hold a secret (the token a
 //! sign-up returns), and the record lives for the layer's ttl.
 //!
+//! What it protects is what the key's entropy protects: the name lets a reader test
+//! guesses of the key offline, so a guessable key (`order-123`) gives its answer away.
+//! A client's key is to be random (a UUID), as the IETF draft asks.
+//!
 //! Layout: `s1`, the 12-byte nonce, then the ciphertext of [`Record::encode`] with its
-//! 16-byte tag. Records kept before sealing (`v1`, in clear) are still read, so that an
-//! upgrade does not break the retries of answers kept just before it.
+//! 16-byte tag; the record's name and fingerprint are its associated data, so that a
+//! sealed answer moved under another name, or planted, does not open.
 
-use aes_gcm::aead::{Aead, KeyInit};
+use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Key, Nonce};
 
 use super::key;
@@ -29,35 +34,66 @@ impl SealKey {
         parts.extend_from_slice(names);
         SealKey(key::digest_bytes(&parts).into())
     }
+
+    /// The key's bytes, to key the request's fingerprint with.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+}
+
+/// What one record is sealed with and bound to.
+pub(crate) struct Sealed<'a> {
+    pub(crate) key: &'a SealKey,
+    /// The record's name in Redis.
+    pub(crate) record: &'a str,
+    /// The request's fingerprint, the claim's tag.
+    pub(crate) fingerprint: &'a str,
+}
+
+impl Sealed<'_> {
+    fn associated(&self) -> Vec<u8> {
+        let mut aad = Vec::with_capacity(self.record.len() + self.fingerprint.len() + 1);
+        aad.extend_from_slice(self.record.as_bytes());
+        aad.push(b'\n');
+        aad.extend_from_slice(self.fingerprint.as_bytes());
+        aad
+    }
 }
 
 /// Why a record could not be sealed: the system's random source failed.
 #[derive(Debug)]
 pub(crate) struct NoRandomness;
 
-pub(crate) fn seal(key: &SealKey, record: &Record) -> Result<Vec<u8>, NoRandomness> {
+pub(crate) fn seal(sealed: &Sealed<'_>, record: &Record) -> Result<Vec<u8>, NoRandomness> {
     let mut nonce = [0_u8; NONCE_LEN];
     getrandom::fill(&mut nonce).map_err(|_| NoRandomness)?;
-    let cipher = Aes256Gcm::new(&key.0);
-    let sealed = cipher
-        .encrypt(Nonce::from_slice(&nonce), record.encode().as_slice())
+    let plain = record.encode();
+    let aad = sealed.associated();
+    let payload = Payload {
+        msg: &plain,
+        aad: &aad,
+    };
+    let ciphertext = Aes256Gcm::new(&sealed.key.0)
+        .encrypt(Nonce::from_slice(&nonce), payload)
         .map_err(|_| NoRandomness)?;
-    let mut out = Vec::with_capacity(SEALED.len() + NONCE_LEN + sealed.len());
+    let mut out = Vec::with_capacity(SEALED.len() + NONCE_LEN + ciphertext.len());
     out.extend_from_slice(SEALED);
     out.extend_from_slice(&nonce);
-    out.extend_from_slice(&sealed);
+    out.extend_from_slice(&ciphertext);
     Ok(out)
 }
 
-/// The record `bytes` hold: opened with `key` when sealed, read as is when kept in
-/// clear by an earlier version; `None` when it is neither (altered, or another key's).
-pub(crate) fn open(key: &SealKey, bytes: &[u8]) -> Option<Record> {
-    let Some(sealed) = bytes.strip_prefix(SEALED) else {
-        return Record::decode(bytes);
+/// The record `bytes` hold, opened; `None` when they are not a record sealed for this
+/// name and request (altered, moved, planted, or kept by a version that did not seal).
+pub(crate) fn open(sealed: &Sealed<'_>, bytes: &[u8]) -> Option<Record> {
+    let (nonce, ciphertext) = bytes.strip_prefix(SEALED)?.split_at_checked(NONCE_LEN)?;
+    let aad = sealed.associated();
+    let payload = Payload {
+        msg: ciphertext,
+        aad: &aad,
     };
-    let (nonce, ciphertext) = sealed.split_at_checked(NONCE_LEN)?;
-    let plain = Aes256Gcm::new(&key.0)
-        .decrypt(Nonce::from_slice(nonce), ciphertext)
+    let plain = Aes256Gcm::new(&sealed.key.0)
+        .decrypt(Nonce::from_slice(nonce), payload)
         .ok()?;
     Record::decode(&plain)
 }
@@ -77,37 +113,58 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_sealed_record_opens_with_its_key_only_and_hides_its_body() {
-        let key = SealKey::derive(&[b"", b"POST", b"/users", b"k-1"]);
-        let sealed = seal(&key, &record(b"{\"token\":\"secret-token\"}")).unwrap();
-        assert!(!sealed.windows(12).any(|w| w == b"secret-token"));
-        assert_eq!(
-            open(&key, &sealed).unwrap().body,
-            "{\"token\":\"secret-token\"}"
-        );
-
-        let other = SealKey::derive(&[b"", b"POST", b"/users", b"k-2"]);
-        assert!(open(&other, &sealed).is_none(), "another key's");
-        let mut altered = sealed.clone();
-        *altered.last_mut().unwrap() ^= 1;
-        assert!(open(&key, &altered).is_none(), "altered");
-        assert!(open(&key, b"s1short").is_none());
+    fn sealed<'a>(key: &'a SealKey, record: &'a str) -> Sealed<'a> {
+        Sealed {
+            key,
+            record,
+            fingerprint: "fp",
+        }
     }
 
     #[test]
-    fn a_record_kept_in_clear_before_sealing_is_still_read() {
+    fn a_sealed_record_opens_with_its_key_and_name_only_and_hides_its_body() {
+        let key = SealKey::derive(&[b"", b"POST", b"/users", b"k-1"]);
+        let bytes = seal(
+            &sealed(&key, "r1"),
+            &record(b"{\"token\":\"secret-token\"}"),
+        )
+        .unwrap();
+        assert!(!bytes.windows(12).any(|w| w == b"secret-token"));
+        let opened = open(&sealed(&key, "r1"), &bytes).unwrap();
+        assert_eq!(opened.body, "{\"token\":\"secret-token\"}");
+
+        let other = SealKey::derive(&[b"", b"POST", b"/users", b"k-2"]);
+        assert!(
+            open(&sealed(&other, "r1"), &bytes).is_none(),
+            "another key's"
+        );
+        assert!(
+            open(&sealed(&key, "r2"), &bytes).is_none(),
+            "moved to another name"
+        );
+        let mut altered = bytes.clone();
+        *altered.last_mut().unwrap() ^= 1;
+        assert!(open(&sealed(&key, "r1"), &altered).is_none(), "altered");
+        assert!(open(&sealed(&key, "r1"), b"s1short").is_none());
+    }
+
+    #[test]
+    fn a_record_in_clear_is_not_replayed() {
         let key = SealKey::derive(&[b"k"]);
+        // What 0.1 kept, or what someone who can write to Redis planted.
         let clear = record(b"{}").encode();
-        assert_eq!(open(&key, &clear).unwrap().body, "{}");
+        assert!(open(&sealed(&key, "r"), &clear).is_none());
     }
 
     #[test]
     fn the_seal_key_is_not_the_records_name() {
         let names: [&[u8]; 4] = [b"", b"POST", b"/users", b"k-1"];
         let name = key::digest(&names);
-        let seal_key = SealKey::derive(&names);
-        let seal_hex: String = seal_key.0.iter().map(|b| format!("{b:02x}")).collect();
+        let seal_hex: String = SealKey::derive(&names)
+            .as_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         assert_ne!(name, seal_hex);
     }
 }

@@ -3,16 +3,11 @@
 //! the key freed.
 
 use std::convert::Infallible;
-use std::future::Future;
-use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use axum::extract::ConnectInfo;
 use axum::http::request::Parts;
-use tokio::time::Instant;
 
 use axum::body::{to_bytes, Body};
 use axum::extract::{OriginalUri, Request};
@@ -23,19 +18,16 @@ use http_body::Body as _;
 use queue_core::{claims::Claim, claims::ClaimToken, claims::Claims};
 use tower::Service;
 
+use super::bound;
+use super::hold::{Held, LEASE};
 use super::key;
 use super::record::Record;
-use super::seal::{self, SealKey};
+use super::seal::{self, SealKey, Sealed};
 use super::settings::Settings;
 use crate::access::Access;
 use crate::carried::Carried;
 use crate::error::QueueError;
-use crate::rejection::{
-    IdempotencyKeyInFlight, IdempotencyKeyReused, MissingIdempotencyKey, TooManyIdempotencyKeys,
-};
-
-/// How long a request holds its key at a time; extended while it runs.
-const LEASE: Duration = Duration::from_secs(10);
+use crate::rejection::{IdempotencyKeyInFlight, IdempotencyKeyReused, MissingIdempotencyKey};
 
 /// The header a replayed answer carries, set to `true`.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
@@ -118,7 +110,7 @@ where
         .extensions
         .get::<OriginalUri>()
         .map_or(parts.uri.path(), |original| original.path());
-    let scope = caller_scope(&settings, &parts);
+    let (scope, app_scope) = caller_scope(&settings, &parts);
     let names: [&[u8]; 4] = [
         scope.as_deref().unwrap_or_default().as_bytes(),
         parts.method.as_str().as_bytes(),
@@ -128,7 +120,10 @@ where
     let record_key = key::digest(&names);
     let seal_key = SealKey::derive(&names);
     let content_type = parts.headers.get(header::CONTENT_TYPE);
+    // Keyed by the seal key, so that a reader of Redis, who has no Idempotency-Key,
+    // cannot test a guess of the request (a sign-up's e-mail address) against it.
     let fingerprint = key::digest(&[
+        seal_key.as_bytes(),
         parts.uri.query().unwrap_or_default().as_bytes(),
         content_type.map_or(&[][..], HeaderValue::as_bytes),
         &body,
@@ -140,12 +135,17 @@ where
             return IdempotencyKeyInFlight { ends_within }.into_response();
         }
         Ok(Claim::Done { tag, outcome }) if tag == fingerprint => {
-            return replay(&seal_key, &outcome)
+            let sealed_as = Sealed {
+                key: &seal_key,
+                record: &record_key,
+                fingerprint: &fingerprint,
+            };
+            return replay(&sealed_as, &outcome);
         }
         Ok(_) => return IdempotencyKeyReused.into_response(),
         Err(e) => return QueueError(e).into_response(),
     };
-    if let Some(refused) = over_bound(&settings, &claims, scope.as_deref(), &parts).await {
+    if let Some(refused) = bound::over(&settings, &claims, app_scope.as_deref(), &parts).await {
         release(&claims, &record_key, &token).await;
         return refused;
     }
@@ -162,7 +162,14 @@ where
         };
         let run = held.while_running(route, lease, settings.hold).await;
         match run {
-            Ok(response) => keep(&settings, &held, &seal_key, response).await,
+            Ok(response) => {
+                let sealed_as = Sealed {
+                    key: &seal_key,
+                    record: &record_key,
+                    fingerprint: &fingerprint,
+                };
+                keep(&settings, &held, &sealed_as, response).await
+            }
             Err(panic) => {
                 release(&claims, &record_key, &token).await;
                 std::panic::resume_unwind(panic)
@@ -178,94 +185,21 @@ where
     }
 }
 
-/// Who the caller is, for keeping keys apart: the application's `scope_by`, else the
-/// person its access decision named.
-fn caller_scope(settings: &Settings, parts: &Parts) -> Option<String> {
+/// Who the caller is, for keeping keys apart: the application's `scope_by` (also its
+/// scope for the bound on new keys), else the person its access decision named.
+fn caller_scope(settings: &Settings, parts: &Parts) -> (Option<String>, Option<String>) {
     match &settings.scope {
-        Some(scope) => scope(parts),
-        None => parts
-            .extensions
-            .get::<Access>()
-            .filter(|access| access.can_see())
-            .map(|access| format!("access:{}", access.who())),
-    }
-}
-
-/// The answer to a caller over its bound of new keys (429), or `None` within it. The
-/// bucket is the caller's scope, else its address.
-async fn over_bound(
-    settings: &Settings,
-    claims: &Claims,
-    scope: Option<&str>,
-    parts: &Parts,
-) -> Option<Response> {
-    let (max, window) = settings.new_keys?;
-    let caller = match (scope, parts.extensions.get::<ConnectInfo<SocketAddr>>()) {
-        (Some(scope), _) => format!("scope:{scope}"),
-        (None, Some(ConnectInfo(peer))) => format!("peer:{}", peer.ip()),
-        (None, None) => "anyone".to_owned(),
-    };
-    let bucket = format!("new-keys:{}", key::digest(&[caller.as_bytes()]));
-    match claims.count(&bucket, window).await {
-        Ok((n, _)) if n <= max => None,
-        Ok((_, window_ends_within)) => {
-            tracing::warn!(
-                max,
-                ?window,
-                "a caller is over its bound of new Idempotency-Keys; answering 429 (behind a proxy, scope callers by their own address)"
-            );
-            Some(TooManyIdempotencyKeys { window_ends_within }.into_response())
+        Some(scope) => {
+            let scope = scope(parts);
+            (scope.clone(), scope)
         }
-        // The count is a guard against floods, not the promise: a failed count does
-        // not refuse the request it could not count.
-        Err(error) => {
-            tracing::debug!(%error, "the new-key count failed; the request runs");
-            None
-        }
-    }
-}
-
-/// A key this request holds.
-struct Held<'a> {
-    claims: &'a Claims,
-    key: &'a str,
-    token: &'a ClaimToken,
-}
-
-impl Held<'_> {
-    /// Runs `work`, extending the hold by `lease` while it runs, until `hold` in all:
-    /// a process that dies frees the key within a lease.
-    async fn while_running<F: Future>(
-        &self,
-        work: F,
-        lease: Duration,
-        hold: Duration,
-    ) -> F::Output {
-        let started = Instant::now();
-        let mut work = std::pin::pin!(work);
-        let every = lease / 2;
-        let mut extending = true;
-        loop {
-            tokio::select! {
-                out = &mut work => return out,
-                () = tokio::time::sleep(every), if extending => {
-                    let left = hold.saturating_sub(started.elapsed());
-                    let next = lease.min(left);
-                    if next.is_zero() {
-                        extending = false;
-                        continue;
-                    }
-                    match self.claims.extend(self.key, self.token, next).await {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            tracing::warn!(?hold, "a request under an Idempotency-Key lost its hold; its answer will not be kept");
-                            extending = false;
-                        }
-                        // The next tick tries again; the hold lasts a lease meanwhile.
-                        Err(error) => tracing::debug!(%error, "an Idempotency-Key's hold could not be extended"),
-                    }
-                }
-            }
+        None => {
+            let access = parts
+                .extensions
+                .get::<Access>()
+                .filter(|access| access.can_see())
+                .map(|access| format!("access:{}", access.who()));
+            (access, None)
         }
     }
 }
@@ -285,7 +219,7 @@ where
 async fn keep(
     settings: &Settings,
     held: &Held<'_>,
-    seal_key: &SealKey,
+    sealed_as: &Sealed<'_>,
     response: Response,
 ) -> Response {
     let (claims, record_key, token) = (held.claims, held.key, held.token);
@@ -325,7 +259,7 @@ async fn keep(
         headers: parts.headers.clone(),
         body: body.clone(),
     };
-    let Ok(sealed) = seal::seal(seal_key, &record) else {
+    let Ok(sealed) = seal::seal(sealed_as, &record) else {
         tracing::error!("no randomness to seal an answer under an Idempotency-Key; not kept");
         release(claims, record_key, token).await;
         return Response::from_parts(parts, Body::from(body));
@@ -353,8 +287,8 @@ async fn release(claims: &Claims, record_key: &str, token: &ClaimToken) {
 }
 
 /// A kept answer, again, marked as such.
-fn replay(seal_key: &SealKey, outcome: &[u8]) -> Response {
-    let Some(record) = seal::open(seal_key, outcome) else {
+fn replay(sealed_as: &Sealed<'_>, outcome: &[u8]) -> Response {
+    let Some(record) = seal::open(sealed_as, outcome) else {
         tracing::error!("a kept answer under an Idempotency-Key cannot be read");
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
@@ -364,54 +298,4 @@ fn replay(seal_key: &SealKey, outcome: &[u8]) -> Response {
         .headers_mut()
         .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use queue_core::{app::Registrations, QueueApp};
-
-    use super::*;
-
-    #[tokio::test]
-    async fn a_running_request_keeps_its_key_past_its_lease_until_its_hold() {
-        let app = QueueApp::builder()
-            .registrations(Registrations::None)
-            .build_inline()
-            .expect("an inline app");
-        let claims = app.claims("held").expect("claims");
-        let lease = Duration::from_millis(100);
-        let claim = |key: &'static str| {
-            let claims = claims.clone();
-            async move { claims.claim(key, "tag", lease).await.expect("claim") }
-        };
-        let Claim::Taken(token) = claim("long").await else {
-            panic!("the key is free")
-        };
-        let held = Held {
-            claims: &claims,
-            key: "long",
-            token: &token,
-        };
-        let hold = Duration::from_secs(60);
-        held.while_running(tokio::time::sleep(lease * 4), lease, hold)
-            .await;
-        assert!(
-            matches!(claim("long").await, Claim::Held { .. }),
-            "extended while it ran, four leases long"
-        );
-
-        // Past its hold, a request is no longer extended: the key frees itself.
-        let Claim::Taken(token) = claim("capped").await else {
-            panic!("the key is free")
-        };
-        let held = Held {
-            claims: &claims,
-            key: "capped",
-            token: &token,
-        };
-        held.while_running(tokio::time::sleep(lease * 4), lease, lease * 2)
-            .await;
-        tokio::time::sleep(lease).await;
-        assert!(matches!(claim("capped").await, Claim::Taken(_)));
-    }
 }

@@ -1,10 +1,8 @@
 //! [`JobRoutes`]: what the status route shows, of which queues, and how long it waits.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ConnectInfo;
 use axum::http::request::Parts;
 use queue_core::QueueApp;
 
@@ -88,14 +86,11 @@ impl std::fmt::Debug for ClientOf {
 }
 
 impl ClientOf {
-    /// The application's answer, else the connection's peer address.
+    /// The application's answer, else the client's address (`crate::client`).
     pub(super) fn of(&self, parts: &Parts) -> Option<String> {
         match &self.0 {
             Some(client) => client(parts),
-            None => parts
-                .extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|ConnectInfo(peer)| peer.ip().to_string()),
+            None => crate::client::of(parts).map(|ip| ip.to_string()),
         }
     }
 }
@@ -176,9 +171,11 @@ impl JobRoutes {
         self
     }
 
-    /// The most live streams open at once on one job (default
-    /// [`DEFAULT_MAX_STREAMS_PER_JOB`]); past it, 429 with `Retry-After`. A job has one
-    /// client watching it, or a few tabs: not the route's every stream.
+    /// The most live streams one client holds open at once on one job (default
+    /// [`DEFAULT_MAX_STREAMS_PER_JOB`]; a job's streams in all, where the client is not
+    /// known); past it, 429 with `Retry-After`. A job has one client watching it, or a
+    /// few tabs: not the route's every stream; and a stranger who knows a job's id
+    /// cannot take its owner's.
     pub fn max_live_streams_per_job(mut self, max: usize) -> Self {
         self.stream_caps.per_job = max;
         self.live_streams = self.stream_caps.slots();
@@ -187,8 +184,10 @@ impl JobRoutes {
 
     /// The most live streams one client holds at once (default
     /// [`DEFAULT_MAX_STREAMS_PER_CLIENT`]); past it, 429 with `Retry-After`. The client
-    /// is who [`client_by`](Self::client_by) says, else the connection's address
-    /// (known under [`serve`](crate::serve), or axum's `ConnectInfo`).
+    /// is who [`client_by`](Self::client_by) says, else its address (axum's
+    /// `ConnectInfo`, which [`serve`](crate::serve) records; an IPv6 client by its
+    /// /64). Behind a reverse proxy every client has the proxy's address: say who the
+    /// client is with [`client_by`](Self::client_by).
     pub fn max_live_streams_per_client(mut self, max: usize) -> Self {
         self.stream_caps.per_client = max;
         self.live_streams = self.stream_caps.slots();

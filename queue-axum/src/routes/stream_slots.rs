@@ -12,7 +12,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub(crate) enum Full {
     /// Every stream of the route is taken.
     All,
-    /// This job has its most streams.
+    /// This client (or, where it is not known, everyone) has its most streams on this
+    /// job.
     Job,
     /// This client has its most streams.
     Client,
@@ -46,12 +47,18 @@ impl StreamSlots {
     }
 
     /// A slot for a stream of `job` (queue and id) opened by `client` (`None`: a client
-    /// not known, capped by the job's and the route's caps only).
+    /// not known, capped by the job's and the route's caps only). The per-job cap counts
+    /// each client's streams on the job apart, so that a stranger who knows the id
+    /// cannot take its owner's.
     pub(crate) fn take(
         self: &Arc<Self>,
         job: String,
         client: Option<String>,
     ) -> Result<StreamSlot, Full> {
+        let job = match &client {
+            Some(client) => format!("{job}\n{client}"),
+            None => job,
+        };
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         if held.jobs.get(&job).copied().unwrap_or(0) >= self.per_job {
             return Err(Full::Job);
@@ -122,7 +129,10 @@ mod tests {
         let a = || Some("10.0.0.1".to_owned());
         let s1 = slots.take("q/1".into(), a()).unwrap();
         let _s2 = slots.take("q/1".into(), a()).unwrap();
-        assert_eq!(slots.take("q/1".into(), None).unwrap_err(), Full::Job);
+        assert_eq!(slots.take("q/1".into(), a()).unwrap_err(), Full::Job);
+        // Another client's streams on the same job are its own.
+        let _other = slots.take("q/1".into(), Some("10.0.0.9".into())).unwrap();
+        drop(_other);
         let _s3 = slots.take("q/2".into(), a()).unwrap();
         assert_eq!(slots.take("q/3".into(), a()).unwrap_err(), Full::Client);
         // Others still get theirs, up to the route's cap.
@@ -132,7 +142,7 @@ mod tests {
         // A stream that ends gives its places back.
         drop(s1);
         let _again = slots.take("q/1".into(), a()).unwrap();
-        assert!(slots.held.lock().unwrap().jobs.get("q/1") == Some(&2));
+        assert!(slots.held.lock().unwrap().jobs.get("q/1\n10.0.0.1") == Some(&2));
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub async fn serve_with_limits(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let slot = match admission.admit(peer.ip()) {
+                    let slot = match admission.admit(crate::client::counted(peer.ip())) {
                         Ok(slot) => slot,
                         Err(why) => {
                             tracing::debug!(%peer, ?why, "connection refused");

@@ -4,9 +4,11 @@
 //! browser use them.
 
 use axum::extract::{Request, State};
+use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use queue_axum::access::AccessPolicy;
 use sha2::{Digest, Sha256};
 
 use super::{ApiError, AppState};
@@ -48,23 +50,30 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
             == 0
 }
 
-/// Whether the request carries the operator's token.
-pub(crate) fn is_operator(state: &AppState, headers: &HeaderMap) -> bool {
-    match (&state.admin_token, bearer(headers)) {
-        (Some(admin), Some(given)) => same(admin, given),
-        _ => false,
+/// Whether the request carries the operator's token: the operator's policy decides,
+/// counting wrong tokens per client address (too many: 429 for a minute), as the
+/// dashboard does with the same policy.
+pub(crate) fn operator_access(state: &AppState, request: &Parts) -> Result<bool, ApiError> {
+    let Some(policy) = &state.operator else {
+        return Ok(false);
+    };
+    let access = policy.decide(request);
+    match access.retry_after() {
+        Some(after) => Err(ApiError::TooManyFailures(after)),
+        None => Ok(access.can_act()),
     }
 }
 
 /// Refuses a request that is not the operator's: 403 when operator actions are
-/// disabled (no `ADMIN_TOKEN`), 401 without the right token.
-pub(crate) fn require_operator(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    if state.admin_token.is_none() {
+/// disabled (no `ADMIN_TOKEN`), 401 without the right token, 429 after too many wrong
+/// ones.
+pub(crate) fn require_operator(state: &AppState, request: &Parts) -> Result<(), ApiError> {
+    if state.operator.is_none() {
         return Err(ApiError::Forbidden(
             "operator actions are disabled: the service runs without ADMIN_TOKEN".to_owned(),
         ));
     }
-    if is_operator(state, headers) {
+    if operator_access(state, request)? {
         Ok(())
     } else {
         Err(ApiError::Unauthorized(
@@ -79,8 +88,9 @@ pub(crate) async fn operator_only(
     request: Request,
     next: Next,
 ) -> Response {
-    match require_operator(&state, request.headers()) {
-        Ok(()) => next.run(request).await,
+    let (parts, body) = request.into_parts();
+    match require_operator(&state, &parts) {
+        Ok(()) => next.run(Request::from_parts(parts, body)).await,
         Err(refused) => refused.into_response(),
     }
 }

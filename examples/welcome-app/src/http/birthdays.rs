@@ -3,7 +3,8 @@
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
 use chrono::{Duration, NaiveDate};
 use queue_axum::Accepted;
 use queue_core::JobOptions;
@@ -23,11 +24,12 @@ pub const SCAN_DAYS_AHEAD: i64 = 1;
 /// 202 with `Location` on the operator's status route.
 pub(crate) async fn run(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    request: Parts,
     producers: Producers,
     body: Bytes,
 ) -> Result<Accepted, ApiError> {
-    require_operator(&state, &headers)?;
+    require_operator(&state, &request)?;
+    let headers = &request.headers;
     let today = state.today();
     let date = if body.iter().all(u8::is_ascii_whitespace) {
         today

@@ -6,12 +6,18 @@
 
 use axum::Router;
 use queue_core::QueueApp;
-use queue_dashboard::{Access, Dashboard};
+use queue_dashboard::{Access, Credentials, Dashboard};
 
-/// The dashboard at `path`, for the holder of `admin_token`.
-pub(crate) fn router(app: &QueueApp, path: &str, admin_token: String) -> Router {
-    let policy = Access::bearer(&admin_token)
-        .or(Access::basic_any_user(&admin_token))
+/// The dashboard at `path`, for the holder of `admin_token`: `operator` (the bearer
+/// token, whose count of wrong tokens the API's operator routes share) or Basic.
+pub(crate) fn router(
+    app: &QueueApp,
+    path: &str,
+    admin_token: &str,
+    operator: Credentials,
+) -> Router {
+    let policy = operator
+        .or(Access::basic_any_user(admin_token))
         .with_payloads()
         .realm("welcome-app queues");
     Dashboard::new(app, policy).mount(path)

@@ -37,6 +37,9 @@ pub enum ApiError {
     /// Not allowed at all: 403.
     #[error("{0}")]
     Forbidden(String),
+    /// Too many wrong credentials from this client: 429 with `Retry-After`.
+    #[error("too many wrong credentials; retry after {0:?}")]
+    TooManyFailures(std::time::Duration),
     /// The database failed: 500.
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
@@ -137,6 +140,19 @@ impl IntoResponse for ApiError {
                 StatusCode::FORBIDDEN,
                 serde_json::json!({"error": "forbidden", "message": message}),
             ),
+            ApiError::TooManyFailures(after) => {
+                let seconds = after.as_secs().max(1).to_string();
+                let body = serde_json::json!({
+                    "error": "too many wrong credentials",
+                    "message": "this address sent too many wrong tokens; retry after the seconds Retry-After gives",
+                });
+                return (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    [(axum::http::header::RETRY_AFTER, seconds)],
+                    Json(body),
+                )
+                    .into_response();
+            }
             ApiError::Db(e) => {
                 tracing::error!(error = %e, "database error");
                 (

@@ -37,6 +37,10 @@ pub struct AppState {
     pub welcome_backoff: Duration,
     /// The operator's bearer token; `None` disables operator actions.
     pub admin_token: Option<String>,
+    /// The operator's token as an access policy: it counts wrong tokens per client
+    /// address (shared by the dashboard, the admin routes and the operator actions),
+    /// so that no route is a faster place to guess it.
+    pub operator: Option<queue_axum::access::Credentials>,
     /// The time zone "today" is read in (birthdays, the scan window).
     pub tz: chrono_tz::Tz,
     /// How exports run.
@@ -112,12 +116,13 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
             auth::operator_only,
         ));
     let admin_token = state.admin_token.clone();
+    let operator = state.operator.clone();
     // Anyone gets the probes' verdict; the operator also each check (Redis's memory,
     // the outbox's depth, each worker's last job), which tells a stranger too much.
     let mut probes =
         HealthRoutes::new(HealthSettings::new().wedged_after(Duration::from_secs(120)));
-    if let Some(token) = &admin_token {
-        probes = probes.details_for(queue_axum::access::Access::bearer(token.as_str()));
+    if let Some(operator) = &state.operator {
+        probes = probes.details_for(operator.clone());
     }
     // A retried sign-up gets its first answer (the same user and token), not a 409.
     let idempotent = IdempotencyLayer::new(app);
@@ -134,8 +139,8 @@ pub fn router(app: &QueueApp, state: AppState) -> Result<Router, queue_core::Err
         .merge(public_status.router())
         .merge(probes.router())
         .nest("/admin", admin);
-    if let Some(token) = admin_token {
-        api = api.merge(dashboard::router(app, "/admin/queues", token));
+    if let (Some(token), Some(operator)) = (admin_token, operator) {
+        api = api.merge(dashboard::router(app, "/admin/queues", &token, operator));
     }
     Ok(api
         // Every error answer is JSON, axum's own (404, 405, a bad path) too.

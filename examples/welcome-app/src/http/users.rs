@@ -3,12 +3,13 @@
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap};
+use axum::http::header;
+use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::Json;
 use queue_axum::Accepted;
 
-use super::auth::{bearer, is_operator, new_token, same, token_hash};
+use super::auth::{bearer, new_token, operator_access, same, token_hash};
 use super::{validate, ApiError, AppState, Producers};
 use crate::db::{Inserted, NewUser};
 use crate::jobs::email::{self, WelcomeEmail};
@@ -67,9 +68,9 @@ pub(crate) async fn create(
 pub(crate) async fn coupons(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    request: Parts,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let Some(given) = bearer(&headers) else {
+    let Some(given) = bearer(&request.headers) else {
         return Err(ApiError::Unauthorized(
             "send Authorization: Bearer <the accessToken you got at sign-up>".to_owned(),
         ));
@@ -80,7 +81,7 @@ pub(crate) async fn coupons(
         .token_hash
         .as_deref()
         .is_some_and(|stored| same(stored, &token_hash(given)));
-    if !own && !is_operator(&state, &headers) {
+    if !own && !operator_access(&state, &request)? {
         return Err(not_found());
     }
     let grants = state.db.grants(user.id).await?;

@@ -85,9 +85,17 @@ pub(crate) async fn start(label: &str, failures: FailurePolicy) -> Running {
     start_with(redis, dir, failures).await
 }
 
+/// Serves `router` as the binary does (`queue_axum`'s server: its limits, and each
+/// request knowing its client's address), until the test ends.
 pub(crate) async fn serve(router: axum::Router) -> SocketAddr {
     let (listener, addr) = listener().await;
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    tokio::spawn(queue_axum::serve_until(
+        listener,
+        router,
+        None,
+        std::time::Duration::from_secs(1),
+        std::future::pending(),
+    ));
     addr
 }
 

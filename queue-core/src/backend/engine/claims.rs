@@ -56,8 +56,18 @@ end
 return {n, redis.call('PTTL', KEYS[1])}
 ";
 
-/// How often a claim given up on is tried to be freed.
+/// How soon a claim given up on is first tried to be freed, and the longest between
+/// two tries.
 const GIVEN_UP_RETRY: Duration = Duration::from_millis(250);
+const GIVEN_UP_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// How long a claim given up on is tried to be freed at most.
+const GIVEN_UP_FOR: Duration = Duration::from_secs(30);
+
+/// How many claims given up on are being freed at once, at most.
+const GIVEN_UP_AT_ONCE: usize = 256;
+
+static GIVEN_UP: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(GIVEN_UP_AT_ONCE);
 
 /// One namespace's claims in Redis: `<base><key>`, each call within `timeout`.
 #[derive(Debug, Clone)]
@@ -153,12 +163,19 @@ impl RedisClaims {
         Ok(extended == 1)
     }
 
-    /// Frees a key whose claim call failed on this side, for as long as the claim could
-    /// hold it: until a release finds it held with `token` and frees it, or `hold` has
-    /// passed (it has expired by then). Each try is token-checked, so a later holder's
-    /// claim is never touched.
+    /// Frees a key whose claim call failed on this side, while the claim could hold it:
+    /// until a release finds it held with `token` and frees it, or `hold` (at most
+    /// [`GIVEN_UP_FOR`]) has passed. Each try is token-checked, so a later holder's
+    /// claim is never touched. At most [`GIVEN_UP_AT_ONCE`] such frees run at once,
+    /// trying less often as they go: an outage that fails many claims does not become
+    /// a flood of tries when Redis returns. A claim past them is left to its hold.
     async fn free_given_up(self, key: String, token: String, hold: Duration) {
-        let until = tokio::time::Instant::now() + hold;
+        let Ok(_turn) = GIVEN_UP.try_acquire() else {
+            tracing::debug!("too many claims given up on; this one ends with its hold");
+            return;
+        };
+        let until = tokio::time::Instant::now() + hold.min(GIVEN_UP_FOR);
+        let mut wait = GIVEN_UP_RETRY;
         let mut tries = 0_u32;
         while tokio::time::Instant::now() < until {
             tries += 1;
@@ -169,7 +186,8 @@ impl RedisClaims {
                 return;
             }
             let left = until.saturating_duration_since(tokio::time::Instant::now());
-            tokio::time::sleep(GIVEN_UP_RETRY.min(left)).await;
+            tokio::time::sleep(wait.min(left)).await;
+            wait = (wait * 2).min(GIVEN_UP_RETRY_MAX);
         }
     }
 

@@ -18,6 +18,8 @@ struct Record {
     tag: String,
     outcome: Option<Vec<u8>>,
     expires: Instant,
+    /// For a count's record: how many so far in its window.
+    count: u64,
 }
 
 /// Every claim of one inline app, all namespaces (the key includes the namespace).
@@ -50,6 +52,7 @@ impl MemoryClaims {
                     tag: tag.to_owned(),
                     outcome: None,
                     expires: now + hold,
+                    count: 0,
                 };
                 records.insert(key.to_owned(), record);
                 Claim::Taken(ClaimToken(token))
@@ -83,8 +86,8 @@ impl MemoryClaims {
         }
     }
 
-    /// One more in `key`'s window (a record of its own, counted in its tag), started by
-    /// the first count and `window` long; the count and the window's time left.
+    /// One more in `key`'s window (a record of its own), started by the first count and
+    /// `window` long; the count and the window's time left.
     pub(crate) fn count(&self, key: &str, window: Duration) -> (u64, Duration) {
         let now = Instant::now();
         let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
@@ -92,7 +95,7 @@ impl MemoryClaims {
             .entry(key.to_owned())
             .and_modify(|record| {
                 if record.expires <= now {
-                    record.tag = String::new();
+                    record.count = 0;
                     record.expires = now + window;
                 }
             })
@@ -101,12 +104,10 @@ impl MemoryClaims {
                 tag: String::new(),
                 outcome: None,
                 expires: now + window,
+                count: 0,
             });
-        record.tag.push('.');
-        (
-            record.tag.len() as u64,
-            record.expires.saturating_duration_since(now),
-        )
+        record.count += 1;
+        (record.count, record.expires.saturating_duration_since(now))
     }
 
     pub(crate) fn release(&self, key: &str, token: &str) -> bool {
