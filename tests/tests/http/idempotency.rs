@@ -86,9 +86,17 @@ fn routes(
         .with_state(counts)
 }
 
+/// Serves `router` with queue_axum's server, which tells each request its client's
+/// address (what the bound on new keys counts by).
 async fn serve(router: Router) -> std::net::SocketAddr {
     let (listener, addr) = listener().await;
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    tokio::spawn(queue_axum::serve_until(
+        listener,
+        router,
+        None,
+        Duration::from_secs(1),
+        std::future::pending(),
+    ));
     addr
 }
 
