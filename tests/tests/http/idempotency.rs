@@ -100,6 +100,23 @@ async fn serve(router: Router) -> std::net::SocketAddr {
     addr
 }
 
+/// `POST /orders` with the key `k-1`, as the caller `header` names.
+async fn order_as(addr: std::net::SocketAddr, header: &str, caller: &str) -> HttpResponse {
+    request(
+        addr,
+        "POST",
+        "/orders",
+        &[
+            ("content-type", "application/json"),
+            ("idempotency-key", "k-1"),
+            (header, caller),
+        ],
+        br#"{"item":"tea"}"#,
+    )
+    .await
+    .expect("request")
+}
+
 async fn send(
     addr: std::net::SocketAddr,
     path: &str,
@@ -322,21 +339,7 @@ async fn keys_are_scoped_to_the_caller_the_application_names() {
         })
     }))
     .await;
-    let as_tenant = |tenant: &'static str| async move {
-        request(
-            addr,
-            "POST",
-            "/orders",
-            &[
-                ("content-type", "application/json"),
-                ("idempotency-key", "k-1"),
-                ("x-tenant", tenant),
-            ],
-            br#"{"item":"tea"}"#,
-        )
-        .await
-        .unwrap()
-    };
+    let as_tenant = |tenant: &'static str| order_as(addr, "x-tenant", tenant);
     let acme = as_tenant("acme").await;
     let globex = as_tenant("globex").await;
     assert_eq!(acme.json()["order"], 1);
@@ -591,21 +594,7 @@ async fn keys_are_scoped_by_the_access_decision_without_scope_by() {
     let router =
         routes(&app, counts.clone(), |l| l).layer(axum::middleware::from_fn(authenticated));
     let addr = serve(router).await;
-    let as_user = |user: &'static str| async move {
-        request(
-            addr,
-            "POST",
-            "/orders",
-            &[
-                ("content-type", "application/json"),
-                ("idempotency-key", "k-1"),
-                ("x-user", user),
-            ],
-            br#"{"item":"tea"}"#,
-        )
-        .await
-        .unwrap()
-    };
+    let as_user = |user: &'static str| order_as(addr, "x-user", user);
     assert_eq!(as_user("alice").await.json()["order"], 1);
     assert_eq!(
         as_user("bob").await.json()["order"],
