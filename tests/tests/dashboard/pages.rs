@@ -6,14 +6,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::support::text;
+use crate::support::{serve_dashboard, text};
 use axum::http::request::Parts;
-use axum::Router;
 use queue_core::{
     Backoff, Job, JobError, JobOptions, JobState, OnChildFailure, Processor, QueueApp,
 };
 use queue_dashboard::{Access, Dashboard};
-use queue_tests::http::{listener, request, HttpResponse};
+use queue_tests::http::{request, HttpResponse};
 use queue_tests::{wait_for_state, TestRedis, SOON};
 
 fn operator(_: &Parts) -> Access {
@@ -23,20 +22,11 @@ fn operator(_: &Parts) -> Access {
 /// The dashboard at `/admin/queues`, served with the peer's address (which the trusted
 /// proxy check reads), believing forwarded prefixes from `trusted`.
 async fn serve(app: &QueueApp, trusted: &[&str]) -> SocketAddr {
-    let (listener, addr) = listener().await;
     let dashboard = Dashboard::new(app, operator)
         .trust_forwarded_prefix_from(trusted.iter().map(|ip| ip.parse().unwrap()))
         // The search test looks into payloads, which is off by default.
         .payload_search(true);
-    let router: Router = Router::new().merge(dashboard.mount("/admin/queues"));
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
-    addr
+    serve_dashboard(dashboard).await
 }
 
 async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> HttpResponse {

@@ -7,14 +7,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::http::request::Parts;
-use axum::Router;
 use queue_core::{Job, JobError, JobOptions, Processor, QueueApp};
 use queue_dashboard::{Access, Dashboard};
-use queue_tests::http::{listener, request, HttpResponse};
+use queue_tests::http::{request, HttpResponse};
 use queue_tests::{PrivateRedis, TestRedis, SOON};
 
 use crate::audit::audit_log;
-use crate::support::text;
+use crate::support::{serve_dashboard as serve, text};
 
 /// The `x-operator` header names the operator; without it the viewer is nobody in
 /// particular (the policy gives no name).
@@ -31,20 +30,6 @@ fn policy(request: &Parts) -> Access {
 
 async fn ok(_: Job<serde_json::Value>) -> Result<(), JobError> {
     Ok(())
-}
-
-/// `dashboard` at `/admin/queues`, served with the peer's address.
-async fn serve(dashboard: Dashboard) -> SocketAddr {
-    let (listener, addr) = listener().await;
-    let router: Router = Router::new().merge(dashboard.mount("/admin/queues"));
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
-    addr
 }
 
 /// GET `path` as `who` (`None`: without a name).

@@ -1,8 +1,11 @@
-//! What the dashboard's tests share: a page's text, and a POST as its own forms send it.
+//! What the dashboard's tests share: a dashboard served, a page's text, and a POST as its
+//! own forms send it.
 
 use std::net::SocketAddr;
 
-use queue_tests::http::{request, HttpResponse};
+use axum::Router;
+use queue_dashboard::Dashboard;
+use queue_tests::http::{listener, request, HttpResponse};
 
 /// A page's body as text.
 pub(crate) fn text(response: &HttpResponse) -> String {
@@ -25,4 +28,19 @@ pub(crate) async fn post_form(
     request(addr, "POST", path, &all, form.as_bytes())
         .await
         .expect("request")
+}
+
+/// `dashboard` at `/admin/queues`, served with each request's peer address (as the
+/// search bound and the trusted proxies read it).
+pub(crate) async fn serve_dashboard(dashboard: Dashboard) -> SocketAddr {
+    let (listener, addr) = listener().await;
+    let router: Router = Router::new().merge(dashboard.mount("/admin/queues"));
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    addr
 }

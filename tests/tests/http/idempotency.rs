@@ -100,6 +100,17 @@ async fn serve(router: Router) -> std::net::SocketAddr {
     addr
 }
 
+/// An app on `redis` that waits 500 ms for it, for the tests where Redis goes away.
+async fn impatient_app(redis: &PrivateRedis) -> QueueApp {
+    QueueApp::builder()
+        .redis(format!("redis://127.0.0.1:{}", redis.port()))
+        .registrations(queue_core::app::Registrations::None)
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("the app builds")
+}
+
 /// `POST /orders` with the key `k-1`, as the caller `header` names.
 async fn order_as(addr: std::net::SocketAddr, header: &str, caller: &str) -> HttpResponse {
     request(
@@ -354,13 +365,7 @@ async fn keys_are_scoped_to_the_caller_the_application_names() {
 #[tokio::test]
 async fn with_redis_down_a_keyed_request_is_503_promptly_and_nothing_runs() {
     let mut redis = PrivateRedis::start();
-    let app = QueueApp::builder()
-        .redis(format!("redis://127.0.0.1:{}", redis.port()))
-        .registrations(queue_core::app::Registrations::None)
-        .command_timeout(Duration::from_millis(500))
-        .build()
-        .await
-        .unwrap();
+    let app = impatient_app(&redis).await;
     let counts = Counts::default();
     let addr = serve(routes(&app, counts.clone(), |l| l)).await;
     assert_eq!(send(addr, "/orders", Some("k-1"), "{}").await.status, 201);
@@ -446,13 +451,7 @@ async fn an_inline_app_keeps_its_keys_in_memory_so_a_unit_test_needs_no_redis() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_given_up_in_a_redis_stall_does_not_lock_out_the_retries() {
     let redis = PrivateRedis::start();
-    let app = QueueApp::builder()
-        .redis(format!("redis://127.0.0.1:{}", redis.port()))
-        .registrations(queue_core::app::Registrations::None)
-        .command_timeout(Duration::from_millis(500))
-        .build()
-        .await
-        .unwrap();
+    let app = impatient_app(&redis).await;
     let counts = Counts::default();
     let addr = serve(routes(&app, counts.clone(), |l| l)).await;
 
