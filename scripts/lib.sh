@@ -1,5 +1,5 @@
 # Helpers the set-up scripts share: run as root, install Debian packages once updated.
-# Sourced by scripts/test.sh and scripts/bench.sh.
+# Sourced by the scripts beside it.
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
@@ -56,4 +56,20 @@ free_port() {
       return
     fi
   done
+}
+
+# Stops the private redis-servers whose pid files lie in DIR or one folder below it, and
+# removes DIR once they are gone. A server stopped gently logs its shutdown, and Redis
+# reopens its log file for every line: removing the folder while it still runs lets it
+# create the file again, and `rm` fails with "Directory not empty". So: SIGKILL (nothing
+# of a test server is worth saving), wait for the process to end, then remove.
+stop_redis_in() {
+  local dir=$1 pidfile pid
+  for pidfile in "$dir"/redis.pid "$dir"/*/redis.pid; do
+    [ -f "$pidfile" ] || continue
+    pid=$(cat "$pidfile")
+    kill -9 "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  done
+  rm -rf "$dir"
 }

@@ -66,10 +66,7 @@ start)
   (IFS=,; echo "${urls[*]}")
   ;;
 stop)
-  for pidfile in "$dir"/*/redis.pid; do
-    [ -f "$pidfile" ] && kill -9 "$(cat "$pidfile")" 2>/dev/null || true
-  done
-  rm -rf "$dir"
+  stop_redis_in "$dir"
   ;;
 *)
   echo "usage: $0 start|stop DIR" >&2

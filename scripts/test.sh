@@ -131,7 +131,7 @@ for lib in "${library_crates[@]}"; do
     # and one thread.
     (
       engine_redis=$(mktemp -d /tmp/queue-tests-engine.XXXXXX)
-      trap 'kill "$(cat "$engine_redis/redis.pid" 2>/dev/null)" 2>/dev/null; rm -rf "$engine_redis"' EXIT
+      trap 'stop_redis_in "$engine_redis"' EXIT
       port=$(free_port)
       redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
         --dir "$engine_redis" --pidfile "$engine_redis/redis.pid" --logfile "$engine_redis/redis.log"
