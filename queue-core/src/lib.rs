@@ -16,6 +16,7 @@ mod clock;
 pub mod connection;
 pub mod contract;
 mod deps;
+pub mod encryption;
 pub mod error;
 pub mod events;
 pub mod flow;

@@ -287,3 +287,21 @@ pub(crate) fn positive_integer(item: &Item, errors: &mut Errors) -> Option<u64> 
         }
     }
 }
+
+/// A bare `key` (or `key = true` / `key = false`).
+pub(crate) fn flag(item: &Item, errors: &mut Errors) -> bool {
+    match &item.value {
+        Value::Flag => true,
+        Value::Lit(Lit::Bool(b)) => b.value,
+        _ => {
+            errors.spanned(
+                &item.key,
+                format!(
+                    "`{}` is a flag: write it alone, e.g. `{}`",
+                    item.key, item.key
+                ),
+            );
+            false
+        }
+    }
+}

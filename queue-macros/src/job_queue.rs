@@ -22,6 +22,7 @@ struct Declared {
 pub(crate) fn job_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let mut krate = quote!(::queue_core);
+    let mut encrypted = false;
     let queue = match syn::parse2::<Args>(attr) {
         Ok(parsed) => {
             let queue = parsed.queue(&mut errors, "job_queue");
@@ -33,8 +34,9 @@ pub(crate) fn job_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
                             krate = path;
                         }
                     }
+                    "encrypted" => encrypted = args::flag(option, &mut errors),
                     _ if queue.is_none() => {}
-                    _ => args::unknown(option, &["crate"], &mut errors),
+                    _ => args::unknown(option, &["crate", "encrypted"], &mut errors),
                 }
             }
             queue
@@ -71,7 +73,7 @@ pub(crate) fn job_queue(attr: TokenStream, item: TokenStream) -> TokenStream {
         );
     }
     match errors.finish(queue) {
-        Ok(Some(queue)) => expand(&krate, &item_enum, &queue, &jobs),
+        Ok(Some(queue)) => expand(&krate, &item_enum, &queue, &jobs, encrypted),
         Ok(None) => item,
         Err(e) => item_with_errors(quote!(#item_enum), &e),
     }
@@ -182,7 +184,13 @@ fn check_unique(jobs: &[Declared], queue: &str, errors: &mut Errors) {
     }
 }
 
-fn expand(krate: &TokenStream, item: &ItemEnum, queue: &LitStr, jobs: &[Declared]) -> TokenStream {
+fn expand(
+    krate: &TokenStream,
+    item: &ItemEnum,
+    queue: &LitStr,
+    jobs: &[Declared],
+    encrypted: bool,
+) -> TokenStream {
     let enum_name = &item.ident;
     let mut impls = TokenStream::new();
     for (index, job) in jobs.iter().enumerate() {
@@ -244,6 +252,7 @@ fn expand(krate: &TokenStream, item: &ItemEnum, queue: &LitStr, jobs: &[Declared
                             ::core::stringify!(#enum_name), "::",
                             ::core::stringify!(#variant)
                         ),
+                        encrypted: #encrypted,
                     }
                 }
             };

@@ -32,6 +32,21 @@
 //   node peer.mjs remove-scheduler <queue> <id>
 //   node peer.mjs job <queue> <id>                        one job as Node reads it, with its state
 //
+//   node peer.mjs produce-sealed <queue> '<json array>'   `produce` with each job's data sealed
+//                                                          (sealed.mjs) with the current key of
+//                                                          QUEUE_KEYS
+//   node peer.mjs work-sealed <queue> <count>             `work`'s worker, whose processor opens
+//                                                          each job's data with QUEUE_KEYS, prints
+//                                                          {opened: {id, name, data}}, and returns
+//                                                          {handledBy: "node", echo: <data>}
+//                                                          sealed; a job whose data does not open
+//                                                          fails for good with the error's message
+//   node peer.mjs open-sealed <queue> <field> '<json>'    opens the value as sealed for <field>
+//                                                          ("data" or "returnvalue") of <queue>
+//                                                          with QUEUE_KEYS: prints {opened: value}
+//                                                          (a value that is not sealed as it is)
+//                                                          or {error: message}
+//
 // The traced commands print every span they ended as {span: {name, kind, traceId,
 // spanId, parentSpanId}}. The worker (`work`, `work-traced`) reports each value of a
 // job's `data.progress` array with job.updateProgress before it returns, and fails every
@@ -40,7 +55,8 @@
 // Environment: REDIS_URL (default redis://127.0.0.1:6379), PREFIX (default bull);
 // REDIS_CLUSTER_NODES (comma-separated seed URLs) puts it on that Redis Cluster instead;
 // BULLMQ=6 runs Node BullMQ 6.x with bullmq-otel 2.x (the workspace bullmq6/) instead of
-// 5.x with bullmq-otel 1.x.
+// 5.x with bullmq-otel 1.x. QUEUE_KEYS (the keyring text of docs/encryption.md) for the
+// *-sealed commands.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Cluster } from 'ioredis';
@@ -55,6 +71,7 @@ import {
   InMemorySpanExporter,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
+import { open, parseKeyring, seal } from './sealed.mjs';
 
 // The BullMQ major under test: 5 (this package's own) or 6 (the bullmq6/ workspace).
 const major = process.env.BULLMQ ?? '5';
@@ -72,7 +89,7 @@ const lib = await (async () => {
     otelOptions: (name) => name,
   };
 })();
-const { FlowProducer, Queue, QueueEvents, Worker, BullMQOtel } = lib;
+const { FlowProducer, Queue, QueueEvents, Worker, BullMQOtel, UnrecoverableError } = lib;
 
 const hostPort = (address) => {
   const url = new URL(address);
@@ -83,50 +100,53 @@ const connection = clusterNodes.length > 0
   ? new Cluster(clusterNodes.map(hostPort), { redisOptions: { maxRetriesPerRequest: null } })
   : { ...hostPort(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'), maxRetriesPerRequest: null };
 const prefix = process.env.PREFIX ?? 'bull';
-const [command, queueName, arg, boardMajor] = process.argv.slice(2);
+// The arguments after the queue: board's <status> [6], open-sealed's <field> '<json>', ...
+const [command, queueName, arg, arg2] = process.argv.slice(2);
 const print = (value) => process.stdout.write(JSON.stringify(value) + '\n');
 
-async function produce() {
+// Adds the jobs, with each one's data as `prepare` makes it.
+async function produce(prepare = (data) => data) {
   const queue = new Queue(queueName, { connection, prefix });
   for (const { name, data, opts } of JSON.parse(arg)) {
-    const job = await queue.add(name, data, opts);
+    const job = await queue.add(name, prepare(data), opts);
     print({ added: job.id });
   }
   await queue.close();
 }
 
-// Processes <count> jobs (counting final failures); with telemetry, each line also says
-// which trace the handler ran in.
-async function runWorker(telemetry) {
+// The processor of `work` and `work-traced`: prints the job (with telemetry, also the
+// trace the handler ran in), reports its progress, fails as its data asks, and echoes it.
+async function echo(job, telemetry) {
+  const line = { id: job.id, name: job.name, data: job.data, opts: job.opts, attemptsMade: job.attemptsMade };
+  // A flow parent: what its children returned, keyed as BullMQ keys them.
+  const children = await job.getChildrenValues();
+  if (Object.keys(children).length > 0) line.childrenValues = children;
+  if (telemetry) line.traceId = trace.getActiveSpan()?.spanContext().traceId ?? null;
+  print(line);
+  for (const progress of job.data?.progress ?? []) await job.updateProgress(progress);
+  if (job.data && job.data.failFirst && job.attemptsMade === 0) {
+    throw new Error('node says: first attempt fails');
+  }
+  if (job.data && job.data.failAlways) throw new Error('node says: this job always fails');
+  return { echo: job.data, by: 'node' };
+}
+
+// Processes <count> jobs with `processor` (counting final failures: the last attempt, or
+// an UnrecoverableError).
+async function runWorker(telemetry, processor = (job) => echo(job, telemetry)) {
   const wanted = Number(arg);
   let finished = 0;
   let resolveDone;
   const done = new Promise((resolve) => (resolveDone = resolve));
-  const worker = new Worker(
-    queueName,
-    async (job) => {
-      const line = { id: job.id, name: job.name, data: job.data, opts: job.opts, attemptsMade: job.attemptsMade };
-      // A flow parent: what its children returned, keyed as BullMQ keys them.
-      const children = await job.getChildrenValues();
-      if (Object.keys(children).length > 0) line.childrenValues = children;
-      if (telemetry) line.traceId = trace.getActiveSpan()?.spanContext().traceId ?? null;
-      print(line);
-      for (const progress of job.data?.progress ?? []) await job.updateProgress(progress);
-      if (job.data && job.data.failFirst && job.attemptsMade === 0) {
-        throw new Error('node says: first attempt fails');
-      }
-      if (job.data && job.data.failAlways) throw new Error('node says: this job always fails');
-      return { echo: job.data, by: 'node' };
-    },
-    { connection, prefix, concurrency: 4, telemetry },
-  );
+  const worker = new Worker(queueName, processor, { connection, prefix, concurrency: 4, telemetry });
   const settle = () => {
     finished += 1;
     if (finished >= wanted) resolveDone();
   };
   worker.on('completed', settle);
-  worker.on('failed', (job) => {
-    if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) settle();
+  worker.on('failed', (job, error) => {
+    const unrecoverable = error instanceof UnrecoverableError || error?.name === 'UnrecoverableError';
+    if (job && (unrecoverable || job.attemptsMade >= (job.opts.attempts ?? 1))) settle();
   });
   await done;
   await worker.close();
@@ -134,6 +154,44 @@ async function runWorker(telemetry) {
 
 async function work() {
   await runWorker(undefined);
+}
+
+// The keyring of the *-sealed commands.
+function queueKeys() {
+  if (!process.env.QUEUE_KEYS) throw new Error('QUEUE_KEYS is not set: the sealed commands need a keyring');
+  return parseKeyring(process.env.QUEUE_KEYS);
+}
+
+function produceSealed() {
+  const keyring = queueKeys();
+  return produce((data) => seal(keyring, queueName, 'data', data));
+}
+
+// `work` for sealed jobs: open the data (a job whose data does not open fails for good:
+// another attempt would not open it either), and seal what it returns.
+function workSealed() {
+  const keyring = queueKeys();
+  return runWorker(undefined, async (job) => {
+    let data;
+    try {
+      data = open(keyring, queueName, 'data', job.data);
+    } catch (error) {
+      throw new UnrecoverableError(error.message);
+    }
+    print({ opened: { id: job.id, name: job.name, data } });
+    return seal(keyring, queueName, 'returnvalue', { handledBy: 'node', echo: data });
+  });
+}
+
+// What the keyring opens of a value sealed for <field> of the queue.
+function openSealed() {
+  const keyring = queueKeys();
+  const value = JSON.parse(arg2);
+  try {
+    print({ opened: open(keyring, queueName, arg, value) });
+  } catch (error) {
+    print({ error: error.message });
+  }
 }
 
 async function events() {
@@ -208,7 +266,7 @@ async function flow() {
 // Bull Board's own `GET /api/queues` handler, called as its server adapters call it:
 // 9.x (this package's), or the newest 6.x (the bullmq6/ workspace's) when asked.
 async function board() {
-  const api = boardMajor === '6'
+  const api = arg2 === '6'
     ? await import('queue-tests-node-peer-bullmq6/board.mjs')
     : { BullMQAdapter, queuesHandler, version: boardVersion() };
   const queue = new Queue(queueName, { connection, prefix });
@@ -303,8 +361,11 @@ const commands = {
   work,
   events,
   counts,
+  'open-sealed': openSealed,
+  'produce-sealed': produceSealed,
   'produce-traced': produceTraced,
   'produce-validated': produceValidated,
+  'work-sealed': workSealed,
   'work-traced': workTraced,
 };
 if (!commands[command]) {

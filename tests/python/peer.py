@@ -6,11 +6,22 @@ result is one JSON object per line on stdout.
     python peer.py work <queue> <count>          process <count> jobs (completed, or
                                                  failed for good), then exit
     python peer.py job <queue> <id>              one job as Python reads it, with its state
+    python peer.py produce-sealed <queue> '<json array>'
+                                                 `produce` with each job's data sealed
+                                                 (sealed.py) with the current key of
+                                                 QUEUE_KEYS
+    python peer.py open-sealed <queue> <field> '<json>'
+                                                 opens the value as sealed for <field>
+                                                 ("data" or "returnvalue") of <queue> with
+                                                 QUEUE_KEYS: prints {"opened": value} (a value
+                                                 that is not sealed as it is) or
+                                                 {"error": message}
 
 The worker returns {"echo": data, "by": "python"}, and fails every attempt of a job whose
 data says `failAlways`.
 
-Environment: REDIS_URL (default redis://127.0.0.1:6379), PREFIX (default bull).
+Environment: REDIS_URL (default redis://127.0.0.1:6379), PREFIX (default bull);
+QUEUE_KEYS (the keyring text of docs/encryption.md) for the sealed commands.
 """
 
 import asyncio
@@ -20,6 +31,8 @@ import sys
 
 import bullmq
 from bullmq import Queue, Worker
+
+from sealed import open_sealed as open_value, parse_keyring, seal
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 PREFIX = os.environ.get("PREFIX", "bull")
@@ -35,12 +48,36 @@ async def version(_queue, _arg):
     emit({"bullmq": bullmq.__version__})
 
 
-async def produce(queue_name, arg):
+async def produce(queue_name, arg, prepare=lambda data: data):
+    """Adds the jobs, with each one's data as `prepare` makes it."""
     queue = Queue(queue_name, OPTS)
     for job in json.loads(arg):
-        added = await queue.add(job["name"], job["data"], job.get("opts") or {})
+        added = await queue.add(job["name"], prepare(job["data"]), job.get("opts") or {})
         emit({"added": added.id})
     await queue.close()
+
+
+def queue_keys():
+    """The keyring of the sealed commands."""
+    text = os.environ.get("QUEUE_KEYS")
+    if not text:
+        raise SystemExit("QUEUE_KEYS is not set: the sealed commands need a keyring")
+    return parse_keyring(text)
+
+
+async def produce_sealed(queue_name, arg):
+    keyring = queue_keys()
+    await produce(queue_name, arg, lambda data: seal(keyring, queue_name, "data", data))
+
+
+async def open_sealed(queue_name, field, value):
+    """What the keyring opens of a value sealed for `field` of the queue."""
+    keyring = queue_keys()
+    value = json.loads(value)
+    try:
+        emit({"opened": open_value(keyring, queue_name, field, value)})
+    except ValueError as error:
+        emit({"error": str(error)})
 
 
 async def work(queue_name, arg):
@@ -86,7 +123,8 @@ async def job(queue_name, job_id):
     await queue.close()
 
 
-COMMANDS = {"version": version, "produce": produce, "work": work, "job": job}
+COMMANDS = {"version": version, "produce": produce, "work": work, "job": job,
+            "produce-sealed": produce_sealed, "open-sealed": open_sealed}
 
 
 def main():
@@ -95,7 +133,8 @@ def main():
     if command not in COMMANDS:
         sys.stderr.write(f"unknown command {command}; use one of {', '.join(COMMANDS)}\n")
         sys.exit(2)
-    asyncio.run(COMMANDS[command](queue_name, arg))
+    # Any argument after <arg> (open-sealed's value) goes on as it is.
+    asyncio.run(COMMANDS[command](queue_name, arg, *sys.argv[4:]))
 
 
 main()

@@ -34,6 +34,12 @@ impl Bullmq {
 
     /// Starts `node peer.mjs <args>` on this major, against the test Redis and `prefix`.
     pub fn spawn(self, prefix: &str, args: &[&str]) -> Child {
+        self.spawn_with_keys(prefix, args, "")
+    }
+
+    /// [`spawn`](Self::spawn), with `keyring` (the text form of
+    /// `queue_core::encryption::Keyring`) in `QUEUE_KEYS`, for the sealed commands.
+    pub fn spawn_with_keys(self, prefix: &str, args: &[&str], keyring: &str) -> Child {
         let dir = peer_dir();
         let installed = match self {
             Bullmq::V5 => dir.join("node_modules/bullmq"),
@@ -51,6 +57,7 @@ impl Bullmq {
             .env("REDIS_URL", crate::redis_url())
             .env("PREFIX", prefix)
             .env("BULLMQ", self.major())
+            .env("QUEUE_KEYS", keyring)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)

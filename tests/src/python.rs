@@ -32,11 +32,18 @@ fn interpreter() -> PathBuf {
 /// Runs `python peer.py <args>` against the test Redis and `prefix`, to completion
 /// (at most 30 s), and returns its lines.
 pub async fn run(prefix: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    run_with_keys(prefix, args, "").await
+}
+
+/// [`run`], with `keyring` (the text form of `queue_core::encryption::Keyring`) in
+/// `QUEUE_KEYS`, for the sealed commands.
+pub async fn run_with_keys(prefix: &str, args: &[&str], keyring: &str) -> Vec<serde_json::Value> {
     let child = Command::new(interpreter())
         .arg(repository().join("tests/python/peer.py"))
         .args(args)
         .env("REDIS_URL", crate::redis_url())
         .env("PREFIX", prefix)
+        .env("QUEUE_KEYS", keyring)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)

@@ -64,6 +64,7 @@ struct Rule {
     scheme: Scheme,
     read_only: bool,
     payloads: bool,
+    reveal: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -112,6 +113,7 @@ impl Credentials {
                 scheme,
                 read_only: false,
                 payloads: false,
+                reveal: false,
             }],
             realm: "queues".to_owned(),
             failures: Arc::new(Failures::new(DEFAULT_MAX_FAILURES, DEFAULT_FAILURE_WINDOW)),
@@ -146,6 +148,16 @@ impl Credentials {
     /// The credentials so far also see job payloads and return values.
     pub fn with_payloads(mut self) -> Self {
         self.rules.iter_mut().for_each(|r| r.payloads = true);
+        self
+    }
+
+    /// The credentials so far also see sealed payloads opened
+    /// ([`Access::with_reveal`]; each opening is logged).
+    pub fn with_reveal(mut self) -> Self {
+        self.rules.iter_mut().for_each(|r| {
+            r.payloads = true;
+            r.reveal = true;
+        });
         self
     }
 
@@ -190,10 +202,10 @@ impl AccessPolicy for Credentials {
                 } else {
                     Access::operator(who)
                 };
-                return if rule.payloads {
-                    access.with_payloads()
-                } else {
-                    access
+                return match (rule.payloads, rule.reveal) {
+                    (_, true) => access.with_reveal(),
+                    (true, false) => access.with_payloads(),
+                    (false, false) => access,
                 };
             }
         }

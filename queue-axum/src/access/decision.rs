@@ -25,6 +25,8 @@ pub struct Access {
     level: Level,
     who: String,
     payloads: bool,
+    /// Sees sealed payloads opened (each opening audited).
+    reveal: bool,
     /// For a refusal that asks the browser to log in: the `WWW-Authenticate` value.
     challenge: Option<HeaderValue>,
     /// For a client refused after too many wrong credentials: when it may try again.
@@ -45,6 +47,7 @@ impl Access {
             level: Level::Forbidden,
             who: String::new(),
             payloads: false,
+            reveal: false,
             challenge: None,
             retry_after: None,
         }
@@ -91,6 +94,29 @@ impl Access {
     pub fn with_payloads(mut self) -> Self {
         self.payloads = true;
         self
+    }
+
+    /// Also sees sealed payloads and return values opened ([`queue_core::encryption`]):
+    /// each opening is logged with [`who`](Self::who). Implies
+    /// [`with_payloads`](Self::with_payloads). Without it, a sealed payload is shown as
+    /// sealed, with its key's id.
+    ///
+    /// ```
+    /// use queue_axum::access::Access;
+    ///
+    /// let support = Access::operator("bob").with_payloads();
+    /// let privacy_officer = Access::read_only("carol").with_reveal();
+    /// assert!(!support.reveals_sealed() && privacy_officer.reveals_sealed());
+    /// ```
+    pub fn with_reveal(mut self) -> Self {
+        self.payloads = true;
+        self.reveal = true;
+        self
+    }
+
+    /// Whether sealed payloads are opened for it.
+    pub fn reveals_sealed(&self) -> bool {
+        self.reveal && self.sees_payloads()
     }
 
     /// Whether it may look.

@@ -152,7 +152,15 @@ async fn from_redis(
     let Some(info) = found else {
         return Ok(None);
     };
+    let info = opened(handle, info, settings);
     let state = info.state;
+    let children = match settings.include_return_value {
+        true => handle.open_children(children.clone()).unwrap_or_else(|e| {
+            tracing::warn!(queue, id, error = %e, "a child's sealed return value does not open; shown sealed");
+            children
+        }),
+        false => children,
+    };
     let flow = Flow {
         parent: flow::parent(&info, |queue| settings.serves(app, queue)),
         children: flow::children(children, settings),
@@ -169,7 +177,7 @@ async fn from_outbox(
     settings: &JobRoutes,
 ) -> Option<Option<JobStatus>> {
     let waiting = tokio::time::timeout(OUTBOX_WAIT, handle.get_outbox_job(id)).await;
-    let info = waiting.ok()?.ok()??;
+    let info = opened(handle, waiting.ok()?.ok()??, settings);
     let state = info.state;
     // Not in Redis yet: no parent or children to show.
     let flow = Flow {
@@ -177,6 +185,20 @@ async fn from_outbox(
         children: None,
     };
     Some(Some(to_status(queue, info, state, flow, settings)))
+}
+
+/// The job with its sealed payload and return value opened, when the routes show
+/// either (the application chose to show them to whoever its access decision lets
+/// through); as stored otherwise. One that does not open (a key missing from this
+/// process's keyring) is shown sealed: the reader gets no secret, the log says why.
+fn opened(handle: &Queue<serde_json::Value>, info: JobInfo, settings: &JobRoutes) -> JobInfo {
+    if !(settings.include_data || settings.include_return_value) || info.sealed_with().is_none() {
+        return info;
+    }
+    handle.open(info.clone()).unwrap_or_else(|e| {
+        tracing::warn!(queue = handle.name(), id = %info.id, error = %e, "a sealed job does not open; shown sealed");
+        info
+    })
 }
 
 /// The most characters of a job's name the status shows: a name is the producer's

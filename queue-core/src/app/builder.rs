@@ -16,6 +16,7 @@ use crate::backend::{Backend, Connection, Endpoint, InlineRunner};
 use crate::connection::Tls;
 use crate::contract::{DeclaredJob, QueueType};
 use crate::deps::Deps;
+use crate::encryption::{KeySource, Keyring, Keys};
 use crate::error::Error;
 use crate::error::RegistryError;
 use crate::events::local;
@@ -36,6 +37,8 @@ struct Plan {
     deps: Deps,
     registered: Registered,
     declared: Vec<DeclaredJob>,
+    /// The queues whose payloads are sealed (names in Redis).
+    encrypted: BTreeSet<String>,
 }
 
 /// Builds a [`QueueApp`]; see there for an example.
@@ -64,6 +67,11 @@ pub struct QueueAppBuilder {
     metrics: Option<crate::metrics::Metrics>,
     memory_guard: MemoryGuard,
     process_roster: bool,
+    /// The keyring (empty until `keyring`, or `build` reads `key_source`).
+    keys: Keys,
+    key_source: Option<Arc<dyn KeySource>>,
+    /// Queues whose payloads are sealed, by the code's names.
+    encrypted: BTreeSet<String>,
 }
 
 impl QueueApp {
@@ -96,6 +104,9 @@ impl Default for QueueAppBuilder {
             metrics: None,
             memory_guard: MemoryGuard::default(),
             process_roster: false,
+            keys: Keys::default(),
+            key_source: None,
+            encrypted: BTreeSet::new(),
         }
     }
 }
@@ -396,6 +407,51 @@ impl QueueAppBuilder {
         self
     }
 
+    /// The keys payloads are sealed and opened with: required when a queue is
+    /// encrypted ([`encrypt_queue`](Self::encrypt_queue), or `#[job_queue("name",
+    /// encrypted)]`), and enough to run jobs sealed by another producer. See
+    /// [`encryption`](crate::encryption).
+    ///
+    /// ```
+    /// use queue_core::encryption::Keyring;
+    /// use queue_core::QueueApp;
+    ///
+    /// // In production: Keyring::from_env("QUEUE_KEYS")?, or from_file.
+    /// let keyring = Keyring::new("2026-12", [7; 32])?;
+    /// let builder = QueueApp::builder()
+    ///     .keyring(keyring)
+    ///     .external_queue("email")
+    ///     .encrypt_queue("email");
+    /// assert!(builder.check().is_ok());
+    /// # Ok::<(), queue_core::encryption::KeyringError>(())
+    /// ```
+    pub fn keyring(mut self, keyring: Keyring) -> Self {
+        self.keys = Keys::new(Some(keyring));
+        self
+    }
+
+    /// The keyring from a [`KeySource`] (a secrets manager), read by `build` and again
+    /// by [`QueueApp::reload_keyring`].
+    pub fn keyring_from(mut self, source: impl KeySource) -> Self {
+        self.key_source = Some(Arc::new(source));
+        self
+    }
+
+    /// Seals the payloads of `queue`: what is added to it (data) and what its handlers
+    /// return, in Redis, its files and its replicas, and in the outbox's rows. The queue
+    /// must be one the app knows, as for [`queue_defaults`](Self::queue_defaults), and
+    /// the app needs a [`keyring`](Self::keyring). A declared queue says it itself:
+    /// `#[job_queue("email", encrypted)]`.
+    pub fn encrypt_queue(mut self, queue: impl Into<String>) -> Self {
+        self.encrypted.insert(queue.into());
+        self
+    }
+
+    /// [`encrypt_queue`](Self::encrypt_queue) for the declared queue `Q`.
+    pub fn encrypt_queue_of<Q: QueueType>(self) -> Self {
+        self.encrypt_queue(Q::NAME)
+    }
+
     pub(crate) fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
@@ -453,7 +509,31 @@ impl QueueAppBuilder {
             .collect();
         let mut problems = renames.problems();
         problems.extend(self.unknown_queue_names(&registered));
-        let queues = merge_processors(&processors, &deps, &mut problems);
+        let mut queues = merge_processors(&processors, &deps, &mut problems);
+        let encrypted = self.encrypted_queues(&registered);
+        // The queues this app is known to use; a declaration linked in but used by
+        // another app of the binary is sealed too, and an add to it without a keyring
+        // is refused as such.
+        let used = |queue: &String| {
+            queues.iter().any(|plan| &plan.queue == queue)
+                || registered
+                    .producers
+                    .iter()
+                    .any(|p| &rename(p.queue) == queue)
+                || self.encrypted.iter().any(|q| &rename(q) == queue)
+        };
+        if let Some(queue) = encrypted.iter().find(|queue| used(queue)) {
+            if self.keys.keyring().is_none() && self.key_source.is_none() {
+                problems.push(format!(
+                    "queue `{queue}` is encrypted, and the app has no keyring: give it one with `.keyring(Keyring::from_env(\"QUEUE_KEYS\")?)` (see queue_core::encryption)"
+                ));
+            }
+        }
+        for plan in &mut queues {
+            plan.sealer = self
+                .keys
+                .for_queue(&plan.queue, encrypted.contains(&plan.queue));
+        }
         problems.extend(check_registrations(&queues, &registered, &deps, rename));
         problems.extend(check_declarations(&registered.job_types, &queues, rename));
         RegistryError::from_problems(problems)?;
@@ -475,7 +555,24 @@ impl QueueAppBuilder {
             deps,
             registered,
             declared,
+            encrypted,
         })
+    }
+
+    /// The queues whose payloads are sealed, by their names in Redis: those given to
+    /// `encrypt_queue` and the declarations that say `encrypted`.
+    fn encrypted_queues(&self, registered: &Registered) -> BTreeSet<String> {
+        let declared = registered
+            .job_types
+            .iter()
+            .filter(|record| record.encrypted)
+            .map(|record| record.queue);
+        self.encrypted
+            .iter()
+            .map(String::as_str)
+            .chain(declared)
+            .map(|queue| self.renames.owned(queue))
+            .collect()
     }
 
     /// The queue names given as strings (defaults, renames, the registrations to use)
@@ -498,6 +595,11 @@ impl QueueAppBuilder {
             .keys()
             .map(|queue| ("queue_defaults", queue.as_str()))
             .chain(self.renames.from().map(|queue| ("rename_queue", queue)))
+            .chain(
+                self.encrypted
+                    .iter()
+                    .map(|queue| ("encrypt_queue", queue.as_str())),
+            )
             .collect();
         given.sort_unstable();
         let mut problems = unknown_queues(given, &known);
@@ -520,6 +622,9 @@ impl QueueAppBuilder {
     /// Checks the registrations, connects and checks that Redis answers. Fails with a
     /// clear error (the URL, without password, and the cause) instead of hanging.
     pub async fn build(self) -> Result<QueueApp, Error> {
+        if let Some(source) = &self.key_source {
+            self.keys.replace(source.keyring().await?);
+        }
         let plan = self.plan()?;
         let conn = Connection::open(
             &self.endpoint,
@@ -578,6 +683,12 @@ impl QueueAppBuilder {
     /// # Ok(()) }
     /// ```
     pub fn build_inline(self) -> Result<QueueApp, Error> {
+        if self.key_source.is_some() {
+            return Err(Error::invalid(
+                "keyring_from",
+                "an inline app reads no key source (it is not async): give it its keyring with `.keyring(..)`",
+            ));
+        }
         let plan = self.plan()?;
         let runner = Arc::new(InlineRunner::new(
             &self.prefix,
@@ -602,6 +713,7 @@ impl QueueAppBuilder {
             deps,
             registered,
             declared,
+            encrypted,
         } = plan;
         log_plan(&plans, &declared);
         let (worker_events, _) = broadcast::channel(local::CAPACITY);
@@ -645,7 +757,10 @@ impl QueueAppBuilder {
                         .clone()
                         .map(|watch| watch as Arc<dyn crate::queue::AddGate>),
                     watch,
+                    keys: self.keys.clone(),
+                    sealed_queues: Arc::new(encrypted),
                 },
+                key_source: self.key_source,
                 backoffs: self.backoffs,
                 queues: Mutex::new(HashMap::new()),
                 worker_events,

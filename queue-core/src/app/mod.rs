@@ -5,6 +5,7 @@ mod builder;
 mod claims;
 mod from_app;
 mod health;
+mod keys;
 #[cfg(feature = "metrics")]
 mod metrics;
 #[cfg(feature = "sqlx")]
@@ -109,6 +110,8 @@ pub(crate) struct AppInner {
     roster: Option<Arc<crate::health::Roster>>,
     /// The Redis memory guard, unless Redis hides its memory (or the app is inline).
     memory: Option<Arc<crate::health::MemoryWatch>>,
+    /// Where the keyring comes from, when it is read again on a rotation.
+    key_source: Option<Arc<dyn crate::encryption::KeySource>>,
 }
 
 impl QueueApp {
@@ -476,9 +479,9 @@ impl QueueApp {
         &self,
         queue: &str,
         name: &str,
-    ) -> Option<&crate::handler::PlannedHandler> {
+    ) -> Option<(&QueuePlan, &crate::handler::PlannedHandler)> {
         self.plan(self.inner.renames.actual(queue))
-            .and_then(|plan| plan.handler_for(name))
+            .and_then(|plan| plan.handler_for(name).map(|planned| (plan, planned)))
     }
 
     /// The worker plan of `queue` (its name in Redis), if this app processes it.

@@ -95,6 +95,15 @@ pub enum Error {
         source: serde_json::Error,
     },
 
+    /// A sealed payload or return value could not be sealed or opened: its key is not
+    /// in the keyring, or it was altered ([`encryption`](crate::encryption)).
+    #[error("sealed payload: {0}")]
+    Sealed(#[from] crate::encryption::SealError),
+
+    /// The app's keyring could not be read ([`Keyring`](crate::encryption::Keyring)).
+    #[error(transparent)]
+    Keyring(#[from] crate::encryption::KeyringError),
+
     /// Redis did not answer within the command timeout (it is down, or unreachable).
     #[error("Redis did not answer {what} within {after:?}")]
     Timeout {

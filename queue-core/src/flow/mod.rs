@@ -68,7 +68,7 @@ impl<T: Serialize> Queue<T> {
         FlowJob {
             queue: self.retyped(),
             name: name.to_owned(),
-            data: serde_json::to_value(&data).map_err(|e| e.to_string()),
+            data: self.to_value(&data).map_err(|e| e.to_string()),
             options: JobOptions::default(),
             children: Vec::new(),
         }

@@ -3,9 +3,15 @@
 //! app's runner.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+
 use super::ErasedHandler;
+use crate::deps::Deps;
+use crate::encryption::{sealed_with, Field, Sealer};
+use crate::job::{Job, JobError};
 use crate::options::WorkerOptions;
 
 /// The label of job names no handler is registered for by name (a catch-all handler
@@ -21,6 +27,8 @@ pub(crate) struct QueuePlan {
     pub(crate) options: WorkerOptions,
     pub(crate) by_name: BTreeMap<String, PlannedHandler>,
     pub(crate) fallback: Option<PlannedHandler>,
+    /// Whether the queue's payloads are sealed, and the app's keys.
+    pub(crate) sealer: Sealer,
 }
 
 /// A handler with the timeout of the processor that registered it.
@@ -55,6 +63,45 @@ impl QueuePlan {
         } else {
             names.join(", ")
         }
+    }
+
+    /// One attempt of `planned` on `job`, as every runner (a worker, an inline app, the
+    /// testing kit) runs it: the job's data opened first when it is sealed, and what the
+    /// handler returns sealed when the queue seals or the job came sealed (what a
+    /// sealed payload gives is as personal as the payload). Lazy, as
+    /// [`ErasedHandler::run`] is.
+    pub(crate) fn run(
+        &self,
+        planned: &PlannedHandler,
+        job: Job<serde_json::Value>,
+        deps: &Arc<Deps>,
+    ) -> BoxFuture<'static, Result<serde_json::Value, JobError>> {
+        let job = job.with_keys(self.sealer.keys());
+        if !self.sealer.seals() && sealed_with(&job.data).is_none() {
+            return planned.handler.run(job, deps);
+        }
+        let sealer = self.sealer.clone();
+        let handler = planned.handler.clone();
+        let deps = deps.clone();
+        Box::pin(async move {
+            let mut job = job;
+            // A key that is missing or a ciphertext that does not open will not
+            // change on a retry.
+            job.data = sealer
+                .open(Field::Data, std::mem::take(&mut job.data))
+                .map_err(|e| JobError::unrecoverable_msg(format!("the job's data: {e}")))?;
+            let value = handler.run(job, &deps).await?;
+            let sealed = serde_json::to_vec(&value)
+                .map_err(|e| e.to_string())
+                .and_then(|plain| {
+                    sealer
+                        .seal(Field::ReturnValue, &plain)
+                        .map_err(|e| e.to_string())
+                });
+            sealed.map_err(|e| {
+                JobError::unrecoverable_msg(format!("cannot seal the return value: {e}"))
+            })
+        })
     }
 
     /// Every handler with the job name it claims (`*` for the catch-all).

@@ -7,6 +7,7 @@ use std::any::type_name;
 use serde::de::DeserializeOwned;
 
 use super::error::JobError;
+use crate::encryption::{open_in, Field, Keys};
 
 /// A flow child, named by its queue and job id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -115,12 +116,18 @@ impl<R> Default for ChildResults<R> {
 
 impl<R: DeserializeOwned> ChildResults<R> {
     /// Types `raw`, ordered by child (queue, then id).
-    pub(crate) fn from_raw(raw: RawChildren) -> Result<Self, JobError> {
+    pub(crate) fn from_raw(raw: RawChildren, keys: Option<&Keys>) -> Result<Self, JobError> {
         let mut completed = raw
             .completed
             .into_iter()
             .map(|(key, value)| {
                 let child = ChildKey::from_redis_key(&key);
+                let value =
+                    open_in(keys, &child.queue, Field::ReturnValue, value).map_err(|e| {
+                        JobError::unrecoverable_msg(format!(
+                            "the return value of child {child}: {e}"
+                        ))
+                    })?;
                 R::deserialize(&value)
                     .map(|r| (child.clone(), r))
                     .map_err(|e| {
@@ -204,7 +211,7 @@ mod tests {
             completed: vec![("bull:steps:a".into(), serde_json::json!("text"))],
             failed: Vec::new(),
         };
-        let err = ChildResults::<u32>::from_raw(raw).unwrap_err();
+        let err = ChildResults::<u32>::from_raw(raw, None).unwrap_err();
         assert!(!err.is_retryable());
         assert!(err.message().contains("child steps/a"), "{}", err.message());
         assert!(err.message().contains("u32"), "{}", err.message());

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::de::DeserializeOwned;
 
 use super::JobState;
+use crate::encryption::sealed_with;
 
 /// A job read back from Redis: what a status page or an operator needs.
 ///
@@ -80,9 +81,22 @@ impl ParentJob {
 }
 
 impl JobInfo {
-    /// The payload as `D`.
+    /// The payload as `D`. A sealed payload ([`encryption`](crate::encryption)) is
+    /// refused, saying so: open the job with [`Queue::open`](crate::Queue::open) first.
     pub fn data_as<D: DeserializeOwned>(&self) -> Result<D, serde_json::Error> {
+        if let Some(key) = sealed_with(&self.data) {
+            return Err(serde::de::Error::custom(format_args!(
+                "the payload is sealed (key `{key}`): open the job with Queue::open first"
+            )));
+        }
         serde_json::from_value(self.data.clone())
+    }
+
+    /// The id of the key that sealed this job's payload or return value, when one is
+    /// sealed ([`encryption`](crate::encryption)); what a page that shows the job says
+    /// in place of the payload.
+    pub fn sealed_with(&self) -> Option<&str> {
+        sealed_with(&self.data).or_else(|| self.return_value.as_ref().and_then(sealed_with))
     }
 
     /// When the job was added.

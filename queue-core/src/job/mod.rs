@@ -28,6 +28,7 @@ pub(crate) use children::RawChildren;
 pub(crate) use link::{CancelSignal, CancelSource, JobWriter, LockLost};
 
 use crate::clock::now_ms;
+use crate::encryption::Keys;
 use crate::error::Error;
 use crate::options::JobOptions;
 
@@ -95,6 +96,8 @@ pub struct Job<T> {
     meta: Arc<JobMeta>,
     ctx: JobContext,
     cancel: CancelSignal,
+    /// The app's keys, to open its flow children's sealed values.
+    keys: Option<Keys>,
 }
 
 impl<T> Job<T> {
@@ -109,6 +112,7 @@ impl<T> Job<T> {
             meta,
             ctx,
             cancel,
+            keys: None,
         }
     }
 
@@ -303,7 +307,7 @@ impl<T> Job<T> {
             JobContext::Live(live) => live.children().await?,
             JobContext::Test(recorder) => lock(&recorder.children).clone(),
         };
-        ChildResults::from_raw(raw)
+        ChildResults::from_raw(raw, self.keys.as_ref())
     }
 
     /// Removes this job's flow children that have not started (running ones are left
@@ -340,7 +344,14 @@ impl<T> Job<T> {
             meta: self.meta,
             ctx: self.ctx,
             cancel: self.cancel,
+            keys: self.keys,
         }
+    }
+
+    /// This job, with the app's keys for its children's sealed values.
+    pub(crate) fn with_keys(mut self, keys: &Keys) -> Self {
+        self.keys = Some(keys.clone());
+        self
     }
 }
 

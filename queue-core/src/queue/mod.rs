@@ -37,6 +37,7 @@ pub use cancel::CancelOutcome;
 pub(crate) use relayed::{Refusal, Relayed, RowJob};
 
 use crate::backend::{AddOutcome, Backend, EngineQueue, QueueBackend};
+use crate::encryption::{open_in, Field, Keys, Sealer};
 use crate::error::Error;
 use crate::job::JobState;
 use crate::options::{BackoffRegistry, JobOptions};
@@ -52,6 +53,8 @@ pub(crate) struct QueueShared {
     settings: ProducerSettings,
     /// This queue's default job options over the app's.
     defaults: JobOptions,
+    /// Whether its payloads are sealed, and the keys.
+    sealer: Sealer,
 }
 
 /// What may refuse an add before it is sent: the Redis memory guard (`crate::health`),
@@ -77,6 +80,10 @@ pub(crate) struct ProducerSettings {
     pub(crate) outbox: Option<crate::store::Outbox>,
     /// The Redis memory guard: above its mark, adds are refused before they are sent.
     pub(crate) memory: Option<Arc<dyn AddGate>>,
+    /// The app's keyring.
+    pub(crate) keys: Keys,
+    /// The queues whose payloads are sealed.
+    pub(crate) sealed_queues: Arc<std::collections::BTreeSet<String>>,
 }
 
 impl ProducerSettings {
@@ -87,6 +94,12 @@ impl ProducerSettings {
             None => self.defaults.clone(),
         }
     }
+
+    /// `queue`'s sealer: it seals when the app was told so.
+    pub(crate) fn sealer_for(&self, queue: &str) -> Sealer {
+        self.keys
+            .for_queue(queue, self.sealed_queues.contains(queue))
+    }
 }
 
 impl QueueShared {
@@ -96,6 +109,7 @@ impl QueueShared {
             app_backend: backend.clone(),
             backend: backend.queue(name),
             defaults: settings.defaults_for(name),
+            sealer: settings.sealer_for(name),
             settings,
         }
     }
@@ -304,7 +318,7 @@ impl<T> Queue<T> {
     }
 
     /// Refuses JSON over the app's payload size limit.
-    pub(crate) fn check_size<D: Serialize>(&self, data: &D) -> Result<(), Error> {
+    pub(crate) fn check_size<D: Serialize + ?Sized>(&self, data: &D) -> Result<(), Error> {
         let limit = self.shared.settings.max_payload_bytes;
         let size = serialized_len(data).map_err(|source| Error::Serialize {
             what: "job data",
@@ -314,6 +328,48 @@ impl<T> Queue<T> {
             return Err(Error::oversized_payload(Some(size), limit));
         }
         Ok(())
+    }
+
+    /// This queue's sealer.
+    pub(crate) fn sealer(&self) -> &Sealer {
+        &self.shared.sealer
+    }
+
+    /// A job of this queue as stored, with its data and return value opened when they
+    /// are sealed ([`encryption`](crate::encryption)). Reads such as
+    /// [`get_job`](Queue::get_job) answer what Redis holds, so that a page that shows a
+    /// job to a person shows a sealed payload as sealed; open it where the application
+    /// decided its reader may see it. A job that is not sealed comes back as it is.
+    ///
+    /// ```no_run
+    /// # async fn demo(app: queue_core::QueueApp) -> queue_core::Result<()> {
+    /// let email = app.queue::<serde_json::Value>("email")?;
+    /// if let Some(job) = email.get_job("welcome-42").await? {
+    ///     let job = email.open(job)?;
+    ///     println!("{}", job.data);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn open(&self, mut job: crate::job::JobInfo) -> Result<crate::job::JobInfo, Error> {
+        let sealer = &self.shared.sealer;
+        job.data = sealer.open(Field::Data, std::mem::take(&mut job.data))?;
+        if let Some(value) = job.return_value.take() {
+            job.return_value = Some(sealer.open(Field::ReturnValue, value)?);
+        }
+        Ok(job)
+    }
+
+    /// A flow parent's children as [`get_children`](Queue::get_children) reads them,
+    /// with their sealed return values opened, as [`open`](Queue::open) does for a job
+    /// (each with its own queue's name).
+    pub fn open_children(&self, mut children: Children) -> Result<Children, Error> {
+        let keys = Some(self.shared.sealer.keys());
+        for child in &mut children.processed {
+            if let Some(value) = child.return_value.take() {
+                child.return_value = Some(open_in(keys, &child.queue, Field::ReturnValue, value)?);
+            }
+        }
+        Ok(children)
     }
 
     /// The queue's and the app's defaults applied, then every check `add` makes before
@@ -468,19 +524,31 @@ impl<T: Serialize> Queue<T> {
         self.timed_for("add_bulk", after, work).await
     }
 
-    /// `data` as JSON, refused when over the app's size limit (`add` leaves the check
-    /// to the engine, on the JSON it writes anyway).
-    fn to_json(&self, data: &T) -> Result<serde_json::Value, Error> {
+    /// `data` as JSON (sealed, when the queue seals), refused when over the app's size
+    /// limit (`add` leaves the check to the engine, on the JSON it writes anyway).
+    pub(crate) fn to_json(&self, data: &T) -> Result<serde_json::Value, Error> {
+        if self.shared.sealer.seals() {
+            // What is stored, the envelope, is what the limit is about.
+            let sealed = self.to_value(data)?;
+            self.check_size(&sealed)?;
+            return Ok(sealed);
+        }
         self.check_size(data)?;
         self.to_value(data)
     }
 
-    /// `data` as JSON, unchecked: the engine checks the size on the JSON it writes.
-    fn to_value(&self, data: &T) -> Result<serde_json::Value, Error> {
-        serde_json::to_value(data).map_err(|source| Error::Serialize {
+    /// `data` as JSON (sealed, when the queue seals), unchecked: the engine checks the
+    /// size on the JSON it writes.
+    pub(crate) fn to_value(&self, data: &T) -> Result<serde_json::Value, Error> {
+        let unserializable = |source| Error::Serialize {
             what: "job data",
             source,
-        })
+        };
+        if self.shared.sealer.seals() {
+            let plain = serde_json::to_vec(data).map_err(unserializable)?;
+            return Ok(self.shared.sealer.seal(Field::Data, &plain)?);
+        }
+        serde_json::to_value(data).map_err(unserializable)
     }
 
     /// What an add did, as the caller sees it: for a duplicate, the existing job's state.
@@ -515,7 +583,7 @@ impl<T: Serialize> Queue<T> {
 }
 
 /// The JSON size of `data`, without building the JSON.
-fn serialized_len<T: Serialize>(data: &T) -> Result<usize, serde_json::Error> {
+fn serialized_len<T: Serialize + ?Sized>(data: &T) -> Result<usize, serde_json::Error> {
     struct Counter(usize);
     impl io::Write for Counter {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

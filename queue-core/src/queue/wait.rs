@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{AddedJob, Queue};
 use crate::contract::JobType;
+use crate::encryption::Field;
 use crate::error::Error;
 use crate::events::QueueEvent;
 use crate::job::JobState;
@@ -14,13 +15,17 @@ impl<T> Queue<T> {
     /// Subscribes to job `id`'s events, through the queue's one reader in this process
     /// (started now if nobody watched the queue). Every event written after this returns
     /// reaches the watcher; read the job's state after it, not before.
+    ///
+    /// A sealed return value ([`encryption`](crate::encryption)) comes opened: the
+    /// watcher is the application's, and the application decides who reads it.
     pub async fn watch_job(&self, id: &str) -> Result<JobWatcher, Error> {
-        self.job_watch().watch(self.name(), id).await
+        let watcher = self.job_watch().watch(self.name(), id).await?;
+        Ok(watcher.opening_with(self.sealer()))
     }
 
-    /// Waits up to `timeout` for job `id` to finish: its output as JSON, its failure,
-    /// [`JobOutcome::TimedOut`], or [`JobOutcome::Gone`]. Dropped (its caller went
-    /// away), the wait ends at once and leaves nothing behind.
+    /// Waits up to `timeout` for job `id` to finish: its output as JSON (opened, when
+    /// sealed), its failure, [`JobOutcome::TimedOut`], or [`JobOutcome::Gone`]. Dropped
+    /// (its caller went away), the wait ends at once and leaves nothing behind.
     pub async fn wait_for_job(
         &self,
         id: &str,
@@ -44,7 +49,10 @@ impl<T> Queue<T> {
             loop {
                 match watcher.next().await {
                     Some(QueueEvent::Completed { return_value, .. }) => {
-                        return Ok(JobOutcome::Completed(return_value))
+                        // Opened by the watcher when it could be; one that could not
+                        // is an error here, not a sealed value passed off as output.
+                        let output = self.sealer().open(Field::ReturnValue, return_value)?;
+                        return Ok(JobOutcome::Completed(output));
                     }
                     Some(QueueEvent::Failed { reason, .. }) => {
                         return Ok(JobOutcome::Failed { reason })
@@ -64,9 +72,10 @@ impl<T> Queue<T> {
             return Ok(Some(JobOutcome::Gone));
         };
         Ok(match info.state {
-            Some(JobState::Completed) => Some(JobOutcome::Completed(
+            Some(JobState::Completed) => Some(JobOutcome::Completed(self.sealer().open(
+                Field::ReturnValue,
                 info.return_value.unwrap_or(serde_json::Value::Null),
-            )),
+            )?)),
             Some(JobState::Failed) => Some(JobOutcome::Failed {
                 reason: info.failed_reason.unwrap_or_default(),
             }),

@@ -135,6 +135,8 @@ pub struct JobTypeRecord {
     pub output_schema: fn() -> Option<serde_json::Value>,
     /// `path::Queue::Variant`, for messages.
     pub label: &'static str,
+    /// The queue's payloads are sealed (`#[job_queue("name", encrypted)]`).
+    pub encrypted: bool,
 }
 
 inventory::collect!(JobTypeRecord);

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use super::Registered;
 use crate::deps::Deps;
+use crate::encryption::Keys;
 #[cfg(test)]
 use crate::error::RegistryError;
 use crate::handler::{plan_of, PlannedHandler, QueuePlan};
@@ -90,6 +91,8 @@ pub(crate) fn merge_processors(
             options: processor.options.clone(),
             by_name: BTreeMap::new(),
             fallback: None,
+            // The app's keys and the queues that seal are set by `build`.
+            sealer: Keys::default().for_queue(queue, false),
         });
         merge_options(queue, &mut plan.options, &processor.options, problems);
 

@@ -12,6 +12,7 @@ use crate::app::{QueueApp, QueueAppBuilder};
 use crate::backend::{Connection, Endpoint};
 use crate::connection::Tls;
 use crate::contract::{JobType, QueueType};
+use crate::encryption::Field;
 use crate::error::Error;
 use crate::events::WorkerEvent;
 use crate::job::{Job, JobError, JobState};
@@ -383,19 +384,33 @@ async fn run_named<T: Serialize>(
     name: &str,
     data: &T,
 ) -> Result<serde_json::Value, JobError> {
-    let planned = app.planned(queue, name).ok_or_else(|| {
+    let (plan, planned) = app.planned(queue, name).ok_or_else(|| {
         JobError::unrecoverable_msg(format!(
             "no handler of this app takes job `{name}` on queue `{queue}`"
         ))
     })?;
-    let data = serde_json::to_value(data)
-        .map_err(|e| JobError::unrecoverable_msg(format!("cannot serialize the payload: {e}")))?;
+    let unserializable = |e: &dyn std::fmt::Display| {
+        JobError::unrecoverable_msg(format!("cannot serialize the payload: {e}"))
+    };
+    // Sealed as an add would seal it, so that a test of an encrypted queue runs what
+    // production runs (and fails the same way without a keyring).
+    let data = if plan.sealer.seals() {
+        let plain = serde_json::to_vec(data).map_err(|e| unserializable(&e))?;
+        plan.sealer
+            .seal(Field::Data, &plain)
+            .map_err(|e| unserializable(&e))?
+    } else {
+        serde_json::to_value(data).map_err(|e| unserializable(&e))?
+    };
     let job = Job::in_process(data, queue, "test-job", name, 0, JobOptions::default());
-    let run = planned.handler.run(job, &app.handler_deps());
-    crate::handler::attempt(run, planned.timeout)
+    let run = plan.run(planned, job, &app.handler_deps());
+    let value = crate::handler::attempt(run, planned.timeout)
         .await
         .map_err(|(reason, retryable)| match retryable {
             true => JobError::retry(reason),
             false => JobError::unrecoverable_msg(reason),
-        })
+        })?;
+    plan.sealer
+        .open(Field::ReturnValue, value)
+        .map_err(|e| JobError::unrecoverable_msg(format!("the return value: {e}")))
 }

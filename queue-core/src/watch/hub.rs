@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use crate::backend::{Backend, Connection, EngineQueueEvents};
+use crate::encryption::{Field, Sealer};
 use crate::error::Error;
 use crate::events::{EventFeed, QueueEvent};
 
@@ -112,6 +113,7 @@ impl JobWatch {
             id: id.to_owned(),
             key,
             events: rx,
+            sealer: None,
         };
         let mut ready = feed.ready.clone();
         loop {
@@ -270,6 +272,8 @@ pub struct JobWatcher {
     id: String,
     key: u64,
     events: mpsc::Receiver<Arc<QueueEvent>>,
+    /// Opens a sealed return value for the watcher's reader.
+    sealer: Option<Sealer>,
 }
 
 impl JobWatcher {
@@ -277,7 +281,36 @@ impl JobWatcher {
     /// fell behind by more than a few events, or the queue's reader stopped. Read the
     /// job's state again then (and watch anew if it still matters): nothing is lost.
     pub async fn next(&mut self) -> Option<QueueEvent> {
-        self.events.recv().await.map(Arc::unwrap_or_clone)
+        let event = self.events.recv().await.map(Arc::unwrap_or_clone)?;
+        Some(match (event, &self.sealer) {
+            (
+                QueueEvent::Completed {
+                    job_id,
+                    return_value,
+                },
+                Some(sealer),
+            ) => {
+                // One that does not open stays sealed: the reader sees no secret, and
+                // the job's own reads say why.
+                let return_value = sealer
+                    .open(Field::ReturnValue, return_value.clone())
+                    .unwrap_or_else(|e| {
+                        tracing::warn!(job_id = %job_id, error = %e, "a completed job's return value does not open");
+                        return_value
+                    });
+                QueueEvent::Completed {
+                    job_id,
+                    return_value,
+                }
+            }
+            (event, _) => event,
+        })
+    }
+
+    /// This watcher, with the return values it reads opened when sealed.
+    pub(crate) fn opening_with(mut self, sealer: &Sealer) -> Self {
+        self.sealer = Some(sealer.clone());
+        self
     }
 
     /// The watched job's id.

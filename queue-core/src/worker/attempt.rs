@@ -175,7 +175,7 @@ impl Dispatcher {
         let cancel = job.cancel_signal();
         // `run` is lazy: the payload's deserialization and the call that builds the
         // handler's future happen in the first poll, inside `catch_unwind`.
-        let handler = planned.handler.run(job, &self.deps);
+        let handler = self.plan.run(planned, job, &self.deps);
         let handler: BoxFuture<'static, _> = match trace {
             Some(trace) => Box::pin(crate::trace::scope(trace, handler)),
             None => Box::pin(handler),
