@@ -1,10 +1,13 @@
 //! The audit log: one event per action on [`AUDIT_TARGET`], with who did what to which
-//! queue and job or group, and how it went.
+//! queue and job or group, and how it went; and one per sealed value a page opened.
 
 use queue_axum::access::Access;
 
 /// The tracing target of the audit log: one event per action, with who, what, which
-/// queue and job, and the outcome.
+/// queue and job, and the outcome; and one per sealed payload or return value a page
+/// opened for a reader the policy lets reveal them
+/// ([`Access::with_reveal`](queue_axum::access::Access::with_reveal)), with who, which
+/// queue, job, field and key, and whether it opened (never the value).
 pub const AUDIT_TARGET: &str = "queue_dashboard::audit";
 
 /// What an action touched within its queue, for the audit line.
@@ -76,4 +79,41 @@ pub(crate) fn refused(access: &Access, method: &str, path: &str, status: u16) {
         status,
         "dashboard action refused"
     );
+}
+
+/// A sealed `field` (`data` or `returnvalue`) of job `job_id` opened for `access` to
+/// read: who, which queue, job and key, and whether it opened. The value never: the log
+/// is read by more people than the value is for. A failed opening is logged too (at
+/// `warn`, with the reason): an attempt to read is what the audit is for.
+pub(crate) fn revealed(
+    access: &Access,
+    queue: &str,
+    job_id: &str,
+    field: &str,
+    key: &str,
+    outcome: Result<(), &queue_core::Error>,
+) {
+    match outcome {
+        Ok(()) => tracing::info!(
+            target: AUDIT_TARGET,
+            who = access.who(),
+            action = "reveal",
+            queue,
+            job_id,
+            field,
+            key,
+            "sealed value opened"
+        ),
+        Err(error) => tracing::warn!(
+            target: AUDIT_TARGET,
+            who = access.who(),
+            action = "reveal",
+            queue,
+            job_id,
+            field,
+            key,
+            %error,
+            "sealed value did not open"
+        ),
+    }
 }

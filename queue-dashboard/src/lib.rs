@@ -10,6 +10,13 @@
 //! [`AUDIT_TARGET`] tracing target, and every destructive one (drain, clean, remove,
 //! obliterate, retry all) is confirmed on a page that says how many jobs it touches.
 //!
+//! A sealed payload or return value ([`queue_core::encryption`]) is shown as sealed,
+//! with the id of its key, never as its ciphertext; it is opened on a job's page only
+//! for a reader the policy lets reveal it ([`Access::with_reveal`]), and each opening
+//! is logged on [`AUDIT_TARGET`] (who, queue, job, field, key; never the value). One
+//! that does not open (its key not in the app's keyring, or altered) shows why in its
+//! place. Searches never open one ([`Dashboard::payload_search`]).
+//!
 //! Pages (one word per level under the mount point):
 //! - `/`: Redis's health (memory against its limit, eviction policy, clients, version,
 //!   ops/s) and every queue with its counts per state, the age of its oldest waiting

@@ -86,6 +86,11 @@ impl PrivateRedis {
         wait_for_port(self.port);
     }
 
+    /// Its working directory: its append-only file, when it keeps one.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// Its port.
     pub fn port(&self) -> u16 {
         self.port

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use queue_core::encryption::{Keyring, KeyringError};
+
 /// Which parts of the service this process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -46,6 +48,69 @@ pub struct Config {
     pub redis_cluster_nodes: Option<Vec<String>>,
     /// Who gets the monthly report's mail (`REPORT_EMAIL`, default `reports@localhost`).
     pub report_email: String,
+    /// The keys the mail and coupon queues are sealed with: `QUEUE_KEYS` (the keyring's
+    /// text, see `queue_core::encryption::Keyring`), else the file `QUEUE_KEYS_FILE`
+    /// (default `welcome.keys`, made with a new key when missing).
+    pub keys: Keys,
+}
+
+/// Where the keyring comes from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Keys {
+    /// The keyring's text, from `QUEUE_KEYS`.
+    Text(String),
+    /// A file holding it, made with a new key when missing.
+    File(std::path::PathBuf),
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // The text is the keys themselves.
+            Keys::Text(_) => f.write_str("Text(..)"),
+            Keys::File(path) => f.debug_tuple("File").field(path).finish(),
+        }
+    }
+}
+
+impl Keys {
+    /// The keyring. A missing file is made with one new key (and a warning: the file is
+    /// to be kept with the database and backed up as a secret), so that the example
+    /// runs on a fresh machine with no set-up.
+    pub fn keyring(&self) -> Result<Keyring, KeyringError> {
+        match self {
+            Keys::Text(text) => Keyring::parse(text),
+            Keys::File(path) if path.exists() => Keyring::from_file(path),
+            Keys::File(path) => {
+                let entry = Keyring::new_key_entry("welcome-1")?;
+                write_secret(
+                    path,
+                    &format!("# made by welcome-app; the first key seals\n{entry}\n"),
+                )
+                .map_err(|source| KeyringError::File {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                tracing::warn!(path = %path.display(), "no QUEUE_KEYS: made a new keyring file; keep it (jobs sealed with it open only with it) and keep it out of version control");
+                Keyring::from_file(path)
+            }
+        }
+    }
+}
+
+/// Writes `text` to a new file only its owner may read (never over an existing one: a
+/// second process starting at the same moment keeps the first one's key).
+fn write_secret(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(mut file) => file.write_all(text.as_bytes()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// The shortest `ADMIN_TOKEN` accepted.
@@ -168,6 +233,14 @@ impl Config {
             export,
             redis_cluster_nodes,
             report_email: lookup("REPORT_EMAIL").unwrap_or_else(|| "reports@localhost".to_owned()),
+            keys: match lookup("QUEUE_KEYS") {
+                Some(text) => Keys::Text(text),
+                None => Keys::File(
+                    lookup("QUEUE_KEYS_FILE")
+                        .unwrap_or_else(|| "welcome.keys".to_owned())
+                        .into(),
+                ),
+            },
             admin_token,
             port: parsed(&lookup, "PORT", 3000, "a port number")?,
             redis_url: lookup("REDIS_URL")

@@ -79,6 +79,9 @@ pub async fn build(
     };
     let app = app
         .prefix(&config.queue_prefix)
+        // The mail and coupon queues hold addresses and birthdays: sealed in Redis
+        // (their declarations say `encrypted`), under these keys.
+        .keyring(config.keys.keyring().map_err(queue_core::Error::from)?)
         .registrations(registrations)
         .provide(db.clone())
         .provide(Mailer::new(db.clone(), failures))

@@ -43,6 +43,7 @@ async fn start(redis: &TestRedis, log_format: Option<&str>) -> Binary {
             "DATABASE_URL",
             format!("sqlite://{}", dir.join("welcome.db").display()),
         )
+        .env("QUEUE_KEYS_FILE", dir.join("welcome.keys"))
         .env("PORT", port.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());

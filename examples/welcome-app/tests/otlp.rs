@@ -97,6 +97,7 @@ async fn the_binary_exports_one_trace_from_request_to_attempt_over_otlp() {
             "DATABASE_URL",
             format!("sqlite://{}", dir.join("welcome.db").display()),
         )
+        .env("QUEUE_KEYS_FILE", dir.join("welcome.keys"))
         .env("PORT", port.to_string())
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
         .env("OTEL_SERVICE_NAME", "welcome-app-under-test")

@@ -11,11 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use queue_core::encryption::Keyring;
 use queue_core::{app::Registrations, Dep, Job, JobOptions, JobState, WorkerEvent};
 use queue_tests::http::{get, get_with, post_json, request, HttpResponse};
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
 use welcome_app::db::Db;
-use welcome_app::jobs::coupons::{BirthdayGrant, BirthdayScan, Coupons, ScanZone};
+use welcome_app::jobs::coupons::{grant_job_id, BirthdayGrant, BirthdayScan, Coupons, ScanZone};
 use welcome_app::jobs::email::{send_welcome, WelcomeEmail};
 use welcome_app::mailer::{Delivery, FailurePolicy, Mailer};
 
@@ -238,6 +239,8 @@ async fn a_welcome_job_that_runs_twice_sends_once() {
         .unwrap();
     wait_for_state(&email, "welcome-redelivered", JobState::Completed, SOON).await;
     let second = email.get_job("welcome-redelivered").await.unwrap().unwrap();
+    // Stored sealed (the queue is encrypted); the application opens it.
+    let second = email.open(second).unwrap();
     assert_eq!(second.return_value, Some(serde_json::json!("already-sent")));
     let key = format!("welcome:{}", bob.user_id);
     assert_eq!(svc.db.sent_count(&key).await.unwrap(), 1, "sent once");
@@ -325,11 +328,11 @@ async fn two_scans_of_one_day_and_two_grant_jobs_give_one_grant() {
         assert_eq!(svc.scan(&serde_json::json!({})).await.status, 202);
     }
     let coupon = svc.app.queue::<BirthdayGrant>("coupon").unwrap();
-    let eve_grant = format!("birthday-{}-{today}", eve.user_id);
+    let eve_grant = grant_job_id(&eve.user_id, &today);
     wait_for_state(&coupon, &eve_grant, JobState::Completed, SOON).await;
     wait_for_state(
         &coupon,
-        &format!("birthday-{}-{today}", fay.user_id),
+        &grant_job_id(&fay.user_id, &today),
         JobState::Completed,
         SOON,
     )
@@ -350,6 +353,7 @@ async fn two_scans_of_one_day_and_two_grant_jobs_give_one_grant() {
         .unwrap();
     wait_for_state(&coupon, "grant-again-1", JobState::Completed, SOON).await;
     let again = coupon.get_job("grant-again-1").await.unwrap().unwrap();
+    let again = coupon.open(again).unwrap();
     assert_eq!(
         again.return_value,
         Some(serde_json::json!("already granted"))
@@ -539,6 +543,7 @@ async fn without_admin_token_operator_actions_are_disabled() {
         ("REDIS_URL", queue_tests::redis_url()),
         ("QUEUE_PREFIX", redis.prefix().to_owned()),
         ("DATABASE_URL", dir.sqlite_url()),
+        ("QUEUE_KEYS_FILE", dir.keys_file()),
     ]);
     let service = welcome_app::build(&config, FailurePolicy::Never, Registrations::All)
         .await
@@ -688,6 +693,126 @@ async fn bad_requests_get_clear_errors_that_name_the_field() {
     svc.stop().await;
 }
 
+/// The mail and coupon queues are sealed: after a sign-up's welcome mail and a birthday
+/// grant, neither the address nor the birthday is anywhere in Redis in clear, nor in
+/// its append-only file (what backups and replicas copy).
+#[tokio::test]
+async fn no_address_or_birthday_is_in_redis_or_its_append_only_file_in_clear() {
+    let redis = PrivateRedis::start_persistent();
+    let dir = ScratchDir::new("wa-sealed");
+    let config = config_with(&[
+        ("REDIS_URL", format!("redis://127.0.0.1:{}", redis.port())),
+        ("DATABASE_URL", dir.sqlite_url()),
+        ("QUEUE_KEYS_FILE", dir.keys_file()),
+        ("ADMIN_TOKEN", ADMIN.to_owned()),
+    ]);
+    let service = welcome_app::build(&config, FailurePolicy::Never, Registrations::All)
+        .await
+        .unwrap();
+    let workers = service.app.start_workers().await.unwrap();
+    let addr = serve(service.router).await;
+    let address = format!("ivy-{}@example.com", uuid::Uuid::new_v4().simple());
+    let ivy = signup_at(addr, &address, &born_today(1990)).await;
+    assert_eq!(ivy.response.status, 202);
+    let db = service.db.clone();
+    let mail_key = format!("welcome:{}", ivy.user_id);
+    wait_until(SOON, "the welcome mail", || async {
+        (db.sent_count(&mail_key).await.unwrap() == 1).then_some(())
+    })
+    .await;
+    let today = serde_json::json!({"date": Utc::now().format("%Y-%m-%d").to_string()});
+    let scan = post_json(
+        addr,
+        "/birthdays/run",
+        &[("authorization", &bearer(ADMIN))],
+        &today,
+    )
+    .await;
+    assert_eq!(scan.status, 202);
+    let coupon = service.app.queue::<BirthdayScan>("coupon").unwrap();
+    wait_until(SOON, "ivy's birthday grant", || async {
+        let counts = coupon.get_job_counts().await.unwrap();
+        // The daily scheduler's next scan waits delayed.
+        (counts.completed >= 2 && counts.active + counts.waiting == 0).then_some(())
+    })
+    .await;
+    workers.shutdown(SOON).await;
+
+    // Redis, read as a client reads it, and its append-only files, byte by byte.
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}", redis.port()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert!(
+        keys.iter().any(|k| k.contains(":email:")),
+        "the queues are in this Redis: {keys:?}"
+    );
+    let holds =
+        |bytes: &[u8], secret: &str| bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+    for key in &keys {
+        let kind: String = redis::cmd("TYPE").arg(key).query(&mut conn).unwrap();
+        let value: redis::Value = match kind.as_str() {
+            "string" => redis::cmd("GET").arg(key).query(&mut conn).unwrap(),
+            "hash" => redis::cmd("HGETALL").arg(key).query(&mut conn).unwrap(),
+            "list" => redis::cmd("LRANGE")
+                .arg(key)
+                .arg(0)
+                .arg(-1)
+                .query(&mut conn)
+                .unwrap(),
+            "stream" => redis::cmd("XRANGE")
+                .arg(key)
+                .arg("-")
+                .arg("+")
+                .query(&mut conn)
+                .unwrap(),
+            _ => redis::Value::Nil,
+        };
+        let read = format!("{key} {value:?}");
+        assert!(
+            !holds(read.as_bytes(), &address),
+            "{key} holds the address in clear"
+        );
+        // Who has a birthday today: a grant names the user only inside its sealed
+        // payload, and its job id is a digest.
+        if key.contains(":coupon:") {
+            assert!(
+                !holds(read.as_bytes(), &ivy.user_id),
+                "{key} names the user in clear: {read}"
+            );
+        }
+    }
+    let mut aof = Vec::new();
+    for entry in walk(redis.dir()) {
+        if entry.to_string_lossy().contains("appendonly") {
+            aof.extend(std::fs::read(&entry).unwrap());
+        }
+    }
+    assert!(
+        holds(&aof, ":coupon:"),
+        "the append-only file recorded the queues"
+    );
+    assert!(
+        !holds(&aof, &address),
+        "the append-only file holds the address in clear"
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
 /// The scenario of issue 11: Redis stops and starts again while clients sign up and
 /// retry whatever failed. Every stored user gets exactly one welcome mail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -697,6 +822,7 @@ async fn a_redis_outage_under_signups_loses_no_welcome_mail() {
     let config = config_with(&[
         ("REDIS_URL", format!("redis://127.0.0.1:{}", redis.port())),
         ("DATABASE_URL", dir.sqlite_url()),
+        ("QUEUE_KEYS_FILE", dir.keys_file()),
         ("WELCOME_BACKOFF_MS", "50".to_owned()),
     ]);
     let service = welcome_app::build(&config, FailurePolicy::Never, Registrations::All)
@@ -907,7 +1033,12 @@ async fn processors_are_plain_functions_for_unit_tests() {
 
     // The scan adds follow-up jobs, so it needs a real queue app.
     let redis = TestRedis::new("wa-unit-scan");
-    let app = redis.app(|b| b.registrations(Registrations::None)).await;
+    let app = redis
+        .app(|b| {
+            b.registrations(Registrations::None)
+                .keyring(Keyring::parse(support::TEST_KEYS).unwrap())
+        })
+        .await;
     let scan = Job::for_test(BirthdayScan {
         date: Some("2026-01-01".into()),
     });
@@ -919,9 +1050,10 @@ async fn processors_are_plain_functions_for_unit_tests() {
     assert_eq!(found, 1);
     let coupon = app.queue::<BirthdayGrant>("coupon").unwrap();
     let added = coupon
-        .get_job("birthday-ivy1-2026-01-01")
+        .get_job(&grant_job_id("ivy1", "2026-01-01"))
         .await
         .unwrap()
         .expect("a grant job");
+    let added = coupon.open(added).unwrap();
     assert_eq!(added.data_as::<BirthdayGrant>().unwrap().user_id, "ivy1");
 }

@@ -445,6 +445,7 @@ impl Walk {
         let mut child = app
             .env("PORT", self.app_port.to_string())
             .env("DATABASE_URL", self.dir.sqlite_url())
+            .env("QUEUE_KEYS_FILE", self.dir.keys_file())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -17,7 +17,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
-use super::{Field, Keyring};
+use super::field::Field;
+use super::keyring::Keyring;
 
 /// The envelope's `sealed` tag: the cipher and the layout's version.
 pub(crate) const TAG: &str = "aes-256-gcm/1";

@@ -164,6 +164,29 @@ impl Keyring {
         Keyring::parse(&text)
     }
 
+    /// A new random key named `id`, as one entry of the text form (`id=<base64>`): what
+    /// a set-up script writes to a new keyring file. Keep it secret, and keep it while
+    /// any job sealed with it remains.
+    ///
+    /// ```
+    /// use queue_core::encryption::Keyring;
+    ///
+    /// let entry = Keyring::new_key_entry("2027-01")?;
+    /// assert_eq!(Keyring::parse(&entry)?.current_id(), "2027-01");
+    /// # Ok::<(), queue_core::encryption::KeyringError>(())
+    /// ```
+    pub fn new_key_entry(id: &str) -> Result<String, KeyringError> {
+        let mut key = [0_u8; KEY_BYTES];
+        getrandom::fill(&mut key)
+            .map_err(|e| KeyringError::Source(format!("no randomness: {e}")))?;
+        // Checks the id as a keyring would.
+        Keyring::new(id, key)?;
+        Ok(format!(
+            "{id}={}",
+            base64::engine::general_purpose::STANDARD.encode(key)
+        ))
+    }
+
     /// The id of the key that seals.
     pub fn current_id(&self) -> &str {
         // A keyring is never empty: every constructor refuses that.

@@ -7,6 +7,7 @@
 //! reads that show a payload to a person open only when asked.
 
 mod envelope;
+mod field;
 mod keyring;
 
 use std::sync::{Arc, PoisonError, RwLock};
@@ -14,28 +15,10 @@ use std::sync::{Arc, PoisonError, RwLock};
 use serde_json::Value;
 
 pub use envelope::SealError;
+pub(crate) use field::Field;
 pub use keyring::{KeySource, Keyring, KeyringError, KEY_BYTES};
 
 pub(crate) use envelope::sealed_with;
-
-/// Which of a job's values a ciphertext is: bound into it, so that one does not open
-/// as the other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Field {
-    /// The job's data.
-    Data,
-    /// What its handler returned.
-    ReturnValue,
-}
-
-impl Field {
-    fn as_str(self) -> &'static str {
-        match self {
-            Field::Data => "data",
-            Field::ReturnValue => "returnvalue",
-        }
-    }
-}
 
 /// The app's keyring, shared by every queue handle, worker and watcher, and replaced
 /// whole by a rotation while they run.

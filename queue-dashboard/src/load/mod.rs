@@ -9,6 +9,7 @@ pub(crate) mod job;
 pub(crate) mod listing;
 pub(crate) mod live;
 pub(crate) mod overview;
+pub(crate) mod payload;
 pub(crate) mod queue;
 pub(crate) mod schedulers;
 pub(crate) mod workers;

@@ -106,6 +106,12 @@ impl Listing {
         link
     }
 
+    /// Whether the search looks into payloads (`data.user_id = 42`): it does not into
+    /// sealed ones, and its page says so.
+    pub(crate) fn searches_payloads(&self) -> bool {
+        matches!(self.search, Some((_, JobFilter::DataField { .. })))
+    }
+
     /// The search box's text.
     pub(crate) fn search_text(&self) -> &str {
         self.search.as_ref().map_or("", |(q, _)| q.as_str())

@@ -80,7 +80,7 @@ pub(super) async fn job(
 ) -> PageResult {
     let queue = shared.queue(&name)?;
     let id = job_id(&name, &id)?;
-    let job = load::job::read(&shared.app, &queue, &name, id)
+    let job = load::job::read(&shared.app, &access, &queue, &name, id)
         .await?
         .ok_or_else(|| Problem::no_job(&name, id))?;
     Ok(view::job::page(&base, &access, &name, &job).into_response())

@@ -113,6 +113,17 @@ impl Dashboard {
     /// need it and payloads are small; it is bounded per person as every search is
     /// ([`max_searches_per_minute`](Self::max_searches_per_minute)).
     ///
+    /// Sealed payloads ([`queue_core::encryption`]) are not searched, not even for a
+    /// reader the policy lets reveal them
+    /// ([`Access::with_reveal`](crate::Access::with_reveal)): the search would have to
+    /// open every payload it looks through, one decryption each, and its matches would
+    /// tell a sealed value a guess at a time, where a job's page opens one job and
+    /// audits it. Redis sees only a sealed job's envelope, so it matches no payload
+    /// field (a search for one of the envelope's own keys, `data.key = ..`, is checked
+    /// again and its sealed matches left out), and every payload search's results say
+    /// that sealed jobs are not searched. Find a sealed job by its id or name, and read
+    /// it on its page.
+    ///
     /// ```no_run
     /// # fn demo(app: queue_core::QueueApp) {
     /// use queue_dashboard::{Access, Dashboard};

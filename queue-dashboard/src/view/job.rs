@@ -1,5 +1,6 @@
 //! A job's page: state, attempts and their failures, times, progress, options, its
-//! flow, logs, and its payload and return value where the policy allows.
+//! flow, logs, and its payload and return value where the policy allows (a sealed one
+//! shown as sealed, with its key's id, unless the policy reveals it).
 
 use axum::response::Html;
 use maud::{html, Markup};
@@ -11,12 +12,16 @@ use super::format::{self, Clip};
 use super::widgets::{self, unavailable_notice};
 use crate::base::Base;
 use crate::load::job::JobPage;
+use crate::load::payload::Shown;
 use crate::text::clip;
 
 /// The characters of one log line shown.
 const LOG_LINE_SHOWN: usize = 2_000;
 /// The characters of a payload or return value shown.
 const VALUE_SHOWN: usize = 256 * 1024;
+/// The characters of a sealed value's key id shown (ids are at most 64; this one is
+/// read from Redis, where anyone may have written a longer one).
+const KEY_SHOWN: usize = 64;
 
 /// Job `job` of queue `queue`, as `access` may see it.
 pub(crate) fn page(base: &Base, access: &Access, queue: &str, job: &JobPage) -> Html<String> {
@@ -51,10 +56,10 @@ pub(crate) fn page(base: &Base, access: &Access, queue: &str, job: &JobPage) -> 
             (attempts.render())
             @if access.sees_payloads() {
                 h2 { "Payload" }
-                pre { (Clip(&pretty(&info.data), VALUE_SHOWN)) }
-                @if let Some(value) = &info.return_value {
+                (value(&job.values.data))
+                @if let Some(shown) = &job.values.return_value {
                     h2 { "Return value" }
-                    pre { (Clip(&pretty(value), VALUE_SHOWN)) }
+                    (value(shown))
                 }
             } @else {
                 p.muted { "The payload and return value are hidden by the access policy." }
@@ -69,6 +74,31 @@ pub(crate) fn page(base: &Base, access: &Access, queue: &str, job: &JobPage) -> 
         }
     };
     super::page(base, &info.id, access.who(), body)
+}
+
+/// A payload or return value: as stored, or opened; a sealed one that stays closed says
+/// so with its key's id (the envelope's base64 is nobody's payload).
+fn value(shown: &Shown) -> Markup {
+    let key = |key: &str| html! { "(key " code.key { (Clip(key, KEY_SHOWN)) } ")" };
+    html! {
+        @match shown {
+            Shown::Plain(value) => pre { (Clip(&pretty(value), VALUE_SHOWN)) },
+            Shown::Sealed { key: id } => p.sealed {
+                span.chip { "sealed" } " " (key(id))
+                span.muted {
+                    " Stored encrypted; the access policy does not reveal sealed values to you."
+                }
+            },
+            Shown::Opened { key: id, value } => {
+                p.sealed.muted { span.chip { "sealed" } " " (key(id)) " opened for you; this reading is audited." }
+                pre { (Clip(&pretty(value), VALUE_SHOWN)) }
+            },
+            Shown::Unopened { key: id, error } => p.sealed {
+                span.chip { "sealed" } " " (key(id)) " "
+                span.bad { "Does not open: " (Clip(error, 2_000)) }
+            },
+        }
+    }
 }
 
 fn details(queue: &str, info: &JobInfo, base: &Base) -> Markup {

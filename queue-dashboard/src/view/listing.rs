@@ -52,7 +52,7 @@ pub(crate) fn render(
                     @if listing.page > 1 { " · " a href=(listing.link(here, listing.page - 1, None)) { (back) } }
                     @if *more { " · " a href=(listing.link(here, listing.page + 1, None)) { (forward) } }
                 },
-                Found::Search(scan) => {
+                Found::Search(scan, _) => {
                     (scan.matches.len()) " matches among jobs " (listing.from + 1) "–" (listing.from + scan.scanned)
                     " of " (total) " " (listing.state.as_str())
                     @if scan.skipped_large > 0 {
@@ -64,6 +64,16 @@ pub(crate) fn render(
                         " · the whole state was searched"
                     }
                 },
+            }
+        }
+        @if let (true, Found::Search(_, envelopes)) = (listing.searches_payloads(), found) {
+            p.muted.sealed-note {
+                "Sealed jobs are not searched: a search never opens a sealed payload, so \
+                 a sealed job matches no payload field."
+                @if *envelopes > 0 {
+                    " " (envelopes) " sealed " (if *envelopes == 1 { "job" } else { "jobs" })
+                    " matched by the envelope alone, and left out."
+                }
             }
         }
     }

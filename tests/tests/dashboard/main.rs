@@ -1,5 +1,6 @@
 //! queue-dashboard: its pages and actions, groups, ids, credentials, live streams,
-//! Redis cost, the bounds on searches, actions on missing jobs, and a real browser.
+//! Redis cost, the bounds on searches, actions on missing jobs, sealed payloads, and a
+//! real browser.
 //!
 //! One test binary for the area, a module per subject; one module alone:
 //! `cargo test -p queue-tests --test dashboard -- <module>::`.
@@ -14,5 +15,6 @@ mod live;
 mod missing_jobs;
 mod pages;
 mod queues;
+mod sealed;
 mod searches;
 mod support;

@@ -3,6 +3,9 @@
 //! name, the `ADMIN_TOKEN` as the password. A browser does attach those to every
 //! request once given, cross-site ones too; the dashboard refuses actions that do not
 //! come from its own pages, which is what makes that safe.
+//!
+//! The mail and coupon queues are sealed in Redis; the operator sees their payloads
+//! opened (`with_reveal`), and the dashboard logs each opening with who asked.
 
 use axum::Router;
 use queue_core::QueueApp;
@@ -18,7 +21,7 @@ pub(crate) fn router(
 ) -> Router {
     let policy = operator
         .or(Access::basic_any_user(admin_token))
-        .with_payloads()
+        .with_reveal()
         .realm("welcome-app queues");
     Dashboard::new(app, policy).mount(path)
 }

@@ -37,10 +37,15 @@ pub struct BirthdayGrant {
     pub date: String,
 }
 
-/// The job id of a grant: `birthday-<public id>-<YYYY-MM-DD>`, so a second scan of the
-/// same day adds no second grant job.
+/// The job id of a grant: `birthday-` and a digest of the user's public id and the day,
+/// so that a second scan of the same day adds no second grant job. A digest, not the two
+/// in clear: a job id stays readable in Redis (the queue seals payloads, not ids), and
+/// `<user>-<day>` would tell every reader of Redis whose birthday it is.
 pub fn grant_job_id(user_id: &str, date: &str) -> String {
-    format!("birthday-{user_id}-{date}")
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(format!("birthday-grant\n{user_id}\n{date}"));
+    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    format!("birthday-{hex}")
 }
 
 /// The time zone the scheduled scan reads "today" in.

@@ -25,8 +25,8 @@ pub const EMAIL_QUEUE: &str = "email";
 /// The coupon queue.
 pub const COUPON_QUEUE: &str = "coupon";
 
-/// The `email` queue.
-#[job_queue("email")]
+/// The `email` queue: its payloads (addresses, names) are sealed in Redis.
+#[job_queue("email", encrypted)]
 #[derive(Debug)]
 pub enum Email {
     /// A new user's welcome mail; what the mailer did.
@@ -34,8 +34,8 @@ pub enum Email {
     Welcome(WelcomeEmail),
 }
 
-/// The `coupon` queue.
-#[job_queue("coupon")]
+/// The `coupon` queue: its payloads (who, which birthday) are sealed in Redis.
+#[job_queue("coupon", encrypted)]
 #[derive(Debug)]
 pub enum Coupon {
     /// The day's scan; how many users were born on the day.

@@ -37,6 +37,11 @@ impl ScratchDir {
     pub(crate) fn sqlite_url(&self) -> String {
         format!("sqlite://{}", self.0.join("welcome.db").display())
     }
+
+    /// Where the service keeps its keyring (made on first start), beside its database.
+    pub(crate) fn keys_file(&self) -> String {
+        self.0.join("welcome.keys").display().to_string()
+    }
 }
 
 impl Drop for ScratchDir {
@@ -44,6 +49,10 @@ impl Drop for ScratchDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The tests' keyring: one fixed key (a test that needs a fresh file uses
+/// `QUEUE_KEYS_FILE` in its scratch directory).
+pub(crate) const TEST_KEYS: &str = "test-1=AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=";
 
 pub(crate) fn config_with(vars: &[(&str, String)]) -> Config {
     Config::from_lookup(|name| {
@@ -67,6 +76,7 @@ pub(crate) fn config_plus(
         ("DATABASE_URL", database_url.to_owned()),
         ("WELCOME_BACKOFF_MS", "50".to_owned()),
         ("ADMIN_TOKEN", ADMIN.to_owned()),
+        ("QUEUE_KEYS", TEST_KEYS.to_owned()),
     ];
     if let Some(nodes) = queue_tests::cluster_nodes() {
         vars.push(("REDIS_CLUSTER_NODES", nodes.join(",")));
