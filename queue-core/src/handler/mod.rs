@@ -149,7 +149,11 @@ impl_parent_handler!(A1, A2, A3);
 impl_parent_handler!(A1, A2, A3, A4);
 impl_parent_handler!(A1, A2, A3, A4, A5);
 
-type RunFn = dyn Fn(Job<serde_json::Value>, Arc<Deps>) -> BoxFuture<'static, Result<serde_json::Value, JobError>>
+type RunFn = dyn Fn(
+        Job<serde_json::Value>,
+        Arc<Deps>,
+        Detail,
+    ) -> BoxFuture<'static, Result<serde_json::Value, JobError>>
     + Send
     + Sync;
 
@@ -182,10 +186,13 @@ impl ErasedHandler {
         let payload_type = type_name::<H::Payload>();
         // One boxed future per attempt, which does everything when first polled (see
         // `run`): the payload's deserialization, the call, the return value's JSON.
-        let run = move |job: Job<serde_json::Value>, deps: Arc<Deps>| -> BoxFuture<'static, _> {
+        let run = move |job: Job<serde_json::Value>,
+                        deps: Arc<Deps>,
+                        detail: Detail|
+              -> BoxFuture<'static, _> {
             let handler = handler.clone();
             Box::pin(async move {
-                let typed = deserialize_payload::<H::Payload>(job)?;
+                let typed = deserialize_payload::<H::Payload>(job, detail)?;
                 let Some(future) = handler.call(typed, &deps) else {
                     let missing = H::dependencies()
                         .into_iter()
@@ -226,8 +233,26 @@ impl ErasedHandler {
         job: Job<serde_json::Value>,
         deps: &Arc<Deps>,
     ) -> BoxFuture<'static, Result<serde_json::Value, JobError>> {
-        (self.run)(job, deps.clone())
+        (self.run)(job, deps.clone(), Detail::Shown)
     }
+
+    /// [`run`](Self::run) for a job whose data was sealed: a payload that does not fit
+    /// fails without serde's detail, which can quote the payload (`invalid type: string
+    /// "ada@example.com"`), into a failure reason Redis keeps in clear.
+    pub(crate) fn run_sealed(
+        &self,
+        job: Job<serde_json::Value>,
+        deps: &Arc<Deps>,
+    ) -> BoxFuture<'static, Result<serde_json::Value, JobError>> {
+        (self.run)(job, deps.clone(), Detail::Withheld)
+    }
+}
+
+/// Whether a payload that does not fit says why in serde's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Detail {
+    Shown,
+    Withheld,
 }
 
 impl std::fmt::Debug for ErasedHandler {
@@ -241,9 +266,14 @@ impl std::fmt::Debug for ErasedHandler {
 /// A payload that does not fit the handler's type is unrecoverable: retrying cannot fix it.
 fn deserialize_payload<T: DeserializeOwned>(
     job: Job<serde_json::Value>,
+    detail: Detail,
 ) -> Result<Job<T>, JobError> {
     let data = T::deserialize(&job.data).map_err(|e| {
-        JobError::unrecoverable_msg(format!("payload does not fit {}: {e}", type_name::<T>()))
+        let why = match detail {
+            Detail::Shown => e.to_string(),
+            Detail::Withheld => "the detail is withheld, as the payload is sealed".to_owned(),
+        };
+        JobError::unrecoverable_msg(format!("payload does not fit {}: {why}", type_name::<T>()))
     })?;
     Ok(job.map_data(|_| data))
 }

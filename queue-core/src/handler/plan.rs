@@ -77,7 +77,8 @@ impl QueuePlan {
         deps: &Arc<Deps>,
     ) -> BoxFuture<'static, Result<serde_json::Value, JobError>> {
         let job = job.with_keys(self.sealer.keys());
-        if !self.sealer.seals() && sealed_with(&job.data).is_none() {
+        let was_sealed = sealed_with(&job.data).is_some();
+        if !self.sealer.seals() && !was_sealed {
             return planned.handler.run(job, deps);
         }
         let sealer = self.sealer.clone();
@@ -90,7 +91,10 @@ impl QueuePlan {
             job.data = sealer
                 .open(Field::Data, std::mem::take(&mut job.data))
                 .map_err(|e| JobError::unrecoverable_msg(format!("the job's data: {e}")))?;
-            let value = handler.run(job, &deps).await?;
+            let value = match was_sealed {
+                true => handler.run_sealed(job, &deps).await?,
+                false => handler.run(job, &deps).await?,
+            };
             let sealed = serde_json::to_vec(&value)
                 .map_err(|e| e.to_string())
                 .and_then(|plain| {

@@ -469,3 +469,39 @@ enum SealedKit {
 async fn kit_send(job: Job<KitWelcome>) -> Result<String, JobError> {
     Ok(format!("sent to {}", job.data.to))
 }
+
+async fn takes_a_number(_job: Job<u32>) -> Result<(), JobError> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_sealed_payload_that_does_not_fit_fails_without_quoting_it() {
+    let redis = TestRedis::new("sealed-misfit");
+    let app = redis
+        .app(|b| {
+            b.keyring(keyring_k1())
+                .encrypt_queue("sealed-misfit")
+                .processor(Processor::new("sealed-misfit").job("count", takes_a_number))
+        })
+        .await;
+    let queue = app.queue::<String>("sealed-misfit").unwrap();
+    let ada = address("ada");
+    queue
+        .add("count", ada.clone(), JobOptions::new().job_id("misfit"))
+        .await
+        .unwrap();
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&queue, "misfit", JobState::Failed, SOON).await;
+    let reason = queue
+        .get_job("misfit")
+        .await
+        .unwrap()
+        .unwrap()
+        .failed_reason
+        .unwrap_or_default();
+    // serde would say `invalid type: string "ada-…@example.com", expected u32`.
+    assert!(reason.contains("payload does not fit u32"), "{reason}");
+    assert!(reason.contains("withheld"), "{reason}");
+    assert_eq!(redis.keys_holding(&ada), Vec::<String>::new());
+    workers.shutdown(SOON).await;
+}
