@@ -1,5 +1,6 @@
 //! queue-axum over real HTTP: the layer and extractors, 202 Accepted, idempotency,
-//! Prefer: wait, a job's status and stream, serving and shutdown, and traces.
+//! Prefer: wait, a job's status and stream, sealed payloads, serving and shutdown, and
+//! traces.
 //!
 //! One test binary for the area, a module per subject; one module alone:
 //! `cargo test -p queue-tests --test http -- <module>::`.
@@ -9,5 +10,6 @@ mod idempotency;
 mod job_stream;
 mod layer;
 mod prefer_wait;
+mod sealed;
 mod serve;
 mod status_outage;
