@@ -17,6 +17,7 @@ queue_tests::on_both_databases!(
     redis_down_between_commit_and_relay_delays_the_job_but_loses_nothing,
     two_relays_over_10000_rows_add_each_job_exactly_once,
     a_poison_row_is_set_aside_while_the_rows_behind_it_go_through,
+    a_sealed_queues_rows_hold_the_ciphertext_and_its_handler_the_payload,
 );
 
 async fn a_rollback_leaves_no_job(db: AnyDb) {
@@ -52,6 +53,69 @@ async fn a_rollback_leaves_no_job(db: AnyDb) {
     let outbox = app.outbox().unwrap();
     wait_for_empty(outbox).await;
     assert_eq!(outbox.find("email", "welcome-1").await.unwrap(), None);
+}
+
+/// A queue that seals: the row in the application's database holds the envelope (the
+/// database and its backups are at rest too), the relay moves it as it is, and the
+/// handler gets the payload.
+async fn a_sealed_queues_rows_hold_the_ciphertext_and_its_handler_the_payload(db: AnyDb) {
+    let redis = TestRedis::new("outbox-sealed");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen_by_handler = seen.clone();
+    let app = redis
+        .app(|b| {
+            b.outbox(db.outbox().start_relay(false))
+                .keyring(queue_core::encryption::Keyring::new("k1", [1; 32]).unwrap())
+                .encrypt_queue("email")
+                .processor(
+                    Processor::new("email").job("welcome", move |job: Job<WelcomeEmail>| {
+                        let seen = seen_by_handler.clone();
+                        async move {
+                            seen.lock().unwrap().push(job.data.to);
+                            Ok::<_, JobError>(())
+                        }
+                    }),
+                )
+        })
+        .await;
+    let email = app.queue::<WelcomeEmail>("email").unwrap();
+    let mail = WelcomeEmail {
+        user_id: 9,
+        to: format!("ada-{}@example.com", uuid::Uuid::new_v4().simple()),
+    };
+    db.add_in(
+        &email,
+        vec![(
+            "welcome",
+            mail.clone(),
+            JobOptions::new().job_id("welcome-9"),
+        )],
+        true,
+    )
+    .await;
+    let in_clear = format!(
+        "SELECT COUNT(*) FROM queue_outbox WHERE data LIKE '%{}%'",
+        mail.to
+    );
+    assert_eq!(
+        db.count(&in_clear).await,
+        0,
+        "{}: the row holds it in clear",
+        db.kind()
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM queue_outbox WHERE data LIKE '%aes-256-gcm/1%'")
+            .await,
+        1
+    );
+
+    let relay = app.start_relay().unwrap();
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&email, "welcome-9", JobState::Completed, SOON).await;
+    assert_eq!(seen.lock().unwrap().clone(), [mail.to.clone()]);
+    assert_eq!(redis.keys_holding(&mail.to), Vec::<String>::new());
+    workers.shutdown(SOON).await;
+    relay.shutdown().await;
 }
 
 /// Waits until the relay has deleted every row it added (it deletes a batch's rows
