@@ -25,6 +25,7 @@ page!(JobsAndOptions, "../../docs/jobs-and-options.md");
 page!(Axum, "../../docs/axum.md");
 page!(Results, "../../docs/results.md");
 page!(Testing, "../../docs/testing.md");
+page!(Encryption, "../../docs/encryption.md");
 page!(Scheduling, "../../docs/scheduling.md");
 page!(Groups, "../../docs/groups.md");
 page!(Operations, "../../docs/operations.md");

@@ -20,8 +20,8 @@
 //!
 //! An answer matches when its status line, the headers shown, and its JSON body match:
 //! the same keys, the same values. Values that differ by nature from run to run match by
-//! shape: hex ids and tokens (16 hex digits or more), numeric job ids, dates, and
-//! timestamps in milliseconds. A hex id the README shows is learnt with
+//! shape: hex ids and tokens (16 hex digits or more), numeric job ids, dates,
+//! timestamps in milliseconds, and base64 (a sealed payload's nonce and ciphertext). A hex id the README shows is learnt with
 //! the value this run got, and later commands use the real one: so an id that a later
 //! answer repeats (the user id inside the job id, say) must be the same id. A GET is
 //! asked again until it matches (the job may still be running), for 20 s at most.
@@ -142,6 +142,13 @@ enum Token {
 fn shape(text: &str) -> (String, Vec<Token>) {
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         return ("<n>".to_owned(), vec![Token::Number(text.to_owned())]);
+    }
+    // A sealed payload's nonce and ciphertext: random, base64 (a letter or sign no hex
+    // id has tells them apart).
+    let base64 = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=');
+    let beyond_hex = |b: u8| b.is_ascii_uppercase() || matches!(b, b'+' | b'/' | b'=');
+    if text.len() >= 16 && text.bytes().all(base64) && text.bytes().any(beyond_hex) {
+        return ("<base64>".to_owned(), Vec::new());
     }
     let bytes = text.as_bytes();
     let (mut out, mut tokens, mut i) = (String::new(), Vec::new(), 0);
@@ -445,7 +452,8 @@ impl Walk {
         let mut child = app
             .env("PORT", self.app_port.to_string())
             .env("DATABASE_URL", self.dir.sqlite_url())
-            .env("QUEUE_KEYS_FILE", self.dir.keys_file())
+            // Its keyring file is made where the README's is: in the working directory.
+            .current_dir(self.dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -595,6 +603,8 @@ fn shapes_and_learning() {
     assert_eq!(tokens.len(), 1);
     assert_eq!(shape("2026-11-24 to 2026-12-02").0, "<date> to <date>");
     assert_eq!(shape("17").0, "<n>");
+    assert_eq!(shape("hIBnzfhOJiLoA7Spzj7OEqUo").0, "<base64>");
+    assert_eq!(shape("0123456789abcdef").0, "<hex>");
     let mut learnt = Learnt::default();
     same_text("u-0123456789abcdef", "u-fedcba9876543210", &mut learnt, "x").unwrap();
     assert!(same_text("v-0123456789abcdef", "v-1111111111111111", &mut learnt, "x").is_err());

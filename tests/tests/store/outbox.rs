@@ -112,7 +112,7 @@ async fn a_sealed_queues_rows_hold_the_ciphertext_and_its_handler_the_payload(db
     let relay = app.start_relay().unwrap();
     let workers = app.start_workers().await.unwrap();
     wait_for_state(&email, "welcome-9", JobState::Completed, SOON).await;
-    assert_eq!(seen.lock().unwrap().clone(), [mail.to.clone()]);
+    assert_eq!(*seen.lock().unwrap(), vec![mail.to.clone()]);
     assert_eq!(redis.keys_holding(&mail.to), Vec::<String>::new());
     workers.shutdown(SOON).await;
     relay.shutdown().await;

@@ -38,6 +38,11 @@ impl ScratchDir {
         format!("sqlite://{}", self.0.join("welcome.db").display())
     }
 
+    /// The directory.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
     /// Where the service keeps its keyring (made on first start), beside its database.
     pub(crate) fn keys_file(&self) -> String {
         self.0.join("welcome.keys").display().to_string()
