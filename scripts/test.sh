@@ -79,7 +79,7 @@ fi
 
 # The Python peer (tests/tests/interop/python.rs): `bullmq` from PyPI in a venv under
 # target/, made only when it is missing or was made from other pins (about 6 s, most of
-# it pip downloading eight packages; nothing when it is there).
+# it pip downloading eleven packages; nothing when it is there).
 if [ -f tests/python/requirements.txt ]; then
   say "Python test peer (bullmq 3.x, tests/python; a venv at target/python-peer)"
   venv=target/python-peer
