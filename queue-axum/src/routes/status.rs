@@ -154,7 +154,7 @@ async fn from_redis(
     };
     let info = opened(handle, info, settings);
     let state = info.state;
-    let children = match settings.include_return_value {
+    let children = match settings.include_return_value || settings.include_failed_reason {
         true => handle.open_children(children.clone()).unwrap_or_else(|e| {
             tracing::warn!(queue, id, error = %e, "a child's sealed return value does not open; shown sealed");
             children
@@ -187,12 +187,14 @@ async fn from_outbox(
     Some(Some(to_status(queue, info, state, flow, settings)))
 }
 
-/// The job with its sealed payload and return value opened, when the routes show
-/// either (the application chose to show them to whoever its access decision lets
-/// through); as stored otherwise. One that does not open (a key missing from this
+/// The job with its sealed payload, return value and failure reasons opened, when the
+/// routes show any (the application chose to show them to whoever its access decision
+/// lets through); as stored otherwise. One that does not open (a key missing from this
 /// process's keyring) is shown sealed: the reader gets no secret, the log says why.
 fn opened(handle: &Queue<serde_json::Value>, info: JobInfo, settings: &JobRoutes) -> JobInfo {
-    if !(settings.include_data || settings.include_return_value) || info.sealed_with().is_none() {
+    let shows =
+        settings.include_data || settings.include_return_value || settings.include_failed_reason;
+    if !shows {
         return info;
     }
     handle.open(info.clone()).unwrap_or_else(|e| {

@@ -16,7 +16,7 @@ use crate::backend::{Backend, Connection, Endpoint, InlineRunner};
 use crate::connection::Tls;
 use crate::contract::{DeclaredJob, QueueType};
 use crate::deps::Deps;
-use crate::encryption::{KeySource, Keyring, Keys};
+use crate::encryption::{KeySource, Keyring, Keys, Seals};
 use crate::error::Error;
 use crate::error::RegistryError;
 use crate::events::local;
@@ -72,6 +72,8 @@ pub struct QueueAppBuilder {
     key_source: Option<Arc<dyn KeySource>>,
     /// Queues whose payloads are sealed, by the code's names.
     encrypted: BTreeSet<String>,
+    /// Whether they seal failure reasons and log lines too.
+    seal_notes: bool,
 }
 
 impl QueueApp {
@@ -107,6 +109,7 @@ impl Default for QueueAppBuilder {
             keys: Keys::default(),
             key_source: None,
             encrypted: BTreeSet::new(),
+            seal_notes: false,
         }
     }
 }
@@ -447,6 +450,31 @@ impl QueueAppBuilder {
         self
     }
 
+    /// Also seals, on every encrypted queue, why attempts failed (BullMQ's
+    /// `failedReason` and each attempt's record) and the lines handlers log
+    /// (`Job::log`). Off by default: they are the operator's first read when a job
+    /// fails, and once sealed they show opened only to whom the application allows
+    /// (`Queue::open`, the status routes that show failure reasons, the dashboard's
+    /// `reveal` right). Turn it on when handlers' errors or log lines can carry personal
+    /// data (an upstream's message that quotes an address, say).
+    ///
+    /// ```
+    /// use queue_core::encryption::Keyring;
+    /// use queue_core::QueueApp;
+    ///
+    /// let builder = QueueApp::builder()
+    ///     .keyring(Keyring::new("2026-12", [7; 32])?)
+    ///     .external_queue("email")
+    ///     .encrypt_queue("email")
+    ///     .encrypt_failures_and_logs(true);
+    /// assert!(builder.check().is_ok());
+    /// # Ok::<(), queue_core::encryption::KeyringError>(())
+    /// ```
+    pub fn encrypt_failures_and_logs(mut self, on: bool) -> Self {
+        self.seal_notes = on;
+        self
+    }
+
     /// [`encrypt_queue`](Self::encrypt_queue) for the declared queue `Q`.
     pub fn encrypt_queue_of<Q: QueueType>(self) -> Self {
         self.encrypt_queue(Q::NAME)
@@ -530,9 +558,10 @@ impl QueueAppBuilder {
             }
         }
         for plan in &mut queues {
-            plan.sealer = self
-                .keys
-                .for_queue(&plan.queue, encrypted.contains(&plan.queue));
+            plan.sealer = self.keys.for_queue(
+                &plan.queue,
+                Seals::of(encrypted.contains(&plan.queue), self.seal_notes),
+            );
         }
         problems.extend(check_registrations(&queues, &registered, &deps, rename));
         problems.extend(check_declarations(&registered.job_types, &queues, rename));
@@ -759,6 +788,7 @@ impl QueueAppBuilder {
                     watch,
                     keys: self.keys.clone(),
                     sealed_queues: Arc::new(encrypted),
+                    seal_notes: self.seal_notes,
                 },
                 key_source: self.key_source,
                 backoffs: self.backoffs,

@@ -15,8 +15,9 @@ use std::sync::Arc;
 pub(crate) use claims::ClaimStore;
 pub use claims::{Claim, ClaimToken};
 pub(crate) use engine::{
-    add_flow, AttemptFailure, Backlog, Connection, Endpoint, EngineEvent, EngineQueue,
-    EngineQueueEvents, EngineWorker, EventSink, ProcessFn, RawAttempt, WorkerSettings,
+    add_flow, bounded_stack, AttemptFailure, Backlog, Connection, Endpoint, EngineEvent,
+    EngineQueue, EngineQueueEvents, EngineWorker, EventSink, ProcessFn, RawAttempt, WorkerSettings,
+    STACK_TEXT_LIMIT,
 };
 pub(crate) use inline::InlineRunner;
 pub use inline::{InlineJob, InlineOutcome};

@@ -8,6 +8,11 @@ pub(crate) enum Field {
     Data,
     /// What its handler returned.
     ReturnValue,
+    /// Why an attempt failed (BullMQ's `failedReason`, and the attempt's entry in
+    /// `stacktrace`).
+    FailedReason,
+    /// A line of the job's log.
+    Log,
 }
 
 impl Field {
@@ -15,6 +20,8 @@ impl Field {
         match self {
             Field::Data => "data",
             Field::ReturnValue => "returnvalue",
+            Field::FailedReason => "failedreason",
+            Field::Log => "log",
         }
     }
 }

@@ -42,8 +42,8 @@ impl Keys {
         *self.0.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(keyring));
     }
 
-    /// One queue's sealer: `seals` says whether what it adds is sealed.
-    pub(crate) fn for_queue(&self, queue: &str, seals: bool) -> Sealer {
+    /// One queue's sealer: what it seals.
+    pub(crate) fn for_queue(&self, queue: &str, seals: Seals) -> Sealer {
         Sealer {
             keys: self.clone(),
             queue: queue.into(),
@@ -52,18 +52,60 @@ impl Keys {
     }
 }
 
-/// One queue's sealing: whether its payloads are sealed, and the keys that open them.
+/// What a queue seals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Seals {
+    /// Nothing (it still opens what another producer sealed).
+    #[default]
+    Nothing,
+    /// Its jobs' data and return values.
+    Payloads,
+    /// Those, and its failure reasons and log lines.
+    PayloadsAndNotes,
+}
+
+impl Seals {
+    /// What a queue seals: its payloads when it `encrypts`, and its failure reasons and
+    /// log lines too when the app seals `notes`.
+    pub(crate) fn of(encrypts: bool, notes: bool) -> Seals {
+        match (encrypts, notes) {
+            (false, _) => Seals::Nothing,
+            (true, false) => Seals::Payloads,
+            (true, true) => Seals::PayloadsAndNotes,
+        }
+    }
+}
+
+/// One queue's sealing: what it seals, and the keys that open it.
 #[derive(Debug, Clone)]
 pub(crate) struct Sealer {
     keys: Keys,
     queue: Arc<str>,
-    seals: bool,
+    seals: Seals,
 }
 
 impl Sealer {
     /// Whether this queue seals what is added to it and what its handlers return.
     pub(crate) fn seals(&self) -> bool {
-        self.seals
+        self.seals != Seals::Nothing
+    }
+
+    /// Whether it also seals failure reasons and log lines.
+    pub(crate) fn seals_notes(&self) -> bool {
+        self.seals == Seals::PayloadsAndNotes
+    }
+
+    /// `text` (a failure reason, a log line) sealed as `field`: the envelope's JSON
+    /// text, which BullMQ stores where it stores the text.
+    pub(crate) fn seal_text(&self, field: Field, text: &str) -> Result<String, SealError> {
+        let plain = serde_json::to_vec(text).unwrap_or_default();
+        self.seal(field, &plain)
+            .map(|envelope| envelope.to_string())
+    }
+
+    /// `text` opened when it is a sealed text; as it is otherwise.
+    pub(crate) fn open_text(&self, field: Field, text: String) -> Result<String, SealError> {
+        open_text_in(Some(&self.keys), &self.queue, field, text)
     }
 
     /// The app's keys, for values of other queues (a flow's children).
@@ -96,4 +138,28 @@ pub(crate) fn open_in(
     }
     let keyring = keys.and_then(Keys::keyring);
     envelope::open(keyring.as_deref(), queue, field, value)
+}
+
+/// `text`, a `field` of a job of `queue` that BullMQ stores as text (a failure reason, a
+/// log line), opened when it is a sealed value's JSON; as it is otherwise.
+pub(crate) fn open_text_in(
+    keys: Option<&Keys>,
+    queue: &str,
+    field: Field,
+    text: String,
+) -> Result<String, SealError> {
+    // Most texts are not sealed: only one that looks like an envelope is parsed.
+    if !(text.starts_with('{') && text.contains(envelope::TAG)) {
+        return Ok(text);
+    }
+    let Ok(value) = serde_json::from_str::<Value>(&text) else {
+        return Ok(text);
+    };
+    if sealed_with(&value).is_none() {
+        return Ok(text);
+    }
+    match open_in(keys, queue, field, value)? {
+        Value::String(opened) => Ok(opened),
+        other => Ok(other.to_string()),
+    }
 }

@@ -76,7 +76,7 @@ impl QueuePlan {
         job: Job<serde_json::Value>,
         deps: &Arc<Deps>,
     ) -> BoxFuture<'static, Result<serde_json::Value, JobError>> {
-        let job = job.with_keys(self.sealer.keys());
+        let job = job.with_sealer(&self.sealer);
         let was_sealed = sealed_with(&job.data).is_some();
         if !self.sealer.seals() && !was_sealed {
             return planned.handler.run(job, deps);

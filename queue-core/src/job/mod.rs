@@ -28,7 +28,7 @@ pub(crate) use children::RawChildren;
 pub(crate) use link::{CancelSignal, CancelSource, JobWriter, LockLost};
 
 use crate::clock::now_ms;
-use crate::encryption::Keys;
+use crate::encryption::{Field, Sealer};
 use crate::error::Error;
 use crate::options::JobOptions;
 
@@ -96,8 +96,9 @@ pub struct Job<T> {
     meta: Arc<JobMeta>,
     ctx: JobContext,
     cancel: CancelSignal,
-    /// The app's keys, to open its flow children's sealed values.
-    keys: Option<Keys>,
+    /// Its queue's sealing: the app's keys, to open its flow children's sealed values,
+    /// and whether its log lines are sealed.
+    sealer: Option<Sealer>,
 }
 
 impl<T> Job<T> {
@@ -112,7 +113,7 @@ impl<T> Job<T> {
             meta,
             ctx,
             cancel,
-            keys: None,
+            sealer: None,
         }
     }
 
@@ -285,12 +286,22 @@ impl<T> Job<T> {
         }
     }
 
-    /// Append a line to the job's log (readable with `Queue::get_job_logs`).
+    /// Append a line to the job's log (readable with `Queue::get_job_logs`). On a queue
+    /// that seals its log lines
+    /// ([`encrypt_failures_and_logs`](crate::QueueAppBuilder::encrypt_failures_and_logs)),
+    /// the line is stored sealed.
     pub async fn log(&self, line: impl AsRef<str>) -> Result<(), Error> {
+        let sealed = match &self.sealer {
+            Some(sealer) if sealer.seals_notes() => {
+                Some(sealer.seal_text(Field::Log, line.as_ref())?)
+            }
+            _ => None,
+        };
+        let line = sealed.as_deref().unwrap_or(line.as_ref());
         match &self.ctx {
-            JobContext::Live(live) => live.log(line.as_ref()).await,
+            JobContext::Live(live) => live.log(line).await,
             JobContext::Test(recorder) => {
-                recorder.record_log(line.as_ref());
+                recorder.record_log(line);
                 Ok(())
             }
         }
@@ -307,7 +318,7 @@ impl<T> Job<T> {
             JobContext::Live(live) => live.children().await?,
             JobContext::Test(recorder) => lock(&recorder.children).clone(),
         };
-        ChildResults::from_raw(raw, self.keys.as_ref())
+        ChildResults::from_raw(raw, self.sealer.as_ref().map(Sealer::keys))
     }
 
     /// Removes this job's flow children that have not started (running ones are left
@@ -344,13 +355,13 @@ impl<T> Job<T> {
             meta: self.meta,
             ctx: self.ctx,
             cancel: self.cancel,
-            keys: self.keys,
+            sealer: self.sealer,
         }
     }
 
-    /// This job, with the app's keys for its children's sealed values.
-    pub(crate) fn with_keys(mut self, keys: &Keys) -> Self {
-        self.keys = Some(keys.clone());
+    /// This job, with its queue's sealing.
+    pub(crate) fn with_sealer(mut self, sealer: &Sealer) -> Self {
+        self.sealer = Some(sealer.clone());
         self
     }
 }

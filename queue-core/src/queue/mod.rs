@@ -37,7 +37,7 @@ pub use cancel::CancelOutcome;
 pub(crate) use relayed::{Refusal, Relayed, RowJob};
 
 use crate::backend::{AddOutcome, Backend, EngineQueue, QueueBackend};
-use crate::encryption::{open_in, Field, Keys, Sealer};
+use crate::encryption::{open_in, open_text_in, Field, Keys, Sealer, Seals};
 use crate::error::Error;
 use crate::job::JobState;
 use crate::options::{BackoffRegistry, JobOptions};
@@ -84,6 +84,8 @@ pub(crate) struct ProducerSettings {
     pub(crate) keys: Keys,
     /// The queues whose payloads are sealed.
     pub(crate) sealed_queues: Arc<std::collections::BTreeSet<String>>,
+    /// Whether they seal failure reasons and log lines too.
+    pub(crate) seal_notes: bool,
 }
 
 impl ProducerSettings {
@@ -97,8 +99,10 @@ impl ProducerSettings {
 
     /// `queue`'s sealer: it seals when the app was told so.
     pub(crate) fn sealer_for(&self, queue: &str) -> Sealer {
-        self.keys
-            .for_queue(queue, self.sealed_queues.contains(queue))
+        self.keys.for_queue(
+            queue,
+            Seals::of(self.sealed_queues.contains(queue), self.seal_notes),
+        )
     }
 }
 
@@ -356,7 +360,32 @@ impl<T> Queue<T> {
         if let Some(value) = job.return_value.take() {
             job.return_value = Some(sealer.open(Field::ReturnValue, value)?);
         }
+        // Sealed only on a queue that seals its failure reasons too.
+        if let Some(reason) = job.failed_reason.take() {
+            job.failed_reason = Some(sealer.open_text(Field::FailedReason, reason)?);
+        }
+        for entry in &mut job.stacktrace {
+            *entry = sealer.open_text(Field::FailedReason, std::mem::take(entry))?;
+        }
         Ok(job)
+    }
+
+    /// A job's log lines as [`get_job_logs`](Queue::get_job_logs) reads them, with
+    /// sealed lines opened (a queue that seals them:
+    /// [`encrypt_failures_and_logs`](crate::QueueAppBuilder::encrypt_failures_and_logs)).
+    pub fn open_logs(&self, mut logs: JobLogs) -> Result<JobLogs, Error> {
+        for line in &mut logs.lines {
+            *line = self
+                .shared
+                .sealer
+                .open_text(Field::Log, std::mem::take(line))?;
+        }
+        Ok(logs)
+    }
+
+    /// A failure reason of this queue's jobs opened when sealed; as it is otherwise.
+    pub(crate) fn open_reason(&self, reason: String) -> Result<String, Error> {
+        Ok(self.shared.sealer.open_text(Field::FailedReason, reason)?)
     }
 
     /// A flow parent's children as [`get_children`](Queue::get_children) reads them,
@@ -368,6 +397,10 @@ impl<T> Queue<T> {
             if let Some(value) = child.return_value.take() {
                 child.return_value = Some(open_in(keys, &child.queue, Field::ReturnValue, value)?);
             }
+        }
+        for failed in &mut children.failed {
+            let reason = std::mem::take(&mut failed.reason);
+            failed.reason = open_text_in(keys, &failed.child.queue, Field::FailedReason, reason)?;
         }
         Ok(children)
     }

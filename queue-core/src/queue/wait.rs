@@ -55,7 +55,8 @@ impl<T> Queue<T> {
                         return Ok(JobOutcome::Completed(output));
                     }
                     Some(QueueEvent::Failed { reason, .. }) => {
-                        return Ok(JobOutcome::Failed { reason })
+                        let reason = self.open_reason(reason)?;
+                        return Ok(JobOutcome::Failed { reason });
                     }
                     Some(QueueEvent::Removed { .. }) => return Ok(JobOutcome::Gone),
                     Some(_) => {}
@@ -77,7 +78,7 @@ impl<T> Queue<T> {
                 info.return_value.unwrap_or(serde_json::Value::Null),
             )?)),
             Some(JobState::Failed) => Some(JobOutcome::Failed {
-                reason: info.failed_reason.unwrap_or_default(),
+                reason: self.open_reason(info.failed_reason.unwrap_or_default())?,
             }),
             _ => None,
         })

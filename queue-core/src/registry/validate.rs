@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use super::Registered;
 use crate::deps::Deps;
-use crate::encryption::Keys;
+use crate::encryption::{Keys, Seals};
 #[cfg(test)]
 use crate::error::RegistryError;
 use crate::handler::{plan_of, PlannedHandler, QueuePlan};
@@ -92,7 +92,7 @@ pub(crate) fn merge_processors(
             by_name: BTreeMap::new(),
             fallback: None,
             // The app's keys and the queues that seal are set by `build`.
-            sealer: Keys::default().for_queue(queue, false),
+            sealer: Keys::default().for_queue(queue, Seals::Nothing),
         });
         merge_options(queue, &mut plan.options, &processor.options, problems);
 

@@ -303,6 +303,12 @@ impl JobWatcher {
                     return_value,
                 }
             }
+            (QueueEvent::Failed { job_id, reason }, Some(sealer)) => {
+                let reason = sealer
+                    .open_text(Field::FailedReason, reason.clone())
+                    .unwrap_or(reason);
+                QueueEvent::Failed { job_id, reason }
+            }
             (event, _) => event,
         })
     }

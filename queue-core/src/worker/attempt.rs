@@ -12,8 +12,9 @@ use futures::future::BoxFuture;
 
 use super::blocking::{LongestPoll, BLOCKING_REPORT_AFTER};
 use super::tracker::{AttemptOutcome, AttemptTracker, TrackedAttempt};
-use crate::backend::{AttemptFailure, ProcessFn, RawAttempt};
+use crate::backend::{bounded_stack, AttemptFailure, ProcessFn, RawAttempt, STACK_TEXT_LIMIT};
 use crate::deps::Deps;
+use crate::encryption::{Field, Sealer};
 use crate::handler::QueuePlan;
 use crate::job::{CancelSignal, Job, JobError, JobMeta, LockLost};
 use crate::options::{Backoff, BackoffContext, BackoffFn};
@@ -272,18 +273,25 @@ impl Ending {
                 tracing::debug!(parent: span, "job completed");
             }
             Err(failure) => {
-                span.record("otel.status_code", "error");
-                span.record("otel.status_description", failure.reason.as_str());
-                let is_final = failure.is_final;
+                // In-process listeners get the reason as the handler gave it; what
+                // leaves the process (Redis, the logs, the span) gets it sealed when the
+                // queue seals failure reasons.
                 tracker.ended(
                     &self.tracked,
                     AttemptOutcome::Failed {
                         reason: &failure.reason,
-                        is_final,
+                        is_final: failure.is_final,
                     },
                 );
+            }
+        }
+        if let Err(failure) = &mut outcome {
+            if !lost {
+                seal_failure(&dispatcher.plan.sealer, failure);
+                span.record("otel.status_code", "error");
+                span.record("otel.status_description", failure.reason.as_str());
                 let timed_out = failure.timed_out;
-                if is_final {
+                if failure.is_final {
                     tracing::warn!(parent: span, reason = %failure.reason, timed_out, "job failed for good");
                 } else {
                     tracing::info!(parent: span, reason = %failure.reason, timed_out, "attempt failed, will retry");
@@ -406,6 +414,28 @@ impl Future for Supervised {
             None => Poll::Ready(outcome),
         }
     }
+}
+
+/// The failure's reason and record sealed, when its queue seals failure reasons
+/// (`encrypt_failures_and_logs`). One that cannot be sealed (no keyring any more) is
+/// replaced by a reason that says so: a failure must still be recorded, and not in
+/// clear.
+fn seal_failure(sealer: &Sealer, failure: &mut AttemptFailure) {
+    if !sealer.seals_notes() {
+        return;
+    }
+    let seal = |text: &str| {
+        sealer
+            .seal_text(Field::FailedReason, text)
+            .unwrap_or_else(|e| format!("the failure reason could not be sealed: {e}"))
+    };
+    failure.reason = seal(&failure.reason);
+    // Cut before it is sealed, to a size whose sealed form (base64: a third more) the
+    // engine's own cut leaves whole.
+    failure.stack = failure
+        .stack
+        .take()
+        .map(|stack| seal(&bounded_stack(stack, STACK_TEXT_LIMIT * 5 / 8)));
 }
 
 fn unrecoverable(reason: String) -> AttemptFailure {

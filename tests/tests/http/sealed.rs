@@ -1,6 +1,7 @@
 //! A sealed queue behind HTTP: the 202 that waits (`Prefer: wait`) and the status
-//! route answer the result opened when the application's routes show results, and
-//! nothing of the payload when they do not; Redis keeps neither in clear.
+//! route answer the result (and a sealed failure reason) opened when the application's
+//! routes show them, and nothing of the payload when they do not; Redis keeps none of
+//! them in clear.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -22,6 +23,12 @@ struct Mail {
 }
 
 async fn send(job: Job<Mail>) -> Result<String, JobError> {
+    if job.data.to.starts_with("refused") {
+        return Err(JobError::unrecoverable(std::io::Error::other(format!(
+            "the mail server refused {}",
+            job.data.to
+        ))));
+    }
     Ok(format!("sent to {}", job.data.to))
 }
 
@@ -41,6 +48,7 @@ async fn serve(app: &QueueApp) -> SocketAddr {
         JobRoutes::new()
             .include_data(true)
             .include_return_value(true)
+            .include_failed_reason(true)
     };
     let router = Router::new()
         .route("/mail", post(add))
@@ -67,6 +75,7 @@ async fn the_waiting_202_and_the_status_route_show_a_sealed_result_opened_where_
         .app(|b| {
             b.keyring(Keyring::new("k1", [1; 32]).unwrap())
                 .encrypt_queue(QUEUE)
+                .encrypt_failures_and_logs(true)
                 .processor(Processor::new(QUEUE).job("welcome", send))
         })
         .await;
@@ -97,6 +106,25 @@ async fn the_waiting_202_and_the_status_route_show_a_sealed_result_opened_where_
         "{public}"
     );
 
-    assert_eq!(redis.keys_holding(&address), Vec::<String>::new());
+    // A failure that quotes the address: sealed in Redis, opened where reasons show.
+    let refused = format!("refused-{}@example.com", uuid::Uuid::new_v4().simple());
+    let response = post_json(
+        addr,
+        "/mail",
+        &[("prefer", "wait=5")],
+        &serde_json::json!({ "to": refused }),
+    )
+    .await;
+    let id = response.json()["id"].as_str().unwrap().to_owned();
+    let admin = get(addr, &format!("/admin/jobs/{QUEUE}/{id}")).await.json();
+    assert_eq!(admin["state"], "failed", "{admin}");
+    assert_eq!(
+        admin["failedReason"],
+        format!("the mail server refused {refused}")
+    );
+
+    for secret in [&address, &refused] {
+        assert_eq!(redis.keys_holding(secret), Vec::<String>::new());
+    }
     workers.shutdown(SOON).await;
 }

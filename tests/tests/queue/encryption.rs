@@ -505,3 +505,71 @@ async fn a_sealed_payload_that_does_not_fit_fails_without_quoting_it() {
     assert_eq!(redis.keys_holding(&ada), Vec::<String>::new());
     workers.shutdown(SOON).await;
 }
+
+/// A handler whose error and log line quote the payload, as an upstream's message can.
+async fn quotes_its_payload(job: Job<Welcome>) -> Result<(), JobError> {
+    job.log(format!("sending to {}", job.data.to)).await?;
+    Err(JobError::retry(std::io::Error::other(format!(
+        "the mail server refused {}",
+        job.data.to
+    ))))
+}
+
+#[tokio::test]
+async fn failure_reasons_and_log_lines_are_sealed_by_choice_and_opened_for_the_app() {
+    let redis = TestRedis::new("sealed-notes");
+    let app = redis
+        .app(|b| {
+            b.keyring(keyring_k1())
+                .encrypt_queue("sealed-notes")
+                .encrypt_failures_and_logs(true)
+                .processor(Processor::new("sealed-notes").job("welcome", quotes_its_payload))
+        })
+        .await;
+    let queue = app.queue::<Welcome>("sealed-notes").unwrap();
+    let ada = address("ada");
+    let added = queue
+        .add(
+            "welcome",
+            Welcome { to: ada.clone() },
+            JobOptions::new().job_id("notes").attempts(2),
+        )
+        .await
+        .unwrap();
+    let workers = app.start_workers().await.unwrap();
+    // The wait reads the final failure opened.
+    match added.wait(SOON).await.unwrap() {
+        JobOutcome::Failed { reason } => {
+            assert_eq!(reason, format!("the mail server refused {ada}"))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        redis.keys_holding(&ada),
+        Vec::<String>::new(),
+        "no reason, record or log line holds the address in clear"
+    );
+    let stored = queue.get_job("notes").await.unwrap().unwrap();
+    assert!(stored
+        .failed_reason
+        .as_deref()
+        .unwrap_or_default()
+        .contains("aes-256-gcm/1"));
+    let opened = queue.open(stored).unwrap();
+    assert_eq!(
+        opened.failed_reason,
+        Some(format!("the mail server refused {ada}"))
+    );
+    assert_eq!(opened.stacktrace.len(), 2, "one record per attempt");
+    assert!(
+        opened.stacktrace.iter().all(|entry| entry.contains(&ada)),
+        "{:?}",
+        opened.stacktrace
+    );
+    let logs = queue.get_job_logs("notes", 0..10).await.unwrap();
+    assert_eq!(logs.lines.len(), 2);
+    assert!(logs.lines.iter().all(|line| !line.contains(&ada)));
+    let logs = queue.open_logs(logs).unwrap();
+    assert_eq!(logs.lines, vec![format!("sending to {ada}"); 2]);
+    workers.shutdown(SOON).await;
+}

@@ -32,4 +32,7 @@ pub(crate) use events::EngineQueueEvents;
 pub(crate) use flow::add_flow;
 pub(crate) use queue::{AddOutcome, EngineQueue};
 pub(crate) use sink::{EngineEvent, EventSink};
-pub(crate) use worker::{AttemptFailure, EngineWorker, ProcessFn, RawAttempt, WorkerSettings};
+pub(crate) use worker::{
+    bounded_stack, AttemptFailure, EngineWorker, ProcessFn, RawAttempt, WorkerSettings,
+    STACK_TEXT_LIMIT,
+};

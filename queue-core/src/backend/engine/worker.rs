@@ -59,17 +59,17 @@ pub(crate) struct AttemptFailure {
 
 /// The most of an attempt's stack text a job records, in bytes: an error that carries a
 /// whole response body in its chain must not grow the job without bound.
-const STACK_TEXT_LIMIT: usize = 8 * 1024;
+pub(crate) const STACK_TEXT_LIMIT: usize = 8 * 1024;
 
-/// `stack` cut to [`STACK_TEXT_LIMIT`] on a character boundary, saying so.
-fn bounded_stack(mut stack: String) -> String {
-    if stack.len() > STACK_TEXT_LIMIT {
-        let mut end = STACK_TEXT_LIMIT;
+/// `stack` cut to `limit` bytes on a character boundary, saying so.
+pub(crate) fn bounded_stack(mut stack: String, limit: usize) -> String {
+    if stack.len() > limit {
+        let mut end = limit;
         while !stack.is_char_boundary(end) {
             end -= 1;
         }
         stack.truncate(end);
-        stack.push_str("\n... (cut at 8 KiB)");
+        stack.push_str(&format!("\n... (cut at {} KiB)", limit / 1024));
     }
     stack
 }
@@ -364,7 +364,7 @@ impl Shared {
                     bullmq::Error::Unrecoverable(failure.reason)
                 };
                 match failure.stack {
-                    Some(stack) => error.with_stacktrace(bounded_stack(stack)),
+                    Some(stack) => error.with_stacktrace(bounded_stack(stack, STACK_TEXT_LIMIT)),
                     None => error,
                 }
             })
