@@ -5,8 +5,10 @@
 //! ```
 //!
 //! The plaintext is the value's JSON text. The associated data binds the ciphertext to
-//! where it belongs: `queue-core sealed 1\n<key id>\n<queue>\n<field>`, so that a
-//! sealed payload moved to another queue, or into the return value, does not open. An
+//! where it belongs: `queue-core sealed 1\n<key id>\n<queue>\n<field>` (`data`,
+//! `returnvalue`, `failedreason`, `log`), so that a sealed payload moved to another
+//! queue, or into the return value, does not open. A sealed text (a failure reason, a
+//! log line) is stored as the envelope's JSON text. An
 //! object is an envelope when it has exactly these four keys and this `sealed` tag:
 //! what a Node or Python peer reads and writes too (`tests/node/sealed.mjs`,
 //! `tests/python/sealed.py`).
