@@ -7,7 +7,9 @@ use queue_axum::access::Access;
 /// queue and job, and the outcome; and one per sealed payload or return value a page
 /// opened for a reader the policy lets reveal them
 /// ([`Access::with_reveal`](queue_axum::access::Access::with_reveal)), with who, which
-/// queue, job, field and key, and whether it opened (never the value).
+/// queue, job, field and key, and whether it opened (never the value). The fields:
+/// `data`, `returnvalue`, and for a queue that seals them too `failedReason`,
+/// `stacktrace` (one attempt's record) and `log` (one log line), one event per text.
 pub const AUDIT_TARGET: &str = "queue_dashboard::audit";
 
 /// What an action touched within its queue, for the audit line.
@@ -81,8 +83,8 @@ pub(crate) fn refused(access: &Access, method: &str, path: &str, status: u16) {
     );
 }
 
-/// A sealed `field` (`data` or `returnvalue`) of job `job_id` opened for `access` to
-/// read: who, which queue, job and key, and whether it opened. The value never: the log
+/// A sealed `field` (`data`, `returnvalue`, `failedReason`, `stacktrace` or `log`) of
+/// job `job_id` opened for `access` to read: who, which queue, job and key, and whether it opened. The value never: the log
 /// is read by more people than the value is for. A failed opening is logged too (at
 /// `warn`, with the reason): an attempt to read is what the audit is for.
 pub(crate) fn revealed(

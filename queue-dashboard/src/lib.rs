@@ -15,7 +15,11 @@
 //! for a reader the policy lets reveal it ([`Access::with_reveal`]), and each opening
 //! is logged on [`AUDIT_TARGET`] (who, queue, job, field, key; never the value). One
 //! that does not open (its key not in the app's keyring, or altered) shows why in its
-//! place. Searches never open one ([`Dashboard::payload_search`]).
+//! place. Searches never open one ([`Dashboard::payload_search`]). Sealed failure
+//! reasons, attempt records and log lines (queue-core's `encrypt_failures_and_logs`)
+//! likewise, on a job's page and in its flow (fields `failedReason`, `stacktrace`,
+//! `log`); a queue's listing shows a sealed reason as sealed to every reader, and opens
+//! none.
 //!
 //! Pages (one word per level under the mount point):
 //! - `/`: Redis's health (memory against its limit, eviction policy, clients, version,

@@ -131,3 +131,18 @@ pub async fn listener() -> (TcpListener, SocketAddr) {
     let addr = listener.local_addr().expect("addr");
     (listener, addr)
 }
+
+/// Serves `router` on an ephemeral loopback port as an application does
+/// (`queue_axum::serve_until`: its limits, and each request knowing its client's
+/// address), until the test ends; its address.
+pub async fn serve(router: axum::Router) -> SocketAddr {
+    let (listener, addr) = listener().await;
+    tokio::spawn(queue_axum::serve_until(
+        listener,
+        router,
+        None,
+        std::time::Duration::from_secs(1),
+        std::future::pending(),
+    ));
+    addr
+}

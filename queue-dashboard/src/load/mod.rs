@@ -8,6 +8,7 @@ pub(crate) mod groups;
 pub(crate) mod job;
 pub(crate) mod listing;
 pub(crate) mod live;
+pub(crate) mod notes;
 pub(crate) mod overview;
 pub(crate) mod payload;
 pub(crate) mod queue;

@@ -9,14 +9,16 @@ use serde_json::Value;
 
 use crate::audit;
 
-/// One of a job's values, as the page may show it.
-pub(crate) enum Shown {
+/// One of a job's values (or, as `Shown<String>`, one of its texts: a failure reason,
+/// an attempt's record, a log line, [`super::notes`]), as the page may show it.
+#[derive(Clone)]
+pub(crate) enum Shown<T = Value> {
     /// Not sealed: as stored.
-    Plain(Value),
+    Plain(T),
     /// Sealed and left closed (the reader may not reveal it): the key's id.
     Sealed { key: String },
     /// Sealed, and opened for a reader who may reveal it.
-    Opened { key: String, value: Value },
+    Opened { key: String, value: T },
     /// Sealed, and it did not open (its key is not in the keyring, or it was altered):
     /// why, in the typed error's words (which never hold the value).
     Unopened { key: String, error: String },

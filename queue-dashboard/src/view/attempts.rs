@@ -1,19 +1,27 @@
 //! A job's attempts: how many were made of how many allowed, each failure's reason and
 //! error chain (BullMQ's `stacktrace`, one entry per failed attempt, oldest first, the
 //! first line the reason), when the next one runs, and how long the job waited and ran.
+//! A sealed reason or record reads as sealed, with its key's id, unless it was opened
+//! for the reader ([`crate::load::notes`]).
 
 use maud::{html, Markup};
 use queue_core::{JobInfo, JobState};
 
 use super::format::{at, duration, Clip};
-use super::widgets;
+use super::{sealed, widgets};
+use crate::load::payload::Shown;
 
 /// The characters of one failure shown (reason and chain).
 const FAILURE_SHOWN: usize = 16_000;
 
 /// What the section needs beyond the job.
 pub(crate) struct Attempts<'a> {
+    /// The job, its reason and records taken out (in `reason` and `failures`).
     pub(crate) info: &'a JobInfo,
+    /// The last failure's reason, when the page shows it (no record is kept).
+    pub(crate) reason: Option<&'a Shown<String>>,
+    /// Each failed attempt's record, oldest first.
+    pub(crate) failures: &'a [Shown<String>],
     pub(crate) state: JobState,
     /// When a delayed job runs next (a retry's backoff or its delay).
     pub(crate) runs_at: Option<u64>,
@@ -25,7 +33,7 @@ pub(crate) struct Attempts<'a> {
 impl Attempts<'_> {
     pub(crate) fn render(&self) -> Markup {
         let info = self.info;
-        let failures = &info.stacktrace;
+        let failures = self.failures;
         // The job's times, as durations: how long it waited before its last attempt
         // started, and how long that attempt ran.
         let queued = info
@@ -71,9 +79,12 @@ impl Attempts<'_> {
                     }
                 }
                 @if failures.is_empty() {
-                    @if let Some(reason) = &info.failed_reason {
+                    @if let Some(reason) = self.reason {
                         h3 { "Last failure" }
-                        pre.bad { (Clip(reason, FAILURE_SHOWN)) }
+                        (sealed::notice(reason))
+                        @if let Some(reason) = sealed::readable(reason) {
+                            pre.bad { (Clip(reason, FAILURE_SHOWN)) }
+                        }
                     }
                 } @else {
                     h3 { "Failures, oldest first" }
@@ -81,13 +92,16 @@ impl Attempts<'_> {
                         p.muted { "The oldest ones are no longer kept." }
                     }
                     ol.attempts {
-                        @for failure in failures.iter() {
-                            @let (reason, chain) = failure.split_once('\n').unwrap_or((failure.as_str(), ""));
+                        @for failure in failures {
                             li {
-                                strong.bad { (Clip(reason, FAILURE_SHOWN)) }
-                                @if !chain.trim().is_empty() {
-                                    pre { (Clip(chain, FAILURE_SHOWN)) }
+                                @if let Some(failure) = sealed::readable(failure) {
+                                    @let (reason, chain) = failure.split_once('\n').unwrap_or((failure.as_str(), ""));
+                                    strong.bad { (Clip(reason, FAILURE_SHOWN)) }
+                                    @if !chain.trim().is_empty() {
+                                        pre { (Clip(chain, FAILURE_SHOWN)) }
+                                    }
                                 }
+                                (sealed::notice(failure))
                             }
                         }
                     }

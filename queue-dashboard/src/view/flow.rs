@@ -1,10 +1,11 @@
-//! A job's flow as nested lists, the job itself in bold.
+//! A job's flow as nested lists, the job itself in bold; a failed node with its reason
+//! (a sealed one as sealed, with its key's id, unless it was opened for the reader).
 
 use maud::{html, Markup};
 use queue_core::JobState;
 
 use super::format::Clip;
-use super::widgets;
+use super::{sealed, widgets};
 use crate::base::Base;
 use crate::limits::LISTED_CHARS;
 use crate::load::flow::{FlowTree, MAX_NODES};
@@ -37,7 +38,7 @@ fn node(tree: &FlowTree, index: usize, base: &Base, current: (&str, &str)) -> Ma
                 None => span.chip.muted { "gone" },
             }
             @if let (Some(reason), Some(JobState::Failed)) = (&node.reason, node.state) {
-                " " span.bad { (Clip(reason, LISTED_CHARS)) }
+                " " span.bad { (sealed::inline(reason, LISTED_CHARS)) }
             }
             @if !node.children.is_empty() || node.more > 0 {
                 ul {

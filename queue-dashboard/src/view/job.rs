@@ -1,6 +1,7 @@
 //! A job's page: state, attempts and their failures, times, progress, options, its
-//! flow, logs, and its payload and return value where the policy allows (a sealed one
-//! shown as sealed, with its key's id, unless the policy reveals it).
+//! flow, logs, and its payload and return value where the policy allows (a sealed one,
+//! payload or failure or log line, shown as sealed, with its key's id, unless the
+//! policy reveals it).
 
 use axum::response::Html;
 use maud::{html, Markup};
@@ -9,6 +10,7 @@ use queue_core::{JobInfo, JobState};
 
 use super::attempts::Attempts;
 use super::format::{self, Clip};
+use super::sealed;
 use super::widgets::{self, unavailable_notice};
 use crate::base::Base;
 use crate::load::job::JobPage;
@@ -19,9 +21,6 @@ use crate::text::clip;
 const LOG_LINE_SHOWN: usize = 2_000;
 /// The characters of a payload or return value shown.
 const VALUE_SHOWN: usize = 256 * 1024;
-/// The characters of a sealed value's key id shown (ids are at most 64; this one is
-/// read from Redis, where anyone may have written a longer one).
-const KEY_SHOWN: usize = 64;
 
 /// Job `job` of queue `queue`, as `access` may see it.
 pub(crate) fn page(base: &Base, access: &Access, queue: &str, job: &JobPage) -> Html<String> {
@@ -30,6 +29,8 @@ pub(crate) fn page(base: &Base, access: &Access, queue: &str, job: &JobPage) -> 
     let action = |a: &str| format!("{here}/{a}");
     let attempts = Attempts {
         info,
+        reason: job.notes.failed_reason.as_ref(),
+        failures: &job.notes.failures,
         state,
         runs_at: info.runs_at_ms,
         retry: (access.can_act() && state == JobState::Failed).then(|| action("retry")),
@@ -65,11 +66,11 @@ pub(crate) fn page(base: &Base, access: &Access, queue: &str, job: &JobPage) -> 
                 p.muted { "The payload and return value are hidden by the access policy." }
             }
             @if let Some(flow) = &job.flow { (super::flow::render(flow, base, queue, &info.id)) }
-            h2 { "Logs (" (job.logs.total) ")" }
-            @if job.logs.lines.is_empty() {
+            h2 { "Logs (" (job.notes.log_total) ")" }
+            @if job.notes.logs.is_empty() {
                 p.muted { "None." }
             } @else {
-                pre { @for line in &job.logs.lines { (Clip(line, LOG_LINE_SHOWN)) "\n" } }
+                (logs(&job.notes.logs))
             }
         }
     };
@@ -79,24 +80,32 @@ pub(crate) fn page(base: &Base, access: &Access, queue: &str, job: &JobPage) -> 
 /// A payload or return value: as stored, or opened; a sealed one that stays closed says
 /// so with its key's id (the envelope's base64 is nobody's payload).
 fn value(shown: &Shown) -> Markup {
-    let key = |key: &str| html! { "(key " code.key { (Clip(key, KEY_SHOWN)) } ")" };
     html! {
-        @match shown {
-            Shown::Plain(value) => pre { (Clip(&pretty(value), VALUE_SHOWN)) },
-            Shown::Sealed { key: id } => p.sealed {
-                span.chip { "sealed" } " " (key(id))
-                span.muted {
-                    " Stored encrypted; the access policy does not reveal sealed values to you."
+        (sealed::notice(shown))
+        @if let Some(value) = sealed::readable(shown) {
+            pre { (Clip(&pretty(value), VALUE_SHOWN)) }
+        }
+    }
+}
+
+/// The log lines read: as stored, or opened (said once, above them); a sealed one that
+/// stays closed as sealed, with its key's id, in its place.
+fn logs(lines: &[Shown<String>]) -> Markup {
+    let opened = lines
+        .iter()
+        .any(|line| matches!(line, Shown::Opened { .. }));
+    html! {
+        @if opened {
+            p.sealed.muted { "Sealed lines opened for you; this reading is audited." }
+        }
+        pre {
+            @for line in lines {
+                @match line {
+                    Shown::Opened { value, .. } => (Clip(value, LOG_LINE_SHOWN)),
+                    other => (sealed::inline(other, LOG_LINE_SHOWN)),
                 }
-            },
-            Shown::Opened { key: id, value } => {
-                p.sealed.muted { span.chip { "sealed" } " " (key(id)) " opened for you; this reading is audited." }
-                pre { (Clip(&pretty(value), VALUE_SHOWN)) }
-            },
-            Shown::Unopened { key: id, error } => p.sealed {
-                span.chip { "sealed" } " " (key(id)) " "
-                span.bad { "Does not open: " (Clip(error, 2_000)) }
-            },
+                "\n"
+            }
         }
     }
 }

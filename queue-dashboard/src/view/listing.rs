@@ -1,13 +1,17 @@
 //! A queue page's table of jobs, and the line that says where the page is: its number,
-//! or how far a search got.
+//! or how far a search got. A sealed failure reason reads as sealed, with its key's id
+//! when Redis's cut left it: a listing opens none, for any reader (the job's page does,
+//! for a reader the policy lets reveal it, and audits it).
 
 use maud::{html, Markup};
 use queue_core::queue::JobSummary;
 
 use super::format::{self, ago, duration, Clip};
+use super::sealed;
 use crate::base::Base;
-use crate::limits::{LISTED_CHARS, PAGE_SIZE};
+use crate::limits::{CLIP_BYTES, LISTED_CHARS, PAGE_SIZE};
 use crate::load::listing::Found;
+use crate::load::notes::sealed_in_listing;
 use crate::query::Listing;
 
 /// The table of rows (with bulk checkboxes for an operator), and the line that says
@@ -101,7 +105,16 @@ fn job_row(row: &JobSummary, base: &Base, queue: &str, now: u64, bulk: bool) -> 
             td { (ago(row.timestamp_ms, now)) }
             td { @if let Some(took) = took { (took) } }
             td.n { (row.attempts_made) "/" (row.max_attempts) }
-            td.bad { (Clip(row.failed_reason.as_deref().unwrap_or_default(), LISTED_CHARS)) }
+            td.bad { (reason(row.failed_reason.as_deref().unwrap_or_default())) }
         }
+    }
+}
+
+/// A row's failure reason, as Redis cut it: sealed (whole, or cut from a sealed one) as
+/// the chip and its key's id; as stored otherwise.
+fn reason(text: &str) -> Markup {
+    match sealed_in_listing(text, CLIP_BYTES) {
+        Some(key) => sealed::listed(key.as_deref()),
+        None => html! { (Clip(text, LISTED_CHARS)) },
     }
 }

@@ -16,6 +16,7 @@ pub(crate) mod listing;
 pub(crate) mod overview;
 pub(crate) mod queue;
 pub(crate) mod schedulers;
+pub(crate) mod sealed;
 pub(crate) mod widgets;
 pub(crate) mod workers;
 

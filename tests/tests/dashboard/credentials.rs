@@ -123,16 +123,9 @@ async fn a_client_that_keeps_guessing_is_refused_for_a_while_and_others_are_not(
     let redis = TestRedis::new("dash-guessing");
     let app = redis.app(|b| b).await;
     let policy = Access::bearer(TOKEN).max_failures(3, std::time::Duration::from_secs(60));
-    let (tcp, addr) = listener().await;
     let router = Router::new().nest("/admin/queues", Dashboard::new(&app, policy).router());
     // queue_axum's server tells each request its client's address.
-    tokio::spawn(queue_axum::serve_until(
-        tcp,
-        router,
-        None,
-        std::time::Duration::from_secs(1),
-        std::future::pending(),
-    ));
+    let addr = queue_tests::http::serve(router).await;
     let right = format!("Bearer {TOKEN}");
     for _ in 0..3 {
         let (status, _) = get_from([127, 0, 0, 3], addr, "Bearer a-guess").await;

@@ -2,13 +2,15 @@
 //! as sealed, with the key's id, to a reader who sees payloads; opens them only for one
 //! the policy lets reveal them, and audits each opening; says why when one does not
 //! open (its key not in this app's keyring) instead of failing; and a payload search
-//! never looks into one, and says so.
+//! never looks into one, and says so. Sealed failure reasons, attempt records and log
+//! lines (`encrypt_failures_and_logs`) likewise, on the job's page and in its flow; a
+//! listing shows them sealed to every reader.
 
 use std::net::SocketAddr;
 
 use axum::http::request::Parts;
 use queue_core::encryption::Keyring;
-use queue_core::{Job, JobError, JobOptions, JobState, Processor, QueueApp};
+use queue_core::{Job, JobError, JobOptions, JobState, OnChildFailure, Processor, QueueApp};
 use queue_dashboard::{Access, Dashboard};
 use queue_tests::http::{request, HttpResponse};
 use queue_tests::{wait_for_state, TestRedis, SOON};
@@ -224,4 +226,257 @@ async fn a_sealed_job_whose_key_is_not_in_the_keyring_shows_why_not_a_500() {
             && line.contains("did not open")),
         "{lines:?}"
     );
+}
+
+const NOTES: &str = "dash-sealed-notes";
+
+/// A handler whose log line and error quote the address it was sent, as an upstream's
+/// message can; the error long enough that a listing's cut (480 bytes) cuts its sealed
+/// form.
+async fn refuses(job: Job<serde_json::Value>) -> Result<(), JobError> {
+    let to = job.data["to"].as_str().unwrap_or_default().to_owned();
+    job.log(format!("sending to {to}")).await?;
+    Err(JobError::retry(std::io::Error::other(format!(
+        "the mail server refused {to}: {}",
+        "550 5.1.1 mailbox unavailable; ".repeat(16)
+    ))))
+}
+
+/// An app with keyring `k1` whose queue `NOTES` seals its payloads, failure reasons and
+/// log lines, its handler [`refuses`].
+async fn notes_app(redis: &TestRedis) -> QueueApp {
+    redis
+        .app(|b| {
+            b.keyring(Keyring::new("k1", [1; 32]).unwrap())
+                .encrypt_queue(NOTES)
+                .encrypt_failures_and_logs(true)
+                .processor(Processor::new(NOTES).any_job(refuses))
+        })
+        .await
+}
+
+/// The audit lines of `who` that record an opening of `field` of job `job` of `NOTES`
+/// with key `k1`.
+fn openings(who: &str, field: &str, job: &str) -> usize {
+    audited(who)
+        .iter()
+        .filter(|line| {
+            line.contains("action=reveal ")
+                && line.contains(&format!("queue={NOTES} "))
+                && line.contains(&format!("job_id={job} "))
+                && line.contains(&format!("field={field} "))
+                && line.contains("key=k1 ")
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn sealed_failures_and_log_lines_show_as_sealed_unless_revealed_and_each_opening_is_audited()
+{
+    audit_log();
+    let redis = TestRedis::new("dash-sealed-notes");
+    let app = notes_app(&redis).await;
+    let q = app.queue::<serde_json::Value>(NOTES).unwrap();
+    let ada = address();
+    q.add(
+        "welcome",
+        serde_json::json!({ "to": ada }),
+        JobOptions::new().job_id("notes-1").attempts(2),
+    )
+    .await
+    .unwrap();
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&q, "notes-1", JobState::Failed, SOON).await;
+    workers.shutdown(SOON).await;
+    assert_eq!(
+        redis.keys_holding(&ada),
+        Vec::<String>::new(),
+        "no payload, reason, record or log line in clear"
+    );
+    let stored = redis.job_field(NOTES, "notes-1", "failedReason").unwrap();
+    let envelope: serde_json::Value = serde_json::from_str(&stored).expect("an envelope");
+    let ciphertext = envelope["data"].as_str().unwrap()[..40].to_owned();
+
+    let rita = reader("rita");
+    let addr = serve(Dashboard::new(&app, policy(rita.clone()))).await;
+    let job = format!("/admin/queues/{NOTES}/jobs/notes-1");
+
+    // Payloads, but no reveal: each record and log line sealed, with the key; neither
+    // the address nor the envelope.
+    let page = get(addr, &job, "payloads").await;
+    assert_eq!(page.status, 200, "{}", text(&page));
+    let page = text(&page);
+    assert!(page.contains("Failures, oldest first"), "{page}");
+    assert!(page.contains("sealed"), "{page}");
+    // The payload, two records and two log lines.
+    assert_eq!(
+        page.matches("<code class=\"key\">k1</code>").count(),
+        5,
+        "{page}"
+    );
+    assert!(!page.contains(&ada), "{page}");
+    assert!(!page.contains("aes-256-gcm"), "{page}");
+    assert!(!page.contains(&ciphertext), "{page}");
+    assert!(!page.contains("sending to"), "{page}");
+
+    // With reveal: the payload, both attempts' records (each its reason) and both log
+    // lines, opened; each opening audited, never the text.
+    let page = get(addr, &job, "reveal").await;
+    assert_eq!(page.status, 200, "{}", text(&page));
+    let page = text(&page);
+    assert_eq!(
+        page.matches(&format!("the mail server refused {ada}"))
+            .count(),
+        2,
+        "both attempts' records: {page}"
+    );
+    assert_eq!(
+        page.matches(&format!("sending to {ada}")).count(),
+        2,
+        "both log lines: {page}"
+    );
+    assert!(!page.contains("aes-256-gcm"), "{page}");
+    assert!(page.contains("audited"), "the reader is told: {page}");
+    assert_eq!(openings(&rita, "stacktrace", "notes-1"), 2);
+    assert_eq!(openings(&rita, "log", "notes-1"), 2);
+    assert_eq!(openings(&rita, "data", "notes-1"), 1);
+    // The reason is each record's first line: not read again on its own.
+    assert_eq!(openings(&rita, "failedReason", "notes-1"), 0);
+    let lines = audited(&rita);
+    assert!(lines.iter().all(|line| !line.contains(&ada)), "{lines:?}");
+
+    // The failed listing: sealed, to either reader, and nothing opened for it (the cut
+    // sealed text included: its key is past the cut, its base64 shown nowhere).
+    let before = audited(&rita).len();
+    for role in ["payloads", "reveal"] {
+        let listing = get(addr, &format!("/admin/queues/{NOTES}?state=failed"), role).await;
+        assert_eq!(listing.status, 200, "{}", text(&listing));
+        let listing = text(&listing);
+        assert!(
+            listing.contains("data-job=\"notes-1\""),
+            "{role}: {listing}"
+        );
+        assert!(listing.contains(">sealed<"), "{role}: {listing}");
+        assert!(!listing.contains(&ada), "{role}: {listing}");
+        assert!(!listing.contains("aes-256-gcm"), "{role}: {listing}");
+        assert!(!listing.contains(&ciphertext), "{role}: {listing}");
+        assert!(!listing.contains("{&quot;"), "{role}: {listing}");
+    }
+    assert_eq!(audited(&rita).len(), before, "a listing opens nothing");
+
+    // An app whose keyring does not hold k1: each text says why it does not open, the
+    // page is no 500, and each attempt is audited.
+    let other = redis
+        .app(|b| {
+            b.keyring(Keyring::new("k2", [2; 32]).unwrap())
+                .external_queue(NOTES)
+        })
+        .await;
+    let vera = reader("vera");
+    let addr = serve(Dashboard::new(&other, policy(vera.clone()))).await;
+    let page = get(addr, &job, "reveal").await;
+    assert_eq!(page.status, 200, "{}", text(&page));
+    let page = text(&page);
+    assert_eq!(
+        page.matches("sealed with key `k1`, which the keyring does not hold")
+            .count(),
+        5,
+        "the payload, two records, two log lines: {page}"
+    );
+    assert!(!page.contains(&ada), "{page}");
+    assert!(!page.contains("aes-256-gcm"), "{page}");
+    for field in ["stacktrace", "log"] {
+        assert_eq!(
+            audited(&vera)
+                .iter()
+                .filter(|line| line.contains(&format!("field={field} "))
+                    && line.contains("did not open"))
+                .count(),
+            2,
+            "{field}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_flows_sealed_failure_reason_shows_as_sealed_unless_revealed_and_is_audited() {
+    audit_log();
+    let redis = TestRedis::new("dash-sealed-flow");
+    let app = notes_app(&redis).await;
+    let parents = app
+        .queue::<serde_json::Value>("dash-sealed-parents")
+        .unwrap();
+    let q = app.queue::<serde_json::Value>(NOTES).unwrap();
+    let ada = address();
+    let flow = parents
+        .flow_job("report", serde_json::json!({}))
+        .options(JobOptions::new().job_id("report-1"))
+        .child(
+            OnChildFailure::IgnoreDependency,
+            q.flow_job("welcome", serde_json::json!({ "to": ada }))
+                .options(JobOptions::new().job_id("render-1")),
+        );
+    app.add_flow(flow).await.unwrap();
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&q, "render-1", JobState::Failed, SOON).await;
+    workers.shutdown(SOON).await;
+    assert_eq!(redis.keys_holding(&ada), Vec::<String>::new());
+
+    let rita = reader("rita");
+    let addr = serve(Dashboard::new(&app, policy(rita.clone()))).await;
+    let parent = "/admin/queues/dash-sealed-parents/jobs/report-1";
+    let node = |page: &str| {
+        page.split("<li>")
+            .skip(1)
+            .find(|li| li.contains("render-1"))
+            .unwrap_or_else(|| panic!("render-1 in {page}"))
+            .to_owned()
+    };
+
+    // The parent's page: the failed child sealed, with its key.
+    let page = get(addr, parent, "payloads").await;
+    assert_eq!(page.status, 200, "{}", text(&page));
+    let page = text(&page);
+    let child = node(&page);
+    assert!(child.contains(">failed<"), "{child}");
+    assert!(child.contains(">sealed<"), "{child}");
+    assert!(child.contains("<code class=\"key\">k1</code>"), "{child}");
+    assert!(!page.contains(&ada), "{page}");
+    assert!(!page.contains("aes-256-gcm"), "{page}");
+
+    // With reveal: opened, and audited as the child's.
+    let page = text(&get(addr, parent, "reveal").await);
+    let child = node(&page);
+    assert!(
+        child.contains(&format!("the mail server refused {ada}")),
+        "{child}"
+    );
+    assert!(!page.contains("aes-256-gcm"), "{page}");
+    assert_eq!(openings(&rita, "failedReason", "render-1"), 1);
+
+    // The child's own page: its record, and its reason beside it in the flow, read and
+    // opened once for both.
+    let page = get(
+        addr,
+        &format!("/admin/queues/{NOTES}/jobs/render-1"),
+        "reveal",
+    )
+    .await;
+    assert_eq!(page.status, 200, "{}", text(&page));
+    let page = text(&page);
+    assert!(
+        node(&page).contains(&format!("the mail server refused {ada}")),
+        "{page}"
+    );
+    assert_eq!(
+        page.matches(&format!("the mail server refused {ada}"))
+            .count(),
+        2,
+        "its record and its node: {page}"
+    );
+    assert_eq!(openings(&rita, "failedReason", "render-1"), 2);
+    assert_eq!(openings(&rita, "stacktrace", "render-1"), 1);
+    assert_eq!(openings(&rita, "log", "render-1"), 1);
+    let lines = audited(&rita);
+    assert!(lines.iter().all(|line| !line.contains(&ada)), "{lines:?}");
 }

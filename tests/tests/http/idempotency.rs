@@ -15,7 +15,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use queue_axum::IdempotencyLayer;
 use queue_core::QueueApp;
-use queue_tests::http::{listener, request, HttpResponse};
+use queue_tests::http::{request, serve, HttpResponse};
 use queue_tests::{wait_until, PrivateRedis, TestRedis, SOON};
 use tokio::sync::Semaphore;
 
@@ -84,20 +84,6 @@ fn routes(
         .route("/slow", post(slow))
         .layer(idempotent)
         .with_state(counts)
-}
-
-/// Serves `router` with queue_axum's server, which tells each request its client's
-/// address (what the bound on new keys counts by).
-async fn serve(router: Router) -> std::net::SocketAddr {
-    let (listener, addr) = listener().await;
-    tokio::spawn(queue_axum::serve_until(
-        listener,
-        router,
-        None,
-        Duration::from_secs(1),
-        std::future::pending(),
-    ));
-    addr
 }
 
 /// An app on `redis` that waits 500 ms for it, for the tests where Redis goes away.

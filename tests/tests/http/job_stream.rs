@@ -11,7 +11,7 @@ use queue_axum::{JobRoutes, QueueLayer};
 use queue_core::app::Registrations;
 use queue_core::prelude::*;
 use queue_core::QueueApp;
-use queue_tests::http::{get_with, listener};
+use queue_tests::http::get_with;
 use queue_tests::{wait_until, TestRedis, SOON};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -68,14 +68,7 @@ async fn serve(app: &QueueApp, routes: JobRoutes) -> SocketAddr {
                 .layer(axum::middleware::from_fn(operator_only)),
         )
         .layer(QueueLayer::new(app));
-    let (listener, addr) = listener().await;
-    tokio::spawn(queue_axum::serve_until(
-        listener,
-        router,
-        None,
-        SOON,
-        std::future::pending(),
-    ));
+    let addr = queue_tests::http::serve(router).await;
     addr
 }
 

@@ -11,7 +11,7 @@ use queue_axum::{Accepted, IdempotencyLayer, JobRoutes, PreferWaitLayer, QueueEr
 use queue_core::app::Registrations;
 use queue_core::prelude::*;
 use queue_core::QueueApp;
-use queue_tests::http::{listener, post_json, request};
+use queue_tests::http::{post_json, request};
 use queue_tests::{wait_until, TestRedis, SOON};
 use tokio::io::AsyncWriteExt;
 
@@ -87,14 +87,7 @@ async fn serve(app: &QueueApp) -> SocketAddr {
         )
         .merge(JobRoutes::new().router())
         .layer(QueueLayer::new(app));
-    let (listener, addr) = listener().await;
-    tokio::spawn(queue_axum::serve_until(
-        listener,
-        router,
-        None,
-        SOON,
-        std::future::pending(),
-    ));
+    let addr = queue_tests::http::serve(router).await;
     addr
 }
 

@@ -12,7 +12,7 @@ use queue_axum::{Accepted, JobRoutes, PreferWaitLayer, QueueError, QueueLayer};
 use queue_core::encryption::Keyring;
 use queue_core::prelude::*;
 use queue_core::QueueApp;
-use queue_tests::http::{get, listener, post_json};
+use queue_tests::http::{get, post_json};
 use queue_tests::{TestRedis, SOON};
 
 const QUEUE: &str = "http-sealed";
@@ -56,14 +56,7 @@ async fn serve(app: &QueueApp) -> SocketAddr {
         .merge(JobRoutes::new().router())
         .nest("/admin", shows_everything().router())
         .layer(QueueLayer::new(app));
-    let (listener, addr) = listener().await;
-    tokio::spawn(queue_axum::serve_until(
-        listener,
-        router,
-        None,
-        SOON,
-        std::future::pending(),
-    ));
+    let addr = queue_tests::http::serve(router).await;
     addr
 }
 
