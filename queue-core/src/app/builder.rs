@@ -538,7 +538,7 @@ impl QueueAppBuilder {
         let mut problems = renames.problems();
         problems.extend(self.unknown_queue_names(&registered));
         let mut queues = merge_processors(&processors, &deps, &mut problems);
-        let encrypted = self.encrypted_queues(&registered);
+        let encrypted = self.encrypted_queues();
         // The queues this app is known to use; a declaration linked in but used by
         // another app of the binary is sealed too, and an add to it without a keyring
         // is refused as such.
@@ -590,8 +590,12 @@ impl QueueAppBuilder {
 
     /// The queues whose payloads are sealed, by their names in Redis: those given to
     /// `encrypt_queue` and the declarations that say `encrypted`.
-    fn encrypted_queues(&self, registered: &Registered) -> BTreeSet<String> {
-        let declared = registered
+    fn encrypted_queues(&self) -> BTreeSet<String> {
+        // Every declaration linked in, whatever the registrations pick: the contract
+        // binds every producer of the queue, and an app that registers other queues can
+        // still add to this one (`queue_of`).
+        let linked = Registered::collect(|_| true);
+        let declared = linked
             .job_types
             .iter()
             .filter(|record| record.encrypted)

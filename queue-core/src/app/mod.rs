@@ -236,7 +236,8 @@ impl QueueApp {
                 .metrics
                 .as_ref()
                 .map(|m| m.for_queue(&plan.queue, plan.options.concurrency));
-            let tracker = AttemptTracker::new(plan.queue.clone(), self.inner.worker_events.clone());
+            let tracker = AttemptTracker::new(plan.queue.clone(), self.inner.worker_events.clone())
+                .with_sealer(&plan.sealer);
             #[cfg(feature = "metrics")]
             let tracker = tracker.with_metrics(metrics.clone());
             let dispatcher = Dispatcher {
@@ -276,12 +277,14 @@ impl QueueApp {
                 call: r.call,
             })
             .collect();
+        let producer = &self.inner.producer;
         let listeners = Listeners::start(
             &self.inner.backend,
             worker_listeners,
             self.worker_events(),
             queue_listeners,
             &deps,
+            |queue| producer.sealer_for(queue),
         )
         .await?;
         let workers = match ready {

@@ -20,7 +20,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::field::Field;
-use super::keyring::Keyring;
+use super::keyring::{self, Keyring};
 
 /// The envelope's `sealed` tag: the cipher and the layout's version.
 pub(crate) const TAG: &str = "aes-256-gcm/1";
@@ -70,7 +70,9 @@ pub(crate) fn sealed_with(value: &Value) -> Option<&str> {
     }
     map.get("nonce")?.as_str()?;
     map.get("data")?.as_str()?;
-    map.get("key")?.as_str()
+    // A key id of the keyring's shape only: it is repeated into failure reasons and
+    // logs, and an envelope is whatever Redis holds.
+    map.get("key")?.as_str().filter(|id| keyring::is_key_id(id))
 }
 
 fn associated(key: &str, queue: &str, field: Field) -> Vec<u8> {

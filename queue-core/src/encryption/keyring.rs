@@ -217,12 +217,7 @@ impl Keyring {
         id: String,
         key: &[u8; KEY_BYTES],
     ) -> Result<(), KeyringError> {
-        let fits = !id.is_empty()
-            && id.len() <= 64
-            && id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-        if !fits {
+        if !is_key_id(&id) {
             return Err(KeyringError::BadEntry {
                 entry,
                 // Not shown: an entry with its parts swapped would show its key.
@@ -235,6 +230,15 @@ impl Keyring {
         self.keys.push((id, Aes256Gcm::new(key.into())));
         Ok(())
     }
+}
+
+/// Whether `id` is a key id: 1 to 64 of `A-Z a-z 0-9 . _ -`.
+pub(crate) fn is_key_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 impl fmt::Debug for Keyring {

@@ -98,6 +98,7 @@ impl Sealer {
     /// `text` (a failure reason, a log line) sealed as `field`: the envelope's JSON
     /// text, which BullMQ stores where it stores the text.
     pub(crate) fn seal_text(&self, field: Field, text: &str) -> Result<String, SealError> {
+        // A string always serializes.
         let plain = serde_json::to_vec(text).unwrap_or_default();
         self.seal(field, &plain)
             .map(|envelope| envelope.to_string())

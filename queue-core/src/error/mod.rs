@@ -97,7 +97,7 @@ pub enum Error {
 
     /// A sealed payload or return value could not be sealed or opened: its key is not
     /// in the keyring, or it was altered ([`encryption`](crate::encryption)).
-    #[error("sealed payload: {0}")]
+    #[error("sealed value: {0}")]
     Sealed(#[from] crate::encryption::SealError),
 
     /// The app's keyring could not be read ([`Keyring`](crate::encryption::Keyring)).

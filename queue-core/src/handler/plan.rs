@@ -86,8 +86,9 @@ impl QueuePlan {
         let deps = deps.clone();
         Box::pin(async move {
             let mut job = job;
-            // A key that is missing or a ciphertext that does not open will not
-            // change on a retry.
+            // A ciphertext that does not open will not change on a retry, and a key
+            // missing from this process's keyring is taken as lost (the rotation's
+            // order keeps a new key from reaching a process that lacks it).
             job.data = sealer
                 .open(Field::Data, std::mem::take(&mut job.data))
                 .map_err(|e| JobError::unrecoverable_msg(format!("the job's data: {e}")))?;

@@ -7,7 +7,7 @@ use std::any::type_name;
 use serde::de::DeserializeOwned;
 
 use super::error::JobError;
-use crate::encryption::{open_in, Field, Keys};
+use crate::encryption::{open_in, open_text_in, sealed_with, Field, Keys};
 
 /// A flow child, named by its queue and job id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -122,6 +122,7 @@ impl<R: DeserializeOwned> ChildResults<R> {
             .into_iter()
             .map(|(key, value)| {
                 let child = ChildKey::from_redis_key(&key);
+                let was_sealed = sealed_with(&value).is_some();
                 let value =
                     open_in(keys, &child.queue, Field::ReturnValue, value).map_err(|e| {
                         JobError::unrecoverable_msg(format!(
@@ -131,8 +132,14 @@ impl<R: DeserializeOwned> ChildResults<R> {
                 R::deserialize(&value)
                     .map(|r| (child.clone(), r))
                     .map_err(|e| {
+                        // serde's words can quote the value: not of a sealed one, into
+                        // a failure reason Redis keeps.
+                        let why = match was_sealed {
+                            true => "the detail is withheld, as the value is sealed".to_owned(),
+                            false => e.to_string(),
+                        };
                         JobError::unrecoverable_msg(format!(
-                            "the return value of child {child} does not fit {}: {e}",
+                            "the return value of child {child} does not fit {}: {why}",
                             type_name::<R>()
                         ))
                     })
@@ -142,7 +149,14 @@ impl<R: DeserializeOwned> ChildResults<R> {
         let mut failed: Vec<FailedChild> = raw
             .failed
             .into_iter()
-            .map(|(key, reason)| FailedChild::new(ChildKey::from_redis_key(&key), reason))
+            .map(|(key, reason)| {
+                let child = ChildKey::from_redis_key(&key);
+                // Sealed when the child's queue seals failure reasons; one that does not
+                // open is passed on as stored, with the child named.
+                let reason = open_text_in(keys, &child.queue, Field::FailedReason, reason.clone())
+                    .unwrap_or(reason);
+                FailedChild::new(child, reason)
+            })
             .collect();
         failed.sort_by(|a, b| a.child.cmp(&b.child));
         Ok(ChildResults { completed, failed })

@@ -187,8 +187,10 @@ impl Queue<serde_json::Value> {
             Err(_) => {
                 let mut one_by_one = Vec::with_capacity(jobs.len());
                 for (name, data, options) in jobs {
-                    let sent = match self.payload(&data, &options) {
-                        Ok(data) => self.add_prepared(&name, data, &options).await,
+                    // The row's data as stored (sealed already, when its queue
+                    // seals), as the batched add sends it.
+                    let sent = match self.check_size(&data) {
+                        Ok(()) => self.add_prepared(&name, data, &options).await,
                         Err(e) => Err(e),
                     };
                     match sent {

@@ -160,6 +160,8 @@ impl TestApp {
                 if info.name != name {
                     continue;
                 }
+                // A test reads the payload its code enqueued: opened, when sealed.
+                let info = queue.open(info)?;
                 let data = info.data_as::<T>().map_err(|source| Error::Serialize {
                     what: "an enqueued job's data, read back as the asked type",
                     source,

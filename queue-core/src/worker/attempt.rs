@@ -236,7 +236,12 @@ impl Ending {
             dispatcher.tracker.blocked(id, name, longest_poll);
         }
         let mut outcome = outcome;
+        // Sealed before the retry is decided: a custom backoff decides on the reason as
+        // the engine stores it, as the engine's own call will. In-process listeners get
+        // it as the handler gave it (`clear_reason`).
+        let mut clear_reason = None;
         if let Err(failure) = &mut outcome {
+            clear_reason = seal_failure(&dispatcher.plan.sealer, failure);
             failure.is_final = dispatcher.is_final(
                 failure,
                 self.meta.attempt(),
@@ -273,21 +278,17 @@ impl Ending {
                 tracing::debug!(parent: span, "job completed");
             }
             Err(failure) => {
-                // In-process listeners get the reason as the handler gave it; what
-                // leaves the process (Redis, the logs, the span) gets it sealed when the
-                // queue seals failure reasons.
                 tracker.ended(
                     &self.tracked,
                     AttemptOutcome::Failed {
-                        reason: &failure.reason,
+                        reason: clear_reason.as_deref().unwrap_or(&failure.reason),
                         is_final: failure.is_final,
                     },
                 );
             }
         }
-        if let Err(failure) = &mut outcome {
+        if let Err(failure) = &outcome {
             if !lost {
-                seal_failure(&dispatcher.plan.sealer, failure);
                 span.record("otel.status_code", "error");
                 span.record("otel.status_description", failure.reason.as_str());
                 let timed_out = failure.timed_out;
@@ -417,25 +418,34 @@ impl Future for Supervised {
 }
 
 /// The failure's reason and record sealed, when its queue seals failure reasons
-/// (`encrypt_failures_and_logs`). One that cannot be sealed (no keyring any more) is
-/// replaced by a reason that says so: a failure must still be recorded, and not in
-/// clear.
-fn seal_failure(sealer: &Sealer, failure: &mut AttemptFailure) {
+/// (`encrypt_failures_and_logs`); the reason as it was, then. One that cannot be sealed
+/// (no keyring any more) is replaced by a reason that says so: a failure must still be
+/// recorded, and not in clear.
+fn seal_failure(sealer: &Sealer, failure: &mut AttemptFailure) -> Option<String> {
     if !sealer.seals_notes() {
-        return;
+        return None;
     }
     let seal = |text: &str| {
         sealer
             .seal_text(Field::FailedReason, text)
             .unwrap_or_else(|e| format!("the failure reason could not be sealed: {e}"))
     };
-    failure.reason = seal(&failure.reason);
-    // Cut before it is sealed, to a size whose sealed form (base64: a third more) the
-    // engine's own cut leaves whole.
-    failure.stack = failure
-        .stack
-        .take()
-        .map(|stack| seal(&bounded_stack(stack, STACK_TEXT_LIMIT * 5 / 8)));
+    let clear = std::mem::take(&mut failure.reason);
+    failure.reason = seal(&clear);
+    failure.stack = failure.stack.take().map(|stack| {
+        // Cut until its sealed form fits whole under the engine's own cut (which would
+        // break the envelope): JSON escapes and base64 make it grow by a measured
+        // factor, not a fixed one.
+        let mut limit = STACK_TEXT_LIMIT * 5 / 8;
+        loop {
+            let sealed = seal(&bounded_stack(stack.clone(), limit));
+            if sealed.len() <= STACK_TEXT_LIMIT || limit < 256 {
+                break sealed;
+            }
+            limit = limit * STACK_TEXT_LIMIT / sealed.len() * 9 / 10;
+        }
+    });
+    Some(clear)
 }
 
 fn unrecoverable(reason: String) -> AttemptFailure {

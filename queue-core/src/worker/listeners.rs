@@ -3,6 +3,7 @@
 //! listener holds up nobody and never grows memory: past the bound its events are
 //! dropped, counted and warned about. A panicking call is logged; the listener goes on.
 
+use crate::encryption::{sealed_with, Field, Sealer};
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -151,6 +152,7 @@ impl Listeners {
         events: WorkerEvents,
         queue_listeners: Vec<ListenerSpec<QueueEvent>>,
         deps: &Arc<Deps>,
+        sealer_for: impl Fn(&str) -> Sealer,
     ) -> Result<Self, Error> {
         let mut listeners = Listeners::default();
         let worker: Routed<WorkerEvent> = worker_listeners
@@ -176,9 +178,10 @@ impl Listeners {
         for (name, routed) in by_queue {
             let conn = backend.redis(QUEUE_EVENTS)?;
             let events = QueueEvents::new(Box::new(EngineQueueEvents::open(conn, &name).await?));
+            let sealer = sealer_for(&name);
             listeners
                 .queue
-                .push(tokio::spawn(dispatch_queue_events(routed, events)));
+                .push(tokio::spawn(dispatch_queue_events(routed, events, sealer)));
         }
         Ok(listeners)
     }
@@ -251,10 +254,36 @@ async fn dispatch_worker_events(
     }
 }
 
-async fn dispatch_queue_events(routed: Routed<QueueEvent>, events: QueueEvents) {
+/// Hands each of a queue's Redis events to its listeners, with a sealed return value or
+/// failure reason opened: listeners are the application's code, as a watcher's reader
+/// is.
+async fn dispatch_queue_events(routed: Routed<QueueEvent>, events: QueueEvents, sealer: Sealer) {
     while let Some(event) = events.next().await {
+        let event = opened(&sealer, event);
         for (_, _, mailbox) in routed.iter().filter(|(_, kind, _)| *kind == event.kind()) {
             mailbox.offer(event.clone());
         }
+    }
+}
+
+/// `event` with what its queue sealed opened; as stored when it does not open.
+fn opened(sealer: &Sealer, event: QueueEvent) -> QueueEvent {
+    match event {
+        QueueEvent::Completed {
+            job_id,
+            return_value,
+        } if sealed_with(&return_value).is_some() => QueueEvent::Completed {
+            job_id,
+            return_value: sealer
+                .open(Field::ReturnValue, return_value.clone())
+                .unwrap_or(return_value),
+        },
+        QueueEvent::Failed { job_id, reason } => QueueEvent::Failed {
+            job_id,
+            reason: sealer
+                .open_text(Field::FailedReason, reason.clone())
+                .unwrap_or(reason),
+        },
+        other => other,
     }
 }

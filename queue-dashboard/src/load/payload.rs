@@ -83,10 +83,12 @@ fn show(
         take(info, field);
         return Shown::Sealed { key };
     }
-    // `open` takes a job: a copy, so the page keeps the job's other fields.
-    let opened = queue
-        .open(info.clone())
-        .map(|mut job| take(&mut job, field));
+    // `open` takes a job: a copy, so the page keeps the job's other fields; without
+    // its failure texts, which are opened (and audited) on their own, or not at all.
+    let mut copy = info.clone();
+    copy.failed_reason = None;
+    copy.stacktrace.clear();
+    let opened = queue.open(copy).map(|mut job| take(&mut job, field));
     take(info, field);
     audit::revealed(
         access,

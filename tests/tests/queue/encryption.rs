@@ -573,3 +573,55 @@ async fn failure_reasons_and_log_lines_are_sealed_by_choice_and_opened_for_the_a
     assert_eq!(logs.lines, vec![format!("sending to {ada}"); 2]);
     workers.shutdown(SOON).await;
 }
+
+#[tokio::test]
+async fn worker_events_carry_the_payload_and_the_result_opened() {
+    let redis = TestRedis::new("sealed-events");
+    let app = redis
+        .app(|b| {
+            b.keyring(keyring_k1())
+                .encrypt_queue("sealed-events")
+                .processor(Processor::new("sealed-events").job("welcome", send))
+        })
+        .await;
+    let mut events = app.worker_events();
+    let workers = app.start_workers().await.unwrap();
+    let ada = address("ada");
+    app.queue::<Welcome>("sealed-events")
+        .unwrap()
+        .add("welcome", Welcome { to: ada.clone() }, JobOptions::new())
+        .await
+        .unwrap();
+    let (data, return_value) = tokio::time::timeout(SOON, async {
+        loop {
+            if let Some(queue_core::WorkerEvent::Completed {
+                data, return_value, ..
+            }) = events.recv().await
+            {
+                break (data, return_value);
+            }
+        }
+    })
+    .await
+    .expect("the completion in time");
+    assert_eq!(data.as_deref(), Some(&serde_json::json!({ "to": ada })));
+    assert_eq!(return_value, serde_json::json!({"to": ada, "attempt": 1}));
+    workers.shutdown(SOON).await;
+}
+
+#[tokio::test]
+async fn a_declared_encrypted_queue_seals_in_an_app_that_registers_other_queues() {
+    let redis = TestRedis::new("sealed-elsewhere");
+    // `Registrations::None` picks no record of this binary; the declaration still
+    // binds every producer of its queue.
+    let app = redis.app(|b| b.keyring(keyring_k1())).await;
+    let added = app
+        .queue_of::<SealedKit>()
+        .unwrap()
+        .add_job(KitWelcome { to: address("kim") }, JobOptions::new())
+        .await
+        .unwrap();
+    let stored: serde_json::Value =
+        serde_json::from_str(&redis.job_field("sealed-kit", &added.id, "data").unwrap()).unwrap();
+    assert_eq!(stored["sealed"], "aes-256-gcm/1");
+}

@@ -40,7 +40,9 @@ pub struct BirthdayGrant {
 /// The job id of a grant: `birthday-` and a digest of the user's public id and the day,
 /// so that a second scan of the same day adds no second grant job. A digest, not the two
 /// in clear: a job id stays readable in Redis (the queue seals payloads, not ids), and
-/// `<user>-<day>` would tell every reader of Redis whose birthday it is.
+/// `<user>-<day>` would tell every reader of Redis whose birthday it is. (A reader who
+/// already holds a user's public id can still test it against the days of the year; an
+/// opaque id kept in the database would hide even that.)
 pub fn grant_job_id(user_id: &str, date: &str) -> String {
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(format!("birthday-grant\n{user_id}\n{date}"));

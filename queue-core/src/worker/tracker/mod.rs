@@ -9,6 +9,7 @@
 //! facts whose report does not come are let go after a while, and never more than
 //! [`MAX_AWAITING`] wait.
 
+use crate::encryption::{sealed_with, Field, Sealer};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -121,6 +122,9 @@ pub(crate) struct AttemptTracker {
     queue: String,
     book: Mutex<Book>,
     events: broadcast::Sender<WorkerEvent>,
+    /// Opens what the queue seals, for the events: listeners are the application's
+    /// code, in this process.
+    sealer: Option<Sealer>,
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::QueueMetrics>,
 }
@@ -145,8 +149,26 @@ impl AttemptTracker {
                 drops_warned: None,
             }),
             events,
+            sealer: None,
             #[cfg(feature = "metrics")]
             metrics: None,
+        }
+    }
+
+    /// Opens sealed payloads, return values and failure reasons for the events.
+    pub(crate) fn with_sealer(mut self, sealer: &Sealer) -> Self {
+        self.sealer = Some(sealer.clone());
+        self
+    }
+
+    /// `value`, a `field` of this queue's jobs, opened for a listener when it is sealed;
+    /// as stored when it does not open (the job's own failure says why).
+    fn opened(&self, field: Field, value: serde_json::Value) -> serde_json::Value {
+        match &self.sealer {
+            Some(sealer) if sealed_with(&value).is_some() => {
+                sealer.open(field, value.clone()).unwrap_or(value)
+            }
+            _ => value,
         }
     }
 
@@ -187,8 +209,9 @@ impl AttemptTracker {
         if !self.listening() {
             return;
         }
+        let data = self.opened(Field::Data, data.clone());
         if let Some(facts) = self.book().running.get_mut(attempt) {
-            facts.data = Some(Arc::new(data.clone()));
+            facts.data = Some(Arc::new(data));
         }
     }
 
@@ -249,11 +272,19 @@ impl AttemptTracker {
                     queue,
                     name,
                     job_id,
-                    return_value: result,
+                    return_value: self.opened(Field::ReturnValue, result),
                     data,
                 }
             }
             EngineEvent::Failed { job_id, reason } => {
+                // Opened first: the attempt's own report holds the reason as the
+                // handler gave it.
+                let reason = match &self.sealer {
+                    Some(sealer) => sealer
+                        .open_text(Field::FailedReason, reason.clone())
+                        .unwrap_or(reason),
+                    None => reason,
+                };
                 let taken = self.book().take_report(&job_id, Some(&reason));
                 let is_final = match &taken {
                     Some(Awaiting {
