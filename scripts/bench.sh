@@ -10,8 +10,9 @@
 # and for the cost targets' paired comparisons (HTTP, observability on/off, concurrency 1)
 # BENCH_PAIRED_ROUNDS (10) of BENCH_PAIRED_JOBS (3000) jobs at concurrency 1.
 # BENCH_SUITES=throughput,latency runs only those (of floor, enqueue, throughput, latency,
-# http, results, outbox, status, health, observability, dashboard, groups, cluster, commands,
-# footprint).
+# http, results, outbox, status, health, observability, encryption, dashboard, groups,
+# cluster, commands, footprint). The encryption suite (sealed payloads on against off, #47)
+# runs BENCH_PAIRED_ROUNDS paired rounds of BENCH_ENCRYPTION_JOBS (10000) 1 KB jobs per run.
 # Progress goes to stderr, the report to stdout, a section as each suite ends (a suite
 # that fails leaves the ones before it):  scripts/bench.sh > report.md
 set -euo pipefail
@@ -37,4 +38,5 @@ say "cargo build --release -p queue-bench"
 cargo build --release -p queue-bench >&2
 
 say "running (several minutes)"
-exec target/release/queue-bench
+# Where cargo put it: CARGO_TARGET_DIR, when set, keeps a benchmark's build apart.
+exec "${CARGO_TARGET_DIR:-target}/release/queue-bench"

@@ -6,9 +6,10 @@
 //! system is measured the same way, in its own process:
 //!
 //! ```text
-//! queue-bench enqueue <ours|raw> <queue> <single|inflight|bulk> <n>   -> {"ms"}
-//! queue-bench work    <ours|raw> <queue> <concurrency> <n> [observed[=share]]
-//!                                                   -> {"ms","polls","peakRssKb","spans"}
+//! queue-bench enqueue <ours|raw> <queue> <single|inflight|bulk> <n> [sealed]
+//!                                                                     -> {"ms","cpuMs"}
+//! queue-bench work    <ours|raw> <queue> <concurrency> <n> [observed[=share]|sealed]
+//!                                           -> {"ms","polls","peakRssKb","cpuMs","spans"}
 //! queue-bench latency <ours|raw> <queue> <n>                          -> {"samplesUs"}
 //! queue-bench serve   <ours|raw> <port> [no-traces|traced]       (until killed)
 //! queue-bench spread  ours <single:<url>|cluster:<urls>> <queues> <concurrency> <n>
@@ -17,6 +18,11 @@
 //!
 //! `no-traces` (ours) serves without starting traces; `traced` (raw) adds each job with a
 //! new trace context in BullMQ's telemetry field, as ours does by default.
+//!
+//! `sealed` (ours only) gives the app a keyring and seals the queue's payloads (the
+//! encryption suite's "on"). On `bench-1k-<c>` queues the jobs are 1 KB letters, which
+//! the handler reads and answers with a small receipt; `enqueue` adds letters to any
+//! `bench-1k-` queue.
 //!
 //! `observed` (ours only) turns on metrics and OpenTelemetry traces, every trace
 //! sampled, or the given share of them (`observed=0.1`). On a CPU handler's queue

@@ -29,13 +29,46 @@ impl Email {
     }
 }
 
-/// The `n` emails of a `bulk` run, in batches of [`BULK`].
-pub(crate) fn batches(n: u64) -> impl Iterator<Item = Vec<Email>> {
-    (0..n).step_by(BULK).map(move |start| {
-        (start..(start + BULK as u64).min(n))
-            .map(Email::numbered)
-            .collect()
-    })
+/// The `n` payloads of a `bulk` run, `make(0)` to `make(n - 1)`, in batches of [`BULK`].
+pub(crate) fn batches<T>(n: u64, make: impl Fn(u64) -> T + Copy) -> impl Iterator<Item = Vec<T>> {
+    (0..n)
+        .step_by(BULK)
+        .map(move |start| (start..(start + BULK as u64).min(n)).map(make).collect())
+}
+
+/// The encryption suite's payload (`runner/encryption.rs`, issue #47): about 1 KB of
+/// JSON, a letter's text and a few fields ([`Letter::JSON_BYTES`], give or take the
+/// digits of its number).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Letter {
+    pub(crate) id: u64,
+    pub(crate) to: String,
+    pub(crate) subject: String,
+    pub(crate) locale: String,
+    pub(crate) body: String,
+}
+
+impl Letter {
+    /// The size of a letter's JSON with a 5-digit number.
+    pub(crate) const JSON_BYTES: usize = 1024;
+    /// The body's length: the JSON's, less the other fields' (109 bytes at 5 digits).
+    const BODY_BYTES: usize = Self::JSON_BYTES - 109;
+
+    pub(crate) fn numbered(n: u64) -> Self {
+        static BODY: OnceLock<String> = OnceLock::new();
+        let body = BODY.get_or_init(|| {
+            let sentence = "Thank you for your order. Your parcel left our warehouse this \
+                            morning and should reach you within three working days. ";
+            sentence.chars().cycle().take(Self::BODY_BYTES).collect()
+        });
+        Letter {
+            id: n,
+            to: format!("user{n}@example.com"),
+            subject: format!("Your order {n} has shipped"),
+            locale: "en-GB".to_owned(),
+            body: body.clone(),
+        }
+    }
 }
 
 /// A latency probe's payload: when it was added, on this process's clock.
@@ -257,12 +290,21 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
                     arg(args, 3, "mode")?,
                     arg(args, 4, "n")?,
                 );
-                let took = if ours {
-                    ours::enqueue(&queue, &mode, n).await?
-                } else {
-                    raw::enqueue(&queue, &mode, n).await?
+                let sealed = match args.get(5).map(String::as_str) {
+                    None => false,
+                    Some("sealed") if ours => true,
+                    Some(other) => {
+                        return Err(format!("`enqueue {system}` has no mode `{other}`").into())
+                    }
                 };
-                print(&serde_json::json!({ "ms": millis(took) }));
+                // Ours also tells the CPU time of its adds (the encryption suite's).
+                let (took, cpu_ms) = if ours {
+                    let (took, cpu_ms) = ours::enqueue(&queue, &mode, n, sealed).await?;
+                    (took, Some(cpu_ms))
+                } else {
+                    (raw::enqueue(&queue, &mode, n).await?, None)
+                };
+                print(&serde_json::json!({ "ms": millis(took), "cpuMs": cpu_ms }));
             }
             "work" => {
                 let (queue, concurrency, n): (String, usize, u64) = (
@@ -270,9 +312,10 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
                     arg(args, 3, "concurrency")?,
                     arg(args, 4, "n")?,
                 );
-                // `observed` or `observed=<share of traces sampled>`.
+                // `observed`, `observed=<share of traces sampled>`, or `sealed`.
+                let sealed = args.get(5).is_some_and(|mode| mode == "sealed");
                 let observed = match args.get(5).map(String::as_str) {
-                    None => None,
+                    None | Some("sealed") => None,
                     Some("observed") => Some(1.0),
                     Some(other) => Some(
                         other
@@ -282,9 +325,9 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
                     ),
                 };
                 let (timed, spans) = match (ours, observed) {
-                    (true, observed) => ours::work(&queue, n, observed).await?,
-                    (false, None) => (raw::work(&queue, concurrency, n).await?, 0),
-                    (false, Some(_)) => return Err("only ours can be observed".into()),
+                    (true, observed) => ours::work(&queue, n, observed, sealed).await?,
+                    (false, None) if !sealed => (raw::work(&queue, concurrency, n).await?, 0),
+                    (false, _) => return Err("only ours can be observed or sealed".into()),
                 };
                 print(&serde_json::json!({
                     "ms": millis(timed.took),
@@ -352,6 +395,17 @@ mod tests {
         assert_eq!(checksum(CpuWork::DEFAULT_PASSES), 0x45a8_9dc5);
         assert_eq!(checksum(1), CpuWork::new(1).checksum);
         assert_ne!(checksum(1), checksum(2));
+    }
+
+    #[test]
+    fn a_letter_is_a_kilobyte_of_json() {
+        let json = |n| {
+            serde_json::to_vec(&super::Letter::numbered(n))
+                .unwrap()
+                .len()
+        };
+        assert_eq!(json(12_345), super::Letter::JSON_BYTES);
+        assert_eq!(json(0), super::Letter::JSON_BYTES - 12);
     }
 
     #[test]

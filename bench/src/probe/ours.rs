@@ -8,12 +8,15 @@ use axum::routing::post;
 use axum::{Json, Router};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use queue_axum::{Accepted, QueueError, QueueLayer};
+use queue_core::app::QueueAppBuilder;
+use queue_core::encryption::Keyring;
 use queue_core::{
     inject_queue, processor, queue::BulkJob, Job, JobError, JobOptions, Queue, QueueApp, Retention,
 };
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use super::{now_us, redis_url, Email, Stamp, StartCounter, IN_FLIGHT};
+use super::{now_us, redis_url, Email, Letter, Stamp, StartCounter, IN_FLIGHT};
 use crate::BenchResult;
 
 static STARTS: StartCounter = StartCounter::new();
@@ -93,6 +96,39 @@ fn checksum() -> Result<(), JobError> {
     }
 }
 
+/// The encryption suite's queues (`runner/encryption.rs`): their jobs are 1 KB
+/// [`Letter`]s, added by [`enqueue`] as well, sealed or not as the app is told.
+pub(super) const LETTER_QUEUES: &str = "bench-1k-";
+
+/// What a letter's handler returns: small, and sealed too on a queue that seals.
+#[derive(Debug, Serialize, Deserialize)]
+struct Receipt {
+    id: u64,
+    chars: usize,
+}
+
+impl Receipt {
+    /// The letter read, as a real handler reads its payload.
+    fn of(letter: &Letter) -> Self {
+        Receipt {
+            id: letter.id,
+            chars: letter.body.len() + letter.subject.len(),
+        }
+    }
+}
+
+#[processor("bench-1k-c10", concurrency = 10)]
+async fn letter_c10(job: Job<Letter>) -> Result<Receipt, JobError> {
+    STARTS.mark();
+    Ok(Receipt::of(&job.data))
+}
+
+#[processor("bench-1k-c100", concurrency = 100)]
+async fn letter_c100(job: Job<Letter>) -> Result<Receipt, JobError> {
+    STARTS.mark();
+    Ok(Receipt::of(&job.data))
+}
+
 /// Where the latency handler reports (sent, started) to the producer loop.
 static LATENCY: OnceLock<mpsc::UnboundedSender<(u64, u64)>> = OnceLock::new();
 
@@ -109,43 +145,80 @@ async fn app() -> BenchResult<QueueApp> {
     Ok(QueueApp::builder().redis(redis_url()).build().await?)
 }
 
-pub(super) async fn enqueue(queue: &str, mode: &str, n: u64) -> BenchResult<Duration> {
-    let app = app().await?;
-    let q = app.queue::<Email>(queue)?;
+/// The app's builder; when `sealed`, with a keyring, and `queue`'s payloads sealed (the
+/// encryption suite's "on").
+fn builder(queue: &str, sealed: bool) -> BenchResult<QueueAppBuilder> {
+    let builder = QueueApp::builder().redis(redis_url());
+    if !sealed {
+        return Ok(builder);
+    }
+    Ok(builder
+        .keyring(Keyring::new("bench", [7; 32])?)
+        .external_queue(queue)
+        .encrypt_queue(queue))
+}
+
+/// An enqueue run: `n` adds, the time they took and the process's CPU time over them,
+/// ms. Emails, or on [`LETTER_QUEUES`] letters, sealed when `sealed`.
+pub(super) async fn enqueue(
+    queue: &str,
+    mode: &str,
+    n: u64,
+    sealed: bool,
+) -> BenchResult<(Duration, f64)> {
+    let app = builder(queue, sealed)?.build().await?;
+    if queue.starts_with(LETTER_QUEUES) {
+        add_all(&app.queue(queue)?, "letter", mode, n, Letter::numbered).await
+    } else {
+        add_all(&app.queue(queue)?, "email", mode, n, Email::numbered).await
+    }
+}
+
+/// `make(0)` to `make(n - 1)` added to `q` as `mode` says (`single`, `inflight`, or
+/// else `bulk`).
+async fn add_all<T>(
+    q: &Queue<T>,
+    name: &str,
+    mode: &str,
+    n: u64,
+    make: fn(u64) -> T,
+) -> BenchResult<(Duration, f64)>
+where
+    T: Serialize + Send + Sync + 'static,
+{
+    let cpu_before = super::cpu_ms();
     let started = Instant::now();
     match mode {
         "single" => {
             for i in 0..n {
-                q.add("email", Email::numbered(i), JobOptions::new())
-                    .await?;
+                q.add(name, make(i), JobOptions::new()).await?;
             }
         }
         "inflight" => {
             stream::iter(0..n)
-                .map(|i| q.add("email", Email::numbered(i), JobOptions::new()))
+                .map(|i| q.add(name, make(i), JobOptions::new()))
                 .buffer_unordered(IN_FLIGHT)
                 .try_collect::<Vec<_>>()
                 .await?;
         }
         _ => {
-            for batch in super::batches(n) {
-                let jobs = batch
-                    .into_iter()
-                    .map(|e| BulkJob::new("email", e))
-                    .collect();
+            for batch in super::batches(n, make) {
+                let jobs = batch.into_iter().map(|e| BulkJob::new(name, e)).collect();
                 q.add_bulk(jobs).await?;
             }
         }
     }
-    Ok(started.elapsed())
+    Ok((started.elapsed(), super::cpu_ms() - cpu_before))
 }
 
 /// Processes `n` jobs; when `observed` (the share of traces sampled), under metrics and
-/// OpenTelemetry traces. Returns the time, and the spans exported.
+/// OpenTelemetry traces; when `sealed`, opening sealed payloads and sealing what the
+/// handler returns. Returns the time, and the spans exported.
 pub(super) async fn work(
     queue: &str,
     n: u64,
     observed: Option<f64>,
+    sealed: bool,
 ) -> BenchResult<(super::Timed, u64)> {
     // A wrong checksum would fail every CPU job and leave the run waiting: say so now.
     let cpu = super::CpuWork::current();
@@ -157,8 +230,7 @@ pub(super) async fn work(
         .transpose()?;
     // The run ends when all `n` jobs are in the completed set, so keep them all, as the
     // raw engine's and Node's workers do by default.
-    let mut builder = QueueApp::builder()
-        .redis(redis_url())
+    let mut builder = builder(queue, sealed)?
         .default_job_options(JobOptions::new().remove_on_complete(Retention::All));
     if let Some(observed) = &observed {
         builder = builder.metrics(observed.metrics.clone());

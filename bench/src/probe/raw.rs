@@ -51,7 +51,7 @@ pub(super) async fn enqueue(name: &str, mode: &str, n: u64) -> BenchResult<Durat
                 .await?;
         }
         _ => {
-            for batch in super::batches(n) {
+            for batch in super::batches(n, Email::numbered) {
                 let jobs = batch
                     .into_iter()
                     .map(|e| BulkJob::new("email", e))

@@ -38,7 +38,7 @@ pub(super) async fn run(
     let app = builder.build().await?;
     for queue in queues {
         let q = app.queue::<Email>(queue)?;
-        for batch in super::batches(n) {
+        for batch in super::batches(n, Email::numbered) {
             q.add_bulk(
                 batch
                     .into_iter()

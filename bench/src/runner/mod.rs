@@ -7,6 +7,7 @@ mod cluster;
 mod commands;
 mod dashboard;
 mod dashboard_tabs;
+mod encryption;
 mod floor;
 mod groups;
 mod health;
@@ -37,7 +38,8 @@ pub(super) struct Settings {
     /// rounds rather than a few long ones. With the defaults, the three suites take about
     /// 14 minutes on the 2-core bench VM (a round: about 60 s of observability, its five
     /// modes, 13 s of HTTP, 2 s of throughput; and 80 s for the throughput table's
-    /// `BENCH_ROUNDS`).
+    /// `BENCH_ROUNDS`). The encryption suite's sealed/plain (issue #47) is paired the same
+    /// way, each run of `BENCH_ENCRYPTION_JOBS` (default 10000) jobs (a round: about 6 s).
     paired_rounds: usize,
     /// `BENCH_JOBS` (default 20000): pre-filled jobs per throughput run (and the most per
     /// observability run).
@@ -49,8 +51,8 @@ pub(super) struct Settings {
     latency_jobs: u64,
     /// `BENCH_HTTP_SECS` (default 4): length of each HTTP load, one per server per paired
     /// round. (`BENCH_SUITES`, a comma list of floor, enqueue, throughput, latency, http,
-    /// results, outbox, status, health, observability, dashboard, groups, cluster,
-    /// commands, footprint, runs only those.)
+    /// results, outbox, status, health, observability, encryption, dashboard, groups,
+    /// cluster, commands, footprint, runs only those.)
     http_secs: u64,
 }
 
@@ -144,11 +146,12 @@ fn not_installed(programs: impl Iterator<Item = &'static str>) -> Vec<&'static s
 }
 
 /// Every suite, in the order `run_all` runs them.
-const SUITES: [&str; 15] = [
+const SUITES: [&str; 16] = [
     "floor",
     "enqueue",
     "throughput",
     "observability",
+    "encryption",
     "commands",
     "latency",
     "http",
@@ -215,6 +218,7 @@ pub(crate) fn run_all() -> BenchResult<()> {
                 throughput
             }
             "observability" => observability::measure(&mut redis, settings)?,
+            "encryption" => encryption::measure(&mut redis, settings)?,
             "commands" => commands::measure(&mut redis)?,
             "latency" => suites::latency(&mut redis, settings)?,
             "http" => http::measure(&mut redis, settings)?,

@@ -123,6 +123,44 @@ impl BenchRedis {
         Ok(read("used_cpu_user:") + read("used_cpu_sys:"))
     }
 
+    /// Up to `sample` jobs of `queue` in its list or sorted set `set` (`wait`,
+    /// `completed`): the mean length of their `field` (`HSTRLEN`) and the mean memory of
+    /// their hashes (`MEMORY USAGE`, every field counted). Zeroes when there are none.
+    pub(super) fn job_bytes(
+        &mut self,
+        queue: &str,
+        set: &str,
+        field: &str,
+        sample: usize,
+    ) -> BenchResult<(f64, f64)> {
+        let key = format!("bull:{queue}:{set}");
+        let kind: String = redis::cmd("TYPE").arg(&key).query(&mut self.conn)?;
+        let last = sample.saturating_sub(1);
+        let range = if kind == "list" { "LRANGE" } else { "ZRANGE" };
+        let ids: Vec<String> = redis::cmd(range)
+            .arg(&key)
+            .arg(0)
+            .arg(last)
+            .query(&mut self.conn)?;
+        let (mut field_bytes, mut hash_bytes) = (0_u64, 0_u64);
+        for id in &ids {
+            let job = format!("bull:{queue}:{id}");
+            field_bytes += redis::cmd("HSTRLEN")
+                .arg(&job)
+                .arg(field)
+                .query::<u64>(&mut self.conn)?;
+            hash_bytes += redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg(&job)
+                .arg("SAMPLES")
+                .arg(0)
+                .query::<Option<u64>>(&mut self.conn)?
+                .unwrap_or(0);
+        }
+        let count = ids.len().max(1) as f64;
+        Ok((field_bytes as f64 / count, hash_bytes as f64 / count))
+    }
+
     pub(super) fn waiting(&mut self, queue: &str) -> BenchResult<u64> {
         Ok(redis::cmd("LLEN")
             .arg(format!("bull:{queue}:wait"))
