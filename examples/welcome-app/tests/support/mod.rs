@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use queue_core::{app::Registrations, QueueApp, Workers};
-use queue_tests::http::listener;
 use queue_tests::{TestRedis, SOON};
 use welcome_app::config::Config;
 use welcome_app::db::Db;
@@ -102,17 +101,7 @@ pub(crate) async fn start(label: &str, failures: FailurePolicy) -> Running {
 
 /// Serves `router` as the binary does (`queue_axum`'s server: its limits, and each
 /// request knowing its client's address), until the test ends.
-pub(crate) async fn serve(router: axum::Router) -> SocketAddr {
-    let (listener, addr) = listener().await;
-    tokio::spawn(queue_axum::serve_until(
-        listener,
-        router,
-        None,
-        std::time::Duration::from_secs(1),
-        std::future::pending(),
-    ));
-    addr
-}
+pub(crate) use queue_tests::http::serve;
 
 pub(crate) async fn start_with(
     redis: TestRedis,
