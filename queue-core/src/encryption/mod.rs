@@ -1,7 +1,16 @@
 //! Payloads sealed at rest: a queue that seals stores its jobs' data and return values
-//! as AES-256-GCM ciphertexts in a small envelope ([`envelope`]), under the app's
-//! [`Keyring`]. Everything else about a job (id, name, options, state) stays readable,
-//! so BullMQ's scripts, Bull Board and the dashboard work unchanged.
+//! as AES-256-GCM ciphertexts in a small envelope, under the app's [`Keyring`]:
+//!
+//! ```text
+//! {"sealed":"aes-256-gcm/1","key":"<key id>","nonce":"<base64>","data":"<base64>"}
+//! ```
+//!
+//! Everything else about a job (id, name, options, state) stays readable, so BullMQ's
+//! scripts, Bull Board and the dashboard work unchanged. Turn it on with
+//! `#[job_queue("email", encrypted)]` or
+//! [`QueueAppBuilder::encrypt_queue`](crate::QueueAppBuilder::encrypt_queue); the
+//! guide's encryption page has the whole picture (keys, rotation, the dashboard, Node
+//! and Python peers).
 //!
 //! Plain data and rules, no I/O: the producer seals, the handler's plan opens, and the
 //! reads that show a payload to a person open only when asked.
