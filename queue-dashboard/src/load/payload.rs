@@ -24,6 +24,33 @@ pub(crate) enum Shown<T = Value> {
     Unopened { key: String, error: String },
 }
 
+impl<T> Shown<T> {
+    /// What an opening of a sealed `field` of job `job_id` gave, audited with who asked
+    /// (whether it opened, never the value).
+    pub(crate) fn after_opening(
+        access: &Access,
+        (queue, job_id, field): (&str, &str, &str),
+        key: String,
+        opened: Result<T, queue_core::Error>,
+    ) -> Shown<T> {
+        audit::revealed(
+            access,
+            queue,
+            job_id,
+            field,
+            &key,
+            opened.as_ref().map(|_| ()),
+        );
+        match opened {
+            Ok(value) => Shown::Opened { key, value },
+            Err(error) => Shown::Unopened {
+                key,
+                error: error.to_string(),
+            },
+        }
+    }
+}
+
 /// A job's payload and, once it has one, its return value.
 pub(crate) struct Values {
     pub(crate) data: Shown,
@@ -90,21 +117,12 @@ fn show(
     copy.stacktrace.clear();
     let opened = queue.open(copy).map(|mut job| take(&mut job, field));
     take(info, field);
-    audit::revealed(
+    Shown::after_opening(
         access,
-        queue.name(),
-        &info.id,
-        field.as_str(),
-        &key,
-        opened.as_ref().map(|_| ()),
-    );
-    match opened {
-        Ok(value) => Shown::Opened { key, value },
-        Err(error) => Shown::Unopened {
-            key,
-            error: error.to_string(),
-        },
-    }
+        (queue.name(), &info.id, field.as_str()),
+        key,
+        opened,
+    )
 }
 
 /// `value` as the `field` of `job`.
