@@ -150,6 +150,33 @@ pub(crate) fn open_in(
     envelope::open(keyring.as_deref(), queue, field, value)
 }
 
+/// The envelope of `text` (a failure reason, a log line: what BullMQ stores as text),
+/// when it is a sealed value's JSON text.
+fn sealed_text(text: &str) -> Option<Value> {
+    // Most texts are not sealed: only one that looks like an envelope is parsed.
+    if !(text.starts_with('{') && text.contains(envelope::TAG)) {
+        return None;
+    }
+    let value = serde_json::from_str::<Value>(text).ok()?;
+    sealed_with(&value).is_some().then_some(value)
+}
+
+/// The id of the key that sealed `text`, when it is a sealed value's JSON text: how a
+/// page tells that a failure reason or a log line is sealed, and by which key, without
+/// opening it ([`JobInfo::sealed_with`](crate::JobInfo::sealed_with) tells it of a
+/// job's payload and return value).
+///
+/// ```
+/// use queue_core::encryption::sealed_text_key;
+///
+/// let reason = r#"{"sealed":"aes-256-gcm/1","key":"k1","nonce":"AAAA","data":"AAAA"}"#;
+/// assert_eq!(sealed_text_key(reason).as_deref(), Some("k1"));
+/// assert_eq!(sealed_text_key("the mail server refused"), None);
+/// ```
+pub fn sealed_text_key(text: &str) -> Option<String> {
+    sealed_text(text).and_then(|value| sealed_with(&value).map(str::to_owned))
+}
+
 /// `text`, a `field` of a job of `queue` that BullMQ stores as text (a failure reason, a
 /// log line), opened when it is a sealed value's JSON; as it is otherwise.
 pub(crate) fn open_text_in(
@@ -158,16 +185,9 @@ pub(crate) fn open_text_in(
     field: Field,
     text: String,
 ) -> Result<String, SealError> {
-    // Most texts are not sealed: only one that looks like an envelope is parsed.
-    if !(text.starts_with('{') && text.contains(envelope::TAG)) {
-        return Ok(text);
-    }
-    let Ok(value) = serde_json::from_str::<Value>(&text) else {
+    let Some(value) = sealed_text(&text) else {
         return Ok(text);
     };
-    if sealed_with(&value).is_none() {
-        return Ok(text);
-    }
     match open_in(keys, queue, field, value)? {
         Value::String(opened) => Ok(opened),
         other => Ok(other.to_string()),

@@ -6,19 +6,19 @@
 //! reveals sealed values: then it is opened here, one text at a time (so that one that
 //! does not open leaves the others readable), and each opening is audited.
 //!
-//! Whether a text is sealed is told here, by the rule queue-core opens by (a JSON object
-//! with exactly the envelope's four keys and its `sealed` tag): queue-core tells it of a
-//! job's payload and return value ([`JobInfo::sealed_with`]) and of no text.
+//! Whether a whole text is sealed, queue-core tells
+//! ([`sealed_text_key`](queue_core::encryption::sealed_text_key)); whether a text a
+//! listing cut could be one is told here.
 
 use queue_axum::access::Access;
+use queue_core::encryption::sealed_text_key;
 use queue_core::queue::JobLogs;
 use queue_core::{JobInfo, Queue};
 use serde_json::Value;
 
 use super::payload::Shown;
-use crate::audit;
 
-/// The envelope's `sealed` tag: the cipher and the layout's version.
+/// The envelope's `sealed` tag, which a cut text may hold in part.
 const TAG: &str = "aes-256-gcm/1";
 
 /// The envelope's keys: exactly these.
@@ -132,55 +132,21 @@ pub(crate) fn show_text(
     text: String,
     open: impl FnOnce(String) -> Result<String, queue_core::Error>,
 ) -> Shown<String> {
-    let Some(key) = sealed_with(&text) else {
+    let Some(key) = sealed_text_key(&text) else {
         return Shown::Plain(text);
     };
     if !access.reveals_sealed() {
         return Shown::Sealed { key };
     }
-    let opened = open(text);
-    audit::revealed(
-        access,
-        queue,
-        job_id,
-        note.as_str(),
-        &key,
-        opened.as_ref().map(|_| ()),
-    );
-    match opened {
-        Ok(value) => Shown::Opened { key, value },
-        Err(error) => Shown::Unopened {
-            key,
-            error: error.to_string(),
-        },
-    }
-}
-
-/// The id of the key that sealed `text`, when it is a sealed value's JSON text: an
-/// object with exactly the envelope's four keys, its `sealed` tag, and strings for the
-/// others (the rule queue-core opens by; like it, only a text that starts as an object
-/// and holds the tag is parsed).
-pub(crate) fn sealed_with(text: &str) -> Option<String> {
-    if !(text.starts_with('{') && text.contains(TAG)) {
-        return None;
-    }
-    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(text) else {
-        return None;
-    };
-    if map.len() != ENVELOPE_KEYS.len() || map.get("sealed")?.as_str()? != TAG {
-        return None;
-    }
-    map.get("nonce")?.as_str()?;
-    map.get("data")?.as_str()?;
-    map.get("key")?.as_str().map(str::to_owned)
+    Shown::after_opening(access, (queue, job_id, note.as_str()), key, open(text))
 }
 
 /// Whether `text`, a listing's text that Redis cut at `cut` bytes, is a sealed value's
 /// JSON text, or what one cut there could be; and the key's id, when the text still
 /// holds it. A sealed text is ASCII, so a cut one is `cut` bytes long; a text that is
-/// shorter was not cut, and is sealed only when it is whole ([`sealed_with`]).
+/// shorter was not cut, and is sealed only when it is whole ([`sealed_text_key`]).
 pub(crate) fn sealed_in_listing(text: &str, cut: usize) -> Option<Option<String>> {
-    if let Some(key) = sealed_with(text) {
+    if let Some(key) = sealed_text_key(text) {
         return Some(Some(key));
     }
     if text.len() < cut {
@@ -249,7 +215,7 @@ fn cut_envelope(text: &str) -> Option<Option<&str>> {
         if rest.is_empty() {
             return Some(key);
         }
-        // A `}` here ends a whole object, which `sealed_with` would have read.
+        // A `}` here ends a whole object, which `sealed_text_key` would have read.
         rest = rest.strip_prefix(',')?;
     }
 }
@@ -269,8 +235,8 @@ mod tests {
 
     #[test]
     fn a_whole_envelope_is_sealed_with_its_key() {
-        assert_eq!(sealed_with(SEALED).as_deref(), Some("k1"));
-        assert_eq!(sealed_with(NODE_ORDER).as_deref(), Some("k-2"));
+        assert_eq!(sealed_text_key(SEALED).as_deref(), Some("k1"));
+        assert_eq!(sealed_text_key(NODE_ORDER).as_deref(), Some("k-2"));
         assert_eq!(sealed_in_listing(SEALED, 480), Some(Some("k1".to_owned())));
     }
 
@@ -284,7 +250,7 @@ mod tests {
             r#"{"sealed":"aes-256-gcm/1","key":"k1","nonce":"AA","data":1}"#,
             r#" {"sealed":"aes-256-gcm/1","key":"k1","nonce":"AA","data":"AA"}"#,
         ] {
-            assert_eq!(sealed_with(text), None, "{text}");
+            assert_eq!(sealed_text_key(text), None, "{text}");
             assert_eq!(sealed_in_listing(text, 480), None, "{text}");
         }
     }
