@@ -13,31 +13,38 @@
 //! 16-byte tag; the record's name and fingerprint are its associated data, so that a
 //! sealed answer moved under another name, or planted, does not open.
 
-use aes_gcm::aead::{Aead, KeyInit, Payload};
-use aes_gcm::{Aes256Gcm, Key, Nonce};
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 
 use super::key;
 use super::record::Record;
 
 const SEALED: &[u8] = b"s1";
 const NONCE_LEN: usize = 12;
+const TAG_LEN: usize = 16;
 
 /// The sealing key of one record: the SHA-256 of what names the record (scope, method,
 /// path, client's key) under a label of its own, so that the record's name, a digest of
 /// the same parts without the label, tells nothing of it.
 #[derive(Clone)]
-pub(crate) struct SealKey(Key<Aes256Gcm>);
+pub(crate) struct SealKey([u8; 32]);
 
 impl SealKey {
     pub(crate) fn derive(names: &[&[u8]]) -> SealKey {
         let mut parts: Vec<&[u8]> = vec![b"queue-axum idempotency seal v1"];
         parts.extend_from_slice(names);
-        SealKey(key::digest_bytes(&parts).into())
+        SealKey(key::digest_bytes(&parts))
     }
 
     /// The key's bytes, to key the request's fingerprint with.
     pub(crate) fn as_bytes(&self) -> &[u8] {
-        self.0.as_slice()
+        &self.0
+    }
+
+    /// The cipher under this key (32 bytes, AES-256's length: never refused).
+    fn cipher(&self) -> Option<LessSafeKey> {
+        UnboundKey::new(&AES_256_GCM, &self.0)
+            .ok()
+            .map(LessSafeKey::new)
     }
 }
 
@@ -60,26 +67,30 @@ impl Sealed<'_> {
     }
 }
 
-/// Why a record could not be sealed: the system's random source failed.
+/// Why a record could not be sealed: the system's random source failed (the cipher
+/// refuses nothing it is given here).
 #[derive(Debug)]
-pub(crate) struct NoRandomness;
+pub(crate) struct NotSealed;
 
-pub(crate) fn seal(sealed: &Sealed<'_>, record: &Record) -> Result<Vec<u8>, NoRandomness> {
+pub(crate) fn seal(sealed: &Sealed<'_>, record: &Record) -> Result<Vec<u8>, NotSealed> {
     let mut nonce = [0_u8; NONCE_LEN];
-    getrandom::fill(&mut nonce).map_err(|_| NoRandomness)?;
+    getrandom::fill(&mut nonce).map_err(|_| NotSealed)?;
     let plain = record.encode();
-    let aad = sealed.associated();
-    let payload = Payload {
-        msg: &plain,
-        aad: &aad,
-    };
-    let ciphertext = Aes256Gcm::new(&sealed.key.0)
-        .encrypt(Nonce::from_slice(&nonce), payload)
-        .map_err(|_| NoRandomness)?;
-    let mut out = Vec::with_capacity(SEALED.len() + NONCE_LEN + ciphertext.len());
+    let mut out = Vec::with_capacity(SEALED.len() + NONCE_LEN + plain.len() + TAG_LEN);
     out.extend_from_slice(SEALED);
     out.extend_from_slice(&nonce);
-    out.extend_from_slice(&ciphertext);
+    out.extend_from_slice(&plain);
+    let tag = sealed
+        .key
+        .cipher()
+        .ok_or(NotSealed)?
+        .seal_in_place_separate_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(sealed.associated()),
+            &mut out[SEALED.len() + NONCE_LEN..],
+        )
+        .map_err(|_| NotSealed)?;
+    out.extend_from_slice(tag.as_ref());
     Ok(out)
 }
 
@@ -87,15 +98,14 @@ pub(crate) fn seal(sealed: &Sealed<'_>, record: &Record) -> Result<Vec<u8>, NoRa
 /// name and request (altered, moved, planted, or kept by a version that did not seal).
 pub(crate) fn open(sealed: &Sealed<'_>, bytes: &[u8]) -> Option<Record> {
     let (nonce, ciphertext) = bytes.strip_prefix(SEALED)?.split_at_checked(NONCE_LEN)?;
-    let aad = sealed.associated();
-    let payload = Payload {
-        msg: ciphertext,
-        aad: &aad,
-    };
-    let plain = Aes256Gcm::new(&sealed.key.0)
-        .decrypt(Nonce::from_slice(nonce), payload)
+    let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+    let mut in_out = ciphertext.to_vec();
+    let plain = sealed
+        .key
+        .cipher()?
+        .open_in_place(nonce, Aad::from(sealed.associated()), &mut in_out)
         .ok()?;
-    Record::decode(&plain)
+    Record::decode(plain)
 }
 
 #[cfg(test)]

@@ -13,10 +13,8 @@
 //! what a Node or Python peer reads and writes too (`tests/node/sealed.mjs`,
 //! `tests/python/sealed.py`).
 
-use aes_gcm::aead::{Aead, Payload};
-use aes_gcm::Nonce;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
+use base64_simd::STANDARD as BASE64;
+use ring::aead::{Aad, Nonce};
 use serde_json::{Map, Value};
 
 use super::field::Field;
@@ -79,12 +77,13 @@ fn associated(key: &str, queue: &str, field: Field) -> Vec<u8> {
     format!("queue-core sealed 1\n{key}\n{queue}\n{}", field.as_str()).into_bytes()
 }
 
-/// `plain` (a value's JSON text) sealed with the keyring's current key.
+/// `plain` (a value's JSON text) sealed with the keyring's current key; the ciphertext
+/// takes `plain`'s place (no copy of a payload that can be large).
 pub(crate) fn seal(
     keyring: &Keyring,
     queue: &str,
     field: Field,
-    plain: &[u8],
+    plain: Vec<u8>,
 ) -> Result<Value, SealError> {
     let mut nonce = [0_u8; NONCE_LEN];
     getrandom::fill(&mut nonce).map_err(|e| SealError::NoRandomness(e.to_string()))?;
@@ -95,25 +94,28 @@ fn seal_with_nonce(
     keyring: &Keyring,
     queue: &str,
     field: Field,
-    plain: &[u8],
+    plain: Vec<u8>,
     nonce: [u8; NONCE_LEN],
 ) -> Result<Value, SealError> {
-    let (id, cipher) = keyring.current().ok_or(SealError::NoKeyToSeal)?;
-    let aad = associated(id, queue, field);
-    let ciphertext = cipher
-        .encrypt(
-            Nonce::from_slice(&nonce),
-            Payload {
-                msg: plain,
-                aad: &aad,
-            },
-        )
-        .map_err(|_| SealError::Malformed("the plaintext is too long to seal"))?;
+    let (id, key) = keyring.current().ok_or(SealError::NoKeyToSeal)?;
+    let mut sealed = plain;
+    key.seal_in_place_append_tag(
+        Nonce::assume_unique_for_key(nonce),
+        Aad::from(associated(id, queue, field)),
+        &mut sealed,
+    )
+    .map_err(|_| SealError::Malformed("the plaintext is too long to seal"))?;
     let mut map = Map::with_capacity(4);
     map.insert("sealed".to_owned(), Value::from(TAG));
     map.insert("key".to_owned(), Value::from(id));
-    map.insert("nonce".to_owned(), Value::from(BASE64.encode(nonce)));
-    map.insert("data".to_owned(), Value::from(BASE64.encode(ciphertext)));
+    map.insert(
+        "nonce".to_owned(),
+        Value::from(BASE64.encode_to_string(nonce)),
+    );
+    map.insert(
+        "data".to_owned(),
+        Value::from(BASE64.encode_to_string(sealed)),
+    );
     Ok(Value::Object(map))
 }
 
@@ -125,34 +127,47 @@ pub(crate) fn open(
     field: Field,
     value: Value,
 ) -> Result<Value, SealError> {
-    let Some(id) = sealed_with(&value) else {
+    let Some(plain) = open_json(keyring, queue, field, &value)? else {
         return Ok(value);
     };
+    // Authenticated: what sealed it wrote JSON. One that did not is a peer's bug.
+    serde_json::from_slice(&plain).map_err(|_| SealError::Malformed("the plaintext is not JSON"))
+}
+
+/// The JSON text sealed in `value` when it is an envelope (`None` otherwise): what a
+/// handler deserializes its payload from, without building a JSON value first.
+pub(crate) fn open_json(
+    keyring: Option<&Keyring>,
+    queue: &str,
+    field: Field,
+    value: &Value,
+) -> Result<Option<Vec<u8>>, SealError> {
+    let Some(id) = sealed_with(value) else {
+        return Ok(None);
+    };
     let keyring = keyring.ok_or_else(|| SealError::NoKeyring { key: id.to_owned() })?;
-    let cipher = keyring
+    let key = keyring
         .get(id)
         .ok_or_else(|| SealError::UnknownKey { key: id.to_owned() })?;
     let text = |name: &str| value.get(name).and_then(Value::as_str).unwrap_or_default();
     let nonce = BASE64
-        .decode(text("nonce"))
+        .decode_to_vec(text("nonce"))
         .ok()
-        .filter(|n| n.len() == NONCE_LEN)
+        .and_then(|nonce| <[u8; NONCE_LEN]>::try_from(nonce).ok())
         .ok_or(SealError::Malformed("the nonce is not base64 of 12 bytes"))?;
-    let ciphertext = BASE64
-        .decode(text("data"))
+    let mut sealed = BASE64
+        .decode_to_vec(text("data"))
         .map_err(|_| SealError::Malformed("the ciphertext is not base64"))?;
-    let aad = associated(id, queue, field);
-    let plain = cipher
-        .decrypt(
-            Nonce::from_slice(&nonce),
-            Payload {
-                msg: &ciphertext,
-                aad: &aad,
-            },
+    let plain_len = key
+        .open_in_place(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(associated(id, queue, field)),
+            &mut sealed,
         )
-        .map_err(|_| SealError::DoesNotOpen { key: id.to_owned() })?;
-    // Authenticated: what sealed it wrote JSON. One that did not is a peer's bug.
-    serde_json::from_slice(&plain).map_err(|_| SealError::Malformed("the plaintext is not JSON"))
+        .map_err(|_| SealError::DoesNotOpen { key: id.to_owned() })?
+        .len();
+    sealed.truncate(plain_len);
+    Ok(Some(sealed))
 }
 
 #[cfg(test)]
@@ -168,7 +183,7 @@ mod tests {
             &keyring(),
             "email",
             Field::Data,
-            &serde_json::to_vec(value).unwrap(),
+            serde_json::to_vec(value).unwrap(),
         )
         .unwrap()
     }
@@ -227,7 +242,7 @@ mod tests {
     /// envelope is a format other languages read, not an accident of this code.
     #[test]
     fn the_envelope_is_the_documented_one() {
-        let plain = br#"{"to":"ada@example.com"}"#;
+        let plain = br#"{"to":"ada@example.com"}"#.to_vec();
         let envelope =
             seal_with_nonce(&keyring(), "email", Field::Data, plain, [0; NONCE_LEN]).unwrap();
         assert_eq!(envelope["sealed"], "aes-256-gcm/1");

@@ -3,10 +3,9 @@
 use std::fmt;
 use std::path::Path;
 
-use aes_gcm::aead::KeyInit;
-use aes_gcm::Aes256Gcm;
 use base64::Engine as _;
 use futures::future::BoxFuture;
+use ring::aead::{LessSafeKey, UnboundKey, AES_256_GCM};
 
 /// The length of a key: AES-256 takes 32 bytes.
 pub const KEY_BYTES: usize = 32;
@@ -39,7 +38,7 @@ pub const KEY_BYTES: usize = 32;
 #[derive(Clone)]
 pub struct Keyring {
     /// Current first; ids unique.
-    keys: Vec<(String, Aes256Gcm)>,
+    keys: Vec<(String, LessSafeKey)>,
 }
 
 /// Why a keyring could not be made. Never holds key material.
@@ -199,12 +198,12 @@ impl Keyring {
     }
 
     /// The current key, with its id.
-    pub(crate) fn current(&self) -> Option<(&str, &Aes256Gcm)> {
+    pub(crate) fn current(&self) -> Option<(&str, &LessSafeKey)> {
         self.keys.first().map(|(id, key)| (id.as_str(), key))
     }
 
     /// The key `id`.
-    pub(crate) fn get(&self, id: &str) -> Option<&Aes256Gcm> {
+    pub(crate) fn get(&self, id: &str) -> Option<&LessSafeKey> {
         self.keys
             .iter()
             .find(|(own, _)| own == id)
@@ -227,7 +226,12 @@ impl Keyring {
         if self.get(&id).is_some() {
             return Err(KeyringError::DuplicateId { id });
         }
-        self.keys.push((id, Aes256Gcm::new(key.into())));
+        // A key of AES-256's length is never refused.
+        let key = UnboundKey::new(&AES_256_GCM, key).map_err(|_| KeyringError::BadEntry {
+            entry,
+            reason: "not an AES-256 key".to_owned(),
+        })?;
+        self.keys.push((id, LessSafeKey::new(key)));
         Ok(())
     }
 }

@@ -109,8 +109,7 @@ impl Sealer {
     pub(crate) fn seal_text(&self, field: Field, text: &str) -> Result<String, SealError> {
         // A string always serializes.
         let plain = serde_json::to_vec(text).unwrap_or_default();
-        self.seal(field, &plain)
-            .map(|envelope| envelope.to_string())
+        self.seal(field, plain).map(|envelope| envelope.to_string())
     }
 
     /// `text` opened when it is a sealed text; as it is otherwise.
@@ -124,9 +123,22 @@ impl Sealer {
     }
 
     /// `plain`, a value's JSON text, sealed as `field` with the current key.
-    pub(crate) fn seal(&self, field: Field, plain: &[u8]) -> Result<Value, SealError> {
+    pub(crate) fn seal(&self, field: Field, plain: Vec<u8>) -> Result<Value, SealError> {
         let keyring = self.keys.keyring().ok_or(SealError::NoKeyToSeal)?;
         envelope::seal(&keyring, &self.queue, field, plain)
+    }
+
+    /// The JSON text sealed in `value` when it is sealed; `None` otherwise.
+    pub(crate) fn open_json(
+        &self,
+        field: Field,
+        value: &Value,
+    ) -> Result<Option<Vec<u8>>, SealError> {
+        if sealed_with(value).is_none() {
+            return Ok(None);
+        }
+        let keyring = self.keys.keyring();
+        envelope::open_json(keyring.as_deref(), &self.queue, field, value)
     }
 
     /// `value` opened when it is sealed; as it is otherwise.

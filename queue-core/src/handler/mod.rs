@@ -152,7 +152,7 @@ impl_parent_handler!(A1, A2, A3, A4, A5);
 type RunFn = dyn Fn(
         Job<serde_json::Value>,
         Arc<Deps>,
-        Detail,
+        Input,
     ) -> BoxFuture<'static, Result<serde_json::Value, JobError>>
     + Send
     + Sync;
@@ -188,11 +188,11 @@ impl ErasedHandler {
         // `run`): the payload's deserialization, the call, the return value's JSON.
         let run = move |job: Job<serde_json::Value>,
                         deps: Arc<Deps>,
-                        detail: Detail|
+                        input: Input|
               -> BoxFuture<'static, _> {
             let handler = handler.clone();
             Box::pin(async move {
-                let typed = deserialize_payload::<H::Payload>(job, detail)?;
+                let typed = deserialize_payload::<H::Payload>(job, input)?;
                 let Some(future) = handler.call(typed, &deps) else {
                     let missing = H::dependencies()
                         .into_iter()
@@ -233,26 +233,32 @@ impl ErasedHandler {
         job: Job<serde_json::Value>,
         deps: &Arc<Deps>,
     ) -> BoxFuture<'static, Result<serde_json::Value, JobError>> {
-        (self.run)(job, deps.clone(), Detail::Shown)
+        (self.run)(job, deps.clone(), Input::Data)
     }
 
-    /// [`run`](Self::run) for a job whose data was sealed: a payload that does not fit
-    /// fails without serde's detail, which can quote the payload (`invalid type: string
-    /// "ada@example.com"`), into a failure reason Redis keeps in clear.
-    pub(crate) fn run_sealed(
+    /// [`run`](Self::run) for a job whose data was sealed, with `plain`, the JSON text
+    /// it opened to: the payload is deserialized from it straight (no JSON value
+    /// between), and one that does not fit fails without serde's detail, which can
+    /// quote the payload (`invalid type: string "ada@example.com"`), into a failure
+    /// reason Redis keeps in clear.
+    pub(crate) fn run_opened(
         &self,
-        job: Job<serde_json::Value>,
+        mut job: Job<serde_json::Value>,
+        plain: Vec<u8>,
         deps: &Arc<Deps>,
     ) -> BoxFuture<'static, Result<serde_json::Value, JobError>> {
-        (self.run)(job, deps.clone(), Detail::Withheld)
+        // The envelope is done with.
+        job.data = serde_json::Value::Null;
+        (self.run)(job, deps.clone(), Input::Opened(plain))
     }
 }
 
-/// Whether a payload that does not fit says why in serde's words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Detail {
-    Shown,
-    Withheld,
+/// Where a handler's payload comes from.
+pub(crate) enum Input {
+    /// The job's data, as it is; serde's reason shown when it does not fit.
+    Data,
+    /// The JSON text a sealed payload opened to; serde's reason withheld.
+    Opened(Vec<u8>),
 }
 
 impl std::fmt::Debug for ErasedHandler {
@@ -266,15 +272,17 @@ impl std::fmt::Debug for ErasedHandler {
 /// A payload that does not fit the handler's type is unrecoverable: retrying cannot fix it.
 fn deserialize_payload<T: DeserializeOwned>(
     job: Job<serde_json::Value>,
-    detail: Detail,
+    input: Input,
 ) -> Result<Job<T>, JobError> {
-    let data = T::deserialize(&job.data).map_err(|e| {
-        let why = match detail {
-            Detail::Shown => e.to_string(),
-            Detail::Withheld => "the detail is withheld, as the payload is sealed".to_owned(),
-        };
+    let does_not_fit = |why: String| {
         JobError::unrecoverable_msg(format!("payload does not fit {}: {why}", type_name::<T>()))
-    })?;
+    };
+    let data = match input {
+        Input::Data => T::deserialize(&job.data).map_err(|e| does_not_fit(e.to_string()))?,
+        Input::Opened(plain) => serde_json::from_slice(&plain).map_err(|_| {
+            does_not_fit("the detail is withheld, as the payload is sealed".to_owned())
+        })?,
+    };
     Ok(job.map_data(|_| data))
 }
 

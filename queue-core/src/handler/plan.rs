@@ -85,22 +85,25 @@ impl QueuePlan {
         let handler = planned.handler.clone();
         let deps = deps.clone();
         Box::pin(async move {
-            let mut job = job;
-            // A ciphertext that does not open will not change on a retry, and a key
-            // missing from this process's keyring is taken as lost (the rotation's
-            // order keeps a new key from reaching a process that lacks it).
-            job.data = sealer
-                .open(Field::Data, std::mem::take(&mut job.data))
-                .map_err(|e| JobError::unrecoverable_msg(format!("the job's data: {e}")))?;
             let value = match was_sealed {
-                true => handler.run_sealed(job, &deps).await?,
+                true => {
+                    // A ciphertext that does not open will not change on a retry, and a
+                    // key missing from this process's keyring is taken as lost (the
+                    // rotation's order keeps a new key from reaching a process that
+                    // lacks it).
+                    let plain = sealer
+                        .open_json(Field::Data, &job.data)
+                        .map_err(|e| JobError::unrecoverable_msg(format!("the job's data: {e}")))?
+                        .unwrap_or_default();
+                    handler.run_opened(job, plain, &deps).await?
+                }
                 false => handler.run(job, &deps).await?,
             };
             let sealed = serde_json::to_vec(&value)
                 .map_err(|e| e.to_string())
                 .and_then(|plain| {
                     sealer
-                        .seal(Field::ReturnValue, &plain)
+                        .seal(Field::ReturnValue, plain)
                         .map_err(|e| e.to_string())
                 });
             sealed.map_err(|e| {

@@ -579,7 +579,7 @@ impl<T: Serialize> Queue<T> {
         };
         if self.shared.sealer.seals() {
             let plain = serde_json::to_vec(data).map_err(unserializable)?;
-            return Ok(self.shared.sealer.seal(Field::Data, &plain)?);
+            return Ok(self.shared.sealer.seal(Field::Data, plain)?);
         }
         serde_json::to_value(data).map_err(unserializable)
     }

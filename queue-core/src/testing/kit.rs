@@ -399,7 +399,7 @@ async fn run_named<T: Serialize>(
     let data = if plan.sealer.seals() {
         let plain = serde_json::to_vec(data).map_err(|e| unserializable(&e))?;
         plan.sealer
-            .seal(Field::Data, &plain)
+            .seal(Field::Data, plain)
             .map_err(|e| unserializable(&e))?
     } else {
         serde_json::to_value(data).map_err(|e| unserializable(&e))?
