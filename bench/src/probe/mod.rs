@@ -52,14 +52,21 @@ impl Letter {
     /// The size of a letter's JSON with a 5-digit number.
     pub(crate) const JSON_BYTES: usize = 1024;
     /// The body's length: the JSON's, less the other fields' (109 bytes at 5 digits).
-    const BODY_BYTES: usize = Self::JSON_BYTES - 109;
+    pub(crate) const BODY_BYTES: usize = Self::JSON_BYTES - 109;
+    /// The environment variable that sets another body length: the encryption suite's
+    /// control, a plain letter as long as a sealed one.
+    pub(crate) const BODY_BYTES_VAR: &'static str = "BENCH_LETTER_BODY_BYTES";
 
     pub(crate) fn numbered(n: u64) -> Self {
         static BODY: OnceLock<String> = OnceLock::new();
         let body = BODY.get_or_init(|| {
             let sentence = "Thank you for your order. Your parcel left our warehouse this \
                             morning and should reach you within three working days. ";
-            sentence.chars().cycle().take(Self::BODY_BYTES).collect()
+            let len = std::env::var(Self::BODY_BYTES_VAR)
+                .ok()
+                .and_then(|len| len.parse().ok())
+                .unwrap_or(Self::BODY_BYTES);
+            sentence.chars().cycle().take(len).collect()
         });
         Letter {
             id: n,

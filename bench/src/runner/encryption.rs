@@ -6,6 +6,10 @@
 //! turn first; sealed/plain is the median of the rounds' own ratios with their
 //! interquartile range (`BENCH_PAIRED_ROUNDS`), as in the observability suite, since the
 //! machine's speed drifts between rounds by more than the 5 % the target allows.
+//!
+//! A third run per round is the control: plain letters padded to a sealed letter's
+//! length. Against plain, it tells what the bytes alone cost (Redis reads, copies and
+//! stores a third more per job), apart from the sealing's CPU.
 
 use super::redis::BenchRedis;
 use super::stats::{median, paired};
@@ -57,10 +61,29 @@ impl Row {
     }
 }
 
-/// The modes, indexed by [`PLAIN`] and [`SEALED`].
-const MODES: [bool; 2] = [false, true];
+/// How a run's app treats its letters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// No keyring: letters in clear, about 1 KB of JSON.
+    Plain,
+    /// A keyring, and the queue sealed: the letters' envelopes.
+    Sealed,
+    /// The control: no keyring, letters padded to a sealed letter's length.
+    PlainAsLong,
+}
+
+/// The modes, indexed by [`PLAIN`], [`SEALED`] and [`AS_LONG`].
+const MODES: [Mode; 3] = [Mode::Plain, Mode::Sealed, Mode::PlainAsLong];
 const PLAIN: usize = 0;
 const SEALED: usize = 1;
+const AS_LONG: usize = 2;
+
+/// The JSON a sealed 1 KB letter's envelope adds to it: `{"sealed":"aes-256-gcm/1",
+/// "key":"bench","nonce":"<16>","data":""}` (77 bytes) around the base64 of the letter
+/// and its 16-byte tag.
+fn sealed_len(plain: usize) -> usize {
+    77 + (plain + 16).div_ceil(3) * 4
+}
 
 /// What a job takes in Redis, bytes (means over [`SAMPLE`] jobs, but `used_memory`).
 #[derive(Debug, Clone, Copy)]
@@ -89,40 +112,49 @@ struct Run {
     bytes: Option<Bytes>,
 }
 
-/// Runs our probe's `args` (with `sealed` last when `sealed`) to the end: its JSON, and
-/// Redis's CPU time over it per job of `n`, µs.
+/// Runs our probe's `args` as `mode` asks (`sealed` last, or a longer letter) to the
+/// end: its JSON, and Redis's CPU time over it per job of `n`, µs.
 fn ours(
     redis: &mut BenchRedis,
     args: &[&str],
-    sealed: bool,
+    mode: Mode,
     n: u64,
 ) -> BenchResult<(serde_json::Value, f64)> {
     let mut args = args.to_vec();
-    if sealed {
-        args.push("sealed");
+    let mut env = Vec::new();
+    match mode {
+        Mode::Plain => {}
+        Mode::Sealed => args.push("sealed"),
+        Mode::PlainAsLong => {
+            let padding = sealed_len(Letter::JSON_BYTES) - Letter::JSON_BYTES;
+            env.push((
+                Letter::BODY_BYTES_VAR,
+                (Letter::BODY_BYTES + padding).to_string(),
+            ));
+        }
     }
     let before = redis.cpu_seconds()?;
-    let result = System::Ours.run(&redis.url(), &args)?;
+    let result = System::Ours.run_env(&redis.url(), &args, &env)?;
     let redis_us = (redis.cpu_seconds()? - before) * 1e6 / n as f64;
     Ok((result, redis_us))
 }
 
-fn run_once(redis: &mut BenchRedis, row: Row, sealed: bool, n: u64) -> BenchResult<Run> {
+fn run_once(redis: &mut BenchRedis, row: Row, mode: Mode, n: u64) -> BenchResult<Run> {
     redis.flush()?;
     let n_arg = n.to_string();
     let (result, redis_us, bytes) = match row {
-        Row::Add(mode) => {
-            let (result, redis_us) = ours(redis, &["enqueue", ADD_QUEUE, mode, &n_arg], sealed, n)?;
+        Row::Add(add) => {
+            let (result, redis_us) = ours(redis, &["enqueue", ADD_QUEUE, add, &n_arg], mode, n)?;
             (result, redis_us, None)
         }
         Row::Work(concurrency) => {
             let queue = format!("bench-1k-c{concurrency}");
             let before = redis.used_memory()?;
-            ours(redis, &["enqueue", &queue, "bulk", &n_arg], sealed, n)?;
+            ours(redis, &["enqueue", &queue, "bulk", &n_arg], mode, n)?;
             let used_memory = redis.used_memory()?.saturating_sub(before) as f64 / n as f64;
             let (data, waiting) = redis.job_bytes(&queue, "wait", "data", SAMPLE)?;
             let c = concurrency.to_string();
-            let (result, redis_us) = ours(redis, &["work", &queue, &c, &n_arg], sealed, n)?;
+            let (result, redis_us) = ours(redis, &["work", &queue, &c, &n_arg], mode, n)?;
             let (return_value, completed) =
                 redis.job_bytes(&queue, "completed", "returnvalue", SAMPLE)?;
             let bytes = Bytes {
@@ -144,7 +176,7 @@ fn run_once(redis: &mut BenchRedis, row: Row, sealed: bool, n: u64) -> BenchResu
 }
 
 /// Per mode, one run per round, in round order (so that round `i` pairs up).
-type Rounds = [Vec<Run>; 2];
+type Rounds = [Vec<Run>; 3];
 
 fn of(runs: &[Run], figure: impl Fn(&Run) -> f64) -> Vec<f64> {
     runs.iter().map(figure).collect()
@@ -154,15 +186,15 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
     let rounds = settings.paired_rounds;
     let jobs = super::setting("BENCH_ENCRYPTION_JOBS", 10_000);
     let mut rows = String::new();
-    let mut bytes: [Vec<Bytes>; 2] = Default::default();
+    let mut bytes: [Vec<Bytes>; 3] = Default::default();
     let mut verdicts = Vec::new();
     for row in ROWS {
         let n = row.jobs(jobs);
         let mut runs: Rounds = Default::default();
-        let indexed: Vec<(usize, bool)> = MODES.into_iter().enumerate().collect();
+        let indexed: Vec<(usize, Mode)> = MODES.into_iter().enumerate().collect();
         for round in 0..rounds {
-            for (index, sealed) in rotated(&indexed, round) {
-                let run = run_once(redis, row, sealed, n)?;
+            for (index, mode) in rotated(&indexed, round) {
+                let run = run_once(redis, row, mode, n)?;
                 runs[index].push(run);
                 bytes[index].extend(run.bytes);
             }
@@ -171,12 +203,14 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
         let cpu = |i: usize| median(&of(&runs[i], |r| r.cpu_us));
         let redis_cpu = |i: usize| median(&of(&runs[i], |r| r.redis_us));
         eprintln!(
-            "encryption {}: plain {:?} sealed {:?}",
+            "encryption {}: plain {:?} sealed {:?} plain as long {:?}",
             row.label(),
             rates(PLAIN),
-            rates(SEALED)
+            rates(SEALED),
+            rates(AS_LONG)
         );
         let ratio = paired(&rates(SEALED), &rates(PLAIN));
+        let bytes_alone = paired(&rates(AS_LONG), &rates(PLAIN));
         // The throughput sealed would keep where CPU (the probe's and Redis's, on the
         // same cores) is the limit: plain's CPU per job over sealed's, paired by round.
         let total_cpu = |i: usize| of(&runs[i], |r| r.cpu_us + r.redis_us);
@@ -184,7 +218,7 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
         let met = ratio.median >= TARGET;
         verdicts.push((row, met));
         rows.push_str(&format!(
-            "| {} | {n} | {:.0} | {:.0} | {ratio} | {} | {:.1} / {:.1} | {:+.1} | {:.1} / {:.1} | {by_cpu} |\n",
+            "| {} | {n} | {:.0} | {:.0} | {ratio} | {} | {:.0} | {bytes_alone} | {:.1} / {:.1} | {:+.1} | {:.1} / {:.1} / {:.1} | {by_cpu} |\n",
             row.label(),
             median(&rates(PLAIN)),
             median(&rates(SEALED)),
@@ -194,11 +228,13 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
             } else {
                 format!("**no** ({:.3})", ratio.median)
             },
+            median(&rates(AS_LONG)),
             cpu(PLAIN),
             cpu(SEALED),
             cpu(SEALED) - cpu(PLAIN),
             redis_cpu(PLAIN),
             redis_cpu(SEALED),
+            redis_cpu(AS_LONG),
         ));
     }
     let missed: Vec<String> = verdicts
@@ -227,10 +263,15 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
          start to the last completion (µs, median of the rounds), and what sealing adds \
          (the difference of the medians); Redis's over the child's run; and by CPU, the \
          share of plain's throughput sealed would keep where the two cores are the limit \
-         (plain's CPU per job, probe's and Redis's, over sealed's, paired by round).\n\n\
-         | what | jobs per run | plain | sealed | sealed/plain | at least {TARGET} | CPU per job, plain / sealed | sealing adds | Redis CPU per job, plain / sealed | by CPU, plain/sealed |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+         (plain's CPU per job, probe's and Redis's, over sealed's, paired by round). \
+         The control, plain as long as sealed: no keyring, each letter's body padded by \
+         {} bytes to a sealed letter's length ({} bytes), a third run in every round; \
+         against plain, what the bytes alone cost.\n\n\
+         | what | jobs per run | plain | sealed | sealed/plain | at least {TARGET} | plain as long as sealed | as long/plain | CPU per job, plain / sealed | sealing adds | Redis CPU per job, plain / sealed / as long | by CPU, plain/sealed |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
         serde_json::to_vec(&Letter::numbered(12_345))?.len(),
+        sealed_len(Letter::JSON_BYTES) - Letter::JSON_BYTES,
+        sealed_len(Letter::JSON_BYTES),
     );
     out.push_str(&rows);
     out.push_str(&format!("\n{verdict}\n\n"));
@@ -241,8 +282,9 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
 /// One of [`Bytes`]' figures.
 type Figure = fn(&Bytes) -> f64;
 
-/// What a job takes in Redis, plain and sealed: the medians over every processing run.
-fn bytes_table(bytes: &[Vec<Bytes>; 2], jobs: u64) -> String {
+/// What a job takes in Redis, plain, sealed and the control: the medians over every
+/// processing run.
+fn bytes_table(bytes: &[Vec<Bytes>; 3], jobs: u64) -> String {
     let figures: [(&str, Figure); 5] = [
         ("`data` field (`HSTRLEN`)", |b| b.data),
         ("a waiting job's hash (`MEMORY USAGE`)", |b| b.waiting),
@@ -261,16 +303,17 @@ fn bytes_table(bytes: &[Vec<Bytes>; 2], jobs: u64) -> String {
     let mut out = format!(
         "Bytes per job in Redis: medians over the processing runs' jobs ({SAMPLE} sampled per \
          run; `used_memory` over each pre-fill of {jobs}).\n\n\
-         | per job | plain | sealed | sealed/plain | sealing adds |\n|---|---|---|---|---|\n"
+         | per job | plain | sealed | sealed/plain | sealing adds | plain as long as sealed |\n|---|---|---|---|---|---|\n"
     );
     for (label, figure) in figures {
         let m = |i: usize| median(&bytes[i].iter().map(figure).collect::<Vec<_>>());
         out.push_str(&format!(
-            "| {label} | {:.0} | {:.0} | {:.2} | {:+.0} |\n",
+            "| {label} | {:.0} | {:.0} | {:.2} | {:+.0} | {:.0} |\n",
             m(PLAIN),
             m(SEALED),
             m(SEALED) / m(PLAIN),
             m(SEALED) - m(PLAIN),
+            m(AS_LONG),
         ));
     }
     out.push('\n');
