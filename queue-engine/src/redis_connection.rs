@@ -15,6 +15,7 @@ use tokio::sync::Mutex;
 use tracing::{debug, warn};
 
 use crate::error::Error;
+use crate::ext::renewing::RenewingConnection;
 use crate::ext::sentinel::{MasterResolver, SentinelConnection};
 use crate::options::{redact_url_userinfo, ReconnectOptions, RedisConnectionOptions};
 use crate::scripts::ScriptRegistry;
@@ -36,6 +37,9 @@ pub type ManagedConn = ConnectionManager;
 pub enum AnyConnection {
     /// Auto-reconnecting connection to a standalone Redis server.
     Single(ConnectionManager),
+    /// The shared auto-reconnecting connection to a standalone Redis server, replaced
+    /// when it goes silent (see [`RenewingConnection`]).
+    Renewing(RenewingConnection),
     /// Connection to a Redis Cluster. Commands are routed to the node owning
     /// the slot of their (first) key, and the topology is refreshed on
     /// `MOVED`/`ASK` redirects and reconnects.
@@ -49,6 +53,7 @@ impl ConnectionLike for AnyConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Single(conn) => conn.req_packed_command(cmd),
+            Self::Renewing(conn) => conn.req_packed_command(cmd),
             Self::Cluster(conn) => conn.req_packed_command(cmd),
             Self::Sentinel(conn) => conn.req_packed_command(cmd),
         }
@@ -62,6 +67,7 @@ impl ConnectionLike for AnyConnection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Renewing(conn) => conn.req_packed_commands(pipeline, offset, count),
             Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
             Self::Sentinel(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
@@ -70,6 +76,7 @@ impl ConnectionLike for AnyConnection {
     fn get_db(&self) -> i64 {
         match self {
             Self::Single(conn) => conn.get_db(),
+            Self::Renewing(conn) => conn.get_db(),
             Self::Cluster(conn) => conn.get_db(),
             Self::Sentinel(conn) => conn.get_db(),
         }
@@ -175,6 +182,19 @@ impl BlockingConnector {
             )),
         }
     }
+
+    /// A new connection in place of a stuck one. To a standalone server it connects on
+    /// its first command, so that a rebuild made while the network is still gone does
+    /// not hold the worker in a connection attempt that the network's return cannot
+    /// end sooner (the next command's own watchdog bounds it instead).
+    async fn reconnect(&self) -> Result<AnyConnection, Error> {
+        match self {
+            Self::Single(client) => Ok(AnyConnection::Single(
+                ConnectionManager::new_lazy_with_config(client.clone(), manager_config(None))?,
+            )),
+            _ => self.connect().await,
+        }
+    }
 }
 
 /// The configuration of connections to a master found through the sentinels:
@@ -225,6 +245,10 @@ struct Inner {
     scripts: ScriptRegistry,
 }
 
+/// The silence after which the shared connection is replaced when no response timeout
+/// is set.
+const SILENCE_WITHOUT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 const CLUSTER_UNSUPPORTED: &str =
     "not available on a Redis Cluster connection; use RedisConnection::connection instead";
 
@@ -262,8 +286,10 @@ impl RedisConnection {
         let url = opts.effective_url();
         let client = build_client(opts, &url)?;
         let scripts = ScriptRegistry::new();
-        let config = manager_config(ReconnectOptions::default().response_timeout);
-        let managed_conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+        let response_timeout = ReconnectOptions::default().response_timeout;
+        let config = manager_config(response_timeout);
+        let managed_conn =
+            ConnectionManager::new_with_config(client.clone(), config.clone()).await?;
         let legacy_conn = if with_legacy {
             Some(client.get_multiplexed_async_connection().await?)
         } else {
@@ -272,10 +298,15 @@ impl RedisConnection {
 
         let inner = Arc::new(Inner {
             client: Some(client.clone()),
-            blocking: BlockingConnector::Single(client),
+            blocking: BlockingConnector::Single(client.clone()),
             opts: opts.clone(),
             legacy_conn,
-            connection: AnyConnection::Single(managed_conn),
+            connection: AnyConnection::Renewing(RenewingConnection::new(
+                client,
+                config,
+                managed_conn,
+                response_timeout.unwrap_or(SILENCE_WITHOUT_TIMEOUT),
+            )),
             scripts,
         });
 
@@ -391,7 +422,18 @@ impl RedisConnection {
     pub fn try_managed_conn(&self) -> Option<ManagedConn> {
         match &self.inner.connection {
             AnyConnection::Single(conn) => Some(conn.clone()),
+            AnyConnection::Renewing(conn) => Some(conn.current()),
             AnyConnection::Cluster(_) | AnyConnection::Sentinel(_) => None,
+        }
+    }
+
+    /// How long a command on the shared connection to a standalone server may wait for
+    /// its reply, with nothing else heard, before the connection counts as dead and is
+    /// replaced (see [`RenewingConnection`]; the response timeout unless set). A no-op
+    /// on a Redis Cluster or Sentinel connection.
+    pub fn renew_after(&self, silence: std::time::Duration) {
+        if let AnyConnection::Renewing(conn) = &self.inner.connection {
+            conn.renew_after(silence);
         }
     }
 
@@ -675,7 +717,7 @@ async fn reconcile_client_name<F>(
             // A cluster node may be unresponsive while the other nodes work.
             // Keep the flag so the next read retries after this bounded request.
             needs_renaming.store(true, Ordering::Release);
-            warn!("timed out reapplying client name, will retry");
+            debug!("timed out reapplying client name, will retry");
         }
         Ok(Err(err)) => {
             needs_renaming.store(false, Ordering::Release);
@@ -843,14 +885,15 @@ impl BlockingRedisConnection {
                 Err(err.into())
             }
             Err(_) => {
-                warn!(
+                // The worker's outage report says it once; each rebuild is a detail.
+                debug!(
                     timeout_secs,
                     "blocking read exceeded its watchdog, rebuilding connection"
                 );
                 // Drop the stuck manager and build a new one. `ConnectionManager`
                 // only reconnects on errors it observes, and a half-open socket
                 // never surfaces one.
-                *conn = self.inner.connector.connect().await?;
+                *conn = self.inner.connector.reconnect().await?;
                 // The rebuilt connection starts out unnamed; restore the name
                 // immediately so `Queue::get_workers` keeps reporting this worker.
                 self.inner.needs_renaming.store(true, Ordering::Release);

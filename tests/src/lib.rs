@@ -11,6 +11,7 @@ pub mod chaos;
 mod cluster;
 pub mod db;
 mod doc_pages;
+pub mod fault_proxy;
 pub mod fixtures;
 pub mod group_chaos;
 pub mod http;

@@ -133,3 +133,39 @@ impl Logs {
             .collect()
     }
 }
+
+/// The lines among `events` that say the same thing twice: the same message, of the
+/// same target, about the same `queue=` (an error's text aside). What an outage budget
+/// (#28) forbids: each component says once that it lost Redis and once that it has it
+/// back. Each with how often it came.
+pub fn repeated_lines(events: &[LogEvent]) -> Vec<(String, usize)> {
+    let mut seen: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for event in events {
+        let queue = event
+            .fields
+            .split_whitespace()
+            .find(|f| f.starts_with("queue="))
+            .unwrap_or_default();
+        let message = event
+            .fields
+            .split(" queue=")
+            .next()
+            .unwrap_or_default()
+            .split(" error=")
+            .next()
+            .unwrap_or_default();
+        *seen
+            .entry(format!("{} {message} {queue}", event.target))
+            .or_insert(0) += 1;
+    }
+    seen.into_iter().filter(|(_, n)| *n > 1).collect()
+}
+
+/// `events` one a line, `LEVEL target fields`, for a failed assertion's message.
+pub fn as_text(events: &[LogEvent]) -> String {
+    events
+        .iter()
+        .map(|e| format!("{} {} {}", e.level, e.target, e.fields))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

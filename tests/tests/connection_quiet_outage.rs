@@ -63,44 +63,15 @@ async fn a_ten_second_outage_logs_each_loss_and_return_once() {
         .filter(|e| e.level <= tracing::Level::INFO)
         .cloned()
         .collect();
-    let text: Vec<String> = during
-        .iter()
-        .map(|e| format!("{} {} {}", e.level, e.target, e.fields))
-        .collect();
-    eprintln!(
-        "{} lines at info or above:\n{}",
-        text.len(),
-        text.join("\n")
-    );
+    let text = queue_tests::logs::as_text(&during);
+    eprintln!("{} lines at info or above:\n{text}", during.len());
     workers.shutdown(SOON).await;
     // Each component says once that it lost Redis and once that it has it back: no
     // line repeats (the same message about the same queue).
-    let mut seen = std::collections::HashMap::new();
-    for event in &during {
-        let queue = event
-            .fields
-            .split_whitespace()
-            .find(|f| f.starts_with("queue="))
-            .unwrap_or_default()
-            .to_owned();
-        let message: String = event
-            .fields
-            .split(" queue=")
-            .next()
-            .unwrap_or_default()
-            .split(" error=")
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        *seen
-            .entry((event.target.clone(), message, queue))
-            .or_insert(0) += 1;
-    }
-    let repeated: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    let repeated = queue_tests::logs::repeated_lines(&during);
     assert!(
         repeated.is_empty(),
-        "repeated lines {repeated:?} in:\n{}",
-        text.join("\n")
+        "repeated lines {repeated:?} in:\n{text}"
     );
     for queue in QUEUES {
         let back = |what: &str| {
@@ -113,20 +84,13 @@ async fn a_ten_second_outage_logs_each_loss_and_return_once() {
         };
         assert!(
             back("worker has Redis back"),
-            "no worker back line for {queue}:\n{}",
-            text.join("\n")
+            "no worker back line for {queue}:\n{text}"
         );
         assert!(
             back("the cancellation listener has Redis back"),
-            "no listener back line for {queue}:\n{}",
-            text.join("\n")
+            "no listener back line for {queue}:\n{text}"
         );
     }
     // Four queues, two components each, two lines each.
-    assert!(
-        during.len() <= 16,
-        "{} lines:\n{}",
-        during.len(),
-        text.join("\n")
-    );
+    assert!(during.len() <= 16, "{} lines:\n{text}", during.len());
 }

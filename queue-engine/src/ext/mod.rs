@@ -32,6 +32,8 @@ pub(crate) mod outage;
 pub(crate) mod processor_task;
 /// The lookup of one of our scripts in the connection's registry.
 pub(crate) mod registered;
+/// The shared connection to one server, replaced when it goes silent (change 30).
+pub mod renewing;
 /// Our Lua scripts' registrations.
 pub(crate) mod scripts;
 /// Redis Sentinel: finding the master, and following it through a failover (change 14).

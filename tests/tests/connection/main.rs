@@ -4,5 +4,6 @@
 //! `cargo test -p queue-tests --test connection -- <module>::`.
 
 mod cluster;
+mod fault_proxy;
 mod sentinel;
 mod server;

@@ -40,6 +40,13 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
+    /// Takes the shared connection for dead, and replaces it, when a command has waited
+    /// `silence` for its reply with nothing heard since (a standalone server's; a
+    /// cluster's and Sentinel's connections manage their own).
+    pub(crate) fn renew_after(&self, silence: Duration) {
+        self.redis.renew_after(silence);
+    }
+
     /// Connects and checks that Redis answers, within `timeout`.
     pub(crate) async fn open(
         endpoint: &Endpoint,

@@ -1,0 +1,183 @@
+//! The shared connection to one Redis server, replaced when it goes silent.
+//!
+//! redis-rs's `ConnectionManager` reconnects when its socket fails. A socket that a load
+//! balancer or a NAT forgot fails without a sound: no FIN, no RST, and every command
+//! waits out its timeout. The manager takes a timeout for a slow server and keeps the
+//! socket, so the process stays cut off after the network is back, until it restarts.
+//!
+//! [`RenewingConnection`] notes when a command went out with every earlier one answered,
+//! and forgets it at the next reply. A command sent when one has waited longer than the
+//! silence allowed ([`RenewingConnection::renew_after`]; the response timeout unless
+//! told) finds the socket taken for dead: a new manager (connecting lazily) replaces
+//! it, and the command goes out on that. Commands already sent finish on the old one,
+//! which goes with its last clone. It works whoever gave up on the unanswered command
+//! (its caller's own deadline, or nobody), and a slow server that still answers some
+//! commands is heard, so it is not replaced.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use tracing::debug;
+
+/// A [`ConnectionManager`] that is replaced when it goes silent. Cheap to clone; clones
+/// share the manager and its replacement.
+#[derive(Clone)]
+pub struct RenewingConnection {
+    inner: Arc<Renewing>,
+}
+
+struct Renewing {
+    client: Client,
+    config: ConnectionManagerConfig,
+    current: RwLock<ConnectionManager>,
+    /// How long a command may wait for its reply, with nothing else heard, before the
+    /// connection counts as dead, ms.
+    silence_ms: AtomicU64,
+    /// What the times below count from.
+    born: Instant,
+    /// When a command went out with every earlier one answered, ms since `born`;
+    /// [`NOTHING_PENDING`] after a reply.
+    pending_since_ms: AtomicU64,
+}
+
+/// `pending_since_ms` when every command sent has had its reply.
+const NOTHING_PENDING: u64 = u64::MAX;
+
+impl RenewingConnection {
+    /// `manager`, made from `client` with `config`, to be replaced by a new one of the
+    /// same after `silence` without a reply (its response timeout, say).
+    pub(crate) fn new(
+        client: Client,
+        config: ConnectionManagerConfig,
+        manager: ConnectionManager,
+        silence: Duration,
+    ) -> Self {
+        RenewingConnection {
+            inner: Arc::new(Renewing {
+                client,
+                config,
+                current: RwLock::new(manager),
+                silence_ms: AtomicU64::new(millis(silence)),
+                born: Instant::now(),
+                pending_since_ms: AtomicU64::new(NOTHING_PENDING),
+            }),
+        }
+    }
+
+    /// Takes the connection for dead when a command has waited `silence` for its reply
+    /// with nothing heard since: a caller's command timeout, which is often shorter
+    /// than the manager's own response timeout.
+    pub fn renew_after(&self, silence: Duration) {
+        self.inner
+            .silence_ms
+            .store(millis(silence), Ordering::Relaxed);
+    }
+
+    /// The manager now.
+    pub fn current(&self) -> ConnectionManager {
+        self.inner
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The manager to send a command on: the current one, or a new one in its place
+    /// when the current one has gone silent.
+    fn for_sending(&self) -> ConnectionManager {
+        let inner = &self.inner;
+        let now = inner.now_ms();
+        let pending = inner.pending_since_ms.load(Ordering::Acquire);
+        if pending == NOTHING_PENDING {
+            // Only the first command after a reply starts the count.
+            let _ = inner.pending_since_ms.compare_exchange(
+                NOTHING_PENDING,
+                now,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        } else if now.saturating_sub(pending) >= inner.silence_ms.load(Ordering::Relaxed)
+            // One replacement per silence: the first sender's; this command starts
+            // the count on the new manager.
+            && inner
+                .pending_since_ms
+                .compare_exchange(pending, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            self.renew(now.saturating_sub(pending));
+        }
+        self.current()
+    }
+
+    fn renew(&self, silent_ms: u64) {
+        let inner = &self.inner;
+        // Only a configuration the first manager was made with could fail here.
+        if let Ok(fresh) =
+            ConnectionManager::new_lazy_with_config(inner.client.clone(), inner.config.clone())
+        {
+            *inner
+                .current
+                .write()
+                .unwrap_or_else(PoisonError::into_inner) = fresh;
+            debug!(
+                silent_ms,
+                "no reply from Redis for as long as a command may wait: a new connection replaces the silent one"
+            );
+        }
+    }
+
+    /// Notes what a command's result says about the connection.
+    fn after<T>(&self, result: &RedisResult<T>) {
+        match result {
+            // No reply: a timeout, or a failed socket (which the manager replaces).
+            Err(e) if e.is_timeout() || e.is_io_error() || e.is_connection_dropped() => {}
+            // A reply, an error reply included: Redis is there.
+            _ => self
+                .inner
+                .pending_since_ms
+                .store(NOTHING_PENDING, Ordering::Release),
+        }
+    }
+}
+
+impl Renewing {
+    fn now_ms(&self) -> u64 {
+        millis(self.born.elapsed())
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl ConnectionLike for RenewingConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let mut manager = self.for_sending();
+        Box::pin(async move {
+            let result = manager.req_packed_command(cmd).await;
+            self.after(&result);
+            result
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        let mut manager = self.for_sending();
+        Box::pin(async move {
+            let result = manager.req_packed_commands(pipeline, offset, count).await;
+            self.after(&result);
+            result
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.current().get_db()
+    }
+}
