@@ -5,5 +5,6 @@
 
 mod cluster;
 mod fault_proxy;
+mod partition;
 mod sentinel;
 mod server;
