@@ -186,6 +186,12 @@ pub struct RedisConnectionOptions {
     /// [`tls`](Self::tls) and [`tls_certs`](Self::tls_certs) apply to the master. Ignored
     /// when [`cluster_nodes`](Self::cluster_nodes) is set.
     pub sentinel: Option<crate::ext::sentinel::options::SentinelOptions>,
+    /// How long a command on the shared connection to a standalone server may wait for
+    /// its reply, with nothing else heard, before the connection is taken for dead and
+    /// replaced (a socket a load balancer forgot gives no error; see
+    /// [`RenewingConnection`](crate::RenewingConnection)). `None`: the response
+    /// timeout (10 s). Not used with a cluster or Sentinel.
+    pub renew_after: Option<Duration>,
 }
 
 pub(crate) fn redact_url_userinfo(url: &str) -> String {
@@ -219,6 +225,7 @@ impl Default for RedisConnectionOptions {
             tls_certs: None,
             cluster_nodes: Vec::new(),
             sentinel: None,
+            renew_after: None,
         }
     }
 }
@@ -281,6 +288,13 @@ impl RedisConnectionOptions {
     /// Set the database index to select.
     pub fn db(mut self, db: u8) -> Self {
         self.db = Some(db);
+        self
+    }
+
+    /// Replace the shared connection once a command has waited `silence` for its
+    /// reply with nothing else heard (see [`renew_after`](Self::renew_after)).
+    pub fn renew_after(mut self, silence: Duration) -> Self {
+        self.renew_after = Some(silence);
         self
     }
 
@@ -427,6 +441,7 @@ impl std::fmt::Debug for RedisConnectionOptions {
             .field("tls_certs", &self.tls_certs)
             .field("cluster_nodes", &redacted_cluster_nodes)
             .field("sentinel", &self.sentinel)
+            .field("renew_after", &self.renew_after)
             .finish()
     }
 }

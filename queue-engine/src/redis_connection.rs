@@ -305,7 +305,9 @@ impl RedisConnection {
                 client,
                 config,
                 managed_conn,
-                response_timeout.unwrap_or(SILENCE_WITHOUT_TIMEOUT),
+                opts.renew_after
+                    .or(response_timeout)
+                    .unwrap_or(SILENCE_WITHOUT_TIMEOUT),
             )),
             scripts,
         });
@@ -418,22 +420,14 @@ impl RedisConnection {
     }
 
     /// Non-panicking variant of [`managed_conn`](Self::managed_conn); `None`
-    /// on a Redis Cluster or Sentinel connection.
+    /// on a Redis Cluster or Sentinel connection. The manager of the moment: one kept
+    /// stays on its socket after a silent connection is replaced (see
+    /// [`RenewingConnection`]), so take it anew for each use.
     pub fn try_managed_conn(&self) -> Option<ManagedConn> {
         match &self.inner.connection {
             AnyConnection::Single(conn) => Some(conn.clone()),
             AnyConnection::Renewing(conn) => Some(conn.current()),
             AnyConnection::Cluster(_) | AnyConnection::Sentinel(_) => None,
-        }
-    }
-
-    /// How long a command on the shared connection to a standalone server may wait for
-    /// its reply, with nothing else heard, before the connection counts as dead and is
-    /// replaced (see [`RenewingConnection`]; the response timeout unless set). A no-op
-    /// on a Redis Cluster or Sentinel connection.
-    pub fn renew_after(&self, silence: std::time::Duration) {
-        if let AnyConnection::Renewing(conn) = &self.inner.connection {
-            conn.renew_after(silence);
         }
     }
 
@@ -711,7 +705,8 @@ async fn reconcile_client_name<F>(
         }
         Ok(Err(err)) if is_transient_connection_error(&err) => {
             // Still reconnecting — keep the flag so the next call retries.
-            warn!(error = %err, "could not reapply client name yet, will retry");
+            // The outage record says it once; this is a detail of it.
+            debug!(error = %err, "could not reapply client name yet, will retry");
         }
         Err(_) => {
             // A cluster node may be unresponsive while the other nodes work.

@@ -664,11 +664,11 @@ impl QueueAppBuilder {
             self.tls.as_ref(),
             &self.prefix,
             self.connect_timeout,
+            // A connection silent for as long as a call may wait is taken for dead and
+            // replaced: one a load balancer dropped without a sound would otherwise stay.
+            self.command_timeout,
         )
         .await?;
-        // A connection silent for as long as a call may wait is taken for dead and
-        // replaced: one a load balancer dropped without a sound would otherwise stay.
-        conn.renew_after(self.command_timeout);
         tracing::info!(
             url = conn.display_url(),
             prefix = conn.prefix(),

@@ -328,6 +328,7 @@ impl Drop for TestApp {
                     cleanup.tls.as_ref(),
                     &cleanup.prefix,
                     Duration::from_secs(5),
+                    Duration::from_secs(5),
                 )
                 .await
                 .ok()?;

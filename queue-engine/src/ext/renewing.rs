@@ -7,8 +7,8 @@
 //!
 //! [`RenewingConnection`] notes when a command went out with every earlier one answered,
 //! and forgets it at the next reply. A command sent when one has waited longer than the
-//! silence allowed ([`RenewingConnection::renew_after`]; the response timeout unless
-//! told) finds the socket taken for dead: a new manager (connecting lazily) replaces
+//! silence allowed (`RedisConnectionOptions::renew_after`; the response timeout unless
+//! set) finds the socket taken for dead: a new manager (connecting lazily) replaces
 //! it, and the command goes out on that. Commands already sent finish on the old one,
 //! which goes with its last clone. It works whoever gave up on the unanswered command
 //! (its caller's own deadline, or nobody), and a slow server that still answers some
@@ -35,7 +35,7 @@ struct Renewing {
     current: RwLock<ConnectionManager>,
     /// How long a command may wait for its reply, with nothing else heard, before the
     /// connection counts as dead, ms.
-    silence_ms: AtomicU64,
+    silence_ms: u64,
     /// What the times below count from.
     born: Instant,
     /// When a command went out with every earlier one answered, ms since `born`;
@@ -60,20 +60,11 @@ impl RenewingConnection {
                 client,
                 config,
                 current: RwLock::new(manager),
-                silence_ms: AtomicU64::new(millis(silence)),
+                silence_ms: millis(silence),
                 born: Instant::now(),
                 pending_since_ms: AtomicU64::new(NOTHING_PENDING),
             }),
         }
-    }
-
-    /// Takes the connection for dead when a command has waited `silence` for its reply
-    /// with nothing heard since: a caller's command timeout, which is often shorter
-    /// than the manager's own response timeout.
-    pub fn renew_after(&self, silence: Duration) {
-        self.inner
-            .silence_ms
-            .store(millis(silence), Ordering::Relaxed);
     }
 
     /// The manager now.
@@ -99,46 +90,50 @@ impl RenewingConnection {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             );
-        } else if now.saturating_sub(pending) >= inner.silence_ms.load(Ordering::Relaxed)
-            // One replacement per silence: the first sender's; this command starts
-            // the count on the new manager.
-            && inner
-                .pending_since_ms
-                .compare_exchange(pending, now, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        {
-            self.renew(now.saturating_sub(pending));
+        } else if now.saturating_sub(pending) >= inner.silence_ms {
+            return self.renew(pending, now);
         }
         self.current()
     }
 
-    fn renew(&self, silent_ms: u64) {
+    /// A new manager in place of the silent one, unless another sender replaced it
+    /// already (one replacement per silence); the manager to send on either way.
+    /// Under the write lock, so that no sender takes the silent one meanwhile.
+    fn renew(&self, pending: u64, now: u64) -> ConnectionManager {
         let inner = &self.inner;
-        // Only a configuration the first manager was made with could fail here.
-        if let Ok(fresh) =
-            ConnectionManager::new_lazy_with_config(inner.client.clone(), inner.config.clone())
-        {
-            *inner
-                .current
-                .write()
-                .unwrap_or_else(PoisonError::into_inner) = fresh;
-            debug!(
-                silent_ms,
-                "no reply from Redis for as long as a command may wait: a new connection replaces the silent one"
-            );
+        let mut current = inner
+            .current
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        // This command starts the count on the new manager.
+        let first = inner
+            .pending_since_ms
+            .compare_exchange(pending, now, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if first {
+            // Only a configuration the first manager was made with could fail here.
+            if let Ok(fresh) =
+                ConnectionManager::new_lazy_with_config(inner.client.clone(), inner.config.clone())
+            {
+                *current = fresh;
+                debug!(
+                    silent_ms = now.saturating_sub(pending),
+                    "no reply from Redis for as long as a command may wait: a new connection replaces the silent one"
+                );
+            }
         }
+        current.clone()
     }
 
-    /// Notes what a command's result says about the connection.
+    /// Notes what a command's result says about the connection: only a timeout leaves
+    /// the silence counting. A reply (an error reply included) says Redis is there; a
+    /// socket that failed (refused, reset, closed) is the manager's to reconnect, and
+    /// replacing it meanwhile would only churn.
     fn after<T>(&self, result: &RedisResult<T>) {
-        match result {
-            // No reply: a timeout, or a failed socket (which the manager replaces).
-            Err(e) if e.is_timeout() || e.is_io_error() || e.is_connection_dropped() => {}
-            // A reply, an error reply included: Redis is there.
-            _ => self
-                .inner
+        if !matches!(result, Err(e) if e.is_timeout()) {
+            self.inner
                 .pending_since_ms
-                .store(NOTHING_PENDING, Ordering::Release),
+                .store(NOTHING_PENDING, Ordering::Release);
         }
     }
 }

@@ -40,19 +40,17 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    /// Takes the shared connection for dead, and replaces it, when a command has waited
-    /// `silence` for its reply with nothing heard since (a standalone server's; a
-    /// cluster's and Sentinel's connections manage their own).
-    pub(crate) fn renew_after(&self, silence: Duration) {
-        self.redis.renew_after(silence);
-    }
-
-    /// Connects and checks that Redis answers, within `timeout`.
+    /// Connects and checks that Redis answers, within `timeout`. A connection to a
+    /// standalone server on which a command has waited `silence` for its reply, with
+    /// nothing heard since, is taken for dead and replaced: the shared one and every
+    /// worker's (a socket a load balancer forgot gives no error; a cluster's and
+    /// Sentinel's connections manage their own).
     pub(crate) async fn open(
         endpoint: &Endpoint,
         tls: Option<&Tls>,
         prefix: &str,
         timeout: Duration,
+        silence: Duration,
     ) -> Result<Self, Error> {
         let endpoint = endpoint.resolved()?;
         let display_url = endpoint.display();
@@ -110,7 +108,9 @@ impl Connection {
                 tls: secure,
                 ..RedisConnectionOptions::new()
             },
-            _ => RedisConnectionOptions::new().url(&urls[0]),
+            _ => RedisConnectionOptions::new()
+                .url(&urls[0])
+                .renew_after(silence),
         };
         if let Some(tls) = tls {
             options = options.tls_certs(tls_certs(tls));
