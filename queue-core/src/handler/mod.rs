@@ -279,8 +279,13 @@ fn deserialize_payload<T: DeserializeOwned>(
     };
     let data = match input {
         Input::Data => T::deserialize(&job.data).map_err(|e| does_not_fit(e.to_string()))?,
-        Input::Opened(plain) => serde_json::from_slice(&plain).map_err(|_| {
-            does_not_fit("the detail is withheld, as the payload is sealed".to_owned())
+        // Authenticated, so what sealed it wrote this text: one that is not JSON is a
+        // peer's bug, said as such; serde's detail is withheld either way.
+        Input::Opened(plain) => serde_json::from_slice(&plain).map_err(|e| match e.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                JobError::unrecoverable_msg("the job's data: the plaintext is not JSON")
+            }
+            _ => does_not_fit("the detail is withheld, as the payload is sealed".to_owned()),
         })?,
     };
     Ok(job.map_data(|_| data))
@@ -340,6 +345,32 @@ mod tests {
             err.message()
         );
         assert!(err.message().contains("Email"), "{}", err.message());
+    }
+
+    #[tokio::test]
+    async fn an_opened_payload_is_read_from_its_text_and_its_misfits_say_nothing_of_it() {
+        let h = ErasedHandler::new(echo);
+        let deps = deps_with_prefix();
+        let opened = |text: &str| {
+            h.run_opened(
+                Job::for_test(serde_json::Value::Null),
+                text.as_bytes().to_vec(),
+                &deps,
+            )
+        };
+        let out = opened(r#"{"to": "ada"}"#).await.unwrap();
+        assert_eq!(out, serde_json::json!("to:ada"));
+        // Serde's reason would quote the payload: withheld.
+        let err = opened(r#"{"to": 42, "secret": "ada@example.com"}"#)
+            .await
+            .unwrap_err();
+        assert!(!err.is_retryable());
+        assert!(err.message().contains("withheld"), "{}", err.message());
+        assert!(!err.message().contains("42"), "{}", err.message());
+        // Text that is not JSON is a peer's bug, said as such.
+        let err = opened("NaN").await.unwrap_err();
+        assert!(!err.is_retryable());
+        assert!(err.message().contains("not JSON"), "{}", err.message());
     }
 
     #[tokio::test]

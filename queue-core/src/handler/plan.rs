@@ -91,10 +91,12 @@ impl QueuePlan {
                     // key missing from this process's keyring is taken as lost (the
                     // rotation's order keeps a new key from reaching a process that
                     // lacks it).
+                    let unopened =
+                        |why: String| JobError::unrecoverable_msg(format!("the job's data: {why}"));
                     let plain = sealer
                         .open_json(Field::Data, &job.data)
-                        .map_err(|e| JobError::unrecoverable_msg(format!("the job's data: {e}")))?
-                        .unwrap_or_default();
+                        .map_err(|e| unopened(e.to_string()))?
+                        .ok_or_else(|| unopened("not sealed after all".to_owned()))?;
                     handler.run_opened(job, plain, &deps).await?
                 }
                 false => handler.run(job, &deps).await?,
