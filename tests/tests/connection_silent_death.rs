@@ -23,9 +23,9 @@ const OUTAGE: Duration = Duration::from_secs(20);
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 const MARGIN: Duration = Duration::from_secs(1);
 /// How soon after the link's return every job added is done: the route and adds work
-/// again about 2.6 s after it (a command's timeout of silence, then a new connection),
-/// the worker's jobs about 8 s after it (its blocking read's watchdog, then its retry
-/// delay), on this machine.
+/// again about 2.5 s after it (a command's timeout of silence, then a new connection);
+/// the worker's last job ran about 8.4 s after it, on this machine (a blocking read
+/// begun on a connection the drop killed waits out its watchdog, 5 s and 1 s).
 const CATCH_UP: Duration = Duration::from_secs(15);
 /// A line that says it repeats at most once in this long (`queue-axum`'s 503 warning).
 const SELF_THROTTLED: &str = "repeats within 10 s log at debug";
@@ -48,6 +48,9 @@ async fn twenty_silent_seconds_lose_nothing_run_nothing_twice_and_need_no_restar
     let proxy = FaultProxy::start(&format!("127.0.0.1:{}", redis.port())).await;
     let runs: Runs = Arc::default();
     let counted = runs.clone();
+    // When a handler last ran: how soon the worker caught up.
+    let last_run: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let stamped = last_run.clone();
     let app = QueueApp::builder()
         .redis(proxy.url())
         .command_timeout(COMMAND_TIMEOUT)
@@ -57,8 +60,10 @@ async fn twenty_silent_seconds_lose_nothing_run_nothing_twice_and_need_no_restar
                 .concurrency(10)
                 .any_job(move |job: Job<u64>| {
                     let counted = counted.clone();
+                    let stamped = stamped.clone();
                     async move {
                         *counted.lock().expect("runs").entry(job.data).or_insert(0) += 1;
+                        *stamped.lock().expect("last run") = Some(Instant::now());
                         Ok::<(), JobError>(())
                     }
                 }),
@@ -121,15 +126,14 @@ async fn twenty_silent_seconds_lose_nothing_run_nothing_twice_and_need_no_restar
     proxy.drop_silently();
     proxy.heal();
     let back = Instant::now();
-    // Back within moments: the route knows again and an add goes through.
-    wait_until(CATCH_UP, "the route and adds to work again", || async {
-        let known = get(addr, &recheck_path).await.status == 200;
-        let added = mail.add("mail", u64::MAX, JobOptions::new()).await.is_ok();
-        (known && added).then_some(())
+    // Back within moments: the route knows again (and the producer's adds go through,
+    // checked below).
+    wait_until(CATCH_UP, "the route to work again", || async {
+        (get(addr, &recheck_path).await.status == 200).then_some(())
     })
     .await;
     eprintln!(
-        "the route and adds work again {:?} after the return",
+        "the route works again {:?} after the return",
         back.elapsed()
     );
     // The producer and the prober see it too.
@@ -174,20 +178,20 @@ async fn twenty_silent_seconds_lose_nothing_run_nothing_twice_and_need_no_restar
         added.iter().all(|n| runs.contains_key(n)).then_some(())
     })
     .await;
+    let caught_up = last_run
+        .lock()
+        .expect("last run")
+        .map(|at| at.saturating_duration_since(back))
+        .unwrap_or_default();
+    eprintln!("the last job ran {caught_up:?} after the return");
     assert!(
-        back.elapsed() <= CATCH_UP + Duration::from_secs(4),
-        "caught up {:?} after the return",
-        back.elapsed()
+        caught_up <= CATCH_UP,
+        "caught up {caught_up:?} after the return"
     );
     workers.shutdown(SOON).await;
     let runs = runs.lock().expect("runs").clone();
     let twice: Vec<_> = runs.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "ran more than once: {twice:?}");
-    // An add that failed was not added behind the producer's back: its command died
-    // with the connection.
-    for add in adds.iter().filter(|a| !a.ok) {
-        assert!(runs.get(&add.n).is_none_or(|n| *n <= 1));
-    }
 
     // Quiet: each component says once that it lost Redis and once that it is back.
     let during: Vec<_> = logs.all()[before..]
