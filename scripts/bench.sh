@@ -11,7 +11,8 @@
 # BENCH_PAIRED_ROUNDS (10) of BENCH_PAIRED_JOBS (3000) jobs at concurrency 1.
 # BENCH_SUITES=throughput,latency runs only those (of floor, enqueue, throughput, latency,
 # http, results, outbox, status, health, observability, encryption, dashboard, groups,
-# cluster, commands, footprint). The encryption suite (sealed payloads on against off, #47)
+# cluster, slowlink, commands, footprint). The slowlink suite puts every system behind a
+# fault proxy with about 1 ms and 5 ms of added round trip (#48). The encryption suite (sealed payloads on against off, #47)
 # runs BENCH_PAIRED_ROUNDS paired rounds of BENCH_ENCRYPTION_JOBS (10000) 1 KB jobs per run.
 # Progress goes to stderr, the report to stdout, a section as each suite ends (a suite
 # that fails leaves the ones before it):  scripts/bench.sh > report.md

@@ -11,7 +11,6 @@ pub mod chaos;
 mod cluster;
 pub mod db;
 mod doc_pages;
-pub mod fault_proxy;
 pub mod fixtures;
 pub mod group_chaos;
 pub mod http;
@@ -22,6 +21,8 @@ pub mod python;
 pub mod sentinel;
 
 pub use cluster::{ClusterSecurity, RedisCluster};
+/// The loopback fault proxy (`tools/fault-proxy`), as the tests name it.
+pub use fault_proxy;
 pub use private_redis::{free_port, PrivateRedis};
 
 /// `REDIS_URL`, or the local default.

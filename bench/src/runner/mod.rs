@@ -16,6 +16,7 @@ mod observability;
 mod outbox;
 mod redis;
 mod results;
+mod slowlink;
 mod stats;
 mod status;
 mod suites;
@@ -51,7 +52,7 @@ pub(super) struct Settings {
     latency_jobs: u64,
     /// `BENCH_HTTP_SECS` (default 4): length of each HTTP load, one per server per paired
     /// round. (`BENCH_SUITES`, a comma list of floor, enqueue, throughput, latency, http,
-    /// results, outbox, status, health, observability, encryption, dashboard, groups,
+    /// results, outbox, status, health, observability, encryption, dashboard, groups, slowlink,
     /// cluster, commands, footprint, runs only those.)
     http_secs: u64,
 }
@@ -116,9 +117,8 @@ fn programs_for(suite: &str) -> &'static [&'static str] {
     match suite {
         "floor" => &["redis-benchmark"],
         "http" => &["wrk"],
-        "enqueue" | "throughput" | "latency" | "observability" | "commands" | "footprint" => {
-            &["node"]
-        }
+        "enqueue" | "throughput" | "latency" | "observability" | "commands" | "footprint"
+        | "slowlink" => &["node"],
         _ => &[],
     }
 }
@@ -146,7 +146,7 @@ fn not_installed(programs: impl Iterator<Item = &'static str>) -> Vec<&'static s
 }
 
 /// Every suite, in the order `run_all` runs them.
-const SUITES: [&str; 16] = [
+const SUITES: [&str; 17] = [
     "floor",
     "enqueue",
     "throughput",
@@ -162,6 +162,7 @@ const SUITES: [&str; 16] = [
     "dashboard",
     "groups",
     "cluster",
+    "slowlink",
     "footprint",
 ];
 
@@ -229,6 +230,7 @@ pub(crate) fn run_all() -> BenchResult<()> {
             "dashboard" => dashboard::measure(&mut redis)?,
             "groups" => groups::measure(&mut redis, settings)?,
             "cluster" => cluster::measure(&mut redis, settings)?,
+            "slowlink" => slowlink::measure(&mut redis, settings)?,
             "footprint" => suites::footprint(&mut redis, &rss)?,
             other => return Err(format!("no suite `{other}`").into()),
         };

@@ -21,7 +21,7 @@
 //! ```no_run
 //! # async fn demo() {
 //! use std::time::Duration;
-//! use queue_tests::fault_proxy::FaultProxy;
+//! use fault_proxy::FaultProxy;
 //!
 //! let proxy = FaultProxy::start("127.0.0.1:6379").await;
 //! let url = proxy.url(); // give the app this URL instead of Redis's
@@ -341,7 +341,7 @@ async fn write_chunks(
         tokio::select! {
             biased;
             _ = watching.wait_for(|f| f.reset_since(born)) => return to.forget(),
-            () = tokio::time::sleep_until(chunk.due) => {}
+            () = wait_until(chunk.due) => {}
         }
         // Held while the direction is; a dropped proxy counts as a reset.
         let f = match faults
@@ -372,13 +372,33 @@ async fn write_chunks(
     let _ = to.shutdown().await;
 }
 
+/// Waits until `due`, to tens of microseconds: tokio's timer ticks by the millisecond,
+/// which would add up to a millisecond to every chunk's delay (a 0.5 ms delay each way
+/// made a 3.2 ms round trip). So it waits by the timer until the last two milliseconds,
+/// and the rest on this thread (a blocking sleep of at most that long).
+async fn wait_until(due: Instant) {
+    let coarse = due.checked_sub(Duration::from_millis(2));
+    if let Some(coarse) = coarse.filter(|c| *c > Instant::now()) {
+        tokio::time::sleep_until(coarse).await;
+    }
+    let rest = due.saturating_duration_since(Instant::now());
+    if !rest.is_zero() {
+        std::thread::sleep(rest);
+    }
+}
+
 /// A uniform draw in `[0, jitter)`: what a chunk's latency grows by.
 fn jitter(jitter: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
     if jitter.is_zero() {
         return Duration::ZERO;
     }
     let nanos = u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX);
-    // Uniform enough for a test's jitter, without a random-number crate.
-    let draw = (uuid::Uuid::new_v4().as_u128() as u64) % nanos.max(1);
+    // Uniform enough for a test's jitter, without a random-number crate: std's hasher
+    // keys are random, and each `RandomState` takes new ones.
+    let draw = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+        % nanos.max(1);
     Duration::from_nanos(draw)
 }
