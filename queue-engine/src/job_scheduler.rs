@@ -402,3 +402,115 @@ pub(crate) fn parse_scheduler_hash(
             .and_then(|o| serde_json::from_str(o).ok()),
     }
 }
+
+/// Daily schedules across both DST changes of a year, with the clock given (`now_ms`):
+/// a daily time runs once on every local day. On the spring day the hour that does not
+/// exist moves the run to the first instant after the gap (02:30 runs at 03:00); on the
+/// autumn day the time that happens twice runs at its first occurrence only.
+#[cfg(test)]
+mod daylight_saving {
+    use super::next_cron_millis;
+    use chrono::{DateTime, TimeZone};
+    use chrono_tz::Tz;
+
+    /// The runs of `pattern` in `tz` over five days from `from` (UTC), as local times.
+    fn runs(tz: &str, pattern: &str, from: &str) -> Vec<DateTime<Tz>> {
+        let zone: Tz = tz.parse().unwrap();
+        let mut now = DateTime::parse_from_rfc3339(from)
+            .unwrap()
+            .timestamp_millis() as u64;
+        let mut runs = Vec::new();
+        while runs.len() < 5 {
+            let next = next_cron_millis(pattern, now, Some(tz), None)
+                .unwrap()
+                .unwrap();
+            assert!(next > now, "the next run is after the last");
+            runs.push(zone.timestamp_millis_opt(next as i64).unwrap());
+            now = next;
+        }
+        runs
+    }
+
+    /// Each local day once, and the changeover day's run as `expected` says.
+    fn assert_daily(tz: &str, pattern: &str, from: &str, day: &str, expected: &str) {
+        let runs = runs(tz, pattern, from);
+        let days: Vec<String> = runs
+            .iter()
+            .map(|r| r.format("%Y-%m-%d").to_string())
+            .collect();
+        let mut unique = days.clone();
+        unique.dedup();
+        assert_eq!(unique, days, "{tz} {pattern}: a day ran twice: {runs:?}");
+        // Consecutive local days from the first run's.
+        let first = runs[0].date_naive();
+        for (n, day_run) in days.iter().enumerate() {
+            let want = (first + chrono::Days::new(n as u64)).format("%Y-%m-%d");
+            assert_eq!(
+                *day_run,
+                want.to_string(),
+                "{tz} {pattern}: a day was skipped: {runs:?}"
+            );
+        }
+        let on_the_day = runs
+            .iter()
+            .find(|r| r.format("%Y-%m-%d").to_string() == day)
+            .unwrap();
+        assert_eq!(on_the_day.to_rfc3339(), expected, "{tz} {pattern}");
+    }
+
+    #[test]
+    fn a_daily_time_in_the_spring_gap_runs_once_right_after_it() {
+        assert_daily(
+            "Europe/Paris",
+            "30 2 * * *",
+            "2026-03-26T23:00:00Z",
+            "2026-03-29",
+            "2026-03-29T03:00:00+02:00",
+        );
+        assert_daily(
+            "America/New_York",
+            "30 2 * * *",
+            "2026-03-06T05:00:00Z",
+            "2026-03-08",
+            "2026-03-08T03:00:00-04:00",
+        );
+    }
+
+    #[test]
+    fn a_daily_time_in_the_autumn_overlap_runs_once_at_its_first_occurrence() {
+        assert_daily(
+            "Europe/Paris",
+            "30 2 * * *",
+            "2026-10-22T22:00:00Z",
+            "2026-10-25",
+            "2026-10-25T02:30:00+02:00",
+        );
+        assert_daily(
+            "America/New_York",
+            "30 1 * * *",
+            "2026-10-29T04:00:00Z",
+            "2026-11-01",
+            "2026-11-01T01:30:00-04:00",
+        );
+    }
+
+    #[test]
+    fn a_daily_time_outside_the_changed_hour_keeps_its_local_time() {
+        // 02:30 in New York is past the repeated hour (01:00 to 02:00): once, at 02:30.
+        assert_daily(
+            "America/New_York",
+            "30 2 * * *",
+            "2026-10-29T04:00:00Z",
+            "2026-11-01",
+            "2026-11-01T02:30:00-05:00",
+        );
+        // And 01:30 in Paris is before both changes.
+        assert_daily(
+            "Europe/Paris",
+            "30 1 * * *",
+            "2026-03-26T23:00:00Z",
+            "2026-03-29",
+            "2026-03-29T01:30:00+01:00",
+        );
+    }
+}
