@@ -13,4 +13,5 @@ mod handler_errors;
 mod lifecycle;
 mod lock_keeper;
 mod retries;
+mod schedulers;
 mod stalled;
