@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use queue_core::options::Schedule;
 use queue_core::prelude::*;
-use queue_core::JobInfo;
+use queue_core::{JobInfo, Workers};
 use queue_tests::{wait_until, TestRedis, SOON};
 use tokio::sync::Notify;
 
@@ -86,9 +86,17 @@ async fn held(job: Job<u64>, gate: Dep<Gate>) -> Result<u64, JobError> {
     Ok(job.data)
 }
 
-#[tokio::test]
-async fn updating_a_scheduler_while_its_job_runs_leaves_one_next_job_with_the_new_template() {
-    let redis = TestRedis::new("sched-update-active");
+/// A scheduler `ticks` (every 300 ms, data 1) whose first run is running, held.
+struct Ticking {
+    _redis: TestRedis,
+    _app: QueueApp,
+    queue: Queue<u64>,
+    gate: Arc<Gate>,
+    workers: Workers,
+}
+
+async fn first_tick_running(label: &str) -> Ticking {
+    let redis = TestRedis::new(label);
     let gate = Arc::new(Gate::default());
     let app = redis
         .app(|b| {
@@ -96,13 +104,27 @@ async fn updating_a_scheduler_while_its_job_runs_leaves_one_next_job_with_the_ne
                 .provide_arc(gate.clone())
         })
         .await;
-    let q = app.queue::<u64>("reports").expect("the queue");
+    let queue = app.queue::<u64>("reports").expect("the queue");
     let soon = Schedule::every(Duration::from_millis(300));
-    q.upsert_scheduler("ticks", soon, "report", 1, JobOptions::new())
+    queue
+        .upsert_scheduler("ticks", soon, "report", 1, JobOptions::new())
         .await
         .expect("an upsert");
     let workers = app.start_workers().await.expect("workers start");
     gate.started.notified().await;
+    Ticking {
+        _redis: redis,
+        _app: app,
+        queue,
+        gate,
+        workers,
+    }
+}
+
+#[tokio::test]
+async fn updating_a_scheduler_while_its_job_runs_leaves_one_next_job_with_the_new_template() {
+    let ticking = first_tick_running("sched-update-active").await;
+    let (q, gate) = (&ticking.queue, &ticking.gate);
     // The first run is active: update the scheduler under it, to a schedule whose next
     // run is months away (an `every` schedule would start again at once).
     q.upsert_scheduler("ticks", NEW_YEAR.clone(), "report", 2, JobOptions::new())
@@ -113,8 +135,8 @@ async fn updating_a_scheduler_while_its_job_runs_leaves_one_next_job_with_the_ne
         (q.get_job_counts().await.ok()?.completed >= 1).then_some(())
     })
     .await;
-    workers.shutdown(SOON).await;
-    let next = next_jobs(&q).await;
+    ticking.workers.shutdown(SOON).await;
+    let next = next_jobs(q).await;
     assert_eq!(next.len(), 1, "one next job: {next:?}");
     assert_eq!(
         next[0].data,
@@ -130,29 +152,16 @@ async fn updating_a_scheduler_while_its_job_runs_leaves_one_next_job_with_the_ne
 
 #[tokio::test]
 async fn removing_a_scheduler_while_its_job_runs_leaves_no_next_job() {
-    let redis = TestRedis::new("sched-remove-active");
-    let gate = Arc::new(Gate::default());
-    let app = redis
-        .app(|b| {
-            b.processor(Processor::new("reports").any_job(held))
-                .provide_arc(gate.clone())
-        })
-        .await;
-    let q = app.queue::<u64>("reports").expect("the queue");
-    let soon = Schedule::every(Duration::from_millis(300));
-    q.upsert_scheduler("ticks", soon, "report", 1, JobOptions::new())
-        .await
-        .expect("an upsert");
-    let workers = app.start_workers().await.expect("workers start");
-    gate.started.notified().await;
+    let ticking = first_tick_running("sched-remove-active").await;
+    let (q, gate) = (&ticking.queue, &ticking.gate);
     assert!(q.remove_scheduler("ticks").await.expect("a removal"));
     gate.release.notify_one();
     wait_until(SOON, "the running job to complete", || async {
         (q.get_job_counts().await.ok()?.completed >= 1).then_some(())
     })
     .await;
-    workers.shutdown(SOON).await;
-    let next = next_jobs(&q).await;
+    ticking.workers.shutdown(SOON).await;
+    let next = next_jobs(q).await;
     assert!(next.is_empty(), "a removed scheduler made a job: {next:?}");
     assert_eq!(q.scheduler_count().await.expect("a count"), 0);
 }
