@@ -893,10 +893,12 @@ impl BlockingRedisConnection {
                 // immediately so `Queue::get_workers` keeps reporting this worker.
                 self.inner.needs_renaming.store(true, Ordering::Release);
                 self.reapply_client_name(&mut conn).await;
-                Err(Error::Redis(redis::RedisError::from((
-                    redis::ErrorKind::Io,
-                    "blocking read timed out, connection rebuilt",
-                ))))
+                // Resolved as a wait that timed out, as Node BullMQ 6's watchdog does: a
+                // socket rebuilt is a recovery, not an outage. If Redis is gone, the
+                // worker's next fetch fails and says so; if not, nothing needs saying
+                // (a stale socket left over from an outage that ended would otherwise
+                // be reported as a second one).
+                Ok(None)
             }
         }
     }
