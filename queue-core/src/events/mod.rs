@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use futures::future::BoxFuture;
 
+use crate::encryption::{sealed_with, Field, SealError, Sealer};
 use crate::error::Error;
 
 pub use local::{WorkerEvent, WorkerEvents};
@@ -110,6 +111,37 @@ pub enum QueueEvent {
 }
 
 impl QueueEvent {
+    /// This event with what its queue sealed opened, for the application's code (a
+    /// listener, a watcher's reader): a completion's return value, a failure's reason.
+    /// One that does not open stays as stored (no secret shown; the job's own reads say
+    /// why), and a return value's error is handed back for the caller to report.
+    pub(crate) fn opened(self, sealer: &Sealer) -> (QueueEvent, Option<SealError>) {
+        match self {
+            QueueEvent::Completed {
+                job_id,
+                return_value,
+            } if sealed_with(&return_value).is_some() => {
+                let (return_value, unopened) =
+                    match sealer.open(Field::ReturnValue, return_value.clone()) {
+                        Ok(opened) => (opened, None),
+                        Err(e) => (return_value, Some(e)),
+                    };
+                let event = QueueEvent::Completed {
+                    job_id,
+                    return_value,
+                };
+                (event, unopened)
+            }
+            QueueEvent::Failed { job_id, reason } => {
+                let reason = sealer
+                    .open_text(Field::FailedReason, reason.clone())
+                    .unwrap_or(reason);
+                (QueueEvent::Failed { job_id, reason }, None)
+            }
+            other => (other, None),
+        }
+    }
+
     /// The event's kind, as BullMQ and `#[on_queue_event]` name it: `added`, `waiting`,
     /// `delayed`, `active`, `progress`, `completed`, `failed`, `stalled`, `removed`,
     /// `duplicated`, `deduplicated`, `retries-exhausted`, `drained`, `paused`, `resumed`.

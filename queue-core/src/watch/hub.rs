@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use crate::backend::{Backend, Connection, EngineQueueEvents};
-use crate::encryption::{Field, Sealer};
+use crate::encryption::Sealer;
 use crate::error::Error;
 use crate::events::{EventFeed, QueueEvent};
 
@@ -282,35 +282,14 @@ impl JobWatcher {
     /// job's state again then (and watch anew if it still matters): nothing is lost.
     pub async fn next(&mut self) -> Option<QueueEvent> {
         let event = self.events.recv().await.map(Arc::unwrap_or_clone)?;
-        Some(match (event, &self.sealer) {
-            (
-                QueueEvent::Completed {
-                    job_id,
-                    return_value,
-                },
-                Some(sealer),
-            ) => {
-                // One that does not open stays sealed: the reader sees no secret, and
-                // the job's own reads say why.
-                let return_value = sealer
-                    .open(Field::ReturnValue, return_value.clone())
-                    .unwrap_or_else(|e| {
-                        tracing::warn!(job_id = %job_id, error = %e, "a completed job's return value does not open");
-                        return_value
-                    });
-                QueueEvent::Completed {
-                    job_id,
-                    return_value,
-                }
-            }
-            (QueueEvent::Failed { job_id, reason }, Some(sealer)) => {
-                let reason = sealer
-                    .open_text(Field::FailedReason, reason.clone())
-                    .unwrap_or(reason);
-                QueueEvent::Failed { job_id, reason }
-            }
-            (event, _) => event,
-        })
+        let Some(sealer) = &self.sealer else {
+            return Some(event);
+        };
+        let (event, unopened) = event.opened(sealer);
+        if let (Some(e), QueueEvent::Completed { job_id, .. }) = (unopened, &event) {
+            tracing::warn!(job_id = %job_id, error = %e, "a completed job's return value does not open");
+        }
+        Some(event)
     }
 
     /// This watcher, with the return values it reads opened when sealed.

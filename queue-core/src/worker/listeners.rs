@@ -3,7 +3,7 @@
 //! listener holds up nobody and never grows memory: past the bound its events are
 //! dropped, counted and warned about. A panicking call is logged; the listener goes on.
 
-use crate::encryption::{sealed_with, Field, Sealer};
+use crate::encryption::Sealer;
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -259,31 +259,10 @@ async fn dispatch_worker_events(
 /// is.
 async fn dispatch_queue_events(routed: Routed<QueueEvent>, events: QueueEvents, sealer: Sealer) {
     while let Some(event) = events.next().await {
-        let event = opened(&sealer, event);
+        // A listener gets a value that does not open as stored, quietly.
+        let (event, _) = event.opened(&sealer);
         for (_, _, mailbox) in routed.iter().filter(|(_, kind, _)| *kind == event.kind()) {
             mailbox.offer(event.clone());
         }
-    }
-}
-
-/// `event` with what its queue sealed opened; as stored when it does not open.
-fn opened(sealer: &Sealer, event: QueueEvent) -> QueueEvent {
-    match event {
-        QueueEvent::Completed {
-            job_id,
-            return_value,
-        } if sealed_with(&return_value).is_some() => QueueEvent::Completed {
-            job_id,
-            return_value: sealer
-                .open(Field::ReturnValue, return_value.clone())
-                .unwrap_or(return_value),
-        },
-        QueueEvent::Failed { job_id, reason } => QueueEvent::Failed {
-            job_id,
-            reason: sealer
-                .open_text(Field::FailedReason, reason.clone())
-                .unwrap_or(reason),
-        },
-        other => other,
     }
 }
