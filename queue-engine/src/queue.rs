@@ -2629,6 +2629,22 @@ impl Queue {
         if next_millis.is_none() && repeat_opts.every.is_none() {
             return Ok(None);
         }
+        let computed_next = next_millis;
+        let owed = match (&repeat_opts.pattern, repeat_opts.immediately) {
+            (Some(pattern), None | Some(false)) => {
+                crate::ext::owed_run::owed_run(
+                    &self.conn,
+                    &self.keys,
+                    job_scheduler_id,
+                    pattern,
+                    repeat_opts.tz.as_deref(),
+                    now,
+                )
+                .await?
+            }
+            _ => None,
+        };
+        let next_millis = owed.or(next_millis);
 
         let effective_name = job_name.unwrap_or(job_scheduler_id);
         let effective_data = job_data.unwrap_or(serde_json::json!({}));
@@ -2696,6 +2712,30 @@ impl Queue {
 
         let mut conn = self.conn.connection();
         let result = script.execute(&mut conn, &keys, &args).await?;
+        // A run owed since before now is put back by the script (change 31), unless a
+        // worker took it meanwhile: then the upsert goes on as upstream's.
+        let result = match (owed, result) {
+            (Some(_), redis::Value::Int(code)) => {
+                let refused = Error::from_script_code(code);
+                if !crate::ext::owed_run::taken_meanwhile(&refused) {
+                    return Err(refused);
+                }
+                let next_millis_str = computed_next.unwrap_or(0).to_string();
+                let delayed_job_opts_packed = pack_delayed_job_opts(
+                    &effective_opts,
+                    job_scheduler_id,
+                    computed_next.unwrap_or(0),
+                    iteration_count,
+                    offset,
+                    &repeat_opts,
+                );
+                let mut args = args;
+                args[0] = next_millis_str.as_bytes();
+                args[5] = &delayed_job_opts_packed;
+                script.execute(&mut conn, &keys, &args).await?
+            }
+            (_, result) => result,
+        };
 
         // Parse result: the script returns [jobId, delay] on success
         match result {

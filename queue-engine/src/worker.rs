@@ -1193,7 +1193,6 @@ impl Worker {
         let job_opts = job.opts().clone();
         let job_data = job.data().clone();
         let repeat_job_key = job.repeat_job_key().map(|s| s.to_string());
-        let job_name = job.name().to_string();
         // Each failed attempt adds its entry to the ones before it (`failure_record`).
         let previous_stacktrace = job.stacktrace().to_string();
 
@@ -1219,6 +1218,13 @@ impl Worker {
         let _ = ctx.event_tx.send(WorkerEvent::Active {
             job_id: job_id.clone(),
         });
+
+        // A scheduler's run makes the next one as it starts, as Node's worker does when
+        // it fetches the job: made only once the run ends, the next run was lost when
+        // that call failed or the process died first, and the scheduler stopped.
+        if let Some(scheduler_id) = &repeat_job_key {
+            Self::schedule_next_run(ctx, scheduler_id, &job_id, &job_data, &job_opts).await;
+        }
 
         // Determine if the job must fail before processing, mirroring Node.js
         // `getUnrecoverableErrorMessage`: a deferred failure (parent failed via
@@ -1280,8 +1286,6 @@ impl Worker {
             &job_opts,
             &job_data,
             &previous_stacktrace,
-            &repeat_job_key,
-            &job_name,
             &discarded,
             fetch_next,
         );
@@ -1307,10 +1311,11 @@ impl Worker {
         next_job
     }
 
-    /// Records the attempt's outcome (`result`): the job's completion or failure, and a
-    /// repeatable job's next iteration. Upstream's code of `process_fetched_job`, moved
-    /// here unchanged: a grouped worker's turn goes out beside it (`end_group_turn`,
-    /// PATCHES.md change 21), and a function of its own keeps upstream's text as it was.
+    /// Records the attempt's outcome (`result`): the job's completion or failure.
+    /// Upstream's code of `process_fetched_job`, moved here: a grouped worker's turn
+    /// goes out beside it (`end_group_turn`, PATCHES.md change 21), and a function of
+    /// its own keeps upstream's text as it was, but for a scheduler's next run, now made
+    /// when the run starts (change 32).
     #[allow(
         clippy::too_many_arguments,
         clippy::needless_borrow,
@@ -1326,8 +1331,6 @@ impl Worker {
         job_opts: &JobOptions,
         job_data: &serde_json::Value,
         previous_stacktrace: &str,
-        repeat_job_key: &Option<String>,
-        job_name: &str,
         discarded: &AtomicBool,
         fetch_next: bool,
     ) -> Option<Job> {
@@ -1347,31 +1350,6 @@ impl Worker {
                 )
                 .await;
 
-                // Schedule the next iteration if this is a repeatable job
-                if let Some(ref scheduler_id) = repeat_job_key {
-                    if let Err(e) = Self::update_job_scheduler(
-                        ctx,
-                        scheduler_id,
-                        &job_id,
-                        &job_name,
-                        &job_data,
-                        &job_opts,
-                    )
-                    .await
-                    {
-                        error!(
-                            job_id = %job_id,
-                            scheduler_id = %scheduler_id,
-                            error = %e,
-                            "failed to schedule next iteration"
-                        );
-                        let _ = ctx.event_tx.send(WorkerEvent::Error(format!(
-                            "Failed to add repeatable job for next iteration: {}",
-                            e
-                        )));
-                    }
-                }
-
                 next
             }
             Err(e) => {
@@ -1384,8 +1362,6 @@ impl Worker {
                 } else {
                     e
                 };
-                // The job is another run's now: that run schedules the next iteration.
-                let lock_lost = matches!(e, Error::JobLockNotExist(_));
                 let e = match stack {
                     Some(stack) => e.with_stacktrace(stack),
                     None => e,
@@ -1403,31 +1379,6 @@ impl Worker {
                     fetch_next,
                 )
                 .await;
-
-                // Schedule the next iteration even when job fails
-                if let Some(scheduler_id) = repeat_job_key.as_ref().filter(|_| !lock_lost) {
-                    if let Err(e) = Self::update_job_scheduler(
-                        ctx,
-                        scheduler_id,
-                        &job_id,
-                        &job_name,
-                        &job_data,
-                        &job_opts,
-                    )
-                    .await
-                    {
-                        error!(
-                            job_id = %job_id,
-                            scheduler_id = %scheduler_id,
-                            error = %e,
-                            "failed to schedule next iteration after job failure"
-                        );
-                        let _ = ctx.event_tx.send(WorkerEvent::Error(format!(
-                            "Failed to add repeatable job for next iteration: {}",
-                            e
-                        )));
-                    }
-                }
 
                 next
             }
@@ -1516,6 +1467,39 @@ impl Worker {
         }
     }
 
+    /// Makes the next run of the scheduler whose run `job_id` is starting, sending the
+    /// call again until Redis answers it (it is idempotent: a second one finds the next
+    /// run made, or the scheduler moved on, and does nothing).
+    async fn schedule_next_run(
+        ctx: &LoopContext,
+        scheduler_id: &str,
+        job_id: &str,
+        job_data: &serde_json::Value,
+        job_opts: &JobOptions,
+    ) {
+        let retry = crate::ext::finishing::Retry {
+            job_id,
+            what: "the scheduler's next run",
+            closing: &ctx.closing,
+            lock_duration: Duration::from_millis(ctx.opts.lock_duration),
+        };
+        let (result, _) = retry
+            .run(|| Self::update_job_scheduler(ctx, scheduler_id, job_id, job_data, job_opts))
+            .await;
+        if let Err(e) = result {
+            error!(
+                job_id = %job_id,
+                scheduler_id = %scheduler_id,
+                error = %e,
+                "failed to schedule next iteration"
+            );
+            let _ = ctx.event_tx.send(WorkerEvent::Error(format!(
+                "Failed to add repeatable job for next iteration: {}",
+                e
+            )));
+        }
+    }
+
     /// Schedule the next iteration of a repeatable job by calling the
     /// `updateJobScheduler` Lua script. This is the critical path that
     /// keeps job schedulers running — must never silently swallow errors.
@@ -1523,7 +1507,6 @@ impl Worker {
         ctx: &LoopContext,
         scheduler_id: &str,
         job_id: &str,
-        _job_name: &str,
         job_data: &serde_json::Value,
         job_opts: &JobOptions,
     ) -> Result<(), Error> {
@@ -1555,9 +1538,19 @@ impl Worker {
         // Compute nextMillis for cron patterns (for `every`, the Lua script handles it)
         let next_millis: u64 = if let Some(ref repeat) = job_opts.repeat {
             if let Some(ref pattern) = repeat.pattern {
-                // Use prevMillis as reference if available, otherwise now
-                let reference = job_opts.prev_millis.unwrap_or(now);
-                let reference = if reference < now { now } else { reference };
+                // The next time after this run's own, or after now if later: a run
+                // that starts before its time (promoted, or a worker's clock behind
+                // the producer's) must not be handed its own time as the next one,
+                // whose job id it already holds ("duplicated", and the scheduler
+                // stopped). Its time is in its id, `repeat:<scheduler>:<millis>`.
+                let own_time = job_id
+                    .rsplit_once(':')
+                    .and_then(|(_, millis)| millis.parse::<u64>().ok());
+                let reference = [Some(now), job_opts.prev_millis, own_time]
+                    .into_iter()
+                    .flatten()
+                    .max()
+                    .unwrap_or(now);
 
                 match next_cron_millis(pattern, reference, repeat.tz.as_deref(), repeat.start_date)
                 {

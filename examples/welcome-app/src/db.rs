@@ -274,6 +274,41 @@ impl Db {
         on_pool!(self, [query_as::<_, User>], &sql, &first, &second; fetch_all)
     }
 
+    /// The last day the daily scan of `campaign` covered, if it ever ran.
+    pub async fn scanned_through(&self, campaign: &str) -> Result<Option<NaiveDate>, DbError> {
+        let sql = "SELECT day FROM scanned_through WHERE campaign = $1";
+        let day: Option<String> = on_pool!(self, [query_scalar], sql, campaign; fetch_optional)?;
+        Ok(day.and_then(|day| NaiveDate::parse_from_str(&day, "%Y-%m-%d").ok()))
+    }
+
+    /// Records that the daily scan of `campaign` covered every day through `day`; an
+    /// earlier day than the one recorded (a slow scan finishing after a newer one)
+    /// changes nothing.
+    pub async fn scan_through(&self, campaign: &str, day: NaiveDate) -> Result<(), DbError> {
+        let sql = "INSERT INTO scanned_through (campaign, day) VALUES ($1, $2) \
+                   ON CONFLICT (campaign) DO UPDATE SET day = excluded.day \
+                   WHERE excluded.day > scanned_through.day";
+        let day = day.format("%Y-%m-%d").to_string();
+        match self {
+            Db::Sqlite(pool) => {
+                let sql = sql.replace('$', "?");
+                sqlx::query(&sql)
+                    .bind(campaign)
+                    .bind(&day)
+                    .execute(pool)
+                    .await?;
+            }
+            Db::Postgres(pool) => {
+                sqlx::query(sql)
+                    .bind(campaign)
+                    .bind(&day)
+                    .execute(pool)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Records a sent message; `AlreadyThere` when this idempotency key was sent before.
     pub async fn insert_sent(
         &self,

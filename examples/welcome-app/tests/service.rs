@@ -383,6 +383,59 @@ async fn two_scans_of_one_day_and_two_grant_jobs_give_one_grant() {
 }
 
 #[tokio::test]
+async fn a_scan_after_days_no_worker_ran_grants_each_missed_day_once() {
+    use chrono::{Days, NaiveDate};
+    use welcome_app::jobs::coupons::CAMPAIGN;
+    let svc = start("wa-catch-up", FailurePolicy::Never).await;
+    let today = Utc::now().date_naive();
+    let day = |back: u64| today - Days::new(back);
+    // Born in a leap year, so that any month-day signs up.
+    let born = |d: NaiveDate| format!("2000-{}", d.format("%m-%d"));
+    // The last scan covered three days ago; no worker ran at 00:05 since.
+    svc.db.scan_through(CAMPAIGN, day(3)).await.unwrap();
+    let covered = svc.signup("covered@example.com", &born(day(3))).await;
+    let mut missed: Vec<(SignedUp, String)> = Vec::new();
+    for back in [2, 1, 0] {
+        let email = format!("missed-{back}@example.com");
+        let user = svc.signup(&email, &born(day(back))).await;
+        missed.push((user, day(back).format("%Y-%m-%d").to_string()));
+    }
+    let coupon = svc.app.queue::<BirthdayScan>("coupon").unwrap();
+    // The scheduler's scan it owed, made up once, and another (a second scheduled run
+    // on the same day): the second grants nothing new.
+    for n in 0..2 {
+        let scan_id = format!("scheduled-scan-{n}");
+        let scheduled = BirthdayScan::default();
+        let options = JobOptions::new().job_id(&scan_id);
+        coupon
+            .add("birthday-scan", scheduled, options)
+            .await
+            .unwrap();
+        wait_for_state(&coupon, &scan_id, JobState::Completed, SOON).await;
+        for (user, date) in &missed {
+            let grant = grant_job_id(&user.user_id, date);
+            wait_for_state(&coupon, &grant, JobState::Completed, SOON).await;
+        }
+    }
+    for (user, date) in &missed {
+        let grants = svc.coupons(&user.user_id, &user.token).await.json()["grants"].clone();
+        assert_eq!(
+            grants,
+            serde_json::json!([{"campaignId": "birthday", "date": date}]),
+            "one grant for the day the scan missed"
+        );
+    }
+    let grants = svc.coupons(&covered.user_id, &covered.token).await.json()["grants"].clone();
+    assert_eq!(
+        grants,
+        serde_json::json!([]),
+        "a covered day is not scanned again"
+    );
+    assert_eq!(svc.db.scanned_through(CAMPAIGN).await.unwrap(), Some(today));
+    svc.stop().await;
+}
+
+#[tokio::test]
 async fn leap_day_birthdays_are_granted_on_28_february_in_common_years() {
     let svc = start("wa-leap", FailurePolicy::Never).await;
     let leap = svc.signup("leap@example.com", "2000-02-29").await;

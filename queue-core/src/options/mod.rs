@@ -19,7 +19,7 @@ pub use keep::Retention;
 /// The old name of [`Retention`].
 #[deprecated(since = "0.2.0", note = "renamed `Retention`")]
 pub type Keep = Retention;
-pub use schedule::Schedule;
+pub use schedule::{MissedRuns, Schedule};
 pub(crate) use strategies::{BackoffFn, BackoffRegistry};
 pub(crate) use worker::WorkerOptions;
 
@@ -92,6 +92,9 @@ pub struct JobOptions {
     pub(crate) trace: Option<crate::trace::TraceContext>,
     pub(crate) stack_trace_limit: Option<u32>,
     pub(crate) group: Option<String>,
+    /// A scheduled run that starts later than this after its time is skipped
+    /// ([`MissedRuns::Skip`]); set by `upsert_scheduler` only.
+    pub(crate) skip_late: Option<Duration>,
 }
 
 impl JobOptions {
@@ -325,7 +328,8 @@ impl JobOptions {
     }
 
     /// The defaults these options make over `base` (a queue's over the app's): each
-    /// unset value from `base`. Ids, trace contexts and groups are never defaults.
+    /// unset value from `base`. Ids, trace contexts, groups and a scheduler's grace are
+    /// never defaults.
     pub(crate) fn over(self, base: &JobOptions) -> JobOptions {
         JobOptions {
             attempts: self.attempts.or(base.attempts),
@@ -341,6 +345,7 @@ impl JobOptions {
             trace: None,
             stack_trace_limit: self.stack_trace_limit.or(base.stack_trace_limit),
             group: None,
+            skip_late: self.skip_late,
         }
     }
 }

@@ -2,12 +2,15 @@
 
 use std::time::Duration;
 
-/// When a scheduler adds its job.
+/// When a scheduler adds its job, and what becomes of a run no worker was there for.
 ///
 /// ```
-/// use queue_core::options::Schedule;
+/// use std::time::Duration;
+/// use queue_core::options::{MissedRuns, Schedule};
 /// let daily = Schedule::cron("5 0 * * *").tz("Europe/Paris"); // 00:05 Paris time
-/// # let _ = daily;
+/// let hourly = Schedule::cron("0 * * * *")
+///     .missed_runs(MissedRuns::Skip { grace: Duration::from_secs(300) });
+/// # let _ = (daily, hourly);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a schedule does nothing until it is given to `upsert_scheduler`"]
@@ -15,6 +18,31 @@ pub struct Schedule {
     pub(crate) cron: Option<String>,
     pub(crate) every: Option<Duration>,
     pub(crate) tz: Option<String>,
+    pub(crate) missed: MissedRuns,
+}
+
+/// What a scheduler does with runs that fell due while no worker ran (a deploy, an
+/// outage, a night with the workers scaled to zero).
+///
+/// A scheduler keeps one next run in Redis, so however many runs were missed, at most
+/// one is owed when a worker returns; upserting the scheduler again at start-up keeps
+/// it (a run already due is not replaced by the next one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MissedRuns {
+    /// The owed run happens once, as soon as a worker can take it; the next one is at
+    /// the schedule's next time after it. For work that covers "everything since the
+    /// last run" (a daily scan that keeps its own watermark), nothing is lost.
+    #[default]
+    RunOnce,
+    /// A run that cannot start within `grace` of its time is skipped: its handler is
+    /// not called, the job completes with a `null` result, and an `info` log says so.
+    /// Only a run's first attempt is judged: a retry waits for its backoff, not for a
+    /// worker. A run late because the workers were busy is skipped too.
+    Skip {
+        /// How late a run may start and still run.
+        grace: Duration,
+    },
 }
 
 impl Schedule {
@@ -24,6 +52,7 @@ impl Schedule {
             cron: Some(pattern.into()),
             every: None,
             tz: None,
+            missed: MissedRuns::RunOnce,
         }
     }
 
@@ -33,12 +62,20 @@ impl Schedule {
             cron: None,
             every: Some(interval),
             tz: None,
+            missed: MissedRuns::RunOnce,
         }
     }
 
     /// The IANA time zone the cron pattern is read in (default UTC).
     pub fn tz(mut self, tz: impl Into<String>) -> Self {
         self.tz = Some(tz.into());
+        self
+    }
+
+    /// What happens to runs that fell due while no worker ran (default:
+    /// [`MissedRuns::RunOnce`]).
+    pub fn missed_runs(mut self, missed: MissedRuns) -> Self {
+        self.missed = missed;
         self
     }
 }

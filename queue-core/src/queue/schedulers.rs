@@ -5,12 +5,13 @@ use serde::Serialize;
 
 use super::Queue;
 use crate::error::Error;
-use crate::options::{JobOptions, Schedule};
+use crate::options::{JobOptions, MissedRuns, Schedule};
 
 impl<T: Serialize> Queue<T> {
     /// Creates or updates the scheduler `id`: it adds a job named `name` with `data`
     /// and `options` on `schedule`. Idempotent: calling it again with the same id (a
-    /// restart, three replicas at once) keeps one scheduler and one next job.
+    /// restart, three replicas at once) keeps one scheduler and one next job, and a run
+    /// that fell due while no worker ran stays owed ([`MissedRuns`]).
     pub async fn upsert_scheduler(
         &self,
         id: &str,
@@ -32,6 +33,16 @@ impl<T: Serialize> Queue<T> {
             ));
         }
         let mut options = self.prepare(options)?;
+        options.skip_late = match schedule.missed {
+            MissedRuns::RunOnce => None,
+            MissedRuns::Skip { grace } if grace.is_zero() => {
+                return Err(Error::invalid(
+                    "missed_runs",
+                    "a grace of zero would skip every run: give how late a run may start",
+                ))
+            }
+            MissedRuns::Skip { grace } => Some(grace),
+        };
         // Scheduled runs are not part of the trace that created the scheduler (or the
         // scheduler would tie every run for ever to one old request).
         options.trace = None;

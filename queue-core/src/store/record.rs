@@ -140,6 +140,8 @@ impl StoredOptions {
                 .and_then(|tp| TraceContext::from_traceparent(tp, self.tracestate.as_deref())),
             stack_trace_limit: self.stack_trace_limit,
             group: self.group,
+            // Only a scheduler's runs have one, and no scheduler adds through the outbox.
+            skip_late: None,
         }
     }
 }

@@ -154,6 +154,17 @@ impl Dispatcher {
         trace: Option<crate::trace::TraceContext>,
         ending: Ending,
     ) -> BoxFuture<'static, Outcome> {
+        if let Some(late) = super::missed_run::too_late(&job, crate::clock::now_ms()) {
+            ending.span.in_scope(|| {
+                tracing::info!(
+                    late_by = %human(late),
+                    "a scheduled run that started too late for its scheduler was skipped"
+                )
+            });
+            return Box::pin(std::future::ready(
+                ending.finish(Ok(serde_json::Value::Null), Duration::ZERO),
+            ));
+        }
         let Some(planned) = self.plan.handler_for(job.name()) else {
             let failure = AttemptFailure {
                 reason: format!(

@@ -4,6 +4,7 @@
 mod attempt;
 mod blocking;
 mod listeners;
+mod missed_run;
 mod processor;
 mod pulse;
 mod tracker;

@@ -27,6 +27,9 @@ pub(crate) mod lock_script;
 pub(crate) mod locks;
 /// An outage logged once when it starts and once when it ends (change 19).
 pub(crate) mod outage;
+/// A cron scheduler's run that fell due while no worker ran is kept through an
+/// upsert (change 31).
+pub(crate) mod owed_run;
 /// Where a job's processor runs: in its slot's task, or in a task of its own
 /// (change 27).
 pub(crate) mod processor_task;

@@ -50,6 +50,55 @@ pub fn grant_job_id(user_id: &str, date: &str) -> String {
     format!("birthday-{hex}")
 }
 
+/// The most days one scan makes up: a month. A scan that finds the last covered day
+/// further back (a service stopped for longer, a restored old database) covers the
+/// month before today and says what it left out.
+pub const MAX_CATCH_UP_DAYS: u64 = 31;
+
+/// The days a scan on `today` covers, oldest first: the days after `since` (the last
+/// one covered), at most [`MAX_CATCH_UP_DAYS`] of them; today alone when it is the
+/// first scan or `since` is today (a second scan of a day adds no second grant).
+pub fn days_to_scan(since: Option<NaiveDate>, today: NaiveDate) -> Vec<NaiveDate> {
+    let first = match since {
+        Some(since) if since < today => since + chrono::Days::new(1),
+        _ => today,
+    };
+    let earliest = today - chrono::Days::new(MAX_CATCH_UP_DAYS - 1);
+    if first < earliest {
+        tracing::warn!(%first, %earliest, "the birthday scan covers the last {MAX_CATCH_UP_DAYS} days only; days before were not scanned");
+    }
+    first
+        .max(earliest)
+        .iter_days()
+        .take_while(|day| *day <= today)
+        .collect()
+}
+
+/// Adds one grant job per user born on `date` (ids from the user and the day: a second
+/// scan of the day adds none); returns how many were born on it.
+async fn grant_day(
+    db: &Db,
+    coupons: &Queue<super::Coupon>,
+    date: NaiveDate,
+) -> Result<usize, JobError> {
+    let users = db.users_born_on(date).await?;
+    let date = date.format("%Y-%m-%d").to_string();
+    let grants = users.iter().map(|user| {
+        let grant = BirthdayGrant {
+            user_id: user.public_id.clone(),
+            date: date.clone(),
+        };
+        let options = JobOptions::new()
+            .job_id(grant_job_id(&user.public_id, &date))
+            .attempts(5);
+        (grant, options)
+    });
+    let added = coupons.add_jobs(grants).await?;
+    let new = added.iter().filter(|a| !a.duplicate).count();
+    tracing::info!(%date, birthdays = users.len(), new_grant_jobs = new, "birthday scan done");
+    Ok(users.len())
+}
+
 /// The time zone the scheduled scan reads "today" in.
 #[derive(Debug, Clone, Copy)]
 pub struct ScanZone(pub chrono_tz::Tz);
@@ -69,28 +118,24 @@ impl Coupons {
         zone: Dep<ScanZone>,
         app: Dep<QueueApp>,
     ) -> Result<usize, JobError> {
-        let date = match &job.data.date {
-            Some(date) => NaiveDate::parse_from_str(date, "%Y-%m-%d").map_err(|e| {
-                JobError::unrecoverable(std::io::Error::other(format!("bad date {date:?}: {e}")))
-            })?,
-            None => Utc::now().with_timezone(&zone.0).date_naive(),
+        let coupons = app.queue_of::<super::Coupon>()?;
+        let Some(date) = &job.data.date else {
+            // Today's scan, and every day since the last one that covered its day: a
+            // run missed while no worker ran is made up once (the scheduler's
+            // default), and covers the days it missed.
+            let today = Utc::now().with_timezone(&zone.0).date_naive();
+            let since = db.scanned_through(CAMPAIGN).await?;
+            let mut birthdays = 0;
+            for day in days_to_scan(since, today) {
+                birthdays += grant_day(&db, &coupons, day).await?;
+            }
+            db.scan_through(CAMPAIGN, today).await?;
+            return Ok(birthdays);
         };
-        let users = db.users_born_on(date).await?;
-        let date = date.format("%Y-%m-%d").to_string();
-        let grants = users.iter().map(|user| {
-            let grant = BirthdayGrant {
-                user_id: user.public_id.clone(),
-                date: date.clone(),
-            };
-            let options = JobOptions::new()
-                .job_id(grant_job_id(&user.public_id, &date))
-                .attempts(5);
-            (grant, options)
-        });
-        let added = app.queue_of::<super::Coupon>()?.add_jobs(grants).await?;
-        let new = added.iter().filter(|a| !a.duplicate).count();
-        tracing::info!(%date, birthdays = users.len(), new_grant_jobs = new, "birthday scan done");
-        Ok(users.len())
+        let date = NaiveDate::parse_from_str(date, "%Y-%m-%d").map_err(|e| {
+            JobError::unrecoverable(std::io::Error::other(format!("bad date {date:?}: {e}")))
+        })?;
+        grant_day(&db, &coupons, date).await
     }
 
     /// A grant in two stages, kept in the database: `granted` records the coupon once
@@ -140,5 +185,30 @@ impl Coupons {
         })
         .await?;
         Ok(if new { "granted" } else { "already granted" }.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{days_to_scan, MAX_CATCH_UP_DAYS};
+    use chrono::NaiveDate;
+
+    fn day(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").expect("a date")
+    }
+
+    #[test]
+    fn a_scan_covers_the_days_since_the_last_and_today_at_most_a_month() {
+        let today = day("2026-03-02");
+        assert_eq!(days_to_scan(None, today), [today], "the first scan");
+        assert_eq!(days_to_scan(Some(today), today), [today], "again today");
+        assert_eq!(
+            days_to_scan(Some(day("2026-02-27")), today),
+            [day("2026-02-28"), day("2026-03-01"), today],
+            "the days missed, across a month's end"
+        );
+        let long_ago = days_to_scan(Some(day("2025-01-01")), today);
+        assert_eq!(long_ago.len() as u64, MAX_CATCH_UP_DAYS);
+        assert_eq!(long_ago.last(), Some(&today));
     }
 }

@@ -114,13 +114,23 @@ fn backoff_from_engine(b: &BackoffStrategy) -> Backoff {
 /// and rewrites the job (a retry included).
 pub(crate) const TIMEOUT_KEY: &str = "timeout";
 
+/// The key under a scheduled job's stored options that holds how late its run may start
+/// ([`MissedRuns::Skip`](crate::options::MissedRuns::Skip)), in milliseconds: in the
+/// scheduler's template, so every run carries it. Node BullMQ keeps it as it keeps
+/// [`TIMEOUT_KEY`], and ignores it.
+pub(crate) const SKIP_LATE_KEY: &str = "skipLate";
+
 /// Our validated options as the engine's, with the job's creation timestamp: BullMQ's
-/// own fields, the trace context in BullMQ's telemetry field (`tm`), and the timeout
-/// under [`TIMEOUT_KEY`]. Nothing else is stored for a job.
+/// own fields, the trace context in BullMQ's telemetry field (`tm`), the timeout under
+/// [`TIMEOUT_KEY`] and a scheduler's grace under [`SKIP_LATE_KEY`]. Nothing else is
+/// stored for a job.
 pub(crate) fn options_to_engine(opts: &JobOptions, timestamp_ms: u64) -> bullmq::JobOptions {
     let mut extensions = std::collections::BTreeMap::new();
     if let Some(timeout) = opts.timeout {
         extensions.insert(TIMEOUT_KEY.to_owned(), millis(timeout).into());
+    }
+    if let Some(grace) = opts.skip_late {
+        extensions.insert(SKIP_LATE_KEY.to_owned(), millis(grace).into());
     }
     let priority = opts.priority.filter(|p| *p > 0);
     if let Some(group) = &opts.group {
@@ -195,6 +205,11 @@ pub(crate) fn options_from_engine(opts: &bullmq::JobOptions) -> JobOptions {
             .and_then(TraceContext::from_metadata),
         stack_trace_limit: opts.stack_trace_limit,
         group: bullmq::groups::group_of(opts).map(std::borrow::Cow::into_owned),
+        skip_late: opts
+            .extensions
+            .get(SKIP_LATE_KEY)
+            .and_then(serde_json::Value::as_u64)
+            .map(Duration::from_millis),
     }
 }
 
