@@ -2,7 +2,7 @@
 // per run; the result is one JSON object on stdout.
 //
 //   node bench.mjs enqueue <queue> <single|inflight|bulk> <n>   -> {"ms"}
-//   node bench.mjs work <queue> <concurrency> <n>               -> {"ms", "cpuMs", "peakRssKb"}
+//   node bench.mjs work <queue> <concurrency> <n>               -> {"ms", "coldMs", "cpuMs", "peakRssKb"}
 //   node bench.mjs latency <queue> <n>                          -> {"samplesUs": [..]}
 //
 // Environment: REDIS_URL (default redis://127.0.0.1:6379). Prefix: BullMQ's default, "bull".
@@ -55,6 +55,7 @@ async function work(concurrency, n) {
   let completed = 0;
   let resolveDone;
   const done = new Promise((resolve) => (resolveDone = resolve));
+  const created = now();
   const worker = new Worker(
     queueName,
     async () => {
@@ -74,7 +75,12 @@ async function work(concurrency, n) {
   const { user, system } = process.cpuUsage(firstCpu);
   const rss = peakRssKb();
   await worker.close();
-  print({ ms: (finished - first) / 1000, cpuMs: (user + system) / 1000, peakRssKb: rss });
+  print({
+    ms: (finished - first) / 1000,
+    coldMs: (finished - created) / 1000,
+    cpuMs: (user + system) / 1000,
+    peakRssKb: rss,
+  });
 }
 
 async function latency(n) {

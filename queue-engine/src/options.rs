@@ -187,8 +187,9 @@ pub struct RedisConnectionOptions {
     /// when [`cluster_nodes`](Self::cluster_nodes) is set.
     pub sentinel: Option<crate::ext::sentinel::options::SentinelOptions>,
     /// How long a command on the shared connection to a standalone server may wait for
-    /// its reply, with nothing else heard, before the connection is taken for dead and
-    /// replaced (a socket a load balancer forgot gives no error; see
+    /// its reply: longer, it ends with a timeout error, and a command sent after one
+    /// has waited this long with nothing else heard finds the connection taken for dead
+    /// and replaced (a socket a load balancer forgot gives no error; see
     /// [`RenewingConnection`](crate::RenewingConnection)). `None`: the response
     /// timeout (10 s). Not used with a cluster or Sentinel.
     pub renew_after: Option<Duration>,

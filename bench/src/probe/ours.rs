@@ -235,9 +235,10 @@ pub(super) async fn work(
     if let Some(observed) = &observed {
         builder = builder.metrics(observed.metrics.clone());
     }
+    let created = std::time::Instant::now();
     let app = builder.build().await?;
     let workers = app.start_workers_for(&[queue]).await?;
-    let timed = super::time_until_completed(&STARTS, queue, n).await?;
+    let timed = super::time_until_completed(&STARTS, queue, n, created).await?;
     workers.shutdown(Duration::from_secs(5)).await;
     let spans = match observed {
         Some(observed) => observed.finish()?,

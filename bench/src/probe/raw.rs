@@ -73,6 +73,7 @@ pub(super) async fn work(name: &str, concurrency: usize, n: u64) -> BenchResult<
     // waits 1 ms, `bench-p<c>` does the CPU work): the raw engine's row beside ours.
     let handler = Handler::of(name);
     let cpu = super::CpuWork::current();
+    let created = std::time::Instant::now();
     let worker = Worker::with_options(
         name,
         move |_job: bullmq::Job, _token| async move {
@@ -92,7 +93,7 @@ pub(super) async fn work(name: &str, concurrency: usize, n: u64) -> BenchResult<
         options,
     )
     .await?;
-    let timed = super::time_until_completed(&STARTS, name, n).await?;
+    let timed = super::time_until_completed(&STARTS, name, n, created).await?;
     worker.close(CLOSE_MS).await?;
     Ok(timed)
 }

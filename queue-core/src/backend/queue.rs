@@ -90,6 +90,17 @@ impl QueueBackend {
         matches!(self, QueueBackend::Redis { engine, .. } if engine.initialized())
     }
 
+    /// Whether an add of a job that cannot be a duplicate needs no deadline of its
+    /// caller's: it is one command, and the connection of an opened queue on a
+    /// standalone Redis ends each command at the command timeout (the engine's
+    /// renewing connection), answering [`Error::Timeout`]. A cluster's or Sentinel's
+    /// connection, an unopened queue (its opening asks Redis first) and an add that
+    /// reads whether its id is taken keep the caller's one deadline over the whole add.
+    pub(crate) fn bounds_single_adds(&self) -> bool {
+        matches!(self, QueueBackend::Redis { engine, .. }
+            if engine.get().is_some_and(EngineQueue::bounds_each_command))
+    }
+
     /// Whether an add runs the job before it returns (an inline app's runner): then
     /// nothing waits for a relay or a worker.
     #[cfg(feature = "sqlx")]

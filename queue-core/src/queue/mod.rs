@@ -491,7 +491,8 @@ impl<T: Serialize> Queue<T> {
         self.added(name, options, outcome).await
     }
 
-    /// One engine add under the command timeout.
+    /// One engine add under the command timeout: the connection's deadline on its one
+    /// command where it keeps one (a timer per add, not two), else one over the whole.
     fn add_once<'a>(
         &'a self,
         name: &'a str,
@@ -499,7 +500,13 @@ impl<T: Serialize> Queue<T> {
         options: &'a JobOptions,
         limit: usize,
     ) -> impl Future<Output = Result<AddOutcome, Error>> + 'a {
-        self.timed("add", self.shared.backend.add(name, data, options, limit))
+        let bounded = !options.may_be_duplicate() && self.shared.backend.bounds_single_adds();
+        let add = self.shared.backend.add(name, data, options, limit);
+        if bounded {
+            futures::future::Either::Left(add)
+        } else {
+            futures::future::Either::Right(self.timed("add", add))
+        }
     }
 
     /// Adds several jobs in one pipelined round trip. Every job is checked first; one

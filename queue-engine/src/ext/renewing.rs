@@ -13,7 +13,14 @@
 //! which goes with its last clone. It works whoever gave up on the unanswered command
 //! (its caller's own deadline, or nobody), and a slow server that still answers some
 //! commands is heard, so it is not replaced.
+//!
+//! The same silence is each command's deadline: the manager is made without a response
+//! timeout, and a command that waits longer than the silence ends with a timeout error
+//! here, the wait for a lazy manager's connection included. One timer per command, and
+//! a caller whose call is one command needs no deadline of its own (queue-core's `add`
+//! has none).
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -47,8 +54,9 @@ struct Renewing {
 const NOTHING_PENDING: u64 = u64::MAX;
 
 impl RenewingConnection {
-    /// `manager`, made from `client` with `config`, to be replaced by a new one of the
-    /// same after `silence` without a reply (its response timeout, say).
+    /// `manager`, made from `client` with `config` (no response timeout: `silence` is
+    /// each command's deadline), to be replaced by a new one of the same after
+    /// `silence` without a reply.
     pub(crate) fn new(
         client: Client,
         config: ConnectionManagerConfig,
@@ -148,14 +156,34 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+impl RenewingConnection {
+    /// `sent`, ended with a timeout error once it has waited as long as the connection
+    /// may be silent; what its result says about the connection is noted.
+    async fn answered<T>(&self, sent: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
+        let deadline = Duration::from_millis(self.inner.silence_ms);
+        let result = tokio::time::timeout(deadline, sent)
+            .await
+            .unwrap_or_else(|_| Err(no_answer_within(deadline)));
+        self.after(&result);
+        result
+    }
+}
+
+/// The error of a command that had no answer within `deadline`: an I/O timeout, as
+/// redis-rs's own response timeout gives, so that callers who tell a timeout apart
+/// (`RedisError::is_timeout`) see one.
+fn no_answer_within(deadline: Duration) -> redis::RedisError {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("no answer from Redis within {deadline:?}"),
+    )
+    .into()
+}
+
 impl ConnectionLike for RenewingConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         let mut manager = self.for_sending();
-        Box::pin(async move {
-            let result = manager.req_packed_command(cmd).await;
-            self.after(&result);
-            result
-        })
+        Box::pin(async move { self.answered(manager.req_packed_command(cmd)).await })
     }
 
     fn req_packed_commands<'a>(
@@ -166,9 +194,8 @@ impl ConnectionLike for RenewingConnection {
     ) -> RedisFuture<'a, Vec<Value>> {
         let mut manager = self.for_sending();
         Box::pin(async move {
-            let result = manager.req_packed_commands(pipeline, offset, count).await;
-            self.after(&result);
-            result
+            self.answered(manager.req_packed_commands(pipeline, offset, count))
+                .await
         })
     }
 

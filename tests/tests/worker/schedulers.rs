@@ -67,6 +67,9 @@ async fn updating_a_scheduler_while_its_next_job_waits_replaces_that_job() {
     assert_eq!(after.len(), 1, "one next job: {after:?}");
     assert_eq!(after[0].data, serde_json::json!(2), "the new template");
     assert_ne!(after[0].id, before[0].id, "the job of the new schedule");
+    // The replaced job is gone, hash and all: one left behind made a later run's id
+    // "exist", and the scheduler stopped (taskforcesh/bullmq#3262).
+    assert!(q.get_job(&before[0].id).await.expect("a read").is_none());
     assert_eq!(
         q.get_job_state(&after[0].id).await.expect("a state"),
         Some(JobState::Delayed)
@@ -428,5 +431,39 @@ async fn a_run_promoted_before_its_time_makes_the_next_one_after_its_time() {
         "the next run ({}) comes after the promoted one ({})",
         next[0].id,
         first.id
+    );
+}
+
+#[tokio::test]
+async fn each_change_of_an_interval_takes_effect() {
+    // taskforcesh/bullmq#3430: a changed `every` was sometimes not applied to the runs
+    // after the next one (computed from a job's stale options).
+    let redis = TestRedis::new("sched-every-changes");
+    let ran = Arc::new(Ran::default());
+    let app = redis.app(|b| ran_app(b, &ran)).await;
+    let q = app.queue::<u64>("reports").expect("the queue");
+    for secs in [80, 40, 90, 20, 30] {
+        let every = Schedule::every(Duration::from_secs(secs));
+        q.upsert_scheduler("sweep", every, "report", secs, JobOptions::new())
+            .await
+            .expect("an upsert");
+        let next = next_jobs(&q).await;
+        assert_eq!(next.len(), 1, "one next run: {next:?}");
+        assert_eq!(next[0].data, serde_json::json!(secs), "the latest template");
+    }
+    // The last change's first run is due now; the run after it is 30 s later.
+    let workers = app.start_workers().await.expect("workers start");
+    wait_until(SOON, "the first run", || async {
+        (!ran.ids().is_empty()).then_some(())
+    })
+    .await;
+    workers.shutdown(SOON).await;
+    let first = ran.ids().remove(0);
+    let next = next_jobs(&q).await;
+    assert_eq!(next.len(), 1, "one next run: {next:?}");
+    assert_eq!(
+        run_time(&next[0].id) - run_time(&first),
+        30_000,
+        "every 30 s"
     );
 }

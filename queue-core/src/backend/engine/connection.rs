@@ -96,10 +96,7 @@ impl Connection {
         }
         let clients = urls
             .iter()
-            .map(|url| match tls {
-                None => redis::Client::open(url.as_str()),
-                Some(tls) => redis::Client::build_with_tls(url.as_str(), certificates(tls)),
-            })
+            .map(|url| client(url.as_str(), tls))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| connect_error(format!("not a valid Redis URL or TLS setting ({e})")))?;
         let mut options = match &*endpoint {
@@ -253,11 +250,7 @@ impl Connection {
             _ => redis::ConnectionAddr::Tcp(host, port),
         };
         let info = info.set_addr(addr);
-        let client = match &self.tls {
-            None => redis::Client::open(info),
-            Some(tls) => redis::Client::build_with_tls(info, certificates(tls)),
-        };
-        client.unwrap_or_else(|_| seed.clone())
+        client(info, self.tls.as_ref()).unwrap_or_else(|_| seed.clone())
     }
 
     /// A connection of its own that watches `keys` (one slot's, non-empty), for an
@@ -287,6 +280,13 @@ impl Connection {
     }
 
     /// `<prefix>:<queue>`, the base of every key of a queue.
+    /// Each command's deadline on the shared connection, when the connection keeps
+    /// one (a standalone server's renewing connection: its silence); `None` with a
+    /// cluster or Sentinel, whose commands keep the engine's longer response timeout.
+    pub(crate) fn command_deadline(&self) -> Option<std::time::Duration> {
+        self.options.renew_after
+    }
+
     pub(crate) fn queue_base(&self, queue: &str) -> String {
         format!("{}:{queue}", self.prefix)
     }
@@ -306,6 +306,21 @@ fn tls_certs(tls: &Tls) -> TlsCerts {
         root_cert: tls.root_cert_pem.clone(),
         client_cert: tls.client_cert_pem.as_ref().map(|(cert, _)| cert.clone()),
         client_key: tls.client_cert_pem.as_ref().map(|(_, key)| key.clone()),
+    }
+}
+
+/// A client for `info`, with the engine's socket settings (Nagle off, as on every
+/// connection the engine opens) and `tls`'s certificates if given.
+fn client(
+    info: impl redis::IntoConnectionInfo,
+    tls: Option<&Tls>,
+) -> redis::RedisResult<redis::Client> {
+    let info = info
+        .into_connection_info()?
+        .set_tcp_settings(bullmq::redis_connection::tcp_settings());
+    match tls {
+        None => redis::Client::open(info),
+        Some(tls) => redis::Client::build_with_tls(info, certificates(tls)),
     }
 }
 

@@ -132,8 +132,20 @@ impl EngineQueue {
             bullmq::Error::InvalidConfig(reason) if reason.contains("exceeds the limit") => {
                 Error::oversized_payload(None, max_payload_bytes)
             }
+            // The connection's deadline ended the add: the command timeout, as the
+            // caller's would have.
+            bullmq::Error::Redis(e) if e.is_timeout() => match self.conn.command_deadline() {
+                Some(after) => Error::Timeout { what: "add", after },
+                None => self.error(bullmq::Error::Redis(e)),
+            },
             other => self.error(other),
         }
+    }
+
+    /// Whether the connection ends each command at the command timeout
+    /// ([`super::super::connection::Connection::command_deadline`]).
+    pub(crate) fn bounds_each_command(&self) -> bool {
+        self.conn.command_deadline().is_some()
     }
 
     /// Whether the job id or the deduplication id is already taken, read before adding:
