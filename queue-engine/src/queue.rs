@@ -2629,22 +2629,6 @@ impl Queue {
         if next_millis.is_none() && repeat_opts.every.is_none() {
             return Ok(None);
         }
-        let computed_next = next_millis;
-        let owed = match (&repeat_opts.pattern, repeat_opts.immediately) {
-            (Some(pattern), None | Some(false)) => {
-                crate::ext::owed_run::owed_run(
-                    &self.conn,
-                    &self.keys,
-                    job_scheduler_id,
-                    pattern,
-                    repeat_opts.tz.as_deref(),
-                    now,
-                )
-                .await?
-            }
-            _ => None,
-        };
-        let next_millis = owed.or(next_millis);
 
         let effective_name = job_name.unwrap_or(job_scheduler_id);
         let effective_data = job_data.unwrap_or(serde_json::json!({}));
@@ -2710,31 +2694,48 @@ impl Queue {
             &producer_key,                 // ARGV[9]
         ];
 
-        let mut conn = self.conn.connection();
-        let result = script.execute(&mut conn, &keys, &args).await?;
-        // A run owed since before now is put back by the script (change 31), unless a
-        // worker took it meanwhile: then the upsert goes on as upstream's.
-        let result = match (owed, result) {
-            (Some(_), redis::Value::Int(code)) => {
-                let refused = Error::from_script_code(code);
-                if !crate::ext::owed_run::taken_meanwhile(&refused) {
-                    return Err(refused);
-                }
-                let next_millis_str = computed_next.unwrap_or(0).to_string();
-                let delayed_job_opts_packed = pack_delayed_job_opts(
-                    &effective_opts,
-                    job_scheduler_id,
-                    computed_next.unwrap_or(0),
-                    iteration_count,
-                    offset,
-                    &repeat_opts,
-                );
-                let mut args = args;
-                args[0] = next_millis_str.as_bytes();
-                args[5] = &delayed_job_opts_packed;
+        // A cron scheduler's run that fell due while no worker ran is put back, with
+        // the new template, in a transaction that holds only while it is still owed
+        // (change 31); else, upstream's upsert.
+        let owed = match (&repeat_opts.pattern, repeat_opts.immediately) {
+            (Some(pattern), None | Some(false)) => {
+                let args_for = |owed: u64| {
+                    let delayed = pack_delayed_job_opts(
+                        &effective_opts,
+                        job_scheduler_id,
+                        owed,
+                        iteration_count,
+                        offset,
+                        &repeat_opts,
+                    );
+                    let mut owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+                    owned[0] = owed.to_string().into_bytes();
+                    owned[5] = delayed;
+                    owned
+                };
+                crate::ext::owed_run::add_owed(
+                    &self.conn,
+                    &self.keys,
+                    crate::ext::owed_run::Owed {
+                        scheduler_id: job_scheduler_id,
+                        pattern,
+                        tz: repeat_opts.tz.as_deref(),
+                        now,
+                    },
+                    &script,
+                    &keys,
+                    args_for,
+                )
+                .await?
+            }
+            _ => None,
+        };
+        let result = match owed {
+            Some(added) => added,
+            None => {
+                let mut conn = self.conn.connection();
                 script.execute(&mut conn, &keys, &args).await?
             }
-            (_, result) => result,
         };
 
         // Parse result: the script returns [jobId, delay] on success

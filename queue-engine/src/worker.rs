@@ -1219,13 +1219,6 @@ impl Worker {
             job_id: job_id.clone(),
         });
 
-        // A scheduler's run makes the next one as it starts, as Node's worker does when
-        // it fetches the job: made only once the run ends, the next run was lost when
-        // that call failed or the process died first, and the scheduler stopped.
-        if let Some(scheduler_id) = &repeat_job_key {
-            Self::schedule_next_run(ctx, scheduler_id, &job_id, &job_data, &job_opts).await;
-        }
-
         // Determine if the job must fail before processing, mirroring Node.js
         // `getUnrecoverableErrorMessage`: a deferred failure (parent failed via
         // failParentOnFailure) takes precedence, otherwise the job is rejected
@@ -1240,6 +1233,9 @@ impl Worker {
         });
 
         if let Some(reason) = unrecoverable_reason {
+            if let Some(scheduler_id) = &repeat_job_key {
+                Self::schedule_next_run(ctx, scheduler_id, &job_id, &job_data, &job_opts).await;
+            }
             let err = Error::Unrecoverable(reason);
             let next_job = Self::handle_job_failed(
                 ctx,
@@ -1266,9 +1262,20 @@ impl Worker {
             return next_job;
         }
 
-        // Run the processor
+        // Run the processor. A scheduler's run makes the next one as it starts, beside
+        // the processor, as Node's worker does when it fetches the job: made only once
+        // the run ended, the next run was lost when that call failed or the process died
+        // first, and the scheduler stopped (change 32).
         let discarded = job.discarded_handle();
-        let result = ctx.placement.run(&ctx.processor, job, cancel_token).await;
+        let processed = ctx.placement.run(&ctx.processor, job, cancel_token);
+        let result = match &repeat_job_key {
+            Some(scheduler_id) => {
+                let next_run =
+                    Self::schedule_next_run(ctx, scheduler_id, &job_id, &job_data, &job_opts);
+                tokio::join!(next_run, processed).1
+            }
+            None => processed.await,
+        };
 
         // Decide whether to fetch the next job in the same round-trip as the
         // finishing script. Mirrors the Node.js `fetchNextCallback`: only chain

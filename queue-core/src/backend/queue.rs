@@ -92,8 +92,8 @@ impl QueueBackend {
 
     /// Whether an add of a job that cannot be a duplicate needs no deadline of its
     /// caller's: it is one command, and the connection of an opened queue on a
-    /// standalone Redis ends each command at the command timeout (the engine's
-    /// renewing connection), answering [`Error::Timeout`]. A cluster's or Sentinel's
+    /// standalone Redis ends a command once nothing has been heard on it for the command
+    /// timeout (the engine's renewing connection), answering [`Error::Timeout`]. A cluster's or Sentinel's
     /// connection, an unopened queue (its opening asks Redis first) and an add that
     /// reads whether its id is taken keep the caller's one deadline over the whole add.
     pub(crate) fn bounds_single_adds(&self) -> bool {

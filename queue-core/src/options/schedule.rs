@@ -37,8 +37,9 @@ pub enum MissedRuns {
     RunOnce,
     /// A run that cannot start within `grace` of its time is skipped: its handler is
     /// not called, the job completes with a `null` result, and an `info` log says so.
-    /// Only a run's first attempt is judged: a retry waits for its backoff, not for a
-    /// worker. A run late because the workers were busy is skipped too.
+    /// Only a run's first start is judged: a retry waits for its backoff, not for a
+    /// worker, and a run recovered after its worker died has begun its work. A run late
+    /// because the workers were busy is skipped too.
     Skip {
         /// How late a run may start and still run.
         grace: Duration,

@@ -8,11 +8,12 @@ use std::time::Duration;
 use crate::job::Job;
 
 /// How late the run `job` is, when its scheduler skips runs this late: a scheduler's
-/// run (BullMQ names it `repeat:<scheduler>:<millis of its time>`), on its first
-/// attempt, started more than its grace after its time.
+/// run (BullMQ names it `repeat:<scheduler>:<millis of its time>`), on its first start,
+/// started more than its grace after its time. A run started before (a retry, a run
+/// recovered after its worker stalled or died) has begun its work, and finishes it.
 pub(super) fn too_late(job: &Job<serde_json::Value>, now_ms: u64) -> Option<Duration> {
     let grace = job.options().skip_late?;
-    if job.attempt() > 1 {
+    if job.attempt() > 1 || job.meta().attempts_started > 1 {
         return None;
     }
     let due = scheduled_at(job.id())?;

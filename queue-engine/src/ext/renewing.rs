@@ -14,11 +14,15 @@
 //! (its caller's own deadline, or nobody), and a slow server that still answers some
 //! commands is heard, so it is not replaced.
 //!
-//! The same silence is each command's deadline: the manager is made without a response
-//! timeout, and a command that waits longer than the silence ends with a timeout error
-//! here, the wait for a lazy manager's connection included. One timer per command, and
-//! a caller whose call is one command needs no deadline of its own (queue-core's `add`
-//! has none).
+//! The same silence bounds each command: the manager is made without a response
+//! timeout, and a command ends with a timeout error here once the connection has been
+//! silent that long since the command went out (nothing heard: no reply to it or to any
+//! other), the wait for a lazy manager's connection included. A busy server that still
+//! answers is not silent, so a thousand adds sent at once, or one large transfer, are
+//! not cut at the silence from their sending. One timer per command, and a caller whose
+//! call is one command needs no deadline of its own (queue-core's `add` has none); a
+//! caller's own deadline of the same length ends first ([`CALLER_FIRST`]), so it is the
+//! one that names what timed out.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,7 +52,14 @@ struct Renewing {
     /// When a command went out with every earlier one answered, ms since `born`;
     /// [`NOTHING_PENDING`] after a reply.
     pending_since_ms: AtomicU64,
+    /// When a reply (to any command) came last, ms since `born`.
+    heard_ms: AtomicU64,
 }
+
+/// How much later than the silence a silent command ends here: a caller that gave the
+/// same call a deadline of the same length (queue-core's `timed`) ends it first, with an
+/// error naming the call.
+const CALLER_FIRST: Duration = Duration::from_millis(50);
 
 /// `pending_since_ms` when every command sent has had its reply.
 const NOTHING_PENDING: u64 = u64::MAX;
@@ -71,6 +82,7 @@ impl RenewingConnection {
                 silence_ms: millis(silence),
                 born: Instant::now(),
                 pending_since_ms: AtomicU64::new(NOTHING_PENDING),
+                heard_ms: AtomicU64::new(0),
             }),
         }
     }
@@ -139,7 +151,9 @@ impl RenewingConnection {
     /// replacing it meanwhile would only churn.
     fn after<T>(&self, result: &RedisResult<T>) {
         if !matches!(result, Err(e) if e.is_timeout()) {
-            self.inner
+            let inner = &self.inner;
+            inner.heard_ms.fetch_max(inner.now_ms(), Ordering::AcqRel);
+            inner
                 .pending_since_ms
                 .store(NOTHING_PENDING, Ordering::Release);
         }
@@ -157,13 +171,29 @@ fn millis(duration: Duration) -> u64 {
 }
 
 impl RenewingConnection {
-    /// `sent`, ended with a timeout error once it has waited as long as the connection
-    /// may be silent; what its result says about the connection is noted.
+    /// `sent`, ended with a timeout error once the connection has been silent as long as
+    /// it may be since `sent` went out; what its result says about the connection is
+    /// noted. One timer, set again only when the connection was heard meanwhile.
     async fn answered<T>(&self, sent: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
-        let deadline = Duration::from_millis(self.inner.silence_ms);
-        let result = tokio::time::timeout(deadline, sent)
-            .await
-            .unwrap_or_else(|_| Err(no_answer_within(deadline)));
+        let inner = &self.inner;
+        let silence = Duration::from_millis(inner.silence_ms);
+        let sent_at = inner.now_ms();
+        let mut sent = std::pin::pin!(sent);
+        let mut heard = inner.heard_ms.load(Ordering::Acquire);
+        let result = loop {
+            let quiet_since = Duration::from_millis(sent_at.max(heard));
+            let until = inner.born + quiet_since + silence + CALLER_FIRST;
+            match tokio::time::timeout_at(until.into(), sent.as_mut()).await {
+                Ok(result) => break result,
+                Err(_) => {
+                    let heard_now = inner.heard_ms.load(Ordering::Acquire);
+                    if heard_now <= heard {
+                        break Err(no_answer_within(silence));
+                    }
+                    heard = heard_now;
+                }
+            }
+        };
         self.after(&result);
         result
     }

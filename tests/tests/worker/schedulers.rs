@@ -396,12 +396,13 @@ async fn a_running_run_has_its_next_run_made_already() {
     // call that failed) before then, and the scheduler stopped for good.
     let ticking = first_tick_running("sched-next-at-start").await;
     let (q, gate) = (&ticking.queue, &ticking.gate);
-    let next = next_jobs(q).await;
-    assert_eq!(
-        next.len(),
-        1,
-        "the next run exists while this one runs: {next:?}"
-    );
+    // Made beside the handler, which is held: it never comes if only an end makes it.
+    let next = wait_until(SOON, "the next run, while this one runs", || async {
+        let next = next_jobs(q).await;
+        (!next.is_empty()).then_some(next)
+    })
+    .await;
+    assert_eq!(next.len(), 1, "one next run: {next:?}");
     gate.release.notify_one();
     ticking.workers.shutdown(SOON).await;
 }
@@ -466,4 +467,65 @@ async fn each_change_of_an_interval_takes_effect() {
         30_000,
         "every 30 s"
     );
+}
+
+#[tokio::test]
+async fn an_owed_run_a_worker_took_is_not_put_back_over_it() {
+    // A worker of another process took the owed run and has not yet made the next one
+    // when this process upserts at start-up: the upsert must not store the owed run's
+    // job again (over the running one, and in `wait` beside `active`).
+    let redis = TestRedis::new("sched-owed-taken");
+    let app = redis.app(|b| b).await;
+    let q = app.queue::<u64>("reports").expect("the queue");
+    let schedule = Schedule::cron(EVERY_SECOND);
+    q.upsert_scheduler("ticks", schedule.clone(), "report", 1, JobOptions::new())
+        .await
+        .expect("an upsert");
+    let owed = overdue_run(&q, Duration::from_millis(1_500)).await;
+    // Taken: moved from `delayed` to `active`, as a worker's fetch does.
+    let base = format!("{}:reports", redis.prefix());
+    let mut conn = queue_tests::sync_connection();
+    redis::pipe()
+        .cmd("ZREM")
+        .arg(format!("{base}:delayed"))
+        .arg(&owed.id)
+        .cmd("LPUSH")
+        .arg(format!("{base}:active"))
+        .arg(&owed.id)
+        .query::<()>(&mut *conn)
+        .expect("the run taken");
+
+    q.upsert_scheduler("ticks", schedule, "report", 2, JobOptions::new())
+        .await
+        .expect("a restart's upsert");
+    let taken = q
+        .get_job(&owed.id)
+        .await
+        .expect("a read")
+        .expect("still there");
+    assert_eq!(
+        taken.data,
+        serde_json::json!(1),
+        "the running job is left alone"
+    );
+    let (waiting, active): (Vec<String>, Vec<String>) = redis::pipe()
+        .cmd("LRANGE")
+        .arg(format!("{base}:wait"))
+        .arg(0)
+        .arg(-1)
+        .cmd("LRANGE")
+        .arg(format!("{base}:active"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut *conn)
+        .expect("the lists");
+    assert!(
+        !waiting.contains(&owed.id),
+        "the taken run waits again: {waiting:?}"
+    );
+    assert_eq!(active, std::slice::from_ref(&owed.id));
+    let next = next_jobs(&q).await;
+    assert_eq!(next.len(), 1, "one next run: {next:?}");
+    assert!(run_time(&next[0].id) > run_time(&owed.id), "{next:?}");
+    assert_eq!(next[0].data, serde_json::json!(2), "with the new template");
 }

@@ -280,8 +280,8 @@ impl Connection {
     }
 
     /// `<prefix>:<queue>`, the base of every key of a queue.
-    /// Each command's deadline on the shared connection, when the connection keeps
-    /// one (a standalone server's renewing connection: its silence); `None` with a
+    /// The silence after which a command on the shared connection fails, when the
+    /// connection keeps one (a standalone server's renewing connection); `None` with a
     /// cluster or Sentinel, whose commands keep the engine's longer response timeout.
     pub(crate) fn command_deadline(&self) -> Option<std::time::Duration> {
         self.options.renew_after
