@@ -437,7 +437,10 @@ impl RedisConnection {
     /// Non-panicking variant of [`managed_conn`](Self::managed_conn); `None`
     /// on a Redis Cluster or Sentinel connection. The manager of the moment: one kept
     /// stays on its socket after a silent connection is replaced (see
-    /// [`RenewingConnection`]), so take it anew for each use.
+    /// [`RenewingConnection`]), so take it anew for each use. On a standalone server it
+    /// has no response timeout of its own (the renewing connection times each command
+    /// sent through it): a command sent on it directly waits until Redis answers or
+    /// the socket fails, so give it a deadline of yours.
     pub fn try_managed_conn(&self) -> Option<ManagedConn> {
         match &self.inner.connection {
             AnyConnection::Single(conn) => Some(conn.clone()),

@@ -152,6 +152,7 @@ async fn twenty_silent_seconds_lose_nothing_run_nothing_twice_and_need_no_restar
     // No call waited past its timeout, and an add that failed said why as a timeout
     // (an add is one command, which the connection ends: no timer of the add's own).
     let slowest_add = adds.iter().map(|a| a.took).max().unwrap_or_default();
+    eprintln!("the slowest add took {slowest_add:?}");
     let other_failures: Vec<&String> = adds
         .iter()
         .filter_map(|a| a.other_failure.as_ref())

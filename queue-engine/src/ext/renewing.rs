@@ -43,7 +43,7 @@ pub struct RenewingConnection {
 struct Renewing {
     client: Client,
     config: ConnectionManagerConfig,
-    current: RwLock<ConnectionManager>,
+    current: RwLock<Current>,
     /// How long a command may wait for its reply, with nothing else heard, before the
     /// connection counts as dead, ms.
     silence_ms: u64,
@@ -52,8 +52,24 @@ struct Renewing {
     /// When a command went out with every earlier one answered, ms since `born`;
     /// [`NOTHING_PENDING`] after a reply.
     pending_since_ms: AtomicU64,
-    /// When a reply (to any command) came last, ms since `born`.
-    heard_ms: AtomicU64,
+}
+
+/// The manager of the moment, and when it was heard last.
+#[derive(Clone)]
+struct Current {
+    manager: ConnectionManager,
+    /// When a reply (to any command sent on this manager) came last, ms since `born`.
+    /// The manager's own: replies on its replacement say nothing of its socket.
+    heard_ms: Arc<AtomicU64>,
+}
+
+impl Current {
+    fn new(manager: ConnectionManager) -> Self {
+        Current {
+            manager,
+            heard_ms: Arc::new(AtomicU64::new(0)),
+        }
+    }
 }
 
 /// How much later than the silence a silent command ends here: a caller that gave the
@@ -78,17 +94,20 @@ impl RenewingConnection {
             inner: Arc::new(Renewing {
                 client,
                 config,
-                current: RwLock::new(manager),
+                current: RwLock::new(Current::new(manager)),
                 silence_ms: millis(silence),
                 born: Instant::now(),
                 pending_since_ms: AtomicU64::new(NOTHING_PENDING),
-                heard_ms: AtomicU64::new(0),
             }),
         }
     }
 
     /// The manager now.
     pub fn current(&self) -> ConnectionManager {
+        self.now().manager
+    }
+
+    fn now(&self) -> Current {
         self.inner
             .current
             .read()
@@ -98,7 +117,7 @@ impl RenewingConnection {
 
     /// The manager to send a command on: the current one, or a new one in its place
     /// when the current one has gone silent.
-    fn for_sending(&self) -> ConnectionManager {
+    fn for_sending(&self) -> Current {
         let inner = &self.inner;
         let now = inner.now_ms();
         let pending = inner.pending_since_ms.load(Ordering::Acquire);
@@ -113,13 +132,13 @@ impl RenewingConnection {
         } else if now.saturating_sub(pending) >= inner.silence_ms {
             return self.renew(pending, now);
         }
-        self.current()
+        self.now()
     }
 
     /// A new manager in place of the silent one, unless another sender replaced it
     /// already (one replacement per silence); the manager to send on either way.
     /// Under the write lock, so that no sender takes the silent one meanwhile.
-    fn renew(&self, pending: u64, now: u64) -> ConnectionManager {
+    fn renew(&self, pending: u64, now: u64) -> Current {
         let inner = &self.inner;
         let mut current = inner
             .current
@@ -135,7 +154,7 @@ impl RenewingConnection {
             if let Ok(fresh) =
                 ConnectionManager::new_lazy_with_config(inner.client.clone(), inner.config.clone())
             {
-                *current = fresh;
+                *current = Current::new(fresh);
                 debug!(
                     silent_ms = now.saturating_sub(pending),
                     "no reply from Redis for as long as a command may wait: a new connection replaces the silent one"
@@ -149,10 +168,10 @@ impl RenewingConnection {
     /// the silence counting. A reply (an error reply included) says Redis is there; a
     /// socket that failed (refused, reset, closed) is the manager's to reconnect, and
     /// replacing it meanwhile would only churn.
-    fn after<T>(&self, result: &RedisResult<T>) {
+    fn after<T>(&self, result: &RedisResult<T>, heard_ms: &AtomicU64) {
         if !matches!(result, Err(e) if e.is_timeout()) {
             let inner = &self.inner;
-            inner.heard_ms.fetch_max(inner.now_ms(), Ordering::AcqRel);
+            heard_ms.fetch_max(inner.now_ms(), Ordering::AcqRel);
             inner
                 .pending_since_ms
                 .store(NOTHING_PENDING, Ordering::Release);
@@ -171,22 +190,27 @@ fn millis(duration: Duration) -> u64 {
 }
 
 impl RenewingConnection {
-    /// `sent`, ended with a timeout error once the connection has been silent as long as
-    /// it may be since `sent` went out; what its result says about the connection is
-    /// noted. One timer, set again only when the connection was heard meanwhile.
-    async fn answered<T>(&self, sent: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
+    /// `sent` (on the manager whose last reply `heard_ms` keeps), ended with a timeout
+    /// error once that manager has been silent as long as it may be since `sent` went
+    /// out; what its result says about the connection is noted. One timer, set again
+    /// only when the manager was heard meanwhile.
+    async fn answered<T>(
+        &self,
+        heard_ms: &AtomicU64,
+        sent: impl Future<Output = RedisResult<T>>,
+    ) -> RedisResult<T> {
         let inner = &self.inner;
         let silence = Duration::from_millis(inner.silence_ms);
         let sent_at = inner.now_ms();
         let mut sent = std::pin::pin!(sent);
-        let mut heard = inner.heard_ms.load(Ordering::Acquire);
+        let mut heard = heard_ms.load(Ordering::Acquire);
         let result = loop {
             let quiet_since = Duration::from_millis(sent_at.max(heard));
             let until = inner.born + quiet_since + silence + CALLER_FIRST;
             match tokio::time::timeout_at(until.into(), sent.as_mut()).await {
                 Ok(result) => break result,
                 Err(_) => {
-                    let heard_now = inner.heard_ms.load(Ordering::Acquire);
+                    let heard_now = heard_ms.load(Ordering::Acquire);
                     if heard_now <= heard {
                         break Err(no_answer_within(silence));
                     }
@@ -194,7 +218,7 @@ impl RenewingConnection {
                 }
             }
         };
-        self.after(&result);
+        self.after(&result, heard_ms);
         result
     }
 }
@@ -212,8 +236,14 @@ fn no_answer_within(deadline: Duration) -> redis::RedisError {
 
 impl ConnectionLike for RenewingConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let mut manager = self.for_sending();
-        Box::pin(async move { self.answered(manager.req_packed_command(cmd)).await })
+        let Current {
+            mut manager,
+            heard_ms,
+        } = self.for_sending();
+        Box::pin(async move {
+            self.answered(&heard_ms, manager.req_packed_command(cmd))
+                .await
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -222,10 +252,16 @@ impl ConnectionLike for RenewingConnection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        let mut manager = self.for_sending();
+        let Current {
+            mut manager,
+            heard_ms,
+        } = self.for_sending();
         Box::pin(async move {
-            self.answered(manager.req_packed_commands(pipeline, offset, count))
-                .await
+            self.answered(
+                &heard_ms,
+                manager.req_packed_commands(pipeline, offset, count),
+            )
+            .await
         })
     }
 

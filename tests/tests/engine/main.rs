@@ -1,5 +1,5 @@
 //! The engine's own API (queue-engine/PATCHES.md): the patches, locks, processor
-//! placement, and Redis's cost per job.
+//! placement, Redis's cost per job, and the renewing connection's deadline.
 //!
 //! One test binary for the area, a module per subject; one module alone:
 //! `cargo test -p queue-tests --test engine -- <module>::`.
@@ -8,3 +8,4 @@ mod locks;
 mod patches;
 mod placement;
 mod redis_cost;
+mod renewing;
