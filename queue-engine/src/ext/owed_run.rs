@@ -53,6 +53,18 @@ pub(crate) async fn add_owed(
     let Some(client) = conn.try_client() else {
         return Ok(None);
     };
+    // Most upserts find their pending run in the future: asked on the shared
+    // connection, they open no other.
+    let pending: Option<f64> = conn
+        .cmd(
+            redis::cmd("ZSCORE")
+                .arg(keys.repeat())
+                .arg(owed.scheduler_id),
+        )
+        .await?;
+    if pending.is_none_or(|at| at as u64 > owed.now) {
+        return Ok(None);
+    }
     // A connection of its own: a watch holds for the connection that set it.
     let mut own = client.get_multiplexed_async_connection().await?;
     redis::cmd("WATCH")
