@@ -120,13 +120,22 @@ async fn a_flood_of_idle_connections_leaves_descriptors_for_the_handlers() {
     ));
 
     // The flooding address holds its share (64 of 128) and is refused at once past it:
-    // 429, not a wait.
+    // 429, not a wait. Or closed unanswered: the flood's own connections past its share
+    // keep up to 64 refusals being written (each lingers half a second), and past those
+    // the server closes a refused connection without an answer rather than spend a
+    // descriptor on it (`admission.rs`, whose tests check the 429 itself); a try that
+    // waits a second is neither.
     let own = wait_until(SOON, "the flooding address to be refused", || async {
-        let head = get_from([127, 0, 0, 2], addr).await;
-        head.starts_with("HTTP/1.1 429 ").then_some(head)
+        let head = tokio::time::timeout(Duration::from_secs(1), get_from([127, 0, 0, 2], addr))
+            .await
+            .ok()?;
+        (head.is_empty() || head.starts_with("HTTP/1.1 429 ")).then_some(head)
     })
     .await;
-    assert!(own.to_ascii_lowercase().contains("retry-after: 1"), "{own}");
+    assert!(
+        own.is_empty() || own.to_ascii_lowercase().contains("retry-after: 1"),
+        "{own}"
+    );
     // Another client is answered at once, not after the flood's connections time out,
     // by handlers that still have descriptors to open files with.
     let mut answers = Vec::new();
