@@ -173,6 +173,7 @@ mod tests {
         let text = String::from_utf8(refusal(Refused::ClientShare)).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 429 "));
+        assert!(head.contains("\r\nretry-after: 1\r\n"), "{head}");
         assert!(head.contains(&format!("content-length: {}", body.len())));
         assert!(serde_json::from_str::<serde_json::Value>(body).is_ok());
     }
