@@ -77,20 +77,23 @@ async fn updating_a_scheduler_while_its_next_job_waits_replaces_that_job() {
     assert_eq!(q.scheduler_count().await.expect("a count"), 1);
 }
 
-/// A handler that holds its first run until told, and counts every run.
+/// What a held handler tells and is told.
 #[derive(Default)]
 struct Gate {
     release: Notify,
     started: Notify,
 }
 
-async fn held(job: Job<u64>, gate: Dep<Gate>) -> Result<u64, JobError> {
-    gate.started.notify_one();
-    gate.release.notified().await;
+/// Holds the runs of the first template (data 1) until told; later ones run through.
+async fn held_if_first(job: Job<u64>, gate: Dep<Gate>) -> Result<u64, JobError> {
+    if job.data == 1 {
+        gate.started.notify_one();
+        gate.release.notified().await;
+    }
     Ok(job.data)
 }
 
-/// A scheduler `ticks` (every 300 ms, data 1) whose first run is running, held.
+/// A scheduler `ticks` on `schedule` (data 1) whose first run is running, held.
 struct Ticking {
     _redis: TestRedis,
     _app: QueueApp,
@@ -99,19 +102,22 @@ struct Ticking {
     workers: Workers,
 }
 
-async fn first_tick_running(label: &str) -> Ticking {
+fn every_300_ms() -> Schedule {
+    Schedule::every(Duration::from_millis(300))
+}
+
+async fn first_tick_running(label: &str, schedule: Schedule) -> Ticking {
     let redis = TestRedis::new(label);
     let gate = Arc::new(Gate::default());
     let app = redis
         .app(|b| {
-            b.processor(Processor::new("reports").any_job(held))
+            b.processor(Processor::new("reports").any_job(held_if_first))
                 .provide_arc(gate.clone())
         })
         .await;
     let queue = app.queue::<u64>("reports").expect("the queue");
-    let soon = Schedule::every(Duration::from_millis(300));
     queue
-        .upsert_scheduler("ticks", soon, "report", 1, JobOptions::new())
+        .upsert_scheduler("ticks", schedule, "report", 1, JobOptions::new())
         .await
         .expect("an upsert");
     let workers = app.start_workers().await.expect("workers start");
@@ -127,7 +133,7 @@ async fn first_tick_running(label: &str) -> Ticking {
 
 #[tokio::test]
 async fn updating_a_scheduler_while_its_job_runs_leaves_one_next_job_with_the_new_template() {
-    let ticking = first_tick_running("sched-update-active").await;
+    let ticking = first_tick_running("sched-update-active", every_300_ms()).await;
     let (q, gate) = (&ticking.queue, &ticking.gate);
     // The first run is active: update the scheduler under it, to a schedule whose next
     // run is months away (an `every` schedule would start again at once).
@@ -156,7 +162,7 @@ async fn updating_a_scheduler_while_its_job_runs_leaves_one_next_job_with_the_ne
 
 #[tokio::test]
 async fn removing_a_scheduler_while_its_job_runs_leaves_no_next_job() {
-    let ticking = first_tick_running("sched-remove-active").await;
+    let ticking = first_tick_running("sched-remove-active", every_300_ms()).await;
     let (q, gate) = (&ticking.queue, &ticking.gate);
     assert!(q.remove_scheduler("ticks").await.expect("a removal"));
     gate.release.notify_one();
@@ -344,38 +350,17 @@ async fn a_skip_policy_without_grace_is_refused_at_upsert() {
     assert_eq!(q.scheduler_count().await.expect("a count"), 0);
 }
 
-/// Holds the runs of the first template (data 1) until told; later ones run through.
-async fn held_if_first(job: Job<u64>, gate: Dep<Gate>) -> Result<u64, JobError> {
-    if job.data == 1 {
-        gate.started.notify_one();
-        gate.release.notified().await;
-    }
-    Ok(job.data)
-}
-
 #[tokio::test]
 async fn upserting_while_the_due_run_runs_leaves_it_alone_and_one_next_run() {
-    let redis = TestRedis::new("sched-owed-running");
-    let gate = Arc::new(Gate::default());
-    let app = redis
-        .app(|b| {
-            b.processor(Processor::new("reports").any_job(held_if_first))
-                .provide_arc(gate.clone())
-        })
-        .await;
-    let q = app.queue::<u64>("reports").expect("the queue");
     let schedule = Schedule::cron(EVERY_SECOND);
-    q.upsert_scheduler("ticks", schedule.clone(), "report", 1, JobOptions::new())
-        .await
-        .expect("an upsert");
-    let workers = app.start_workers().await.expect("workers start");
-    gate.started.notified().await;
+    let ticking = first_tick_running("sched-owed-running", schedule.clone()).await;
+    let (q, gate) = (&ticking.queue, &ticking.gate);
     // The due run is active, not owed: the upsert leaves it alone and replaces the
     // next run it made, with the new template.
     q.upsert_scheduler("ticks", schedule, "report", 2, JobOptions::new())
         .await
         .expect("an upsert while the due run runs");
-    let next = next_jobs(&q).await;
+    let next = next_jobs(q).await;
     assert_eq!(next.len(), 1, "one next run: {next:?}");
     assert_eq!(next[0].data, serde_json::json!(2));
     gate.release.notify_one();
@@ -385,16 +370,16 @@ async fn upserting_while_the_due_run_runs_leaves_it_alone_and_one_next_run() {
         || async { (q.get_job_counts().await.ok()?.completed >= 2).then_some(()) },
     )
     .await;
-    workers.shutdown(SOON).await;
+    ticking.workers.shutdown(SOON).await;
     assert_eq!(q.scheduler_count().await.expect("a count"), 1);
-    assert!(next_jobs(&q).await.len() <= 1, "one pending run at most");
+    assert!(next_jobs(q).await.len() <= 1, "one pending run at most");
 }
 
 #[tokio::test]
 async fn a_running_run_has_its_next_run_made_already() {
     // Made only when a run ended, the next run was lost to a process that died (or a
     // call that failed) before then, and the scheduler stopped for good.
-    let ticking = first_tick_running("sched-next-at-start").await;
+    let ticking = first_tick_running("sched-next-at-start", every_300_ms()).await;
     let (q, gate) = (&ticking.queue, &ticking.gate);
     // Made beside the handler, which is held: it never comes if only an end makes it.
     let next = wait_until(SOON, "the next run, while this one runs", || async {
