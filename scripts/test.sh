@@ -183,7 +183,7 @@ trap - EXIT
 say "cargo package (the library crates as tarballs)"
 cargo package --allow-dirty --no-verify $(printf -- '-p %s ' "${library_crates[@]}")
 
-say "a user's project built from those packages (scripts/downstream.sh)"
+say "a user's project and the README's quick start built from those packages (scripts/downstream.sh)"
 bash scripts/downstream.sh
 
 say "each feature alone (scripts/features.sh)"

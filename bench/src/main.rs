@@ -34,7 +34,7 @@
 //! The Node side (`bench/node/bench.mjs`) answers the same commands; the observability
 //! suite runs Node BullMQ 6 with and without `bullmq-otel` through `bench/node/observed.mjs`.
 
-mod probe;
+pub(crate) mod probe;
 mod runner;
 
 use std::process::ExitCode;

@@ -71,7 +71,7 @@ impl Bullmq {
     }
 
     /// The `bullmq` and `bullmq-otel` versions the peer loads for this major, as
-    /// `{"bullmq": "6.7.0", "bullmqOtel": "2.0.1"}`.
+    /// `{"bullmq": "6.7.6", "bullmqOtel": "2.0.1"}`.
     pub async fn versions(self) -> serde_json::Value {
         self.run("unused", &["version"]).await.remove(0)
     }

@@ -3,6 +3,7 @@
 mod observed;
 mod ours;
 mod raw;
+pub(crate) mod scenarios;
 mod spread;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -237,6 +238,38 @@ pub(crate) struct Timed {
     pub(crate) cpu_ms: f64,
 }
 
+/// Waits until `started()` says `n` handlers have started and `n` jobs sit in `queue`'s
+/// completed set, looking every millisecond; answers the `ZCARD`s it sent. Fails once
+/// `limit` has passed without that.
+pub(crate) async fn wait_until_completed(
+    queue: &str,
+    n: u64,
+    started: impl Fn() -> u64,
+    limit: Option<Duration>,
+) -> BenchResult<u64> {
+    let deadline = limit.map(|limit| Instant::now() + limit);
+    let client = redis::Client::open(redis_url())?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let completed_key = format!("bull:{queue}:completed");
+    let mut polls = 0;
+    loop {
+        if started() >= n {
+            polls += 1;
+            let done: u64 = redis::cmd("ZCARD")
+                .arg(&completed_key)
+                .query_async(&mut conn)
+                .await?;
+            if done >= n {
+                return Ok(polls);
+            }
+        }
+        if deadline.is_some_and(|deadline| Instant::now() > deadline) {
+            return Err(format!("{queue}: {n} jobs not done in {limit:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// Waits until `n` handlers have started and `n` jobs sit in the completed set; returns
 /// the time from the first start to then. Both systems are timed by this one loop.
 pub(crate) async fn time_until_completed(
@@ -245,23 +278,7 @@ pub(crate) async fn time_until_completed(
     n: u64,
     created: Instant,
 ) -> BenchResult<Timed> {
-    let client = redis::Client::open(redis_url())?;
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    let completed_key = format!("bull:{queue}:completed");
-    let mut polls = 0;
-    loop {
-        if counter.started() >= n {
-            polls += 1;
-            let done: u64 = redis::cmd("ZCARD")
-                .arg(&completed_key)
-                .query_async(&mut conn)
-                .await?;
-            if done >= n {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let polls = wait_until_completed(queue, n, || counter.started(), None).await?;
     let first = counter.first.get().copied().unwrap_or_else(Instant::now);
     let cpu = cpu_ms() - counter.first_cpu.get().copied().unwrap_or(0.0);
     Ok(Timed {
@@ -360,6 +377,17 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
                     raw::latency(&queue, n).await?
                 };
                 print(&serde_json::json!({ "samplesUs": samples }));
+            }
+            "scenario" => {
+                let name: String = arg(args, 2, "scenario")?;
+                let scenario = scenarios::Scenario::named(&name)
+                    .ok_or_else(|| format!("no scenario `{name}`"))?;
+                let window = if ours {
+                    ours::scenario(scenario).await?
+                } else {
+                    raw::scenario(scenario).await?
+                };
+                print(&serde_json::json!({ "ms": millis(window), "timed": scenario.timed }));
             }
             "spread" => {
                 let (target, queues, concurrency, n): (String, String, usize, u64) = (

@@ -129,6 +129,59 @@ async fn letter_c100(job: Job<Letter>) -> Result<Receipt, JobError> {
     Ok(Receipt::of(&job.data))
 }
 
+/// BullMQ's worker scenarios (`super::scenarios`), each on a queue of its own.
+static SCENARIO_STARTS: super::scenarios::WorkerClock = super::scenarios::WorkerClock::new();
+
+#[processor("bench-worker-generic", concurrency = 1)]
+async fn scenario_c1(_job: Job<serde_json::Value>) -> Result<serde_json::Value, JobError> {
+    SCENARIO_STARTS.mark(super::scenarios::WARMUP);
+    Ok(super::scenarios::result())
+}
+
+#[processor("bench-worker-concurrent", concurrency = 100)]
+async fn scenario_c100(_job: Job<serde_json::Value>) -> Result<serde_json::Value, JobError> {
+    SCENARIO_STARTS.mark(super::scenarios::WARMUP);
+    Ok(super::scenarios::result())
+}
+
+/// One of BullMQ's scenarios (`super::scenarios`); answers its timed window.
+pub(super) async fn scenario(scenario: super::scenarios::Scenario) -> BenchResult<Duration> {
+    let queue = scenario.queue();
+    let mut builder = QueueApp::builder().redis(redis_url());
+    if scenario.concurrency.is_some() {
+        // Completed jobs are kept, as by bullmq-bench's workers (set on the worker
+        // scenarios only: an add scenario's jobs carry no option raw's and Node's lack).
+        builder = builder.default_job_options(JobOptions::new().remove_on_complete(Retention::All));
+    }
+    let app = builder.build().await?;
+    let q = app.queue::<serde_json::Value>(&queue)?;
+    let add_many = |batch: Vec<serde_json::Value>| {
+        let q = q.clone();
+        async move {
+            let jobs = batch.into_iter().map(|d| BulkJob::new("test", d)).collect();
+            q.add_bulk(jobs).await?;
+            Ok(())
+        }
+    };
+    if scenario.concurrency.is_none() {
+        let add_one = |data| {
+            let q = q.clone();
+            async move {
+                q.add("test", data, JobOptions::new()).await?;
+                Ok(())
+            }
+        };
+        return super::scenarios::time_adds(scenario, add_one, add_many).await;
+    }
+    for batch in super::scenarios::setup_batches(scenario) {
+        add_many(batch).await?;
+    }
+    let workers = app.start_workers_for(&[queue.as_str()]).await?;
+    let window = SCENARIO_STARTS.window(scenario).await?;
+    workers.shutdown(Duration::from_secs(5)).await;
+    Ok(window)
+}
+
 /// Where the latency handler reports (sent, started) to the producer loop.
 static LATENCY: OnceLock<mpsc::UnboundedSender<(u64, u64)>> = OnceLock::new();
 

@@ -120,6 +120,51 @@ impl Handler {
     }
 }
 
+/// One of BullMQ's scenarios (`super::scenarios`); answers its timed window.
+pub(super) async fn scenario(scenario: super::scenarios::Scenario) -> BenchResult<Duration> {
+    static STARTS: super::scenarios::WorkerClock = super::scenarios::WorkerClock::new();
+    let name = scenario.queue();
+    let q = Arc::new(queue(&name).await?);
+    let add_many = |batch: Vec<serde_json::Value>| {
+        let q = Arc::clone(&q);
+        async move {
+            let jobs = batch.into_iter().map(|d| BulkJob::new("test", d)).collect();
+            q.add_bulk(jobs).await?;
+            Ok(())
+        }
+    };
+    let Some(concurrency) = scenario.concurrency else {
+        let add_one = |data: serde_json::Value| {
+            let q = Arc::clone(&q);
+            async move {
+                q.add("test", data).await?;
+                Ok(())
+            }
+        };
+        return super::scenarios::time_adds(scenario, add_one, add_many).await;
+    };
+    for batch in super::scenarios::setup_batches(scenario) {
+        add_many(batch).await?;
+    }
+    let options = WorkerOptions {
+        connection: connection(),
+        concurrency,
+        ..Default::default()
+    };
+    let worker = Worker::with_options(
+        &name,
+        move |_job: bullmq::Job, _token| async move {
+            STARTS.mark(scenario.warmup);
+            Ok(super::scenarios::result())
+        },
+        options,
+    )
+    .await?;
+    let window = STARTS.window(scenario).await?;
+    worker.close(CLOSE_MS).await?;
+    Ok(window)
+}
+
 pub(super) async fn latency(name: &str, n: u64) -> BenchResult<Vec<u64>> {
     let (report, mut reports) = mpsc::unbounded_channel::<(u64, u64)>();
     let options = WorkerOptions {

@@ -15,12 +15,17 @@
 //! new trace context in BullMQ's telemetry field, the least a traced job costs any
 //! producer. That splits ours' distance from the baseline into the trace's own share and
 //! ours'.
+//!
+//! And the stack our users come from: a NestJS 11 app with `@nestjs/bullmq` over Node
+//! BullMQ 6 (`bench/nestjs`, pinned by its lock file) answering the same route, as its
+//! guide writes it.
 
 use std::collections::BTreeMap;
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::findings::{Findings, Wanted};
 use super::redis::{free_port, BenchRedis};
 use super::stats::{median, paired};
 use super::suites::ratio;
@@ -86,11 +91,16 @@ fn wait_for_port(port: u16) -> BenchResult<()> {
 
 const HTTP_QUEUE: &str = "bench-http";
 
+/// The load each server gets before the measured one.
+const WARM_UP: &str = "1s";
+
 /// One server under HTTP load.
 #[derive(Debug, Clone, Copy)]
 struct HttpServer {
     system: System,
     label: &'static str,
+    /// The name under its bar in the chart.
+    short: &'static str,
     extra: Option<&'static str>,
     /// A Redis setting (name, value) this server runs under, put back after it.
     redis_setting: Option<(&'static str, &'static str)>,
@@ -101,6 +111,7 @@ const TRACED_JOBS_SETTING: (&str, &str) = ("hash-max-listpack-value", "128");
 
 /// Ours as a user runs it: traces started, the default.
 const OURS_TRACED: HttpServer = HttpServer {
+    short: "ours (default)",
     system: System::Ours,
     label: "ours: axum + queue-axum, traces started (default)",
     extra: None,
@@ -108,6 +119,7 @@ const OURS_TRACED: HttpServer = HttpServer {
 };
 
 const OURS_UNTRACED: HttpServer = HttpServer {
+    short: "ours, no traces",
     system: System::Ours,
     label: "ours: axum + queue-axum, `start_traces(false)`",
     extra: Some("no-traces"),
@@ -116,6 +128,7 @@ const OURS_UNTRACED: HttpServer = HttpServer {
 
 /// The bare endpoint, the baseline of the ratios against raw.
 const RAW: HttpServer = HttpServer {
+    short: "bare endpoint",
     system: System::Raw,
     label: "raw engine: axum + engine `add`",
     extra: None,
@@ -123,6 +136,7 @@ const RAW: HttpServer = HttpServer {
 };
 
 const OURS_TRACED_LISTPACK: HttpServer = HttpServer {
+    short: "ours, listpack 128",
     system: System::Ours,
     label: "ours, traces started, on Redis with `hash-max-listpack-value 128`",
     extra: None,
@@ -132,22 +146,37 @@ const OURS_TRACED_LISTPACK: HttpServer = HttpServer {
 /// The bare endpoint carrying a trace and nothing else: what the trace itself costs
 /// (against [`RAW`]), and the baseline of what ours adds to it ([`OURS_TRACED`]).
 const RAW_TRACED: HttpServer = HttpServer {
+    short: "bare + trace",
     system: System::Raw,
     label: "raw engine, each job with a new trace context in `tm`",
     extra: Some("traced"),
     redis_setting: None,
 };
 
+/// NestJS's `@Post() @HttpCode(202)` over `@InjectQueue()`'s `queue.add`.
+const NEST: HttpServer = HttpServer {
+    short: "NestJS",
+    system: System::Nest,
+    label: "NestJS 11 + `@nestjs/bullmq` (Node BullMQ 6)",
+    extra: None,
+    redis_setting: None,
+};
+
 /// Every server, in the order of the report's rows (each round rotates it).
-const HTTP_SERVERS: [HttpServer; 5] = [
+const HTTP_SERVERS: [HttpServer; 6] = [
     OURS_TRACED,
     OURS_UNTRACED,
     RAW,
     OURS_TRACED_LISTPACK,
     RAW_TRACED,
+    NEST,
 ];
 
-pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult<String> {
+pub(super) fn measure(
+    redis: &mut BenchRedis,
+    settings: Settings,
+    findings: &mut Findings,
+) -> BenchResult<String> {
     let script = std::env::temp_dir().join(format!("queue-bench-{}.lua", std::process::id()));
     std::fs::write(
         &script,
@@ -169,6 +198,7 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
             label,
             extra,
             redis_setting,
+            ..
         } in rotated(&servers, round)
         {
             redis.flush()?;
@@ -187,20 +217,28 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
             let mut server = system.spawn(&redis.url(), &args)?;
             wait_for_port(port)?;
             let url = format!("http://127.0.0.1:{port}/enqueue");
+            let wrk = |duration: &str| {
+                Command::new("wrk")
+                    .args([
+                        "-t2",
+                        "-c64",
+                        "-d",
+                        duration,
+                        "--latency",
+                        "-s",
+                        &script_arg,
+                        &url,
+                    ])
+                    .output()
+                    .map_err(|e| format!("cannot run wrk (apt-get install wrk): {e}"))
+            };
+            // A second of load first, not measured: a fresh process's first requests
+            // pay for its warm-up (Node's JIT above all), which no server in production
+            // pays per request.
+            wrk(WARM_UP)?;
+            let warm_jobs = redis.waiting(HTTP_QUEUE)?;
             let (server_cpu, redis_cpu) = (process_cpu_seconds(server.id())?, redis.cpu_seconds()?);
-            let output = Command::new("wrk")
-                .args([
-                    "-t2",
-                    "-c64",
-                    "-d",
-                    &duration,
-                    "--latency",
-                    "-s",
-                    &script_arg,
-                    &url,
-                ])
-                .output()
-                .map_err(|e| format!("cannot run wrk (apt-get install wrk): {e}"))?;
+            let output = wrk(&duration)?;
             let server_cpu = process_cpu_seconds(server.id())? - server_cpu;
             let redis_cpu = redis.cpu_seconds()? - redis_cpu;
             let _ = server.kill();
@@ -209,7 +247,7 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
                 redis.config_set(name, &before)?;
             }
             let load = parse_wrk(&String::from_utf8_lossy(&output.stdout));
-            let jobs = redis.waiting(HTTP_QUEUE)?;
+            let jobs = redis.waiting(HTTP_QUEUE)?.saturating_sub(warm_jobs);
             let accepted = load.requests - load.non_2xx;
             if jobs < accepted {
                 return Err(format!(
@@ -240,14 +278,17 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
     let _ = std::fs::remove_file(&script);
     let mut out = format!(
         "### HTTP: `POST /enqueue` -> 202, wrk, 64 connections, {duration} per server in each of {rounds} rounds (medians)\n\n\
-         CPU per request: the server process's user + system time, and Redis's, over the \
-         load, divided by the requests (wrk's own is the rest of the two cores).\n\n\
+         Each server gets a second of load before the measured one (a fresh process's \
+         first requests pay for its warm-up). CPU per request: the server process's user + \
+         system time, and Redis's, over the load, divided by the requests (wrk's own is \
+         the rest of the two cores).\n\n\
          | system | requests/s | p99 | server CPU per request | Redis CPU per request | non-2xx | timeouts | 202s (all rounds) | jobs in Redis |\n\
          |---|---|---|---|---|---|---|---|---|\n"
     );
     let median_of =
         |figures: &Figures, label: &str| figures.get(label).map_or(f64::NAN, |v| median(v));
-    for HttpServer { label, .. } in servers {
+    for HttpServer { label, short, .. } in servers {
+        findings.http(short, median_of(&rates, label));
         let (accepted, jobs, non_2xx, timeouts) = checks.get(label).copied().unwrap_or_default();
         out.push_str(&format!(
             "| {label} | {:.0} | {:.2} ms | {:.1} µs | {:.1} µs | {non_2xx} | {timeouts} | {accepted} | {jobs} |\n",
@@ -275,6 +316,17 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
     };
     let cpu_ratio_to =
         |label: &str, baseline: &str| paired(&cpu(baseline), &cpu(label)).to_string();
+    let traced = paired(&of(&rates, OURS_TRACED.label), &of(&rates, RAW.label));
+    findings.target(
+        "HTTP 202s, traces started (the default), ours/bare endpoint",
+        "#34, #49",
+        Wanted::AtLeast(0.9),
+        traced.median,
+        format!(
+            "(IQR {:.2} to {:.2}, {rounds} paired rounds)",
+            traced.q1, traced.q3
+        ),
+    );
     let rate_ratio = |label: &str| rate_ratio_to(label, RAW.label);
     let cpu_ratio = |label: &str| cpu_ratio_to(label, RAW.label);
     let ours = [OURS_TRACED, OURS_UNTRACED, OURS_TRACED_LISTPACK].map(|s| s.label);
@@ -302,6 +354,15 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
         rate_ratio_to(OURS_TRACED.label, RAW_TRACED.label),
         cpu_ratio_to(RAW_TRACED.label, RAW.label),
         cpu_ratio_to(OURS_TRACED.label, RAW_TRACED.label),
+    ));
+    out.push_str(&format!(
+        "Against NestJS, paired by round: ours (default) answers {} times its requests/s \
+         (of the medians {:.2}), with {:.2} of its p99 and {:.2} of its server CPU per \
+         request.\n\n",
+        paired(&of(&rates, OURS_TRACED.label), &of(&rates, NEST.label)),
+        median_of(&rates, OURS_TRACED.label) / median_of(&rates, NEST.label),
+        median_of(&p99s, OURS_TRACED.label) / median_of(&p99s, NEST.label),
+        median_of(&server_us, OURS_TRACED.label) / median_of(&server_us, NEST.label),
     ));
     Ok(out)
 }

@@ -1,13 +1,16 @@
 //! The orchestrator: one private Redis, every suite in alternating rounds (the order
 //! of the systems rotates each round, so drift on a shared machine hits all of them),
-//! and a Markdown report of medians and ratios on stdout.
+//! and a Markdown report of medians and ratios on stdout, closed by the targets met or
+//! not and the charts (SVG files, [`charts::directory`]).
 
 mod calibrate;
+mod charts;
 mod cluster;
 mod commands;
 mod dashboard;
 mod dashboard_tabs;
 mod encryption;
+mod findings;
 mod floor;
 mod groups;
 mod health;
@@ -16,6 +19,7 @@ mod observability;
 mod outbox;
 mod redis;
 mod results;
+mod scenarios;
 mod slowlink;
 mod stats;
 mod status;
@@ -53,7 +57,7 @@ pub(super) struct Settings {
     /// `BENCH_HTTP_SECS` (default 4): length of each HTTP load, one per server per paired
     /// round. (`BENCH_SUITES`, a comma list of floor, enqueue, throughput, latency, http,
     /// results, outbox, status, health, observability, encryption, dashboard, groups, slowlink,
-    /// cluster, commands, footprint, runs only those.)
+    /// cluster, commands, footprint, scenarios, runs only those.)
     http_secs: u64,
 }
 
@@ -100,6 +104,29 @@ fn command_output(program: &str, args: &[&str]) -> String {
         .unwrap_or_else(|| "?".to_owned())
 }
 
+/// The version of `package` installed under `dir` (relative to the repository), as npm
+/// put it there; `?` when it is not installed.
+fn npm_version(dir: &str, package: &str) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // A workspace member's packages may sit in the workspace's node_modules.
+    let candidates = [
+        root.join(dir)
+            .join("node_modules")
+            .join(package)
+            .join("package.json"),
+        root.join(dir)
+            .join("../node_modules")
+            .join(package)
+            .join("package.json"),
+    ];
+    candidates
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|json| json["version"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
@@ -116,9 +143,9 @@ fn machine() -> String {
 fn programs_for(suite: &str) -> &'static [&'static str] {
     match suite {
         "floor" => &["redis-benchmark"],
-        "http" => &["wrk"],
+        "http" => &["wrk", "node"],
         "enqueue" | "throughput" | "latency" | "observability" | "commands" | "footprint"
-        | "slowlink" => &["node"],
+        | "slowlink" | "scenarios" => &["node"],
         _ => &[],
     }
 }
@@ -146,10 +173,11 @@ fn not_installed(programs: impl Iterator<Item = &'static str>) -> Vec<&'static s
 }
 
 /// Every suite, in the order `run_all` runs them.
-const SUITES: [&str; 17] = [
+const SUITES: [&str; 18] = [
     "floor",
     "enqueue",
     "throughput",
+    "scenarios",
     "observability",
     "encryption",
     "commands",
@@ -193,13 +221,20 @@ pub(crate) fn run_all() -> BenchResult<()> {
         let _ = out.flush();
     };
     emit(format!(
-        "Run: {}; machine: {}; Redis {}; Node {}; {}; {} rounds, {} jobs per throughput run; \
-         {} paired rounds\n\n",
+        "Run: {}; machine: {}; Redis {}; Node {}; {}; Node BullMQ {} and {}, NestJS {} with \
+         `@nestjs/bullmq` {}, the observability suite's Node BullMQ {} with `bullmq-otel` {}; \
+         {} rounds, {} jobs per throughput run; {} paired rounds\n\n",
         command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
         machine(),
         redis.version(),
         command_output("node", &["--version"]),
         command_output("rustc", &["--version"]),
+        npm_version("bench/node", "bullmq"),
+        npm_version("bench/node", "bullmq5"),
+        npm_version("bench/nestjs", "@nestjs/core"),
+        npm_version("bench/nestjs", "@nestjs/bullmq"),
+        npm_version("tests/node/bullmq6", "bullmq"),
+        npm_version("tests/node/bullmq6", "bullmq-otel"),
         settings.rounds,
         settings.jobs,
         settings.paired_rounds,
@@ -208,21 +243,24 @@ pub(crate) fn run_all() -> BenchResult<()> {
     let started = std::time::Instant::now();
     // The processes' memory the throughput suite measured, for the footprint's table.
     let mut rss = suites::Rss::new();
+    let mut findings = findings::Findings::default();
     for suite in SUITES.into_iter().filter(|suite| chosen(suite)) {
         eprintln!("== {suite}, at {:.0} s", started.elapsed().as_secs_f64());
         let section = match suite {
             "floor" => floor::measure(&mut redis)?,
-            "enqueue" => suites::enqueue(&mut redis, settings)?,
+            "enqueue" => suites::enqueue(&mut redis, settings, &mut findings)?,
             "throughput" => {
-                let (throughput, measured) = suites::throughput(&mut redis, settings)?;
+                let (throughput, measured) =
+                    suites::throughput(&mut redis, settings, &mut findings)?;
                 rss = measured;
                 throughput
             }
+            "scenarios" => scenarios::measure(&mut redis, settings, &mut findings)?,
             "observability" => observability::measure(&mut redis, settings)?,
             "encryption" => encryption::measure(&mut redis, settings)?,
             "commands" => commands::measure(&mut redis)?,
-            "latency" => suites::latency(&mut redis, settings)?,
-            "http" => http::measure(&mut redis, settings)?,
+            "latency" => suites::latency(&mut redis, settings, &mut findings)?,
+            "http" => http::measure(&mut redis, settings, &mut findings)?,
             "results" => results::measure(&mut redis)?,
             "outbox" => outbox::measure(&mut redis, settings)?,
             "status" => status::measure(&mut redis)?,
@@ -231,13 +269,35 @@ pub(crate) fn run_all() -> BenchResult<()> {
             "groups" => groups::measure(&mut redis, settings)?,
             "cluster" => cluster::measure(&mut redis, settings)?,
             "slowlink" => slowlink::measure(&mut redis, settings)?,
-            "footprint" => suites::footprint(&mut redis, &rss)?,
+            "footprint" => suites::footprint(&mut redis, &rss, &mut findings)?,
             other => return Err(format!("no suite `{other}`").into()),
         };
         emit(section);
     }
+    emit(findings.targets_table());
+    emit(chart_links(&findings)?);
     eprintln!("== done, at {:.0} s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// Writes the run's charts and answers the report's lines that show them.
+fn chart_links(findings: &findings::Findings) -> BenchResult<String> {
+    let charts = findings.charts();
+    if charts.is_empty() {
+        return Ok(String::new());
+    }
+    let dir = charts::directory();
+    let written = charts::write_all(&dir, &charts)?;
+    eprintln!("charts: {}", dir.display());
+    // Paths as the report's reader finds them: from the current directory (the
+    // repository's root, where scripts/bench.sh runs this), else as they are.
+    let here = std::env::current_dir().unwrap_or_default();
+    let mut out = String::from("### Charts\n\n");
+    for (chart, path) in written {
+        let shown = path.strip_prefix(&here).unwrap_or(&path);
+        out.push_str(&format!("![{}]({})\n\n", chart.title, shown.display()));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

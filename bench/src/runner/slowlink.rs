@@ -103,7 +103,7 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
         let added = ping_rtt(&proxy.url())?.saturating_sub(direct);
         out.push_str(&format!(
             "Added round trip: {:.2} ms measured ({} µs set each way).\n\n\
-             | what | jobs | ours | raw engine | Node BullMQ | ours/raw | ours/Node |\n\
+             | what | jobs | ours | raw engine | Node BullMQ 6 | ours/raw | ours/Node |\n\
              |---|---|---|---|---|---|---|\n",
             added.as_secs_f64() * 1000.0,
             one_way.as_micros(),

@@ -1,5 +1,5 @@
-//! The three systems under test, each run as a child process that answers one command
-//! with one JSON line.
+//! The systems under test, each run as a child process that answers one command with one
+//! JSON line (or, for `serve`, listens until killed).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -12,26 +12,48 @@ pub(super) enum System {
     Ours,
     /// The engine it wraps, used directly.
     Raw,
-    /// Node BullMQ (the pinned npm package in bench/node).
+    /// Node BullMQ 6, the newest (`bullmq` in bench/node, pinned by its lock file).
     Node,
+    /// Node BullMQ 5 (`bullmq5` in bench/node), kept in the enqueue and throughput tables.
+    Node5,
+    /// NestJS 11 with `@nestjs/bullmq` over Node BullMQ 6 (bench/nestjs): `serve` only.
+    Nest,
 }
 
 impl System {
+    /// The three every suite compares: ours, the engine under it, and Node BullMQ's newest.
     pub(super) const ALL: [System; 3] = [System::Ours, System::Raw, System::Node];
+
+    /// [`System::ALL`] and Node BullMQ 5, where a row of it costs little.
+    pub(super) const WITH_NODE5: [System; 4] =
+        [System::Ours, System::Raw, System::Node, System::Node5];
 
     pub(super) fn label(self) -> &'static str {
         match self {
             System::Ours => "ours",
             System::Raw => "raw engine",
-            System::Node => "Node BullMQ",
+            System::Node => "Node BullMQ 6",
+            System::Node5 => "Node BullMQ 5",
+            System::Nest => "NestJS + @nestjs/bullmq",
         }
     }
 
     fn command(self, redis_url: &str, args: &[&str]) -> BenchResult<Command> {
         let mut command = match self {
-            System::Node => {
+            System::Node | System::Node5 => {
                 let mut node = node_script("bench.mjs");
                 node.args(args);
+                node.env("BULLMQ", if self == System::Node5 { "5" } else { "6" });
+                node
+            }
+            System::Nest => {
+                // `serve <port>`: the app takes the port alone.
+                let Some((&"serve", rest)) = args.split_first() else {
+                    return Err(format!("the NestJS app only serves, not {args:?}").into());
+                };
+                let mut node = Command::new("node");
+                node.arg(bench_dir().join("nestjs").join("main.js"))
+                    .args(rest);
                 node
             }
             System::Ours | System::Raw => {
@@ -72,14 +94,15 @@ impl System {
     }
 }
 
+/// The bench crate's folder, which holds the Node peers.
+fn bench_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
 /// `node bench/node/<script>`.
 pub(super) fn node_script(script: &str) -> Command {
     let mut node = Command::new("node");
-    node.arg(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("node")
-            .join(script),
-    );
+    node.arg(bench_dir().join("node").join(script));
     node
 }
 

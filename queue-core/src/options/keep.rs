@@ -43,7 +43,7 @@ impl Retention {
     ///
     /// A count, not a count and an age: BullMQ stores an age as an object in the job's
     /// options, which then no longer fit Redis's compact hash encoding, and every
-    /// waiting job would take 2.4 times the memory (measured in `BENCHMARKS.md`).
+    /// waiting job would take 2.4 times the memory (measured in `docs/benchmarks/2026-12-02.md`).
     pub const DEFAULT_COMPLETED: Retention = Retention::Last(1_000);
 
     /// Failed jobs kept by default: the last 10,000, as a dead-letter set to inspect

@@ -6,9 +6,10 @@
 //! from (tokio-rs/tokio#4941). A processor that computes for a millisecond without an
 //! `.await` keeps whatever sits in that slot (often the connection's own task) on its
 //! thread meanwhile: on a multi-thread runtime the worker then ran, in some runs, at
-//! the speed of one core, in others of all of them (measured in `BENCHMARKS.md`). A
-//! task of its own, spawned from the slot's task, takes the LIFO slot in its place and
-//! pushes the task that was there to the stealable queue, waking an idle worker.
+//! the speed of one core, in others of all of them (measured in
+//! `docs/benchmarks/2026-12-04.md`). A task of its own, spawned from the slot's task,
+//! takes the LIFO slot in its place and pushes the task that was there to the stealable
+//! queue, waking an idle worker.
 //!
 //! A spawn per job is not free: for processors that return at once it cost a worker a
 //! third of its jobs at concurrency 10. So processors run in place until one of them

@@ -50,7 +50,7 @@ async fn the_peer_runs_the_pinned_node_versions() {
     assert_eq!(v5["bullmq"], "5.81.5");
     assert_eq!(v5["bullmqOtel"], "1.3.1");
     let v6 = Bullmq::V6.versions().await;
-    assert_eq!(v6["bullmq"], "6.7.0");
+    assert_eq!(v6["bullmq"], "6.7.6");
     assert_eq!(v6["bullmqOtel"], "2.0.1");
 }
 

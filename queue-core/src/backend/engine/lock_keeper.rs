@@ -19,7 +19,7 @@
 //!
 //! Handlers themselves stay on the app's runtime with the engine's fetch loop: moving
 //! each attempt to another runtime costs two thread wake-ups, which halved throughput
-//! at concurrency 1 when measured (`BENCHMARKS.md`).
+//! at concurrency 1 when measured (`docs/benchmarks/2026-12-02.md`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
