@@ -1,10 +1,14 @@
 // The Node BullMQ side of the benchmarks, driven by `queue-bench` (bench/src). One command
 // per run; the result is one JSON object on stdout.
 //
-//   node bench.mjs enqueue <queue> <single|inflight|bulk> <n>   -> {"ms"}
+//   node bench.mjs enqueue <queue> <single|inflight|bulk> <n> [groups]   -> {"ms"}
 //   node bench.mjs work <queue> <concurrency> <n>               -> {"ms", "coldMs", "cpuMs", "peakRssKb"}
 //   node bench.mjs latency <queue> <n>                          -> {"samplesUs": [..]}
 //   node bench.mjs scenario <name>                              -> {"ms", "timed"}
+//
+// `enqueue ... <groups>`: each job in group `tenant-<i % groups>` (BullMQ Pro's option,
+// which open-source BullMQ keeps), removed once completed, as a Node producer of a
+// grouped queue adds them.
 //
 // `scenario`: one of BullMQ's own four (taskforcesh/bullmq-bench), timed as the Rust side
 // times them (bench/src/probe/scenarios.rs says how, and how bullmq-bench's print differs).
@@ -29,25 +33,26 @@ function peakRssKb() {
   return line ? Number(line.replace(/\D+/g, '')) : 0;
 }
 
-async function enqueue(mode, n) {
+async function enqueue(mode, n, groups) {
   const queue = new Queue(queueName, { connection });
   await queue.waitUntilReady();
+  const opts = (i) => (groups ? { group: { id: `tenant-${i % groups}` }, removeOnComplete: true } : undefined);
   const started = now();
   if (mode === 'single') {
-    for (let i = 0; i < n; i++) await queue.add('email', email(i));
+    for (let i = 0; i < n; i++) await queue.add('email', email(i), opts(i));
   } else if (mode === 'inflight') {
     let next = 0;
     const lane = async () => {
       while (next < n) {
         const i = next++;
-        await queue.add('email', email(i));
+        await queue.add('email', email(i), opts(i));
       }
     };
     await Promise.all(Array.from({ length: 100 }, lane));
   } else {
     for (let i = 0; i < n; i += 1000) {
       const batch = [];
-      for (let j = i; j < Math.min(n, i + 1000); j++) batch.push({ name: 'email', data: email(j) });
+      for (let j = i; j < Math.min(n, i + 1000); j++) batch.push({ name: 'email', data: email(j), opts: opts(j) });
       await queue.addBulk(batch);
     }
   }
@@ -186,7 +191,7 @@ async function scenario(name) {
   print({ ms, timed: s.timed });
 }
 
-if (command === 'enqueue') await enqueue(args[0], Number(args[1]));
+if (command === 'enqueue') await enqueue(args[0], Number(args[1]), Number(args[2] ?? 0));
 else if (command === 'work') await work(Number(args[0]), Number(args[1]));
 else if (command === 'latency') await latency(Number(args[0]));
 else if (command === 'scenario') await scenario(queueName);

@@ -818,20 +818,13 @@ impl FlowProducer {
             }
         }
 
-        let script_name = if node.opts.as_ref().and_then(|opts| opts.delay).unwrap_or(0) > 0 {
-            "addDelayedJob"
-        } else if node
-            .opts
-            .as_ref()
-            .and_then(|opts| opts.priority)
-            .unwrap_or(0)
-            > 0
-        {
-            "addPrioritizedJob"
-        } else {
-            "addStandardJob"
-        };
-        names.push(script_name);
+        let default_opts = JobOptions::default();
+        let opts = node.opts.as_ref().unwrap_or(&default_opts);
+        names.push(crate::queue::add_script_name(
+            opts.delay.unwrap_or(0),
+            opts.priority.unwrap_or(0),
+            opts,
+        ));
     }
 
     fn add_release_parent_to_pipe(
@@ -909,13 +902,7 @@ impl FlowProducer {
         let delay = job.delay();
         let priority = job.priority();
 
-        let script_name = if delay > 0 {
-            "addDelayedJob"
-        } else if priority > 0 {
-            "addPrioritizedJob"
-        } else {
-            "addStandardJob"
-        };
+        let script_name = crate::queue::add_script_name(delay, priority, job.opts());
 
         let script = self
             .conn
@@ -957,6 +944,11 @@ impl FlowProducer {
     /// Build KEYS array for leaf job scripts.
     fn leaf_job_keys(&self, keys: &QueueKeys, script_name: &str) -> Vec<String> {
         match script_name {
+            "groupAdd" => {
+                let mut script_keys = self.leaf_job_keys(keys, "addStandardJob");
+                script_keys.extend(crate::ext::groups::GroupKeys::new(keys).add_extra_keys());
+                script_keys
+            }
             "addStandardJob" => vec![
                 keys.wait(),
                 keys.paused(),

@@ -277,13 +277,7 @@ impl Queue {
                 let timestamp = job.timestamp();
                 let custom_job_id = job.opts().job_id.as_deref().unwrap_or("").to_string();
 
-                let script_name = if delay > 0 {
-                    "addDelayedJob"
-                } else if priority > 0 {
-                    "addPrioritizedJob"
-                } else {
-                    "addStandardJob"
-                };
+                let script_name = add_script_name(delay, priority, job.opts());
 
                 let script = self
                     .conn
@@ -329,13 +323,7 @@ impl Queue {
 
         let custom_job_id = job.opts().job_id.as_deref().unwrap_or("");
 
-        let script_name = if delay > 0 {
-            "addDelayedJob"
-        } else if priority > 0 {
-            "addPrioritizedJob"
-        } else {
-            "addStandardJob"
-        };
+        let script_name = add_script_name(delay, priority, job.opts());
 
         let script = self
             .conn
@@ -429,9 +417,15 @@ impl Queue {
         })
     }
 
-    /// Build KEYS array for addStandardJob/addDelayedJob/addPrioritizedJob.
+    /// Build KEYS array for addStandardJob/addDelayedJob/addPrioritizedJob, and
+    /// `groupAdd` (addStandardJob's, then the groups', change 34).
     fn add_job_keys(&self, script_name: &str) -> Vec<String> {
         match script_name {
+            "groupAdd" => {
+                let mut keys = self.add_job_keys("addStandardJob");
+                keys.extend(crate::ext::groups::GroupKeys::new(&self.keys).add_extra_keys());
+                keys
+            }
             "addStandardJob" => vec![
                 self.keys.wait(),
                 self.keys.paused(),
@@ -3024,6 +3018,21 @@ pub(crate) fn push_telemetry_and_extensions<'a>(
         entries.push(("omc", b));
     }
     push_extensions(entries, opts);
+}
+
+/// The add script for a job: upstream's by delay and priority, and for a grouped job
+/// that waits for nothing, `groupAdd`, which puts it straight into its group (change 34;
+/// a delayed one joins its group when due).
+pub(crate) fn add_script_name(delay: u64, priority: u32, opts: &JobOptions) -> &'static str {
+    if delay > 0 {
+        "addDelayedJob"
+    } else if priority > 0 {
+        "addPrioritizedJob"
+    } else if crate::ext::groups::group_of(opts).is_some() {
+        "groupAdd"
+    } else {
+        "addStandardJob"
+    }
 }
 
 /// Adds a job's unmodelled options (`JobOptions::extensions`) to the entries of an

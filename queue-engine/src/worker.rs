@@ -1256,10 +1256,7 @@ impl Worker {
                 let mut jobs = ctx.active_jobs.write().await;
                 jobs.retain(|j| j.job_id != job_id);
             }
-            if let (Some(groups), Some(slot)) = (ctx.groups.as_ref(), group_slot.as_ref()) {
-                return Self::end_group_turn(ctx, groups, slot, token).await;
-            }
-            return next_job;
+            return Self::after_group_turn(ctx, group_slot.as_ref(), token, next_job).await;
         }
 
         // Run the processor. A scheduler's run makes the next one as it starts, beside
@@ -1296,18 +1293,8 @@ impl Worker {
             &discarded,
             fetch_next,
         );
-        let next_job = match (ctx.groups.as_ref(), group_slot.as_ref()) {
-            // The group turn goes out beside the finish rather than after it: one
-            // round trip instead of two. The handler is done, so its slot is free
-            // whatever the finish decides; the finish fetches nothing for a grouped
-            // worker (`should_fetch_next`), so the turn's job is the next one.
-            (Some(groups), Some(slot)) => {
-                let (_, next) =
-                    tokio::join!(finishing, Self::end_group_turn(ctx, groups, slot, token));
-                next
-            }
-            _ => finishing.await,
-        };
+        let next_job = finishing.await;
+        let next_job = Self::after_group_turn(ctx, group_slot.as_ref(), token, next_job).await;
 
         // Remove from active jobs
         {
@@ -1394,13 +1381,29 @@ impl Worker {
         next_job
     }
 
+    /// A grouped attempt's end when its finish took no next job: the finish
+    /// (`groupFinish`, change 34) gave its slot back and found nothing to take, or the
+    /// attempt did not end in a finish (a retry) and its slot is still held. Either
+    /// way one `groupTake` gives back what is held (nothing after a finish) and takes
+    /// the next job; on the busy path the finish took it and this costs nothing.
+    async fn after_group_turn(
+        ctx: &LoopContext,
+        slot: Option<&crate::ext::groups::Slot>,
+        token: &str,
+        next_job: Option<Job>,
+    ) -> Option<Job> {
+        match (ctx.groups.as_ref(), slot, next_job) {
+            (Some(groups), Some(slot), None) => {
+                Self::end_group_turn(ctx, groups, slot, token).await
+            }
+            (_, _, next_job) => next_job,
+        }
+    }
+
     /// Whether the finishing script should also fetch the next job in the same
     /// round-trip. Mirrors the Node.js `fetchNextCallback`.
     fn should_fetch_next(ctx: &LoopContext) -> bool {
-        // A grouped worker takes its next job by group (`groupTake`), never
-        // through the finishing script's own fetch, which knows nothing of groups.
-        ctx.groups.is_none()
-            && !ctx.closing.load(Ordering::Relaxed)
+        !ctx.closing.load(Ordering::Relaxed)
             && !ctx.paused.load(Ordering::Relaxed)
             && ctx.active_fetchers.load(Ordering::Relaxed)
                 <= ctx.desired_concurrency.load(Ordering::Relaxed)
@@ -2042,11 +2045,25 @@ impl Worker {
                 &ctx.metrics_failed_key,
             )
         };
+        // A grouped job's finish also gives back its group's slot and takes the next
+        // job by group: one script (`groupFinish`, change 34).
+        let slot = ctx.groups.as_ref().map(|_| crate::ext::groups::Slot {
+            group: crate::ext::groups::group_of(job_opts)
+                .unwrap_or_default()
+                .into_owned(),
+            job_id: job_id.to_owned(),
+        });
+        let grouped = ctx
+            .groups
+            .as_ref()
+            .zip(slot.as_ref())
+            .map(|(groups, slot)| groups.finish_extras(slot, fetch_next));
         let retry = Self::finishing_retry(ctx, job_id, what);
         let (result, retried) = retry
             .run(|| {
                 Self::move_to_finished_fast(
                     &ctx.conn,
+                    grouped.as_ref(),
                     &ctx.move_to_finished_base_keys,
                     &ctx.prefix_bytes,
                     &ctx.keys,
@@ -2153,7 +2170,7 @@ impl Worker {
         token: &str,
     ) -> Result<FetchResult, Error> {
         let opts_packed = pack_move_to_active_opts(token, &ctx.opts);
-        let result = groups.take(&ctx.conn, &opts_packed, None).await?;
+        let result = groups.take(&ctx.conn, &opts_packed, None, true).await?;
         Self::parse_move_to_active_result(&result)
     }
 
@@ -2173,15 +2190,9 @@ impl Worker {
             && !ctx.paused.load(Ordering::Relaxed)
             && ctx.active_fetchers.load(Ordering::Relaxed)
                 <= ctx.desired_concurrency.load(Ordering::Relaxed);
-        if !go_on {
-            if let Err(e) = groups.release(&ctx.conn, slot, token).await {
-                warn!(error = %e, ?slot, "cannot give back a group slot; it comes back once its lock is gone");
-            }
-            return None;
-        }
         let opts_packed = pack_move_to_active_opts(token, &ctx.opts);
         let taken = groups
-            .take(&ctx.conn, &opts_packed, Some((slot, token)))
+            .take(&ctx.conn, &opts_packed, Some(slot), go_on)
             .await
             .and_then(|reply| Self::parse_move_to_active_result(&reply));
         match taken {
@@ -2234,6 +2245,7 @@ impl Worker {
     #[allow(clippy::too_many_arguments)]
     async fn move_to_finished_fast(
         conn: &RedisConnection,
+        grouped: Option<&crate::ext::groups::FinishExtras<'_>>,
         base_keys: &[String],
         prefix_bytes: &[u8],
         keys: &QueueKeys,
@@ -2250,10 +2262,15 @@ impl Worker {
         marker_key: &str,
         fetch_next: bool,
     ) -> Result<Option<Job>, Error> {
+        let script_name = if grouped.is_some() {
+            "groupFinish"
+        } else {
+            "moveToFinished"
+        };
         let script = conn
             .scripts()
-            .get("moveToFinished")
-            .ok_or_else(|| Error::InvalidConfig("moveToFinished script not found".to_string()))?
+            .get(script_name)
+            .ok_or_else(|| Error::InvalidConfig(format!("{script_name} script not found")))?
             .clone();
 
         let now = SystemTime::now()
@@ -2276,7 +2293,7 @@ impl Worker {
         // Build full keys: base_keys[0..10] + target set + job key + metrics key + marker
         let job_key = keys.job_key(job_id);
 
-        let mut script_keys: Vec<&str> = Vec::with_capacity(14);
+        let mut script_keys: Vec<&str> = Vec::with_capacity(18);
         for k in base_keys.iter() {
             script_keys.push(k);
         }
@@ -2284,6 +2301,9 @@ impl Worker {
         script_keys.push(&job_key);
         script_keys.push(metrics_key);
         script_keys.push(marker_key);
+        if let Some(grouped) = grouped {
+            script_keys.extend(grouped.keys.iter().map(String::as_str));
+        }
 
         let (field_name, field_value): (&[u8], &[u8]) = if target == "completed" {
             (b"returnvalue", field_value_str.as_bytes())
@@ -2294,8 +2314,14 @@ impl Worker {
         let job_id_bytes = job_id.as_bytes();
         let now_bytes = now.to_string().into_bytes();
         let opts_packed = pack_move_to_finished_opts(token, opts, job_opts, attempts, target);
-        let fetch_next_flag: &[u8] = if fetch_next { b"1" } else { b"0" };
-        let args: Vec<&[u8]> = vec![
+        // A grouped finish always runs its take (which gives the slot back), told
+        // apart whether to take a job.
+        let fetch_next_flag: &[u8] = if fetch_next || grouped.is_some() {
+            b"1"
+        } else {
+            b"0"
+        };
+        let mut args: Vec<&[u8]> = vec![
             job_id_bytes,
             &now_bytes,
             field_name,
@@ -2306,6 +2332,9 @@ impl Worker {
             &opts_packed,
             fields_to_update,
         ];
+        if let Some(grouped) = grouped {
+            args.extend(grouped.args);
+        }
 
         let mut redis_conn = conn.connection();
         let result = script.execute(&mut redis_conn, &script_keys, &args).await?;

@@ -70,7 +70,36 @@ fn debug(attribute: &str, expansion: proc_macro2::TokenStream) -> TokenStream {
 /// Options: `concurrency = 5`, `job = "welcome"` (on a fn of a queue named by string:
 /// the job name it handles; default every name nobody else claims), `timeout = "30s"`,
 /// `lock_duration = "30s"`, `limiter(max = 10, per = "1s")`, `per_minute_metrics = 1440`,
-/// `also_serve = ["email-eu"]` (more queues, the same handlers), `crate = "path::to::queue_core"`.
+/// `also_serve = ["email-eu"]` (more queues, the same handlers), `groups` (fair groups,
+/// `Processor::groups`), `crate = "path::to::queue_core"`.
+///
+/// `groups` alone makes the queue's groups take turns (`GroupLimits::new()`);
+/// `groups(concurrency = 2)`, `groups(rate = "30/1m")` or both also limit each group,
+/// over every worker: at most `concurrency` (at least 1) of its jobs at once, at most
+/// `max` (at least 1) started per window with `rate = "<max>/<window>"`. The window is
+/// written as `timeout` is (`"500ms"`, `"30s"`, `"1m"`, `"1h"`), or as a bare unit for one
+/// of it (`"30/s"`).
+///
+/// ```no_run
+/// use queue_core::prelude::*;
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Render { page: u32 }
+///
+/// #[job_queue("reports")]
+/// enum Reports {
+///     #[job("render")]
+///     Render(Render),
+/// }
+///
+/// // Up to 20 jobs at once in this process, and each group (`JobOptions::group`) at
+/// // most 2 at once and 30 started a minute, counted over every worker of the queue.
+/// #[processor(Reports, concurrency = 20, groups(concurrency = 2, rate = "30/1m"))]
+/// async fn render(job: Job<Render>) -> Result<(), JobError> {
+///     let _ = job.data.page;
+///     Ok(())
+/// }
+/// ```
 #[proc_macro_attribute]
 pub fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
     debug("processor", processor::processor(attr.into(), item.into()))

@@ -15,6 +15,13 @@
 //                                                          @bull-board/api 9.x, or its newest
 //                                                          6.x with `6` (its version in
 //                                                          `boardVersion`)
+//   node peer.mjs board-groups <queue> <status> [group]    what Bull Board 9.x's BullMQProAdapter
+//                                                          over withGroups(queue) (groups.mjs)
+//                                                          shows of <status>, then {groups}: the
+//                                                          groups of each status it reads, then
+//                                                          with <group>, {group, count, jobs}:
+//                                                          that group's jobs as Bull Board
+//                                                          formats them
 //   node peer.mjs produce-validated <queue> '<{schemas, jobs}>'
 //                                                          checks each job's data against the
 //                                                          payload schema of its name in
@@ -61,7 +68,8 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Cluster } from 'ioredis';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
-import { queuesHandler } from '@bull-board/api/dist/handlers/queues.js';
+import { BullMQProAdapter } from '@bull-board/api/bullMQProAdapter';
+import { formatJob, queuesHandler } from '@bull-board/api/dist/handlers/queues.js';
 import Ajv2020 from 'ajv/dist/2020.js';
 import { context, propagation, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
@@ -71,6 +79,7 @@ import {
   InMemorySpanExporter,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
+import { GROUP_STATUSES, withGroups } from './groups.mjs';
 import { open, parseKeyring, seal } from './sealed.mjs';
 
 // The BullMQ major under test: 5 (this package's own) or 6 (the bullmq6/ workspace).
@@ -277,6 +286,26 @@ async function board() {
   await queue.close();
 }
 
+// `board` with BullMQProAdapter over our groups (groups.mjs): Bull Board folds the jobs
+// waiting in groups into its waiting, delayed and paused tabs.
+async function boardGroups() {
+  const queue = withGroups(new Queue(queueName, { connection, prefix }));
+  const adapter = new BullMQProAdapter(queue);
+  const queues = new Map([[queueName, adapter]]);
+  const query = { activeQueue: queueName, status: arg, page: 1, jobsPerPage: 50 };
+  const { body } = await queuesHandler({ queues, query, uiConfig: {} });
+  print({ ...body.queues[0], boardVersion: boardVersion() });
+  const groups = {};
+  for (const status of GROUP_STATUSES) groups[status] = await queue.getGroupsByStatus(status);
+  print({ groups });
+  if (arg2) {
+    const jobs = await queue.getGroupJobs(arg2);
+    const count = await queue.getGroupJobsCount(arg2);
+    print({ group: arg2, count, jobs: jobs.map((job) => formatJob(job, adapter)) });
+  }
+  await queue.close();
+}
+
 // The top level's @bull-board/api version (its package.json is not among its exports).
 function boardVersion() {
   const path = new URL('./node_modules/@bull-board/api/package.json', import.meta.url);
@@ -348,6 +377,7 @@ const job = () =>
 
 const commands = {
   board,
+  'board-groups': boardGroups,
   job,
   pause,
   paused,

@@ -301,7 +301,7 @@ fn nice_axis(top: f64) -> (f64, f64) {
 }
 
 /// A figure as the tables print it: thousands apart, two decimals below 10.
-fn number(value: f64) -> String {
+pub(super) fn number(value: f64) -> String {
     if value.abs() < 10.0 && value.fract() != 0.0 {
         return format!("{value:.2}");
     }

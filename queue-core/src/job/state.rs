@@ -40,8 +40,7 @@ impl JobState {
         if options.delay.is_some_and(|d| !d.is_zero()) {
             JobState::Delayed
         } else if options.priority.is_some_and(|p| p > 0) && options.group.is_none() {
-            // A grouped job waits in `wait` until a grouped worker moves it into its
-            // group (then `prioritized`, whatever its priority).
+            // A grouped job waits in its group, whatever its priority: waiting.
             JobState::Prioritized
         } else {
             JobState::Waiting

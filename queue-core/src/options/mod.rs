@@ -170,7 +170,9 @@ impl JobOptions {
     /// ([`GroupLimits`](crate::group::GroupLimits)), so one group's backlog does not hold up
     /// another's jobs. Inside a group, priorities and delays keep their meaning.
     /// Stored where BullMQ Pro keeps it (`opts.group.id`), so a Node producer can add
-    /// to a group too. At most [`MAX_GROUP_BYTES`] bytes, not empty.
+    /// to a group too. While it waits its turn the job is in its group, outside
+    /// BullMQ's `wait` (this crate counts it as waiting). At most [`MAX_GROUP_BYTES`]
+    /// bytes, not empty.
     ///
     /// ```
     /// use queue_core::JobOptions;

@@ -34,6 +34,9 @@ pub(crate) fn processor_from_record(record: &ProcessorRecord) -> crate::worker::
     if let Some(points) = record.per_minute_metrics {
         processor = processor.per_minute_metrics(points);
     }
+    if let Some(limits) = record.groups {
+        processor = processor.groups(limits());
+    }
     for queue in record.also_serve {
         processor = processor.also_serve(*queue);
     }

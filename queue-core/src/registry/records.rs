@@ -62,6 +62,11 @@ pub struct ProcessorRecord {
     ///
     /// [`Processor::also_serve`]: crate::Processor::also_serve
     pub also_serve: &'static [&'static str],
+    /// Fair groups: builds the limits every group of the queue runs under
+    /// ([`Processor::groups`]); `None` for a processor that is not grouped.
+    ///
+    /// [`Processor::groups`]: crate::Processor::groups
+    pub groups: Option<fn() -> crate::group::GroupLimits>,
     /// `path::to::function`, for messages and logs.
     pub label: &'static str,
     /// Builds the type-erased handler.

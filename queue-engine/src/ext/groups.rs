@@ -1,12 +1,14 @@
-//! Fair groups (PATCHES.md, change 21): jobs of a queue belong to groups (a tenant, a
-//! customer), a worker takes them one group after the other, and each group has a
-//! concurrency and a rate limit of its own, held across every worker.
+//! Fair groups (PATCHES.md, changes 21 and 34): jobs of a queue belong to groups (a
+//! tenant, a customer), a worker takes them one group after the other, and each group
+//! has a concurrency and a rate limit of its own, held across every worker.
 //!
-//! A grouped job is an ordinary BullMQ job whose options carry `group: { id }`
-//! (the shape BullMQ Pro uses), added by BullMQ's own add scripts, from Rust or Node.
-//! The scripts `groupTake`, `groupRelease`, `groupControl` and `groupList`
-//! (`ext/commands/group*.lua`, layout in `groupCommon.lua`) do what BullMQ's open-source
-//! scripts cannot do atomically: choose the next group in turn under its limits.
+//! A grouped job is a BullMQ job whose options carry `group: { id }` (the shape BullMQ
+//! Pro uses). While it waits its turn it lives in its group, outside BullMQ's `wait`, as
+//! BullMQ Pro keeps grouped jobs: our producers add it there (`groupAdd`), and a take
+//! adopts the ones a Node producer adds to `wait`. The scripts (`ext/commands/group*.lua`,
+//! layout in `groupCommon.lua`) do what BullMQ's open-source scripts cannot do
+//! atomically: choose the next group in turn under its limits, in the script that
+//! finishes the job before (`groupFinish`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -50,54 +52,86 @@ pub fn group_of(opts: &JobOptions) -> Option<std::borrow::Cow<'_, str>> {
     (!id.is_empty()).then_some(id)
 }
 
-/// The keys of a queue's groups, joined once per worker.
+/// The keys of a queue's groups, joined once per worker (the layout is in
+/// `groupCommon.lua`).
 #[derive(Debug, Clone)]
 pub(crate) struct GroupKeys {
+    /// The ring: groups with jobs waiting, by turn.
     ring: String,
     known: String,
-    limited: String,
-    full: String,
-    marker: String,
+    /// Every grouped job waiting its turn.
+    waiting: String,
+    /// BullMQ's job counter, whose numbers order the jobs a take adopts.
+    order: String,
+    meta: String,
     prefix: String,
 }
 
 impl GroupKeys {
     pub(crate) fn new(keys: &QueueKeys) -> Self {
         Self {
-            ring: keys.get("gs:ring"),
+            ring: keys.get("gs:turns"),
             known: keys.get("gs:known"),
-            limited: keys.get("gs:limited"),
-            full: keys.get("gs:full"),
-            marker: keys.marker(),
+            waiting: keys.get("gs:waiting"),
+            order: keys.id(),
+            meta: keys.meta(),
             prefix: keys.key_prefix(),
         }
     }
 
-    fn control_keys(&self) -> [&str; 5] {
+    /// The keys a take adds after upstream's own (`groupTake`, `groupFinish`).
+    fn take_extra_keys(&self) -> [String; 4] {
         [
-            &self.ring,
-            &self.known,
-            &self.limited,
-            &self.full,
-            &self.marker,
+            self.ring.clone(),
+            self.known.clone(),
+            self.waiting.clone(),
+            self.order.clone(),
         ]
     }
+
+    /// The keys `groupAdd` adds after `addStandardJob`'s.
+    pub(crate) fn add_extra_keys(&self) -> [String; 3] {
+        [self.ring.clone(), self.known.clone(), self.waiting.clone()]
+    }
 }
+
+/// The old layout's keys (PATCHES.md change 21 before change 34): a queue that has any
+/// is moved to this one by [`Queue::migrate_groups`].
+const OLD_LAYOUT: [&str; 3] = ["gs:ring", "gs:limited", "gs:full"];
+
+/// A grouped worker's takes look outside the ring (at `wait`, `delayed` and groups
+/// waiting out a limit) on one take in this many, and whenever the ring has nothing
+/// (`groupFetch.lua`): a job a Node producer added, or a due delayed one, waits a few
+/// takes at most, and the other takes spend nothing on it.
+const LOOK_AROUND_EVERY: u64 = 16;
 
 /// A grouped worker's side: how it takes a job and gives a slot back.
 #[derive(Debug, Clone)]
 pub(crate) struct Grouping {
-    keys: GroupKeys,
-    /// `moveToActive`'s eleven keys, then the ring, known, limited and full groups.
+    /// Takes so far, for [`LOOK_AROUND_EVERY`].
+    takes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// `moveToActive`'s eleven keys, then the ring, known groups, waiting jobs and
+    /// the job counter.
     take_keys: Vec<String>,
+    /// What `groupFinish` adds after `moveToFinished`'s keys.
+    finish_keys: [String; 4],
+    prefix: String,
     limits: [Vec<u8>; 3],
 }
 
 /// One slot a running job holds: its group and id.
 #[derive(Debug)]
 pub(crate) struct Slot {
-    group: String,
-    job_id: String,
+    pub(crate) group: String,
+    pub(crate) job_id: String,
+}
+
+/// What a grouped finish adds to `moveToFinished`'s keys and arguments.
+pub(crate) struct FinishExtras<'a> {
+    pub(crate) keys: &'a [String; 4],
+    /// The group limits, the job's group, whether to take the next job, whether to
+    /// look outside the ring first.
+    pub(crate) args: [&'a [u8]; 6],
 }
 
 impl Grouping {
@@ -108,48 +142,69 @@ impl Grouping {
     ) -> Self {
         let group_keys = GroupKeys::new(keys);
         let mut take_keys = move_to_active_keys.to_vec();
-        take_keys.extend([
-            group_keys.ring.clone(),
-            group_keys.known.clone(),
-            group_keys.limited.clone(),
-            group_keys.full.clone(),
-        ]);
+        take_keys.extend(group_keys.take_extra_keys());
         Self {
-            keys: group_keys,
+            takes: Default::default(),
             take_keys,
+            finish_keys: group_keys.take_extra_keys(),
+            prefix: group_keys.prefix,
             limits: limit_args(limits),
         }
     }
 
     /// Runs `groupTake`; answers as `moveToActive` does. `giving_back` is the slot
-    /// (and its lock token) of the attempt the caller just finished: freed in the
-    /// same call.
+    /// of the attempt the caller just finished (its lock token is the one in
+    /// `packed_opts`): freed in the same call; `fetch` false only frees it.
     pub(crate) async fn take(
         &self,
         conn: &RedisConnection,
         packed_opts: &[u8],
-        giving_back: Option<(&Slot, &str)>,
+        giving_back: Option<&Slot>,
+        fetch: bool,
     ) -> Result<redis::Value, Error> {
         let script = script(conn, "groupTake")?;
         let now = now_ms().to_string().into_bytes();
-        let (group, job_id, token) = giving_back.map_or(("", "", ""), |(slot, token)| {
-            (slot.group.as_str(), slot.job_id.as_str(), token)
-        });
-        let args: [&[u8]; 9] = [
-            self.keys.prefix.as_bytes(),
+        let (group, job_id) =
+            giving_back.map_or(("", ""), |slot| (slot.group.as_str(), slot.job_id.as_str()));
+        let args: [&[u8]; 10] = [
+            self.prefix.as_bytes(),
             &now,
             packed_opts,
             &self.limits[0],
             &self.limits[1],
             &self.limits[2],
+            flag(fetch),
             group.as_bytes(),
             job_id.as_bytes(),
-            token.as_bytes(),
+            flag(self.look_around()),
         ];
         let mut redis_conn = conn.connection();
         script
             .execute(&mut redis_conn, &self.take_keys, &args)
             .await
+    }
+
+    /// What `groupFinish` needs beyond `moveToFinished`'s keys and arguments, for the
+    /// job in `slot`; `fetch`: whether to take the next job.
+    pub(crate) fn finish_extras<'a>(&'a self, slot: &'a Slot, fetch: bool) -> FinishExtras<'a> {
+        FinishExtras {
+            keys: &self.finish_keys,
+            args: [
+                &self.limits[0],
+                &self.limits[1],
+                &self.limits[2],
+                slot.group.as_bytes(),
+                flag(fetch),
+                flag(self.look_around()),
+            ],
+        }
+    }
+
+    /// Whether this take looks outside the ring first ([`LOOK_AROUND_EVERY`]).
+    fn look_around(&self) -> bool {
+        self.takes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .is_multiple_of(LOOK_AROUND_EVERY)
     }
 
     /// The slot a job taken by [`take`](Self::take) holds.
@@ -159,31 +214,13 @@ impl Grouping {
             job_id: job.id().to_owned(),
         }
     }
+}
 
-    /// Gives back the slot `token`'s run holds, if it still does.
-    pub(crate) async fn release(
-        &self,
-        conn: &RedisConnection,
-        slot: &Slot,
-        token: &str,
-    ) -> Result<bool, Error> {
-        let script = script(conn, "groupRelease")?;
-        let now = now_ms().to_string().into_bytes();
-        let args: [&[u8]; 8] = [
-            self.keys.prefix.as_bytes(),
-            slot.group.as_bytes(),
-            slot.job_id.as_bytes(),
-            token.as_bytes(),
-            &now,
-            &self.limits[0],
-            &self.limits[1],
-            &self.limits[2],
-        ];
-        let mut redis_conn = conn.connection();
-        let reply = script
-            .execute(&mut redis_conn, &self.keys.control_keys(), &args)
-            .await?;
-        Ok(matches!(reply, redis::Value::Int(1)))
+fn flag(on: bool) -> &'static [u8] {
+    if on {
+        b"1"
+    } else {
+        b"0"
     }
 }
 
@@ -237,29 +274,95 @@ impl Queue {
         let (max, duration) = limits.rate.map_or((String::new(), String::new()), |r| {
             (r.max.to_string(), r.duration_ms.to_string())
         });
-        let now = now_ms().to_string();
-        let args: [&str; 7] = [
-            &keys.prefix,
-            group,
-            action,
-            &now,
-            &concurrency,
-            &max,
-            &duration,
-        ];
+        let args: [&str; 6] = [&keys.prefix, group, action, &concurrency, &max, &duration];
         let mut conn = self.connection().connection();
         script
-            .execute(&mut conn, &keys.control_keys(), &args)
+            .execute(&mut conn, &[&keys.ring, &keys.known, &keys.meta], &args)
             .await?;
         Ok(())
     }
 
+    /// How many grouped jobs wait their turn (in their groups, outside BullMQ's
+    /// `wait`; a job another client removed counts until a take passes over it).
+    pub async fn count_grouped_waiting(&self) -> Result<u64, Error> {
+        let keys = GroupKeys::new(self.keys());
+        let mut conn = self.connection().connection();
+        Ok(redis::cmd("ZCARD")
+            .arg(&keys.waiting)
+            .query_async(&mut conn)
+            .await?)
+    }
+
+    /// The ids of grouped jobs waiting their turn, by arrival, from `start` to `end`
+    /// (inclusive, as `ZRANGE`).
+    pub async fn grouped_waiting_ids(
+        &self,
+        start: isize,
+        end: isize,
+    ) -> Result<Vec<String>, Error> {
+        let keys = GroupKeys::new(self.keys());
+        let mut conn = self.connection().connection();
+        Ok(redis::cmd("ZRANGE")
+            .arg(&keys.waiting)
+            .arg(start)
+            .arg(end)
+            .query_async(&mut conn)
+            .await?)
+    }
+
+    /// Whether the job waits its turn in a group.
+    pub async fn is_grouped_waiting(&self, job_id: &str) -> Result<bool, Error> {
+        let keys = GroupKeys::new(self.keys());
+        let mut conn = self.connection().connection();
+        let score: Option<f64> = redis::cmd("ZSCORE")
+            .arg(&keys.waiting)
+            .arg(job_id)
+            .query_async(&mut conn)
+            .await?;
+        Ok(score.is_some())
+    }
+
+    /// Takes a job out of its group if it waits there (before it is removed: BullMQ's
+    /// `removeJob` knows nothing of groups). Returns whether it waited in a group.
+    pub async fn leave_group(&self, job_id: &str) -> Result<bool, Error> {
+        let keys = GroupKeys::new(self.keys());
+        let script = script(self.connection(), "groupRemoveJob")?;
+        let mut conn = self.connection().connection();
+        let reply = script
+            .execute(&mut conn, &[&keys.waiting], &[keys.prefix.as_str(), job_id])
+            .await?;
+        Ok(matches!(reply, redis::Value::Int(1)))
+    }
+
+    /// Removes up to `count` grouped jobs waiting their turn, oldest first, with their
+    /// keys; with `added_before` (ms), only those added at or before it. Returns the
+    /// removed ids.
+    pub async fn remove_grouped_waiting(
+        &self,
+        count: usize,
+        added_before: Option<u64>,
+    ) -> Result<Vec<String>, Error> {
+        let keys = GroupKeys::new(self.keys());
+        let script = script(self.connection(), "groupDrain")?;
+        let count = count.max(1).to_string();
+        let before = added_before.map(|t| t.to_string()).unwrap_or_default();
+        let mut conn = self.connection().connection();
+        let reply = script
+            .execute(
+                &mut conn,
+                &[&keys.waiting],
+                &[keys.prefix.as_str(), &count, &before],
+            )
+            .await?;
+        strings(reply, "groupDrain")
+    }
+
     /// Deletes the groups' own keys, a page of groups at a time: each group's waiting
-    /// jobs (`drain`, which removes those jobs, leaves their ids there), and with
-    /// `everything` (after `obliterate`) the groups themselves, their slots, settings and
-    /// the ring.
+    /// jobs with their keys and the groups' waiting sets, and with `everything`
+    /// (obliterate) the groups themselves, their slots, settings and the ring.
     pub async fn clear_groups(&self, everything: bool) -> Result<(), Error> {
         const PAGE: usize = 500;
+        while !self.remove_grouped_waiting(PAGE, None).await?.is_empty() {}
         let keys = GroupKeys::new(self.keys());
         let mut after: Option<String> = None;
         loop {
@@ -283,17 +386,72 @@ impl Queue {
             }
             after = page.last().map(|g| g.id.clone());
         }
+        let mut conn = self.connection().connection();
         if everything {
-            let mut conn = self.connection().connection();
-            redis::cmd("DEL")
+            let mut del = redis::cmd("DEL");
+            del.arg(&keys.ring).arg(&keys.known).arg(&keys.waiting);
+            for old in OLD_LAYOUT {
+                del.arg(self.keys().get(old));
+            }
+            del.query_async::<()>(&mut conn).await?;
+        } else {
+            // Groups that waited their turn have nothing left; paused and limited ones
+            // keep their band.
+            redis::cmd("ZREMRANGEBYSCORE")
                 .arg(&keys.ring)
-                .arg(&keys.known)
-                .arg(&keys.limited)
-                .arg(&keys.full)
+                .arg("-inf")
+                .arg(format!("({}", 1u64 << 51))
                 .query_async::<()>(&mut conn)
                 .await?;
         }
         Ok(())
+    }
+
+    /// Moves a queue's groups from the first layout (grouped jobs waiting in BullMQ's
+    /// `prioritized` too, a list ring) to this one, a page at a time; does nothing for
+    /// a queue without the old keys. Returns whether there was anything to move. The
+    /// first layout's workers must be stopped first.
+    pub async fn migrate_groups(&self) -> Result<bool, Error> {
+        const PAGE: usize = 200;
+        let old: Vec<String> = OLD_LAYOUT.iter().map(|k| self.keys().get(k)).collect();
+        let mut conn = self.connection().connection();
+        let present: u64 = redis::cmd("EXISTS")
+            .arg(&old)
+            .query_async(&mut conn)
+            .await?;
+        if present == 0 {
+            return Ok(false);
+        }
+        let keys = GroupKeys::new(self.keys());
+        let script = script(self.connection(), "groupMigrate")?;
+        let prioritized = self.keys().prioritized();
+        let mut from = "-".to_owned();
+        loop {
+            let reply = script
+                .execute(
+                    &mut conn,
+                    &[
+                        &keys.known,
+                        &keys.ring,
+                        &keys.waiting,
+                        &prioritized,
+                        &keys.meta,
+                        &keys.order,
+                    ],
+                    &[keys.prefix.as_str(), &from, &PAGE.to_string()],
+                )
+                .await?;
+            let page = strings(reply, "groupMigrate")?;
+            match page.last() {
+                Some(last) if page.len() == PAGE => from = format!("({last}"),
+                _ => break,
+            }
+        }
+        redis::cmd("DEL")
+            .arg(&old)
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(true)
     }
 
     /// One page of the queue's groups, by id: those after `after` (from the first
@@ -312,6 +470,21 @@ impl Queue {
         let reply = script.execute(&mut conn, &[&keys.known], &args).await?;
         parse_group_page(reply)
     }
+}
+
+/// A script's reply of ids or names.
+fn strings(reply: redis::Value, script: &str) -> Result<Vec<String>, Error> {
+    let unexpected = || Error::InvalidConfig(format!("unexpected {script} reply"));
+    let redis::Value::Array(items) = reply else {
+        return Err(unexpected());
+    };
+    items
+        .into_iter()
+        .map(|item| match item {
+            redis::Value::BulkString(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+            _ => Err(unexpected()),
+        })
+        .collect()
 }
 
 fn parse_group_page(reply: redis::Value) -> Result<Vec<GroupInfo>, Error> {

@@ -89,7 +89,8 @@ pub struct RowScan {
 
 impl Queue {
     /// The rows of `state`'s jobs from position `start` to `stop` (inclusive), newest
-    /// first or oldest first, every string cut to `clip` bytes: one script.
+    /// first or oldest first, every string cut to `clip` bytes: one script. Waiting jobs
+    /// are the wait list's, then the grouped jobs waiting their turn (change 34).
     pub async fn get_job_rows(
         &self,
         state: JobState,
@@ -109,7 +110,21 @@ impl Queue {
             flag(oldest_first),
             clip.max(1).to_string(),
         ];
-        let reply = run(self.connection(), "getJobRows", &key, &args).await?;
+        let reply = if state == JobState::Waiting {
+            // The waiting jobs are the wait list's, then the grouped jobs waiting their
+            // turn in their groups (change 34).
+            let script = script(self.connection(), "getWaitingRows")?;
+            let mut connection = self.connection().connection();
+            script
+                .execute(
+                    &mut connection,
+                    &[key, self.keys().get("gs:waiting")],
+                    &args,
+                )
+                .await?
+        } else {
+            run(self.connection(), "getJobRows", &key, &args).await?
+        };
         Ok(rows(&strings(reply)?))
     }
 
@@ -162,13 +177,15 @@ impl Queue {
     /// the epoch; `None` when nothing waits.
     pub async fn get_oldest_waiting_timestamp(&self) -> Result<Option<u64>, Error> {
         let keys = self.keys();
-        let reply = run(
-            self.connection(),
-            "getOldestWaiting",
-            &keys.wait(),
-            &[keys.key_prefix()],
-        )
-        .await?;
+        let script = script(self.connection(), "getOldestWaiting")?;
+        let mut conn = self.connection().connection();
+        let reply = script
+            .execute(
+                &mut conn,
+                &[keys.wait(), keys.get("gs:waiting")],
+                &[keys.key_prefix()],
+            )
+            .await?;
         let timestamp =
             Option::<String>::from_redis_value(reply).map_err(redis::RedisError::from)?;
         Ok(timestamp.and_then(|t| t.parse().ok()))

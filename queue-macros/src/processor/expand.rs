@@ -77,6 +77,30 @@ fn option<T: ToTokens>(value: Option<T>) -> TokenStream {
     }
 }
 
+/// `fn __queue_group_limits() -> GroupLimits` for a processor with `groups`: the record
+/// points to it, since a `GroupLimits` cannot be built in a static.
+fn group_limits(config: &ProcessorConfig) -> TokenStream {
+    let Some(groups) = &config.groups else {
+        return TokenStream::new();
+    };
+    let krate = &config.krate;
+    let concurrency = groups.concurrency.map(|n| quote!(.concurrency(#n)));
+    let rate = groups
+        .rate
+        .map(|(max, ms)| quote!(.rate(#max, ::core::time::Duration::from_millis(#ms))));
+    quote! {
+        fn __queue_group_limits() -> #krate::group::GroupLimits {
+            #krate::group::GroupLimits::new() #concurrency #rate
+        }
+    }
+}
+
+/// The record's `groups`: the function above, for a processor with `groups`.
+fn groups_field(config: &ProcessorConfig) -> TokenStream {
+    let groups = option(config.groups.as_ref().map(|_| quote!(__queue_group_limits)));
+    quote!(groups: #groups,)
+}
+
 /// The record for one handler.
 fn record(
     config: &ProcessorConfig,
@@ -93,6 +117,7 @@ fn record(
     let limiter = option(config.limiter.map(|(max, per)| quote!((#max, #per))));
     let per_minute = option(config.per_minute_metrics.map(|n| quote!(#n as usize)));
     let also_serve = &config.also_serve;
+    let groups = groups_field(config);
     quote! {
         #krate::__private::inventory::submit! {
             #krate::__private::ProcessorRecord {
@@ -104,6 +129,7 @@ fn record(
                 limiter: #limiter,
                 per_minute_metrics: #per_minute,
                 also_serve: &[#(#also_serve),*],
+                #groups
                 label: #label,
                 handler: #make,
                 instance: #instance,
@@ -127,6 +153,7 @@ pub(crate) fn on_fn(
         ::core::stringify!(#name)
     ));
     let make = format_ident!("__queue_make_handler");
+    let group_limits = group_limits(config);
     let record = record(
         config,
         job_name(config, config.job.as_ref(), &sig.payload),
@@ -138,6 +165,7 @@ pub(crate) fn on_fn(
         #item
         const _: () = {
             #checks
+            #group_limits
             fn #make() -> #krate::__private::ErasedHandler {
                 #krate::__private::ErasedHandler::new(#name)
             }
@@ -164,7 +192,7 @@ pub(crate) fn on_impl(
 ) -> TokenStream {
     let krate = &config.krate;
     let self_ty = &item.self_ty;
-    let mut helpers = TokenStream::new();
+    let mut helpers = group_limits(config);
     for JobMethod {
         job,
         method,
@@ -221,5 +249,53 @@ pub(crate) fn on_impl(
             }
             #helpers
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{group_limits, groups_field};
+    use crate::args::Args;
+    use crate::diagnostics::Errors;
+    use crate::processor::args::ProcessorConfig;
+
+    fn config(attr: proc_macro2::TokenStream) -> ProcessorConfig {
+        let args: Args = syn::parse2(attr).expect("arguments parse");
+        let mut errors = Errors::default();
+        let config = ProcessorConfig::from_args(&args, &mut errors);
+        errors
+            .finish(config)
+            .ok()
+            .flatten()
+            .expect("valid arguments")
+    }
+
+    #[test]
+    fn group_limits_are_built_through_the_crate_path() {
+        let limited = config(quote::quote!(
+            "reports",
+            groups(concurrency = 2, rate = "30/1m"),
+            crate = "my::queues"
+        ));
+        let built = group_limits(&limited).to_string();
+        assert!(
+            built.contains(
+                "-> my :: queues :: group :: GroupLimits { my :: queues :: group :: GroupLimits :: new () \
+                 . concurrency (2u32) . rate (30u64 , :: core :: time :: Duration :: from_millis (60000u64)) }"
+            ),
+            "{built}"
+        );
+        assert!(groups_field(&limited)
+            .to_string()
+            .contains("__queue_group_limits"));
+
+        let turns = config(quote::quote!("reports", groups));
+        assert!(group_limits(&turns)
+            .to_string()
+            .contains("{ :: queue_core :: group :: GroupLimits :: new () }"));
+
+        let plain = config(quote::quote!("reports", concurrency = 2));
+        assert!(group_limits(&plain).is_empty());
+        assert!(groups_field(&plain).to_string().contains("None"));
     }
 }

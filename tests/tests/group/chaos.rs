@@ -161,8 +161,8 @@ async fn a_group_concurrency_of_two_holds_while_worker_processes_are_killed() {
 }
 
 /// What Redis holds for every job not completed and for its group: the job's fields that
-/// say where it is, its lock, the lists and sets it sits in, its group's slots and ring
-/// flag. Printed when the run does not finish, to tell a lost job from a slow one.
+/// say where it is, its lock, the lists and sets it sits in, its group's slots and the
+/// ring. Printed when the run does not finish, to tell a lost job from a slow one.
 async fn unfinished_jobs(run: &Run) -> String {
     let Ok(mut admin) =
         redis::Client::open(run.redis_url.as_str()).and_then(|c| c.get_connection())
@@ -175,17 +175,10 @@ async fn unfinished_jobs(run: &Run) -> String {
             .map_or_else(|e| format!("error: {e}"), |v| format!("{v:?}"))
     };
     let mut out = String::new();
-    for key in [
-        "active",
-        "wait",
-        "stalled",
-        "gs:ring",
-        "gs:full",
-        "gs:limited",
-    ] {
+    for key in ["active", "wait", "stalled", "gs:turns", "gs:waiting"] {
         let cmd = match key {
             "stalled" => redis::cmd("SMEMBERS").arg(format!("{p}{key}")).clone(),
-            "gs:full" | "gs:limited" => redis::cmd("ZRANGE")
+            "gs:turns" | "gs:waiting" => redis::cmd("ZRANGE")
                 .arg(format!("{p}{key}"))
                 .arg(0)
                 .arg(-1)

@@ -334,8 +334,13 @@ async fn a_paused_group_waits_while_others_run_and_runs_when_resumed() {
     assert_eq!(held.waiting, 5);
     assert_eq!(
         q.get_job_state("held-0").await.unwrap(),
-        Some(JobState::Prioritized),
-        "a job waiting its group's turn is listed where BullMQ lists prioritized jobs"
+        Some(JobState::Waiting),
+        "a job waiting its group's turn is waiting"
+    );
+    assert_eq!(
+        q.get_job_counts().await.unwrap().waiting,
+        5,
+        "the paused group's jobs count as waiting"
     );
     assert!(seen.started_groups().iter().all(|g| g == "going"));
     q.resume_group("held").await.unwrap();

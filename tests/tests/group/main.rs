@@ -1,9 +1,11 @@
-//! Fair groups: fairness and limits, producers of grouped jobs, and processes killed
-//! while they run.
+//! Fair groups: fairness and limits, producers of grouped jobs, processes killed
+//! while they run, what a grouped job costs Redis, and what the queue's tools see.
 //!
 //! One test binary for the area, a module per subject; one module alone:
 //! `cargo test -p queue-tests --test group -- <module>::`.
 
 mod chaos;
+mod cost;
 mod fairness;
 mod producers;
+mod tools;

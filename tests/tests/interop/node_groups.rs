@@ -1,7 +1,13 @@
 //! Fair groups with the real Node `bullmq`, 5.x and 6.x: a Node producer adds to a
 //! group by the documented convention (`opts.group = { id, priority? }`, BullMQ Pro's
-//! shape), our grouped worker takes those jobs in turn, Bull Board lists a job waiting
-//! its group's turn (as prioritized), and Node reads the group of a job we added.
+//! shape), our grouped worker takes those jobs in turn, and Node reads the group of a
+//! job we added.
+//!
+//! A job waiting its group's turn lives in its group (`g:<id>:wait`), in none of
+//! BullMQ's lists, as BullMQ Pro keeps it: open-source Bull Board's `BullMQAdapter`
+//! neither counts nor lists it. Its `BullMQProAdapter` over `withGroups(queue)`
+//! (`tests/node/groups.mjs`) does: a paused group's job under "paused", named with
+//! its group.
 
 use std::sync::{Arc, Mutex};
 
@@ -19,12 +25,12 @@ async fn run(job: Job<serde_json::Value>, started: Dep<Started>) -> Result<(), J
 }
 
 #[tokio::test]
-async fn node_bullmq5_adds_to_groups_and_bull_board_lists_a_waiting_grouped_job() {
+async fn node_bullmq5_adds_to_groups_and_bull_boards_pro_adapter_lists_a_waiting_grouped_job() {
     node_groups(Bullmq::V5).await;
 }
 
 #[tokio::test]
-async fn node_bullmq6_adds_to_groups_and_bull_board_lists_a_waiting_grouped_job() {
+async fn node_bullmq6_adds_to_groups_and_bull_boards_pro_adapter_lists_a_waiting_grouped_job() {
     node_groups(Bullmq::V6).await;
 }
 
@@ -87,19 +93,57 @@ async fn node_groups(bullmq: Bullmq) {
     );
     assert!(!order.iter().any(|id| id == "held-0"));
 
-    // Bull Board: the paused group's job is waiting, listed as prioritized.
+    // Open-source Bull Board: the paused group's job waits in its group, in none of
+    // BullMQ's lists, so no tab counts or lists it (every other job has completed).
     let lines = bullmq
-        .run(redis.prefix(), &["board", "tenants", "prioritized"])
+        .run(redis.prefix(), &["board", "tenants", "latest"])
         .await;
-    let board = lines.last().expect("Bull Board's view").clone();
-    assert_eq!(board["counts"]["prioritized"], 1, "{}", board["counts"]);
-    let listed: Vec<&str> = board["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|j| j["id"].as_str())
-        .collect();
-    assert_eq!(listed, ["held-0"]);
+    let board = lines.last().expect("Bull Board's view");
+    let counts = &board["counts"];
+    for status in ["waiting", "prioritized", "paused", "delayed", "active"] {
+        // BullMQ 6 counts no "paused" (it dropped the state).
+        let count = counts.get(status).map_or(0, |c| c.as_u64().unwrap());
+        assert_eq!(count, 0, "{status}: {counts}");
+    }
+    assert!(
+        !ids(&board["jobs"]).contains(&"held-0"),
+        "{}",
+        board["jobs"]
+    );
+
+    // Bull Board's BullMQProAdapter over our groups: the paused group, its job counted
+    // and listed under "paused" with its group, and the group's jobs.
+    let lines = bullmq
+        .run(
+            redis.prefix(),
+            &["board-groups", "tenants", "paused", "held"],
+        )
+        .await;
+    let [board, groups, held] = &lines[..] else {
+        panic!("Bull Board's view, the groups and the group's jobs: {lines:?}")
+    };
+    assert_eq!(board["counts"]["paused"], 1, "{}", board["counts"]);
+    assert_eq!(board["counts"]["waiting"], 0, "{}", board["counts"]);
+    assert_eq!(ids(&board["jobs"]), ["held-0"], "{}", board["jobs"]);
+    assert_eq!(board["jobs"][0]["groupId"], "held");
+    assert_eq!(board["jobs"][0]["name"], "work (group: held)");
+    // BullMQ 6 has no paused state, so Bull Board shows no "paused" tab for it: the
+    // count is there, the job is listed only when the "paused" status is asked for.
+    let tabs = board["statuses"].as_array().unwrap();
+    assert_eq!(
+        tabs.contains(&serde_json::json!("paused")),
+        bullmq == Bullmq::V5,
+        "{tabs:?}"
+    );
+    assert_eq!(
+        groups["groups"],
+        serde_json::json!({
+            "waiting": [], "maxed": [], "limited": [],
+            "paused": [{"id": "held", "count": 1}]
+        })
+    );
+    assert_eq!(held["count"], 1, "{held}");
+    assert_eq!(ids(&held["jobs"]), ["held-0"], "{held}");
 
     // Node reads the group of a job we add.
     q.add(
@@ -123,4 +167,13 @@ async fn node_groups(bullmq: Bullmq) {
     })
     .await;
     assert!(workers.shutdown(SOON).await.is_clean());
+}
+
+/// The ids of the jobs Bull Board lists.
+fn ids(jobs: &serde_json::Value) -> Vec<&str> {
+    jobs.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|j| j["id"].as_str())
+        .collect()
 }

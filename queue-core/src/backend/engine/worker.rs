@@ -133,6 +133,21 @@ impl std::fmt::Debug for EngineWorker {
     }
 }
 
+/// A queue that holds groups in the first layout (grouped jobs waiting in BullMQ's
+/// `prioritized` too) is moved to this one before its first grouped worker starts
+/// (engine change 34); a queue without them costs one `EXISTS`.
+async fn migrate_groups(conn: &Connection, queue: &str) -> Result<(), Error> {
+    let engine = conn.engine_queue(queue).await?;
+    let moved = engine.migrate_groups().await.map_err(|e| Error::Worker {
+        queue: queue.to_owned(),
+        reason: format!("cannot move its groups to the current layout: {e}"),
+    })?;
+    if moved {
+        tracing::info!(queue, "groups moved to the current layout");
+    }
+    Ok(())
+}
+
 impl EngineWorker {
     pub(crate) async fn start(
         conn: &Connection,
@@ -161,6 +176,9 @@ impl EngineWorker {
             options.limiter = Some(bullmq::RateLimiterOptions::new(max, per));
         }
         options.groups = own.groups.map(super::queue::limits_to_engine);
+        if options.groups.is_some() {
+            migrate_groups(conn, &queue).await?;
+        }
         options.remove_on_complete = Some(keep_to_engine(settings.keep_completed));
         options.remove_on_fail = Some(keep_to_engine(settings.keep_failed));
         if let Some(max_data_points) = own.metrics_data_points {

@@ -2,137 +2,232 @@
   Fair groups: the layout and the helpers every group script shares (this file
   is put in front of each of them by scripts.rs).
 
-  A grouped job is an ordinary BullMQ job. Producers add it with BullMQ's own
-  add scripts, its group in its options: opts.group = { id = "tenant-42" }
-  (optionally opts.group.priority). It lands in 'wait' (or 'delayed') as any
-  job does; the take script moves it into its group ("adopts" it) and keeps it
-  in BullMQ's 'prioritized' set while it waits its turn, so BullMQ's getters,
-  counts and Bull Board list it as prioritized.
+  A grouped job is a BullMQ job whose options name its group:
+  opts.group = { id = "tenant-42" } (optionally opts.group.priority). While it
+  waits its turn it lives in its group, outside BullMQ's wait list and
+  prioritized set, as BullMQ Pro keeps grouped jobs: our producers add it
+  straight there (groupAdd); a job a Node producer adds, a retried, stalled or
+  due delayed one reaches BullMQ's 'wait' (or 'delayed') and the next take
+  moves it into its group ("adopts" it). Once taken it is an ordinary BullMQ
+  job again: 'active' under BullMQ's lock, then 'completed' or 'failed'.
 
   Keys (P is the queue's key prefix, "bull:<queue>:"; no job key has this
   shape, job ids having no ':'):
-    P.."gs:ring"     LIST  groups that may start a job now, in turn: the take
-                           pops from the right, a group rejoins on the left
-    P.."gs:known"    ZSET  groups with waiting or active jobs or settings,
+    P.."gs:turns"    ZSET  the ring: groups with jobs waiting, by turn. A take
+                           pops the lowest; a group joins with ZADD NX. Scores
+                           below BLOCKED are turns; at or above, the group
+                           waits out a limit or a pause (see the bands below)
+    P.."gs:known"    ZSET  groups with jobs waiting, slots held or settings,
                            all at score 0 (ordered by name, for paging)
-    P.."gs:limited"  ZSET  groups at their rate limit: when the window ends (ms)
-    P.."gs:full"     ZSET  groups at their concurrency with jobs waiting: when
-                           last looked at (ms), for the lost-slot repair
-    P.."g:"..id..":wait"    ZSET  the group's waiting jobs, by priority then order
-    P.."g:"..id..":active"  HASH  job id -> lock token of each slot held
-    P.."g:"..id..":meta"    HASH  ring (in the ring), paused, concurrency, max,
-                                  duration (the group's own limits)
+    P.."gs:waiting"  ZSET  every grouped job waiting its turn, by arrival: the
+                           queue's count, listing and state of them
+    P.."g:"..id..":wait"    ZSET  the group's waiting jobs, by priority then arrival
+    P.."g:"..id..":active"  HASH  job id -> lock token of each slot held (only
+                                  while a concurrency limit applies)
+    P.."g:"..id..":meta"    HASH  paused, concurrency, max, duration: the group's
+                                  own settings
     P.."g:"..id..":limiter" STRING starts in the current rate window
+  The queue's meta hash (BullMQ's) gets one field of ours, "groups:own", once
+  any group has settings of its own: until then a take reads no group's meta.
 
-  Invariant: a group is in the ring (meta.ring = 1, once) only while it has
-  waiting jobs, is not paused, and is under its concurrency and rate limits;
-  the scripts that change any of those put it in or leave it out, so a take
-  pops groups that can start a job, whatever the number of groups.
+  Turns are Redis's clock: (ms - TURN_EPOCH) * 1024 + a sequence within the
+  millisecond, taken from the id of an event the script writes anyway (the
+  job's "waiting" or "active" event), else from TIME. A group that goes on
+  gets the turn of its job's "active" event, later than every turn given
+  before: it goes to the end of the ring.
+
+  Bands of gs:turns (doubles hold integers exactly below 2^53):
+    [0, BLOCKED)              a turn: the group can start a job
+    FULL + ms                 at its concurrency since ms
+    LIMITED + ms              at its rate limit until ms
+    PAUSED                    paused
+  A blocked group stays in the ring so that an add's ZADD NX leaves it where it
+  is; a take that pops a blocked score has popped past every group that can
+  start, puts it back and stops.
 ]]
 local rcall = redis.call
+
+local BLOCKED = 2 ^ 51
+local FULL = 2 ^ 51
+local LIMITED = 2 ^ 52
+local PAUSED = 2 ^ 53
+local TURN_EPOCH = 1704067200000
+local OWN_SETTINGS = "groups:own"
 
 local function groupKey(prefix, group, suffix)
   return prefix .. "g:" .. group .. ":" .. suffix
 end
 
--- The group of a job, from its stored options; "" for a job without one.
+-- The group of a job, from its stored (JSON) options: its id ("" for a job
+-- without one) and its priority inside the group, if any.
 local function groupOfOpts(optsJson)
   if not optsJson then return "", nil end
   local ok, opts = pcall(cjson.decode, optsJson)
   if ok and type(opts) == "table" and type(opts["group"]) == "table" then
     local id = opts["group"]["id"]
     -- A Node producer may give a number: the group is its decimal text.
-    if type(id) == "number" then id = tostring(id) end
+    if type(id) == "number" then id = string.format("%d", id) end
     if type(id) == "string" and id ~= "" then
-      return id, tonumber(opts["group"]["priority"]), opts["lifo"]
+      return id, tonumber(opts["group"]["priority"])
     end
   end
-  if ok and type(opts) == "table" then
-    return "", nil, opts["lifo"]
-  end
-  return "", nil, nil
+  return "", nil
 end
 
--- limits: { concurrency, max, duration } from the worker (0 = none); a group's
--- own settings win.
-local function groupLimits(meta, defaults)
-  local concurrency = tonumber(meta[2]) or defaults[1]
-  local max = tonumber(meta[3]) or defaults[2]
-  local duration = tonumber(meta[4]) or defaults[3]
-  return concurrency, max, duration
+-- A job's place in its group: by priority (none first), then by arrival.
+local function groupScore(priority, order)
+  return (priority or 0) * 0x100000000 + order % 0x100000000
 end
 
--- Slots whose lock is gone (finished without a release, or the worker died)
--- are given back. Bounded by the group's concurrency.
-local function groupDropLostSlots(prefix, group)
-  local activeKey = groupKey(prefix, group, "active")
-  local slots = rcall("HGETALL", activeKey)
-  for i = 1, #slots, 2 do
-    local lock = rcall("GET", prefix .. slots[i] .. ":lock")
-    if lock ~= slots[i + 1] then
-      rcall("HDEL", activeKey, slots[i])
-    end
-  end
+-- The turn of an event's stream id "ms-seq".
+local function turnOfEventId(id)
+  local dash = string.find(id, "-", 1, true)
+  local seq = tonumber(string.sub(id, dash + 1))
+  if seq > 1023 then seq = 1023 end
+  return (tonumber(string.sub(id, 1, dash - 1)) - TURN_EPOCH) * 1024 + seq
 end
 
--- Why a group cannot start a job now: "paused", "empty", "full", "limited"
--- (with the ms until its window ends), or nil when it can; then the group's
--- rate limit (starts per window, window in ms), its concurrency and its slots
--- held (when counted).
-local function groupBlock(prefix, group, defaults)
-  local meta = rcall("HMGET", groupKey(prefix, group, "meta"), "paused", "concurrency", "max", "duration")
-  local concurrency, max, duration = groupLimits(meta, defaults)
-  if meta[1] then return "paused", 0, max, duration, concurrency end
-  if rcall("ZCARD", groupKey(prefix, group, "wait")) == 0 then return "empty", 0, max, duration, concurrency end
-  local held = 0
-  if concurrency > 0 then
-    held = rcall("HLEN", groupKey(prefix, group, "active"))
-    if held >= concurrency then return "full", 0, max, duration, concurrency end
+-- What a script call shares: its keys, the workers' limits for every group,
+-- and what it learned (whether groups have settings; Redis's time once read).
+-- keys: { prefix, ring, known, waiting, order } (order: BullMQ's job counter,
+-- whose numbers order the jobs a take adopts).
+local function groupContext(keys, defaults, now, lockDuration)
+  return {
+    prefix = keys[1], ring = keys[2], known = keys[3], waiting = keys[4], order = keys[5],
+    concurrency = tonumber(defaults[1]) or 0,
+    max = tonumber(defaults[2]) or 0,
+    duration = tonumber(defaults[3]) or 0,
+    now = now,
+    lockDuration = lockDuration or 30000,
+    own = false,
+  }
+end
+
+-- A turn now (sequence 0: before any group that went on in this millisecond).
+local function turnNow(G)
+  if not G.turn then
+    local t = rcall("TIME")
+    G.turn = (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - TURN_EPOCH) * 1024
   end
-  if max > 0 then
-    local limiterKey = groupKey(prefix, group, "limiter")
-    if (tonumber(rcall("GET", limiterKey)) or 0) >= max then
+  return G.turn
+end
+
+-- Whether any limit can apply to a group: the workers' or a group's own.
+local function groupLimited(G)
+  return G.own or G.concurrency > 0 or G.max > 0
+end
+
+-- A group's limits and pause, its own settings winning over the workers'.
+local function groupSettings(G, group)
+  if not G.own then
+    return { paused = false, concurrency = G.concurrency, max = G.max, duration = G.duration }
+  end
+  local meta = rcall("HMGET", groupKey(G.prefix, group, "meta"), "paused", "concurrency", "max", "duration")
+  return {
+    paused = meta[1] ~= false,
+    concurrency = tonumber(meta[2]) or G.concurrency,
+    max = tonumber(meta[3]) or G.max,
+    duration = tonumber(meta[4]) or G.duration,
+  }
+end
+
+-- The score a group that cannot start a job now waits at, or nil if it can.
+local function groupBlockedScore(G, group, settings)
+  if settings.paused then return PAUSED end
+  if settings.concurrency > 0 and rcall("HLEN", groupKey(G.prefix, group, "active")) >= settings.concurrency then
+    return FULL + G.now
+  end
+  if settings.max > 0 then
+    local limiterKey = groupKey(G.prefix, group, "limiter")
+    if (tonumber(rcall("GET", limiterKey)) or 0) >= settings.max then
       local ttl = rcall("PTTL", limiterKey)
-      if ttl > 0 then return "limited", ttl, max, duration, concurrency end
+      if ttl > 0 then return LIMITED + G.now + ttl end
       rcall("DEL", limiterKey)
     end
   end
-  return nil, 0, max, duration, concurrency, held
+  return nil
 end
 
--- Puts a group in the ring if it can start a job, else files it where the
--- scripts look for it again. Returns true when the group is (now) in the ring,
--- else false and why not (a groupBlock reason). outOfRing: the caller knows
--- the group is not in the ring. A group is taken out of the full and limited
--- sets only where its limits could have put it there (a group filed under
--- limits since removed stays until the take's review passes it): every
--- command counts, a take being a few dozen of them.
-local function groupRejoin(prefix, group, defaults, ringKey, limitedKey, fullKey, markerKey, now, outOfRing)
-  local metaKey = groupKey(prefix, group, "meta")
-  if not outOfRing and rcall("HEXISTS", metaKey, "ring") == 1 then return true end
-  local block, ttl, max, _, concurrency = groupBlock(prefix, group, defaults)
-  if block == "full" then
-    rcall("ZADD", fullKey, "NX", now, group)
-  elseif block == "limited" then
-    rcall("ZADD", limitedKey, now + ttl, group)
-  else
-    if concurrency > 0 then rcall("ZREM", fullKey, group) end
-    if max > 0 then rcall("ZREM", limitedKey, group) end
-    if block == nil then
-      rcall("HSET", metaKey, "ring", 1)
-      rcall("LPUSH", ringKey, group)
-      rcall("ZADD", markerKey, 0, "0")
-      return true
+-- A group with jobs waiting joins the ring, at the end, unless it is there
+-- (blocked groups included). A group new to the ring becomes known.
+local function groupJoin(G, group, turn)
+  if rcall("ZADD", G.ring, "NX", turn, group) == 1 then
+    rcall("ZADD", G.known, 0, group)
+  end
+end
+
+-- Forgets a group with nothing waiting, no slot held and no settings.
+local function groupForgetIfIdle(G, group)
+  if groupLimited(G) then
+    if rcall("EXISTS", groupKey(G.prefix, group, "active"), groupKey(G.prefix, group, "meta")) > 0 then
+      return
+    end
+    if rcall("ZCARD", groupKey(G.prefix, group, "wait")) > 0 then return end
+  end
+  rcall("ZREM", G.known, group)
+end
+
+-- Moves one job into its group (a producer's add, or an adoption from
+-- 'wait'/'delayed'). order: its arrival number, from BullMQ's job counter.
+local function groupEnqueue(G, jobId, group, priority, order, turn)
+  rcall("ZADD", groupKey(G.prefix, group, "wait"), groupScore(priority, order), jobId)
+  -- A priority inside the group is the job's priority, where Bull Board reads it.
+  if priority and priority > 0 then rcall("HSET", G.prefix .. jobId, "priority", priority) end
+  rcall("ZADD", G.waiting, order, jobId)
+  groupJoin(G, group, turn)
+end
+
+-- Gives back the group's slots whose lock is gone (a worker died, or finished
+-- without giving its slot back): bounded by the group's concurrency.
+local function groupDropLostSlots(G, group)
+  local slotsKey = groupKey(G.prefix, group, "active")
+  local slots = rcall("HGETALL", slotsKey)
+  for i = 1, #slots, 2 do
+    if rcall("GET", G.prefix .. slots[i] .. ":lock") ~= slots[i + 1] then
+      rcall("HDEL", slotsKey, slots[i])
     end
   end
-  return false, block
 end
 
--- Forgets a group that has nothing waiting, nothing active and no settings
--- (waitEmpty: the caller just found nothing waiting).
-local function groupForgetIfIdle(prefix, group, knownKey, waitEmpty)
-  if (waitEmpty or rcall("ZCARD", groupKey(prefix, group, "wait")) == 0)
-      and rcall("EXISTS", groupKey(prefix, group, "active"), groupKey(prefix, group, "meta")) == 0 then
-    rcall("ZREM", knownKey, group)
+-- A slot of the group was given back: a group that waited at its concurrency
+-- gets a turn (the take that pops it looks again, and files it back if it must
+-- still wait); an idle one is forgotten.
+local function groupSlotFreed(G, group)
+  local score = tonumber(rcall("ZSCORE", G.ring, group))
+  if score == nil then
+    groupForgetIfIdle(G, group)
+  elseif score >= FULL and score < LIMITED then
+    rcall("ZADD", G.ring, turnNow(G), group)
   end
+end
+
+-- Gives back the slot a run of jobId held (only the run whose lock token holds
+-- it): a group that waited at its concurrency can start again.
+local function groupGiveBack(G, group, jobId, token)
+  if not (G.own or G.concurrency > 0) then return end
+  local slotsKey = groupKey(G.prefix, group, "active")
+  if rcall("HGET", slotsKey, jobId) ~= token then return end
+  rcall("HDEL", slotsKey, jobId)
+  groupSlotFreed(G, group)
+end
+
+-- Adopts a batch of jobs from BullMQ's sets: numbers them in one INCRBY of the
+-- job counter, and each joins its group. A job that started before (stalled,
+-- retried) gives back the slot it held.
+local function groupAdopt(G, ids)
+  local first = rcall("INCRBY", G.order, #ids) - #ids + 1
+  local adopted = {}
+  for i, jobId in ipairs(ids) do
+    local fields = rcall("HMGET", G.prefix .. jobId, "opts", "priority", "ats")
+    if fields[1] then
+      local group, groupPriority = groupOfOpts(fields[1])
+      groupEnqueue(G, jobId, group, groupPriority or tonumber(fields[2]), first + i - 1, turnNow(G))
+      if (tonumber(fields[3]) or 0) > 0 and (G.own or G.concurrency > 0)
+          and rcall("HDEL", groupKey(G.prefix, group, "active"), jobId) == 1 then
+        groupSlotFreed(G, group)
+      end
+      adopted[#adopted + 1] = jobId
+    end
+  end
+  return adopted
 end

@@ -16,7 +16,13 @@ use crate::job::JobState;
 
 impl EngineQueue {
     /// `false` when the job is locked by a worker.
+    /// `false` when the job is locked by a worker. A grouped job waiting its turn leaves
+    /// its group first (BullMQ's removal knows nothing of groups).
     pub(crate) async fn remove(&self, id: &str) -> Result<bool, Error> {
+        self.inner
+            .leave_group(id)
+            .await
+            .map_err(|e| self.error(e))?;
         self.inner.remove(id).await.map_err(|e| self.error(e))
     }
 
@@ -105,7 +111,7 @@ impl EngineQueue {
             .drain(include_delayed)
             .await
             .map_err(|e| self.error(e))?;
-        // The drained jobs' ids leave their groups' waiting sets too.
+        // Grouped jobs waiting their turn are drained too (they wait outside `wait`).
         self.inner
             .clear_groups(false)
             .await
@@ -123,10 +129,49 @@ impl EngineQueue {
             JobState::Waiting => "wait",
             other => other.as_str(),
         };
-        self.inner
+        let mut cleaned = self
+            .inner
             .clean(grace_ms, limit, set)
             .await
-            .map_err(|e| self.error(e))
+            .map_err(|e| self.error(e))?;
+        if state == JobState::Waiting {
+            self.clean_grouped_waiting(grace_ms, limit, &mut cleaned)
+                .await?;
+        }
+        Ok(cleaned)
+    }
+
+    /// Grouped jobs waiting their turn are waiting jobs too: cleaned, oldest first, up
+    /// to what `limit` leaves (0: no limit, as BullMQ's clean).
+    async fn clean_grouped_waiting(
+        &self,
+        grace_ms: u64,
+        limit: u32,
+        cleaned: &mut Vec<String>,
+    ) -> Result<(), Error> {
+        const PAGE: usize = 1000;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let before = now.saturating_sub(grace_ms);
+        loop {
+            let room = match limit {
+                0 => PAGE,
+                limit => (limit as usize).saturating_sub(cleaned.len()).min(PAGE),
+            };
+            if room == 0 {
+                return Ok(());
+            }
+            let removed = self
+                .inner
+                .remove_grouped_waiting(room, Some(before))
+                .await
+                .map_err(|e| self.error(e))?;
+            if removed.is_empty() {
+                return Ok(());
+            }
+            cleaned.extend(removed);
+        }
     }
 
     /// Like Node's `obliterate`: pauses the queue first (the script refuses a running

@@ -37,6 +37,7 @@ impl EngineQueue {
         let Some(state) = engine_state(state) else {
             return Ok(Vec::new());
         };
+        // Waiting rows include the grouped jobs waiting their turn (engine change 34).
         let rows = self
             .inner
             .get_job_rows(state, start, stop, oldest_first, clip)

@@ -110,13 +110,17 @@ impl EngineQueue {
         })
     }
 
+    /// BullMQ's counts, grouped jobs waiting their turn counted as waiting (they wait
+    /// in their groups, outside BullMQ's `wait`).
     pub(crate) async fn get_job_counts(&self) -> Result<JobCounts, Error> {
-        let counts = self
-            .inner
-            .get_job_counts()
-            .await
-            .map_err(|e| self.error(e))?;
-        Ok(counts_from_engine(&counts))
+        let (counts, grouped) = tokio::try_join!(
+            self.inner.get_job_counts(),
+            self.inner.count_grouped_waiting()
+        )
+        .map_err(|e| self.error(e))?;
+        let mut counts = counts_from_engine(&counts);
+        counts.waiting += grouped;
+        Ok(counts)
     }
 
     pub(crate) async fn get_jobs(

@@ -1,0 +1,220 @@
+//! What the queue's tools see of grouped jobs waiting their turn, which wait in their
+//! groups rather than in BullMQ's `wait`: counts, state, the operator's listing, remove,
+//! clean, drain and obliterate; and a queue left in the first layout of groups (waiting
+//! jobs in `prioritized` too, a list ring) moved to this one by its first grouped worker.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use queue_core::{
+    group::GroupLimits, queue::BulkJob, Dep, Job, JobError, JobOptions, JobState, Processor, Queue,
+};
+use queue_tests::{sync_connection, wait_until, TestRedis, SOON};
+
+/// The ids of the jobs the handler ran.
+#[derive(Default)]
+struct Ran(Mutex<Vec<String>>);
+
+async fn run(job: Job<u32>, ran: Dep<Ran>) -> Result<(), JobError> {
+    ran.0.lock().unwrap().push(job.id().to_owned());
+    Ok(())
+}
+
+fn grouped(queue: &str) -> Processor {
+    Processor::new(queue)
+        .concurrency(2)
+        .groups(GroupLimits::new())
+        .any_job(run)
+}
+
+/// `count` jobs of `group`, ids `<group>-<n>`.
+async fn add(queue: &Queue<u32>, group: &str, count: u32) {
+    let jobs = (0..count)
+        .map(|n| {
+            BulkJob::new("work", n).options(
+                JobOptions::new()
+                    .group(group)
+                    .job_id(format!("{group}-{n}")),
+            )
+        })
+        .collect();
+    queue.add_bulk(jobs).await.expect("add_bulk");
+}
+
+async fn completed(queue: &Queue<u32>) -> u64 {
+    queue.get_job_counts().await.unwrap().completed
+}
+
+#[tokio::test]
+async fn a_grouped_job_waiting_its_turn_is_counted_listed_and_removed_as_a_waiting_job() {
+    let redis = TestRedis::new("groups-tools-waiting");
+    let ran = Arc::new(Ran::default());
+    let app = redis
+        .app(|b| b.provide_arc(ran.clone()).processor(grouped("tools")))
+        .await;
+    let q = app.queue::<u32>("tools").unwrap();
+    add(&q, "a", 2).await;
+    add(&q, "b", 1).await;
+
+    let counts = q.get_job_counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.prioritized), (3, 0), "{counts:?}");
+    assert_eq!(
+        q.get_job_state("a-0").await.unwrap(),
+        Some(JobState::Waiting)
+    );
+    let listed: Vec<String> = q
+        .get_job_summaries(JobState::Waiting, 0..10, true, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| row.id)
+        .collect();
+    assert_eq!(
+        listed,
+        ["a-0", "a-1", "b-0"],
+        "the operator's listing, oldest first"
+    );
+    let newest_two: Vec<String> = q
+        .get_job_summaries(JobState::Waiting, 0..2, false, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| row.id)
+        .collect();
+    assert_eq!(newest_two, ["b-0", "a-1"], "a page, newest first");
+    assert!(q.get_oldest_waiting().await.unwrap().is_some());
+
+    assert!(q.remove("a-1").await.unwrap());
+    assert_eq!(q.get_job_counts().await.unwrap().waiting, 2);
+    let page = q.groups(None, 10).await.unwrap();
+    let a = page.groups.iter().find(|g| g.id == "a").unwrap();
+    assert_eq!(a.waiting, 1, "the removed job left its group at once");
+
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "the two jobs left", || async {
+        (completed(&q).await == 2).then_some(())
+    })
+    .await;
+    let mut ran = ran.0.lock().unwrap().clone();
+    ran.sort();
+    assert_eq!(ran, ["a-0", "b-0"], "the removed job never ran");
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
+
+#[tokio::test]
+async fn clean_drain_and_obliterate_take_grouped_jobs_waiting_their_turn() {
+    let redis = TestRedis::new("groups-tools-clean");
+    let app = redis
+        .app(|b| b.provide(Ran::default()).processor(grouped("wipe")))
+        .await;
+    let q = app.queue::<u32>("wipe").unwrap();
+    add(&q, "a", 3).await;
+    add(&q, "b", 2).await;
+
+    let cleaned = q.clean(Duration::ZERO, 2, JobState::Waiting).await.unwrap();
+    assert_eq!(cleaned, ["a-0", "a-1"], "the oldest two");
+    assert_eq!(q.get_job(&cleaned[0]).await.unwrap(), None);
+    assert_eq!(q.get_job_counts().await.unwrap().waiting, 3);
+    let kept = q
+        .clean(Duration::from_secs(3600), 0, JobState::Waiting)
+        .await
+        .unwrap();
+    assert!(kept.is_empty(), "younger than the grace: {kept:?}");
+
+    q.drain(false).await.unwrap();
+    assert_eq!(q.get_job_counts().await.unwrap().waiting, 0);
+    assert_eq!(q.get_job("b-1").await.unwrap(), None);
+    let page = q.groups(None, 10).await.unwrap();
+    assert!(
+        page.groups.iter().all(|g| g.waiting == 0),
+        "{:?}",
+        page.groups
+    );
+
+    add(&q, "c", 2).await;
+    q.pause_group("c").await.unwrap();
+    q.obliterate(true).await.unwrap();
+    assert_eq!(
+        redis.keys(),
+        Vec::<String>::new(),
+        "nothing of the queue is left"
+    );
+}
+
+#[tokio::test]
+async fn a_queue_in_the_first_layout_of_groups_is_moved_before_its_first_grouped_worker_starts() {
+    let redis = TestRedis::new("groups-tools-migrate");
+    let ran = Arc::new(Ran::default());
+    let app = redis
+        .app(|b| b.provide_arc(ran.clone()).processor(grouped("old")))
+        .await;
+    let q = app.queue::<u32>("old").unwrap();
+    add(&q, "a", 2).await;
+    add(&q, "b", 1).await;
+
+    // Rewrite what the adds wrote as the first layout held it: each waiting grouped job
+    // in `prioritized` as well as its group, the groups in a list ring flagged in their
+    // meta, no set of waiting jobs, and a slot held by a run whose lock is gone.
+    let p = format!("{}:old:", redis.prefix());
+    let mut conn = sync_connection();
+    for (group, ids) in [("a", vec!["a-0", "a-1"]), ("b", vec!["b-0"])] {
+        for id in &ids {
+            let score: f64 = redis::cmd("ZSCORE")
+                .arg(format!("{p}g:{group}:wait"))
+                .arg(id)
+                .query(&mut *conn)
+                .unwrap();
+            redis::cmd("ZADD")
+                .arg(format!("{p}prioritized"))
+                .arg(score)
+                .arg(id)
+                .query::<()>(&mut *conn)
+                .unwrap();
+        }
+        redis::cmd("RPUSH")
+            .arg(format!("{p}gs:ring"))
+            .arg(group)
+            .query::<()>(&mut *conn)
+            .unwrap();
+        redis::cmd("HSET")
+            .arg(format!("{p}g:{group}:meta"))
+            .arg("ring")
+            .arg(1)
+            .query::<()>(&mut *conn)
+            .unwrap();
+    }
+    redis::cmd("HSET")
+        .arg(format!("{p}g:a:active"))
+        .arg("gone-0")
+        .arg("a-token-of-a-dead-run")
+        .query::<()>(&mut *conn)
+        .unwrap();
+    redis::cmd("DEL")
+        .arg(format!("{p}gs:waiting"))
+        .arg(format!("{p}gs:turns"))
+        .query::<()>(&mut *conn)
+        .unwrap();
+
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "the three jobs", || async {
+        (completed(&q).await == 3).then_some(())
+    })
+    .await;
+    let exists = |key: &str| -> bool {
+        redis::cmd("EXISTS")
+            .arg(format!("{p}{key}"))
+            .query::<u32>(&mut *sync_connection())
+            .unwrap()
+            == 1
+    };
+    assert!(!exists("gs:ring"), "the old ring is gone");
+    assert!(!exists("prioritized"), "no job is left in prioritized");
+    assert!(!exists("g:a:active"), "the dead run's slot is gone");
+    let meta: Vec<String> = redis::cmd("HKEYS")
+        .arg(format!("{p}g:a:meta"))
+        .query(&mut *conn)
+        .unwrap();
+    assert!(meta.is_empty(), "the old ring flag is gone: {meta:?}");
+    assert_eq!(ran.0.lock().unwrap().len(), 3);
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
