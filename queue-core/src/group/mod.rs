@@ -96,7 +96,8 @@ pub struct GroupInfo {
     /// Its jobs waiting their turn (a job removed while waiting may count until a
     /// worker passes over it).
     pub waiting: u64,
-    /// Its jobs running now (each holds one of its slots).
+    /// Its jobs running now, as its slots count them: only while a concurrency limit
+    /// applies to the group (0 without one).
     pub active: u64,
     /// Whether it is paused ([`Queue::pause_group`](crate::Queue::pause_group)).
     pub paused: bool,

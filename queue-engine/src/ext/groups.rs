@@ -357,12 +357,17 @@ impl Queue {
         strings(reply, "groupDrain")
     }
 
-    /// Deletes the groups' own keys, a page of groups at a time: each group's waiting
-    /// jobs with their keys and the groups' waiting sets, and with `everything`
-    /// (obliterate) the groups themselves, their slots, settings and the ring.
+    /// Removes every grouped job waiting its turn, with its keys (each leaves its group
+    /// in the same script: a job added meanwhile keeps its place and its group's turn,
+    /// and a group left empty is dropped by the take that pops it); with `everything`
+    /// (obliterate: the queue is paused) also deletes the groups themselves, a page at a
+    /// time, their slots, settings and the ring.
     pub async fn clear_groups(&self, everything: bool) -> Result<(), Error> {
         const PAGE: usize = 500;
         while !self.remove_grouped_waiting(PAGE, None).await?.is_empty() {}
+        if !everything {
+            return Ok(());
+        }
         let keys = GroupKeys::new(self.keys());
         let mut after: Option<String> = None;
         loop {
@@ -370,11 +375,8 @@ impl Queue {
             let mut del = redis::cmd("DEL");
             for group in &page {
                 let base = format!("{}g:{}:", keys.prefix, group.id);
-                del.arg(format!("{base}wait"));
-                if everything {
-                    for suffix in ["active", "meta", "limiter"] {
-                        del.arg(format!("{base}{suffix}"));
-                    }
+                for suffix in ["wait", "active", "meta", "limiter"] {
+                    del.arg(format!("{base}{suffix}"));
                 }
             }
             if !page.is_empty() {
@@ -387,23 +389,12 @@ impl Queue {
             after = page.last().map(|g| g.id.clone());
         }
         let mut conn = self.connection().connection();
-        if everything {
-            let mut del = redis::cmd("DEL");
-            del.arg(&keys.ring).arg(&keys.known).arg(&keys.waiting);
-            for old in OLD_LAYOUT {
-                del.arg(self.keys().get(old));
-            }
-            del.query_async::<()>(&mut conn).await?;
-        } else {
-            // Groups that waited their turn have nothing left; paused and limited ones
-            // keep their band.
-            redis::cmd("ZREMRANGEBYSCORE")
-                .arg(&keys.ring)
-                .arg("-inf")
-                .arg(format!("({}", 1u64 << 51))
-                .query_async::<()>(&mut conn)
-                .await?;
+        let mut del = redis::cmd("DEL");
+        del.arg(&keys.ring).arg(&keys.known).arg(&keys.waiting);
+        for old in OLD_LAYOUT {
+            del.arg(self.keys().get(old));
         }
+        del.query_async::<()>(&mut conn).await?;
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 //! a figure that does not depend on the machine, so it is held here as well as in the
 //! benchmark. On a private `redis-server` (the counts are server-wide), ungrouped jobs
 //! first as the reference, then grouped ones: with many groups of one or two jobs a
-//! grouped job may cost at most 28 commands (an ungrouped one about 24), and the cost
+//! grouped job may cost at most 28 commands (an ungrouped one 23), and the cost
 //! stays flat from one group to 10,000.
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,7 +1,9 @@
 //! What the queue's tools see of grouped jobs waiting their turn, which wait in their
 //! groups rather than in BullMQ's `wait`: counts, state, the operator's listing, remove,
-//! clean, drain and obliterate; and a queue left in the first layout of groups (waiting
-//! jobs in `prioritized` too, a list ring) moved to this one by its first grouped worker.
+//! clean, drain and obliterate; a queue left in the first layout of groups (waiting jobs
+//! in `prioritized` too, a list ring) moved to this one by its first grouped worker; and
+//! what other paths leave behind (a retry into `prioritized`, a band left by workers that
+//! had limits, a slot of a dead run) taken up again.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -151,6 +153,8 @@ async fn a_queue_in_the_first_layout_of_groups_is_moved_before_its_first_grouped
     let q = app.queue::<u32>("old").unwrap();
     add(&q, "a", 2).await;
     add(&q, "b", 1).await;
+    // Added by a new producer before the worker is replaced: already in this layout.
+    add(&q, "c", 1).await;
 
     // Rewrite what the adds wrote as the first layout held it: each waiting grouped job
     // in `prioritized` as well as its group, the groups in a list ring flagged in their
@@ -189,15 +193,23 @@ async fn a_queue_in_the_first_layout_of_groups_is_moved_before_its_first_grouped
         .arg("a-token-of-a-dead-run")
         .query::<()>(&mut *conn)
         .unwrap();
-    redis::cmd("DEL")
-        .arg(format!("{p}gs:waiting"))
+    for id in ["a-0", "a-1", "b-0"] {
+        redis::cmd("ZREM")
+            .arg(format!("{p}gs:waiting"))
+            .arg(id)
+            .query::<()>(&mut *conn)
+            .unwrap();
+    }
+    redis::cmd("ZREM")
         .arg(format!("{p}gs:turns"))
+        .arg("a")
+        .arg("b")
         .query::<()>(&mut *conn)
         .unwrap();
 
     let workers = app.start_workers().await.unwrap();
-    wait_until(SOON, "the three jobs", || async {
-        (completed(&q).await == 3).then_some(())
+    wait_until(SOON, "the four jobs", || async {
+        (completed(&q).await == 4).then_some(())
     })
     .await;
     let exists = |key: &str| -> bool {
@@ -215,6 +227,106 @@ async fn a_queue_in_the_first_layout_of_groups_is_moved_before_its_first_grouped
         .query(&mut *conn)
         .unwrap();
     assert!(meta.is_empty(), "the old ring flag is gone: {meta:?}");
-    assert_eq!(ran.0.lock().unwrap().len(), 3);
+    assert_eq!(ran.0.lock().unwrap().len(), 4);
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
+
+async fn failing_once(job: Job<u32>, ran: Dep<Ran>) -> Result<(), JobError> {
+    let mut ran = ran.0.lock().unwrap();
+    ran.push(job.id().to_owned());
+    if ran.len() == 1 {
+        return Err(JobError::retry("the first attempt fails"));
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_grouped_job_with_a_priority_retried_at_once_runs_again_in_its_group() {
+    let redis = TestRedis::new("groups-tools-retry");
+    let ran = Arc::new(Ran::default());
+    let app = redis
+        .app(|b| {
+            b.provide_arc(ran.clone()).processor(
+                Processor::new("retry")
+                    .groups(GroupLimits::new())
+                    .any_job(failing_once),
+            )
+        })
+        .await;
+    let q = app.queue::<u32>("retry").unwrap();
+    // A retry without backoff goes back through BullMQ's own script, which puts a job
+    // with a priority in `prioritized`.
+    q.add(
+        "work",
+        7,
+        JobOptions::new()
+            .group("g")
+            .priority(2)
+            .attempts(2)
+            .job_id("ranked"),
+    )
+    .await
+    .unwrap();
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "the retried job", || async {
+        (q.get_job_state("ranked").await.unwrap() == Some(JobState::Completed)).then_some(())
+    })
+    .await;
+    assert_eq!(*ran.0.lock().unwrap(), ["ranked", "ranked"]);
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
+
+#[tokio::test]
+async fn a_group_filed_at_a_limit_the_workers_no_longer_have_runs() {
+    let redis = TestRedis::new("groups-tools-band");
+    let app = redis
+        .app(|b| b.provide(Ran::default()).processor(grouped("band")))
+        .await;
+    let q = app.queue::<u32>("band").unwrap();
+    add(&q, "filed", 2).await;
+    // Filed at its concurrency by workers that had a limit, as a take leaves it.
+    let p = format!("{}:band:", redis.prefix());
+    redis::cmd("ZADD")
+        .arg(format!("{p}gs:turns"))
+        .arg((1u64 << 51) + queue_tests::group_chaos::now_ms())
+        .arg("filed")
+        .query::<()>(&mut *sync_connection())
+        .unwrap();
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "the group's two jobs", || async {
+        (completed(&q).await == 2).then_some(())
+    })
+    .await;
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
+
+#[tokio::test]
+async fn a_slot_of_a_dead_run_is_given_back_when_its_group_comes_up() {
+    let redis = TestRedis::new("groups-tools-dead");
+    let app = redis
+        .app(|b| {
+            b.provide(Ran::default()).processor(
+                Processor::new("dead")
+                    .groups(GroupLimits::new().concurrency(1))
+                    .any_job(run),
+            )
+        })
+        .await;
+    let q = app.queue::<u32>("dead").unwrap();
+    add(&q, "busy", 3).await;
+    // The group's one slot, held by a run whose worker died (its lock is gone).
+    let p = format!("{}:dead:", redis.prefix());
+    redis::cmd("HSET")
+        .arg(format!("{p}g:busy:active"))
+        .arg("gone-0")
+        .arg("a-token-of-a-dead-run")
+        .query::<()>(&mut *sync_connection())
+        .unwrap();
+    let workers = app.start_workers().await.unwrap();
+    // Well within a lock's 30 s, after which a take looks at a full group again anyway.
+    wait_until(SOON, "the group's three jobs", || async {
+        (completed(&q).await == 3).then_some(())
+    })
+    .await;
     assert!(workers.shutdown(SOON).await.is_clean());
 }

@@ -82,8 +82,9 @@ end
 -- The turn of an event's stream id "ms-seq".
 local function turnOfEventId(id)
   local dash = string.find(id, "-", 1, true)
+  -- Not clamped: while Redis's clock stands still (stepped back), the sequence
+  -- grows past 1023 and the turns still grow, rather than all being equal.
   local seq = tonumber(string.sub(id, dash + 1))
-  if seq > 1023 then seq = 1023 end
   return (tonumber(string.sub(id, 1, dash - 1)) - TURN_EPOCH) * 1024 + seq
 end
 
@@ -131,11 +132,32 @@ local function groupSettings(G, group)
   }
 end
 
+-- Gives back the group's slots whose lock is gone (a worker died, or a run
+-- ended without giving its slot back): bounded by the group's concurrency.
+local function groupDropLostSlots(G, group)
+  local slotsKey = groupKey(G.prefix, group, "active")
+  local slots = rcall("HGETALL", slotsKey)
+  for i = 1, #slots, 2 do
+    if rcall("GET", G.prefix .. slots[i] .. ":lock") ~= slots[i + 1] then
+      rcall("HDEL", slotsKey, slots[i])
+    end
+  end
+end
+
 -- The score a group that cannot start a job now waits at, or nil if it can.
-local function groupBlockedScore(G, group, settings)
+-- repair: a group found at its concurrency first gives back the slots whose
+-- lock is gone (a take about to start a job of it; not after a start, which
+-- fills the last slot itself).
+local function groupBlockedScore(G, group, settings, repair)
   if settings.paused then return PAUSED end
-  if settings.concurrency > 0 and rcall("HLEN", groupKey(G.prefix, group, "active")) >= settings.concurrency then
-    return FULL + G.now
+  if settings.concurrency > 0 then
+    local slotsKey = groupKey(G.prefix, group, "active")
+    local held = rcall("HLEN", slotsKey)
+    if held >= settings.concurrency and repair then
+      groupDropLostSlots(G, group)
+      held = rcall("HLEN", slotsKey)
+    end
+    if held >= settings.concurrency then return FULL + G.now end
   end
   if settings.max > 0 then
     local limiterKey = groupKey(G.prefix, group, "limiter")
@@ -157,7 +179,11 @@ local function groupJoin(G, group, turn)
 end
 
 -- Forgets a group with nothing waiting, no slot held and no settings.
-local function groupForgetIfIdle(G, group)
+-- outOfRing: the caller knows the group is not in the ring (it just popped it);
+-- else a group still in the ring (at a band, or with a removed job's turn) is
+-- kept, so that a group in the ring is always known.
+local function groupForgetIfIdle(G, group, outOfRing)
+  if not outOfRing and rcall("ZSCORE", G.ring, group) then return end
   if groupLimited(G) then
     if rcall("EXISTS", groupKey(G.prefix, group, "active"), groupKey(G.prefix, group, "meta")) > 0 then
       return
@@ -177,25 +203,13 @@ local function groupEnqueue(G, jobId, group, priority, order, turn)
   groupJoin(G, group, turn)
 end
 
--- Gives back the group's slots whose lock is gone (a worker died, or finished
--- without giving its slot back): bounded by the group's concurrency.
-local function groupDropLostSlots(G, group)
-  local slotsKey = groupKey(G.prefix, group, "active")
-  local slots = rcall("HGETALL", slotsKey)
-  for i = 1, #slots, 2 do
-    if rcall("GET", G.prefix .. slots[i] .. ":lock") ~= slots[i + 1] then
-      rcall("HDEL", slotsKey, slots[i])
-    end
-  end
-end
-
 -- A slot of the group was given back: a group that waited at its concurrency
 -- gets a turn (the take that pops it looks again, and files it back if it must
 -- still wait); an idle one is forgotten.
 local function groupSlotFreed(G, group)
   local score = tonumber(rcall("ZSCORE", G.ring, group))
   if score == nil then
-    groupForgetIfIdle(G, group)
+    groupForgetIfIdle(G, group, true)
   elseif score >= FULL and score < LIMITED then
     rcall("ZADD", G.ring, turnNow(G), group)
   end

@@ -68,15 +68,27 @@ local function groupAdoptWaiting(G, K)
   if #jobs > 0 then groupAdopt(G, jobs) end
 end
 
+-- Up to ADOPT_BATCH jobs of BullMQ's 'prioritized', highest priority first:
+-- where BullMQ puts a job with a priority it moves back (a retry, stalled-job
+-- recovery) and a Node producer's job added with BullMQ's own priority. The
+-- priority field is kept: the job keeps its place in its group.
+local function groupAdoptPrioritized(G, K)
+  local popped = rcall("ZPOPMIN", K.prioritized, ADOPT_BATCH)
+  if #popped == 0 then return end
+  local jobs = {}
+  for i = 1, #popped, 2 do jobs[#jobs + 1] = popped[i] end
+  groupAdopt(G, jobs)
+end
+
 -- Blocked groups that may start again get a turn; the pop looks at each again.
 local function groupReview(G)
   local free = rcall("ZRANGEBYSCORE", G.ring, LIMITED, LIMITED + G.now, "LIMIT", 0, REVIEW_BATCH)
   for _, group in ipairs(free) do
     rcall("ZADD", G.ring, turnNow(G), group)
   end
+  -- The pop gives back a full group's lost slots before it files it again.
   local stuck = rcall("ZRANGEBYSCORE", G.ring, FULL, FULL + G.now - G.lockDuration, "LIMIT", 0, 1)
   if #stuck > 0 then
-    groupDropLostSlots(G, stuck[1])
     rcall("ZADD", G.ring, turnNow(G), stuck[1])
   end
 end
@@ -164,7 +176,7 @@ local function groupStarted(G, group, jobId, token, more, settings, eventId)
     local blocked = settings and groupBlockedScore(G, group, settings)
     rcall("ZADD", G.ring, blocked or turnOfEventId(eventId), group)
   else
-    groupForgetIfIdle(G, group)
+    groupForgetIfIdle(G, group, true)
   end
 end
 
@@ -176,13 +188,15 @@ local function groupTakeFromRing(G, K, opts, limited, maxJobs, limiterDuration)
     local popped = rcall("ZPOPMIN", G.ring)
     if #popped == 0 then break end
     local group = popped[1]
-    if tonumber(popped[2]) >= BLOCKED then
-      -- Every group left can wait only: this one goes back.
+    local score = tonumber(popped[2])
+    -- At a band, every group left can only wait: this one goes back. Without any
+    -- limit a band below PAUSED (left by workers that had limits) is a turn.
+    if score >= BLOCKED and (limited or score >= PAUSED) then
       rcall("ZADD", G.ring, popped[2], group)
       break
     end
     local settings = limited and groupSettings(G, group) or nil
-    local blocked = settings and groupBlockedScore(G, group, settings)
+    local blocked = settings and groupBlockedScore(G, group, settings, true)
     if blocked then
       rcall("ZADD", G.ring, blocked, group)
     else
@@ -194,10 +208,15 @@ local function groupTakeFromRing(G, K, opts, limited, maxJobs, limiterDuration)
       elseif more then
         rcall("ZADD", G.ring, turnNow(G), group)
       else
-        groupForgetIfIdle(G, group)
+        groupForgetIfIdle(G, group, true)
       end
     end
-    if G.staleBudget <= 0 then break end
+    if G.staleBudget <= 0 then
+      -- Passed over as many removed jobs as one take may: the next take goes on
+      -- at once (the marker wakes a waiting worker) rather than after a pause.
+      rcall("ZADD", K.marker, 0, "0")
+      break
+    end
   end
   return nil
 end
@@ -207,10 +226,11 @@ end
 -- that may start again get a turn. Returns whether that may have given the
 -- ring anything.
 local function groupLookAround(G, K, limited)
-  local found = rcall("EXISTS", K.wait, K.delayed) > 0
+  local found = rcall("EXISTS", K.wait, K.delayed, K.prioritized) > 0
   if found then
     groupPromoteDue(G, K)
     groupAdoptWaiting(G, K)
+    groupAdoptPrioritized(G, K)
   end
   if limited then groupReview(G) end
   return found or limited

@@ -21,13 +21,14 @@
     ARGV[15] "1" to look outside the ring first (groupFetch.lua)
   Output: moveToFinished's.
 ]]
-local function groupFetchNext(waitKey, activeKey, _prioritizedKey, eventStreamKey,
+local function groupFetchNext(waitKey, activeKey, prioritizedKey, eventStreamKey,
     rateLimiterKey, delayedKey, metaKey, _pcKey, markerKey, prefix, timestamp, opts)
   local G = groupContext({ prefix, KEYS[15], KEYS[16], KEYS[17], KEYS[18] },
     { ARGV[10], ARGV[11], ARGV[12] }, tonumber(timestamp), tonumber(opts["lockDuration"]))
   G.nowText = timestamp
-  local K = { wait = waitKey, active = activeKey, events = eventStreamKey,
-    limiter = rateLimiterKey, delayed = delayedKey, meta = metaKey, marker = markerKey }
+  local K = { wait = waitKey, active = activeKey, prioritized = prioritizedKey,
+    events = eventStreamKey, limiter = rateLimiterKey, delayed = delayedKey, meta = metaKey,
+    marker = markerKey }
   local fetch = ARGV[14] == "1"
   local reply = groupFetch(G, K, opts, fetch, ARGV[13], ARGV[1], ARGV[15] == "1")
   if reply then return reply end

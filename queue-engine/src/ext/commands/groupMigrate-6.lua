@@ -4,7 +4,9 @@
   'gs:ring', rate-limited and full groups in 'gs:limited' and 'gs:full') to
   this one (our script; see groupCommon.lua). The caller pages through the
   known groups by name, then deletes the old keys; the workers of the first
-  layout must be stopped first.
+  layout must be stopped first. A page moved twice (two workers starting at
+  once, a move cut short and started again) is moved once: a job already in
+  gs:waiting stays where it is.
 
   Input:
     KEYS[1] known groups
@@ -28,7 +30,9 @@ for _, group in ipairs(groups) do
     local jobId = waiting[i]
     if rcall("ZREM", KEYS[4], jobId) == 1 then
       rcall("ZADD", KEYS[3], tonumber(waiting[i + 1]) % 0x100000000, jobId)
-    else
+    elseif not rcall("ZSCORE", KEYS[3], jobId) then
+      -- Neither the first layout's (in prioritized) nor this one's (in
+      -- gs:waiting: a new producer's add, or a page moved already): removed.
       rcall("ZREM", waitKey, jobId)
     end
   end

@@ -27,8 +27,8 @@ local opts = cmsgpack.unpack(ARGV[3])
 local G = groupContext({ ARGV[1], KEYS[12], KEYS[13], KEYS[14], KEYS[15] },
   { ARGV[4], ARGV[5], ARGV[6] }, tonumber(ARGV[2]), tonumber(opts["lockDuration"]))
 G.nowText = ARGV[2]
-local K = { wait = KEYS[1], active = KEYS[2], events = KEYS[4], limiter = KEYS[6],
-  delayed = KEYS[7], meta = KEYS[9], marker = KEYS[11] }
+local K = { wait = KEYS[1], active = KEYS[2], prioritized = KEYS[3], events = KEYS[4],
+  limiter = KEYS[6], delayed = KEYS[7], meta = KEYS[9], marker = KEYS[11] }
 local giving = ARGV[9] ~= "" and ARGV[9] or nil
 local reply = groupFetch(G, K, opts, ARGV[7] == "1", ARGV[8], giving, ARGV[10] == "1")
 if reply then return reply end
