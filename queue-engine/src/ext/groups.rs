@@ -293,35 +293,6 @@ impl Queue {
             .await?)
     }
 
-    /// The ids of grouped jobs waiting their turn, by arrival, from `start` to `end`
-    /// (inclusive, as `ZRANGE`).
-    pub async fn grouped_waiting_ids(
-        &self,
-        start: isize,
-        end: isize,
-    ) -> Result<Vec<String>, Error> {
-        let keys = GroupKeys::new(self.keys());
-        let mut conn = self.connection().connection();
-        Ok(redis::cmd("ZRANGE")
-            .arg(&keys.waiting)
-            .arg(start)
-            .arg(end)
-            .query_async(&mut conn)
-            .await?)
-    }
-
-    /// Whether the job waits its turn in a group.
-    pub async fn is_grouped_waiting(&self, job_id: &str) -> Result<bool, Error> {
-        let keys = GroupKeys::new(self.keys());
-        let mut conn = self.connection().connection();
-        let score: Option<f64> = redis::cmd("ZSCORE")
-            .arg(&keys.waiting)
-            .arg(job_id)
-            .query_async(&mut conn)
-            .await?;
-        Ok(score.is_some())
-    }
-
     /// Takes a job out of its group if it waits there (before it is removed: BullMQ's
     /// `removeJob` knows nothing of groups). Returns whether it waited in a group.
     pub async fn leave_group(&self, job_id: &str) -> Result<bool, Error> {
