@@ -752,6 +752,11 @@ impl QueueAppBuilder {
             encrypted,
         } = plan;
         log_plan(&plans, &declared);
+        let ungrouped_processed = plans
+            .iter()
+            .filter(|p| p.options.groups.is_none())
+            .map(|p| p.queue.clone())
+            .collect();
         let (worker_events, _) = broadcast::channel(local::CAPACITY);
         let renames = self.renames;
         let registered_queues = plans
@@ -796,6 +801,7 @@ impl QueueAppBuilder {
                     keys: self.keys.clone(),
                     sealed_queues: Arc::new(encrypted),
                     seal_notes: self.seal_notes,
+                    ungrouped_processed: Arc::new(ungrouped_processed),
                 },
                 key_source: self.key_source,
                 backoffs: self.backoffs,

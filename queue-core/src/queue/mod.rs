@@ -86,6 +86,9 @@ pub(crate) struct ProducerSettings {
     pub(crate) sealed_queues: Arc<std::collections::BTreeSet<String>>,
     /// Whether they seal failure reasons and log lines too.
     pub(crate) seal_notes: bool,
+    /// The queues this app processes without groups: a grouped job added to one would
+    /// wait in its group, where those workers never look (refused at `add`).
+    pub(crate) ungrouped_processed: Arc<std::collections::BTreeSet<String>>,
 }
 
 impl ProducerSettings {
@@ -411,6 +414,25 @@ impl<T> Queue<T> {
         let options = options.or_defaults(&self.shared.defaults);
         options.validate()?;
         self.shared.settings.backoffs.check(&options)?;
+        if let Some(group) = &options.group {
+            if self
+                .shared
+                .settings
+                .ungrouped_processed
+                .contains(&self.shared.name)
+            {
+                return Err(Error::invalid(
+                    "group",
+                    format!(
+                        "queue `{}` is processed in this app without groups, and its workers \
+                         never take a grouped job (group `{group}`): give its processor \
+                         `.groups(..)` (or `groups(..)` in `#[processor]`), or add the job \
+                         without a group",
+                        self.shared.name
+                    ),
+                ));
+            }
+        }
         Ok(options)
     }
 }

@@ -71,6 +71,65 @@ async fn a_typed_contracts_job_is_added_to_its_group_and_run() {
     assert!(workers.shutdown(SOON).await.is_clean());
 }
 
+/// A grouped job on a queue this app's workers take without groups would wait in its
+/// group for good: `add`, `add_bulk` and the typed contracts refuse it, writing nothing.
+#[tokio::test]
+async fn a_grouped_job_for_a_queue_processed_without_groups_is_refused_at_add() {
+    let redis = TestRedis::new("groups-refused");
+    let ran = Arc::new(Ran::default());
+    let app = redis
+        .builder()
+        .registrations(Registrations::None)
+        .provide_arc(ran.clone())
+        .processor(Processor::of::<Reports>().handle(render))
+        .build()
+        .await
+        .unwrap();
+    let reports = app.queue_of::<Reports>().unwrap();
+    let refused = reports
+        .add_job(Render { page: 1 }, Options::new().group("acme"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, queue_core::Error::InvalidOption { option: "group", reason }
+            if reason.contains("groups-contract") && reason.contains("without groups")),
+        "{refused}"
+    );
+    let queue = app.queue::<Render>("groups-contract").unwrap();
+    let bulk = queue
+        .add_bulk(vec![
+            queue_core::queue::BulkJob::new("render", Render { page: 2 }),
+            queue_core::queue::BulkJob::new("render", Render { page: 3 })
+                .options(Options::new().group("acme")),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &bulk,
+            queue_core::Error::InvalidOption {
+                option: "group",
+                ..
+            }
+        ),
+        "{bulk}"
+    );
+    let counts = queue.get_job_counts().await.unwrap();
+    assert_eq!(
+        counts.waiting + counts.prioritized,
+        0,
+        "nothing added: {counts:?}"
+    );
+    // The same job without a group is taken as ever.
+    reports
+        .add_job(Render { page: 4 }, Options::new().job_id("render-4"))
+        .await
+        .unwrap();
+    let workers = app.start_workers().await.unwrap();
+    wait_for_state(&queue, "render-4", JobState::Completed, SOON).await;
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
+
 #[tokio::test]
 async fn a_flows_jobs_keep_their_groups_and_the_parent_runs_after_its_children() {
     let redis = TestRedis::new("groups-flow");
