@@ -898,6 +898,22 @@ impl Queue {
     /// all waiting jobs. (This mirrors Node.js `sanitizeJobTypes`.)
     ///
     /// An empty input expands to all queryable states.
+    /// The types a listing reads (`get_jobs`, `get_ranges`): [`Self::sanitize_job_types`]'s
+    /// and, where `waiting` is asked for (or every state), the grouped jobs waiting their
+    /// turn (PATCHES.md change 34): their sorted set, `gs:waiting`, read as one more
+    /// state, its range applied to it as to `paused`. Counts leave it out: queue-core
+    /// adds `Queue::count_grouped_waiting` to them.
+    fn listed_job_types(types: &[&str]) -> Vec<String> {
+        const GROUPED_WAITING: &str = "gs:waiting";
+        let mut out = Self::sanitize_job_types(types);
+        if (types.is_empty() || types.contains(&"waiting"))
+            && !out.iter().any(|t| t == GROUPED_WAITING)
+        {
+            out.push(GROUPED_WAITING.to_owned());
+        }
+        out
+    }
+
     fn sanitize_job_types(types: &[&str]) -> Vec<String> {
         if types.is_empty() {
             return [
@@ -935,8 +951,9 @@ impl Queue {
     /// is true, jobs are returned in ascending (oldest-first) order.
     ///
     /// The requested types are sanitized via `Queue::sanitize_job_types` (private): an
-    /// empty slice expands to all states, `waiting` also queries `paused`, and
-    /// duplicate types are removed. Results from all requested states are
+    /// empty slice expands to all states, `waiting` also queries `paused` and the
+    /// grouped jobs waiting their turn (PATCHES.md change 34), and duplicate types are
+    /// removed. Results from all requested states are
     /// concatenated and de-duplicated while preserving order.
     pub async fn get_ranges(
         &self,
@@ -962,7 +979,7 @@ impl Queue {
         // types and, when `waiting` is requested, also include `paused` (where
         // otherwise-waiting jobs are parked while the queue is paused). Then
         // alias "waiting" -> "wait" for the Lua script.
-        let sanitized = Self::sanitize_job_types(types);
+        let sanitized = Self::listed_job_types(types);
         let transformed: Vec<String> = sanitized
             .iter()
             .map(|t| {
@@ -1027,7 +1044,9 @@ impl Queue {
 
     /// Return the jobs that are in the given states with pagination.
     ///
-    /// `types` are state names. An empty slice returns jobs from all states.
+    /// `types` are state names. An empty slice returns jobs from all states. Waiting
+    /// jobs include the grouped jobs waiting their turn (PATCHES.md change 34), as in
+    /// [`Queue::get_ranges`].
     pub async fn get_jobs(
         &self,
         types: &[&str],
@@ -1048,7 +1067,7 @@ impl Queue {
         let end_s = end.to_string();
         let asc_s = if asc { "1" } else { "0" };
         let max_iterations_s = GET_JOBS_MAX_BACKFILL_ITERATIONS.to_string();
-        let sanitized = Self::sanitize_job_types(types);
+        let sanitized = Self::listed_job_types(types);
         let transformed: Vec<String> = sanitized
             .iter()
             .map(|t| {

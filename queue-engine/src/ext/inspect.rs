@@ -2,7 +2,8 @@
 //! (PATCHES.md, change 28): a page of a state's jobs as listing rows whose strings
 //! Redis cuts, a bounded search of a state, and the timestamp of the job that has
 //! waited longest. Scripts of ours (`ext/commands/getJobRows-1.lua`,
-//! `scanJobRows-1.lua`, `getOldestWaiting-1.lua`), read-only, on one queue's keys.
+//! `getWaitingRows-2.lua`, `scanJobRows-1.lua`, `scanWaitingRows-2.lua`,
+//! `getOldestWaiting-2.lua`), read-only, on one queue's keys.
 
 use redis::FromRedisValue;
 
@@ -110,25 +111,33 @@ impl Queue {
             flag(oldest_first),
             clip.max(1).to_string(),
         ];
-        let reply = if state == JobState::Waiting {
-            // The waiting jobs are the wait list's, then the grouped jobs waiting their
-            // turn in their groups (change 34).
-            let script = script(self.connection(), "getWaitingRows")?;
-            let mut connection = self.connection().connection();
-            script
-                .execute(
-                    &mut connection,
-                    &[key, self.keys().get("gs:waiting")],
-                    &args,
-                )
-                .await?
-        } else {
-            run(self.connection(), "getJobRows", &key, &args).await?
-        };
+        let reply = self
+            .run_on_state(state, ["getJobRows", "getWaitingRows"], key, &args)
+            .await?;
         Ok(rows(&strings(reply)?))
     }
 
-    /// A bounded search of `state` for jobs that match `filter`: one script.
+    /// Runs `scripts[0]` on `key`, the state's own; for the waiting state `scripts[1]`
+    /// on the wait list, then the grouped jobs waiting their turn in their groups
+    /// (`gs:waiting`, change 34), which are waiting jobs too.
+    async fn run_on_state(
+        &self,
+        state: JobState,
+        scripts: [&str; 2],
+        key: String,
+        args: &[String],
+    ) -> Result<redis::Value, Error> {
+        if state != JobState::Waiting {
+            return run(self.connection(), scripts[0], &key, args).await;
+        }
+        let mut connection = self.connection().connection();
+        script(self.connection(), scripts[1])?
+            .execute(&mut connection, &[key, self.keys().get("gs:waiting")], args)
+            .await
+    }
+
+    /// A bounded search of `state` for jobs that match `filter`: one script. Waiting
+    /// jobs are the wait list's, then the grouped jobs waiting their turn (change 34).
     pub async fn scan_job_rows(
         &self,
         state: JobState,
@@ -157,7 +166,10 @@ impl Queue {
             limits.payload_bytes.to_string(),
             limits.largest_payload.to_string(),
         ];
-        let reply = strings(run(self.connection(), "scanJobRows", &key, &args).await?)?;
+        let reply = self
+            .run_on_state(state, ["scanJobRows", "scanWaitingRows"], key, &args)
+            .await?;
+        let reply = strings(reply)?;
         let number = |i: usize| {
             reply
                 .get(i)

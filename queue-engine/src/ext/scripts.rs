@@ -91,6 +91,14 @@ pub(crate) fn embedded() -> Vec<(&'static str, usize, &'static str)> {
             ),
         ),
         (
+            "scanWaitingRows",
+            2,
+            concat!(
+                include_str!("commands/jobRows.lua"),
+                include_str!("commands/scanWaitingRows-2.lua")
+            ),
+        ),
+        (
             "getOldestWaiting",
             2,
             include_str!("commands/getOldestWaiting-2.lua"),

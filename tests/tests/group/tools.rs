@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queue_core::{
-    group::GroupLimits, queue::BulkJob, Dep, Job, JobError, JobOptions, JobState, Processor, Queue,
+    group::GroupLimits,
+    queue::{BulkJob, JobFilter, ScanLimits},
+    Dep, Job, JobError, JobOptions, JobState, Processor, Queue,
 };
 use queue_tests::{sync_connection, wait_until, TestRedis, SOON};
 
@@ -84,6 +86,31 @@ async fn a_grouped_job_waiting_its_turn_is_counted_listed_and_removed_as_a_waiti
         .map(|row| row.id)
         .collect();
     assert_eq!(newest_two, ["b-0", "a-1"], "a page, newest first");
+    let jobs = q.get_jobs(&[JobState::Waiting], 0..10).await.unwrap();
+    let mut got: Vec<(String, Option<JobState>)> =
+        jobs.into_iter().map(|job| (job.id, job.state)).collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        got,
+        [
+            ("a-0".to_owned(), Some(JobState::Waiting)),
+            ("a-1".to_owned(), Some(JobState::Waiting)),
+            ("b-0".to_owned(), Some(JobState::Waiting)),
+        ],
+        "get_jobs of waiting jobs"
+    );
+    // The dashboard's search reads the wait list, then the grouped jobs.
+    let found = q
+        .scan_jobs(
+            JobState::Waiting,
+            &JobFilter::IdPrefix("a-".into()),
+            &ScanLimits::default(),
+        )
+        .await
+        .unwrap();
+    let mut matched: Vec<String> = found.matches.into_iter().map(|row| row.id).collect();
+    matched.sort();
+    assert_eq!(matched, ["a-0", "a-1"], "a search of waiting jobs");
     assert!(q.get_oldest_waiting().await.unwrap().is_some());
 
     assert!(q.remove("a-1").await.unwrap());

@@ -7,17 +7,7 @@ local out = {}
 local cap = tonumber(ARGV[6])
 local start, stop = tonumber(ARGV[3]), tonumber(ARGV[4])
 local asc = ARGV[5] == "1"
-local listed = redis.call("LLEN", KEYS[1])
-local ids = {}
-if start < listed then
-  ids = ids_in(KEYS[1], "list", start, math.min(stop, listed - 1), asc)
-end
-if stop >= listed then
-  local from = math.max(start - listed, 0)
-  for _, id in ipairs(ids_in(KEYS[2], "zset", from, stop - listed, asc)) do
-    ids[#ids + 1] = id
-  end
-end
+local ids = waiting_ids_in(KEYS[1], KEYS[2], start, stop, asc)
 for _, id in ipairs(ids) do
   add_row(out, ARGV[1], id, cap)
 end
