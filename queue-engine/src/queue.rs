@@ -887,21 +887,11 @@ impl Queue {
         })
     }
 
-    /// Sanitize a list of job types: dedupe (preserving order) and add `paused`
-    /// whenever `waiting` is requested.
-    ///
-    /// Note: `paused` is **not** a per-job state — there is no way to pause an
-    /// individual job. It is the list where otherwise-`waiting` jobs are parked
-    /// while the *queue* is paused (via [`Queue::pause`]). Because a waiting job
-    /// may sit in either the `wait` or the `paused` list depending on whether the
-    /// queue is paused, querying `waiting` must also include `paused` to return
-    /// all waiting jobs. (This mirrors Node.js `sanitizeJobTypes`.)
-    ///
-    /// An empty input expands to all queryable states.
     /// The types a listing reads (`get_jobs`, `get_ranges`): [`Self::sanitize_job_types`]'s
     /// and, where `waiting` is asked for (or every state), the grouped jobs waiting their
     /// turn (PATCHES.md change 34): their sorted set, `gs:waiting`, read as one more
-    /// state, its range applied to it as to `paused`. Counts leave it out: queue-core
+    /// state, its range applied to it as to `paused` (as BullMQ's `getJobs` applies a range
+    /// to each state it reads). Counts leave it out: queue-core
     /// adds `Queue::count_grouped_waiting` to them.
     fn listed_job_types(types: &[&str]) -> Vec<String> {
         const GROUPED_WAITING: &str = "gs:waiting";
@@ -914,6 +904,17 @@ impl Queue {
         out
     }
 
+    /// Sanitize a list of job types: dedupe (preserving order) and add `paused`
+    /// whenever `waiting` is requested.
+    ///
+    /// Note: `paused` is **not** a per-job state — there is no way to pause an
+    /// individual job. It is the list where otherwise-`waiting` jobs are parked
+    /// while the *queue* is paused (via [`Queue::pause`]). Because a waiting job
+    /// may sit in either the `wait` or the `paused` list depending on whether the
+    /// queue is paused, querying `waiting` must also include `paused` to return
+    /// all waiting jobs. (This mirrors Node.js `sanitizeJobTypes`.)
+    ///
+    /// An empty input expands to all queryable states.
     fn sanitize_job_types(types: &[&str]) -> Vec<String> {
         if types.is_empty() {
             return [
@@ -950,11 +951,12 @@ impl Queue {
     /// `start`/`end` are zero-based inclusive indices (`-1` = last). When `asc`
     /// is true, jobs are returned in ascending (oldest-first) order.
     ///
-    /// The requested types are sanitized via `Queue::sanitize_job_types` (private): an
+    /// The requested types are sanitized via `Queue::listed_job_types` (private): an
     /// empty slice expands to all states, `waiting` also queries `paused` and the
     /// grouped jobs waiting their turn (PATCHES.md change 34), and duplicate types are
-    /// removed. Results from all requested states are
-    /// concatenated and de-duplicated while preserving order.
+    /// removed. The range applies to each state read, as in BullMQ's `getRanges`; the
+    /// results from all of them are concatenated and de-duplicated while preserving
+    /// order.
     pub async fn get_ranges(
         &self,
         types: &[&str],
@@ -977,8 +979,9 @@ impl Queue {
         let asc_s = if asc { "1" } else { "0" };
         // Apply the same sanitization as `get_jobs`: de-duplicate the requested
         // types and, when `waiting` is requested, also include `paused` (where
-        // otherwise-waiting jobs are parked while the queue is paused). Then
-        // alias "waiting" -> "wait" for the Lua script.
+        // otherwise-waiting jobs are parked while the queue is paused) and the grouped
+        // jobs waiting their turn (change 34). Then alias "waiting" -> "wait" for the
+        // Lua script.
         let sanitized = Self::listed_job_types(types);
         let transformed: Vec<String> = sanitized
             .iter()
@@ -1046,7 +1049,8 @@ impl Queue {
     ///
     /// `types` are state names. An empty slice returns jobs from all states. Waiting
     /// jobs include the grouped jobs waiting their turn (PATCHES.md change 34), as in
-    /// [`Queue::get_ranges`].
+    /// [`Queue::get_ranges`]; the range applies to each state read (`wait`, `paused`,
+    /// the grouped jobs, ...), as BullMQ's `getJobs` applies it.
     pub async fn get_jobs(
         &self,
         types: &[&str],
@@ -1164,7 +1168,8 @@ impl Queue {
         Ok(jobs)
     }
 
-    /// Return jobs in the `waiting` (and `paused`) state.
+    /// Return jobs in the `waiting` state: the wait list's, `paused`'s and the grouped
+    /// jobs waiting their turn (change 34), the range applied to each.
     pub async fn get_waiting(&self, start: i64, end: i64) -> Result<Vec<Job>, Error> {
         self.get_jobs(&["waiting"], start, end, true).await
     }

@@ -253,9 +253,11 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
          | concurrency | jobs in | jobs/s | of ungrouped | Redis commands/job | script µs/job |\n\
          |---|---|---|---|---|---|\n",
         settings.jobs,
-        match settings.jobs / 10_000 {
-            0 | 1 => "one job".to_owned(),
-            n => format!("{n} jobs"),
+        match settings.jobs {
+            0..=9_999 => "one job or none".to_owned(),
+            10_000 => "one job".to_owned(),
+            n if n % 10_000 == 0 => format!("{} jobs", n / 10_000),
+            n => format!("{:.1} jobs on average", n as f64 / 10_000.0),
         },
         rounds
     );

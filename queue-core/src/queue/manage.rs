@@ -119,6 +119,12 @@ impl<T> Queue<T> {
     }
 
     /// Jobs in the given states (all states when empty), newest first, paged by `range`.
+    ///
+    /// The range applies to each place a state's jobs are kept, as BullMQ's `getJobs`
+    /// applies it to each state: waiting jobs are the wait list's, a paused queue's and
+    /// the grouped jobs waiting their turn in their groups, so `0..10` of waiting jobs
+    /// may give up to 10 of each. For one position across all waiting jobs, read
+    /// [`get_job_summaries`](Self::get_job_summaries).
     pub async fn get_jobs(
         &self,
         states: &[JobState],

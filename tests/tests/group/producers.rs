@@ -72,7 +72,8 @@ async fn a_typed_contracts_job_is_added_to_its_group_and_run() {
 }
 
 /// A grouped job on a queue this app's workers take without groups would wait in its
-/// group for good: `add`, `add_bulk` and the typed contracts refuse it, writing nothing.
+/// group for good: `add`, `add_bulk`, flows and the typed contracts refuse it, writing
+/// nothing.
 #[tokio::test]
 async fn a_grouped_job_for_a_queue_processed_without_groups_is_refused_at_add() {
     let redis = TestRedis::new("groups-refused");
@@ -114,9 +115,27 @@ async fn a_grouped_job_for_a_queue_processed_without_groups_is_refused_at_add() 
         ),
         "{bulk}"
     );
+    // A flow whose child names a group is refused whole, naming the child.
+    let flow = queue.flow_job("render", Render { page: 5 }).child(
+        OnChildFailure::FailParent,
+        queue
+            .flow_job("render", Render { page: 6 })
+            .options(Options::new().group("acme")),
+    );
+    let in_flow = app.add_flow(flow).await.unwrap_err();
+    assert!(
+        matches!(
+            &in_flow,
+            queue_core::Error::InvalidOption {
+                option: "group",
+                ..
+            }
+        ),
+        "{in_flow}"
+    );
     let counts = queue.get_job_counts().await.unwrap();
     assert_eq!(
-        counts.waiting + counts.prioritized,
+        counts.waiting + counts.prioritized + counts.waiting_children,
         0,
         "nothing added: {counts:?}"
     );

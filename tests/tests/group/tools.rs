@@ -130,6 +130,76 @@ async fn a_grouped_job_waiting_its_turn_is_counted_listed_and_removed_as_a_waiti
     assert!(workers.shutdown(SOON).await.is_clean());
 }
 
+/// Waiting jobs are the wait list's (an ungrouped job), then the grouped ones: the
+/// operator's listing and the dashboard's search page by one position across both, in
+/// either order; `get_jobs` applies its range to each, as BullMQ's `getJobs` does.
+#[tokio::test]
+async fn a_listing_and_a_search_of_waiting_jobs_page_across_the_wait_list_and_the_groups() {
+    let redis = TestRedis::new("groups-tools-paging");
+    let app = redis
+        .app(|b| {
+            b.provide_arc(Arc::new(Ran::default()))
+                .processor(grouped("paging"))
+        })
+        .await;
+    let q = app.queue::<u32>("paging").unwrap();
+    q.add("work", 9, JobOptions::new().job_id("plain-0"))
+        .await
+        .unwrap();
+    add(&q, "a", 2).await;
+
+    let ids = |rows: Vec<queue_core::queue::JobSummary>| -> Vec<String> {
+        rows.into_iter().map(|row| row.id).collect()
+    };
+    for (oldest_first, all) in [
+        (true, ["plain-0", "a-0", "a-1"]),
+        (false, ["plain-0", "a-1", "a-0"]),
+    ] {
+        for (start, id) in all.iter().enumerate() {
+            let page = q
+                .get_job_summaries(JobState::Waiting, start..start + 1, oldest_first, 100)
+                .await
+                .unwrap();
+            assert_eq!(
+                ids(page),
+                [*id],
+                "position {start}, oldest first {oldest_first}"
+            );
+        }
+        let mut limits = ScanLimits::default();
+        limits.jobs = 1;
+        limits.oldest_first = oldest_first;
+        let mut found = Vec::new();
+        for _ in 0..10 {
+            let scan = q
+                .scan_jobs(JobState::Waiting, &JobFilter::Name("work".into()), &limits)
+                .await
+                .unwrap();
+            found.extend(ids(scan.matches));
+            match scan.next {
+                Some(next) => limits.from = next,
+                None => break,
+            }
+        }
+        assert_eq!(
+            found, all,
+            "a search one job at a time, oldest first {oldest_first}"
+        );
+    }
+    let first: Vec<String> = q
+        .get_jobs(&[JobState::Waiting], 0..1)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| job.id)
+        .collect();
+    assert_eq!(
+        first,
+        ["plain-0", "a-1"],
+        "the newest of the wait list, then of the groups"
+    );
+}
+
 #[tokio::test]
 async fn clean_drain_and_obliterate_take_grouped_jobs_waiting_their_turn() {
     let redis = TestRedis::new("groups-tools-clean");
