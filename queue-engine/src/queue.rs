@@ -894,7 +894,7 @@ impl Queue {
     /// to each state it reads). Counts leave it out: queue-core
     /// adds `Queue::count_grouped_waiting` to them.
     fn listed_job_types(types: &[&str]) -> Vec<String> {
-        const GROUPED_WAITING: &str = "gs:waiting";
+        use crate::ext::groups::GROUPED_WAITING;
         let mut out = Self::sanitize_job_types(types);
         if (types.is_empty() || types.contains(&"waiting"))
             && !out.iter().any(|t| t == GROUPED_WAITING)

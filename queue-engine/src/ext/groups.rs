@@ -52,6 +52,10 @@ pub fn group_of(opts: &JobOptions) -> Option<std::borrow::Cow<'_, str>> {
     (!id.is_empty()).then_some(id)
 }
 
+/// The key (after the queue's prefix) of every grouped job waiting its turn, by arrival:
+/// the waiting jobs a listing reads after the wait list's.
+pub(crate) const GROUPED_WAITING: &str = "gs:waiting";
+
 /// The keys of a queue's groups, joined once per worker (the layout is in
 /// `groupCommon.lua`).
 #[derive(Debug, Clone)]
@@ -72,7 +76,7 @@ impl GroupKeys {
         Self {
             ring: keys.get("gs:turns"),
             known: keys.get("gs:known"),
-            waiting: keys.get("gs:waiting"),
+            waiting: keys.get(GROUPED_WAITING),
             order: keys.id(),
             meta: keys.meta(),
             prefix: keys.key_prefix(),

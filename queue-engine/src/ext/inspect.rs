@@ -7,6 +7,7 @@
 
 use redis::FromRedisValue;
 
+use super::groups::GROUPED_WAITING;
 use super::registered::script;
 use crate::error::Error;
 use crate::keys::QueueKeys;
@@ -132,7 +133,11 @@ impl Queue {
         }
         let mut connection = self.connection().connection();
         script(self.connection(), scripts[1])?
-            .execute(&mut connection, &[key, self.keys().get("gs:waiting")], args)
+            .execute(
+                &mut connection,
+                &[key, self.keys().get(GROUPED_WAITING)],
+                args,
+            )
             .await
     }
 
@@ -194,7 +199,7 @@ impl Queue {
         let reply = script
             .execute(
                 &mut conn,
-                &[keys.wait(), keys.get("gs:waiting")],
+                &[keys.wait(), keys.get(GROUPED_WAITING)],
                 &[keys.key_prefix()],
             )
             .await?;

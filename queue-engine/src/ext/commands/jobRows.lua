@@ -1,6 +1,7 @@
 -- Shared by the read-only listing scripts (getJobRows, getWaitingRows, scanJobRows,
--- scanWaitingRows): a state's ids in a range, a bounded search of them, and a job's listing row with every string cut to a bound here, in Redis, so
--- that a job with a megabyte name costs the reader a bound, not a megabyte.
+-- scanWaitingRows): a state's ids in a range, a bounded search of them, and a job's
+-- listing row with every string cut to a bound here, in Redis, so that a job with a
+-- megabyte name costs the reader a bound, not a megabyte.
 
 -- The ids of `key` (a list, or a sorted set) from `start` to `stop`, newest first, or
 -- oldest first with `asc` (a list's head is its newest job, as LPUSH leaves it).
