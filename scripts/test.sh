@@ -163,6 +163,7 @@ core=(
   "app metrics:: testing_kit::"
   "contract macros:: declared::"
   "interop node::"
+  "group producers::"
 )
 for entry in "${core[@]}"; do
   read -r area filters <<<"$entry"

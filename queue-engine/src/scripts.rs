@@ -19,6 +19,9 @@ pub struct LuaScript {
     pub content: Arc<str>,
     /// SHA1 hash of the script content.
     pub sha: Arc<str>,
+    /// The script as a function of our library, called by `FCALL` where the server
+    /// has functions (change 35).
+    pub(crate) function: Option<crate::ext::functions::FunctionForm>,
 }
 
 impl LuaScript {
@@ -30,6 +33,7 @@ impl LuaScript {
             num_keys,
             content: content.into(),
             sha: sha.into(),
+            function: None,
         }
     }
 
@@ -44,6 +48,11 @@ impl LuaScript {
         keys: &[impl redis::ToRedisArgs],
         args: &[impl redis::ToRedisArgs],
     ) -> Result<redis::Value, Error> {
+        if let Some(function) = &self.function {
+            if let Some(value) = function.call(conn, self.num_keys, keys, args).await? {
+                return Ok(value);
+            }
+        }
         let cmd = script_command("EVALSHA", &self.sha, self.num_keys, keys, args);
         match cmd.query_async::<redis::Value>(conn).await {
             Ok(val) => Ok(val),
@@ -157,6 +166,7 @@ impl ScriptRegistry {
             let script = LuaScript::new(name, num_keys, content);
             scripts.insert(name.to_string(), script);
         }
+        crate::ext::functions::attach(&mut scripts);
 
         Self {
             scripts: Arc::new(scripts),

@@ -94,7 +94,8 @@ struct Run {
     script_us_per_job: f64,
 }
 
-/// Every command's calls, and the microseconds spent in scripts, since the last reset.
+/// Every command's calls, and the microseconds spent in scripts (`EVALSHA`, `EVAL` and
+/// `FCALL`, the grouped scripts' where Redis has functions), since the last reset.
 fn stats(redis: &mut BenchRedis) -> BenchResult<(u64, u64)> {
     let info = redis.info("commandstats")?;
     let (mut calls, mut script_us) = (0, 0);
@@ -117,7 +118,7 @@ fn stats(redis: &mut BenchRedis) -> BenchResult<(u64, u64)> {
             continue;
         }
         calls += read("calls=");
-        if matches!(name, "evalsha" | "eval") {
+        if matches!(name, "evalsha" | "eval" | "fcall") {
             script_us += read("usec=");
         }
     }

@@ -12,6 +12,8 @@ pub(crate) mod failure_record;
 /// Finishing commands sent again after an outage, and fetches whose answer was lost
 /// resumed (change 16).
 pub(crate) mod finishing;
+/// The grouped scripts as one Redis function library, run by `FCALL` (change 35).
+pub(crate) mod functions;
 /// A group's limits, which the worker's options name (change 21).
 pub(crate) mod group_limits;
 /// Fair groups: per-group round robin, concurrency and rate limits (change 21).

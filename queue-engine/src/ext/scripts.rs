@@ -2,6 +2,8 @@
 //! every script of ours is in `ext/commands/`, named as upstream names its own
 //! (`<command>-<number of keys>.lua`), a helper without a number.
 
+use super::functions::{self, Library};
+
 /// (name, number of keys, source) of each script of ours.
 pub(crate) fn embedded() -> Vec<(&'static str, usize, &'static str)> {
     vec![
@@ -14,15 +16,7 @@ pub(crate) fn embedded() -> Vec<(&'static str, usize, &'static str)> {
             include_str!("commands/findLockedJobs-1.lua"),
         ),
         // Fair groups (change 21), each with the helpers of `groupCommon.lua` in front.
-        (
-            "groupTake",
-            15,
-            concat!(
-                include_str!("commands/groupCommon.lua"),
-                include_str!("commands/groupFetch.lua"),
-                include_str!("commands/groupTake-15.lua")
-            ),
-        ),
+        ("groupTake", 15, GROUP_TAKE),
         ("groupFinish", 18, group_finish()),
         ("groupAdd", 12, group_add()),
         (
@@ -104,6 +98,26 @@ pub(crate) fn embedded() -> Vec<(&'static str, usize, &'static str)> {
             include_str!("commands/getOldestWaiting-2.lua"),
         ),
     ]
+}
+
+/// `groupTake`: a grouped worker's fetch when it finished nothing (`groupTake-15.lua`).
+const GROUP_TAKE: &str = concat!(
+    include_str!("commands/groupCommon.lua"),
+    include_str!("commands/groupFetch.lua"),
+    include_str!("commands/groupTake-15.lua")
+);
+
+/// The scripts every grouped job runs, as one function library (change 35,
+/// `functions.rs` says why): they run by `FCALL` where the server has functions.
+pub(crate) fn function_library() -> &'static Library {
+    static LIBRARY: std::sync::LazyLock<Library> = std::sync::LazyLock::new(|| {
+        functions::library(&[
+            ("groupAdd", group_add()),
+            ("groupTake", GROUP_TAKE),
+            ("groupFinish", group_finish()),
+        ])
+    });
+    &LIBRARY
 }
 
 /// `groupFinish`: upstream's `moveToFinished`, its fetch of the next job made our take
@@ -190,5 +204,15 @@ mod tests {
         assert!(!add.contains("addJobInTargetList(waitKey"));
         assert!(!add.contains("isQueuePausedOrMaxed(metaKey, activeKey)\n"));
         assert!(!add.contains("composed script"));
+    }
+
+    #[test]
+    fn every_grouped_script_is_a_function_of_the_library() {
+        let names: Vec<&str> = function_library()
+            .functions
+            .iter()
+            .map(|(script, _)| script.as_str())
+            .collect();
+        assert_eq!(names, ["groupAdd", "groupTake", "groupFinish"]);
     }
 }

@@ -1,6 +1,6 @@
 //! Fair groups: fairness and limits, producers of grouped jobs, processes killed
-//! while they run, what a grouped job costs Redis, and what the queue's tools see
-//! and earlier workers leave behind.
+//! while they run, the grouped scripts as Redis functions, what a grouped job costs
+//! Redis, and what the queue's tools see and earlier workers leave behind.
 //!
 //! One test binary for the area, a module per subject; one module alone:
 //! `cargo test -p queue-tests --test group -- <module>::`.
@@ -8,5 +8,6 @@
 mod chaos;
 mod cost;
 mod fairness;
+mod functions;
 mod producers;
 mod tools;
