@@ -1,8 +1,9 @@
 //! Fair groups' cost (issue #45): processing throughput at concurrency 10 and 100 with
 //! 1, 10, 100 and 10,000 groups, 10,000 groups under a concurrency and rate limit, and
 //! 10,000 groups of jobs a Node producer added (adopted from `wait`), against ungrouped
-//! jobs in alternating rounds, with the Redis commands and script time each processed job
-//! cost (`INFO commandstats`); and the add side, grouped against ungrouped.
+//! jobs (each grouped run between two ungrouped ones), with the Redis commands and
+//! script time each processed job cost (`INFO commandstats`); and the add side, grouped
+//! against ungrouped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -235,8 +236,9 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    // Runs of a second or two move by a fifth from one to the next on a shared VM:
-    // at least five rounds, each shape judged by its ratio to ungrouped in its round.
+    // Runs of a second or two move by a fifth from one to the next on a shared VM, and
+    // by as much over a round: at least five rounds, and each grouped run judged against
+    // the ungrouped runs on either side of it.
     let rounds = settings.rounds.max(5);
     let mut text = format!(
         "### Fair groups\n\n\
@@ -245,10 +247,11 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
          jobs on an ordinary worker in the same rounds. \"Concurrency 2 + 100/s each\": every \
          group limited to 2 running jobs and 100 starts a second. \"Added by Node\": Node \
          BullMQ 6 added the jobs with `{{ group: {{ id }} }}` into `wait`, and the worker's \
-         takes adopted them into their groups. {} rounds, each running every shape once \
-         (in an order rotated from round to round); \"of ungrouped\" is the median of each \
-         round's ratio to the ungrouped run of the same round, the other columns medians of \
-         the runs. Commands and script time per job from `INFO commandstats` while the \
+         takes adopted them into their groups. {} rounds, each running every grouped shape \
+         once (in an order rotated from round to round) with an ungrouped run before the \
+         first and after each; \"of ungrouped\" is the median of each grouped run's ratio \
+         to the mean of the two ungrouped runs around it, the other columns medians of the \
+         runs. Commands and script time per job from `INFO commandstats` while the \
          workers ran (every command the workers sent: takes, finishes, lock renewals, \
          stalled checks).\n\n\
          | concurrency | jobs in | jobs/s | of ungrouped | Redis commands/job | script µs/job |\n\
@@ -267,28 +270,49 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
          | target | figure | bar | |\n|---|---|---|---|\n",
     );
     let mut adds: Vec<(f64, f64)> = Vec::new();
+    let mut add_ratios: Vec<f64> = Vec::new();
+    let grouped_shapes: Vec<usize> = (0..SHAPES.len()).filter(|&i| i != UNGROUPED).collect();
     for concurrency in CONCURRENCY {
         let mut runs: Vec<Vec<Run>> = vec![Vec::new(); SHAPES.len()];
+        // Each grouped run's ratio to the mean of the ungrouped runs just before and
+        // just after it.
+        let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); SHAPES.len()];
+        let mut run_logged = |shape: usize, round: usize| {
+            let run = run_once(redis, &runtime, settings.jobs, SHAPES[shape], concurrency)?;
+            eprintln!(
+                "groups: concurrency {concurrency}, {}, round {round}: {run:?}",
+                SHAPES[shape].label()
+            );
+            BenchResult::Ok(run)
+        };
         for round in 0..rounds {
-            let order: Vec<usize> = (0..SHAPES.len()).collect();
-            for i in rotated(&order, round) {
-                let run = run_once(redis, &runtime, settings.jobs, SHAPES[i], concurrency)?;
-                eprintln!(
-                    "groups: concurrency {concurrency}, {}, round {round}: {run:?}",
-                    SHAPES[i].label()
-                );
+            let mut before = run_logged(UNGROUPED, round)?;
+            runs[UNGROUPED].push(before);
+            for i in rotated(&grouped_shapes, round) {
+                let run = run_logged(i, round)?;
+                let after = run_logged(UNGROUPED, round)?;
+                ratios[i].push(2.0 * run.jobs_per_sec / (before.jobs_per_sec + after.jobs_per_sec));
+                if let (true, Some(add), Some(b), Some(a)) = (
+                    i == MANY,
+                    run.adds_per_sec,
+                    before.adds_per_sec,
+                    after.adds_per_sec,
+                ) {
+                    adds.push(((a + b) / 2.0, add));
+                    add_ratios.push(2.0 * add / (a + b));
+                }
                 runs[i].push(run);
+                runs[UNGROUPED].push(after);
+                before = after;
             }
         }
         let med = |i: usize, f: fn(&Run) -> f64| median(&runs[i].iter().map(f).collect::<Vec<_>>());
-        // Each round's ratio to the ungrouped run of the same round, then their median.
         let ratio = |i: usize| {
-            let each: Vec<f64> = runs[i]
-                .iter()
-                .zip(&runs[UNGROUPED])
-                .map(|(run, plain)| run.jobs_per_sec / plain.jobs_per_sec)
-                .collect();
-            median(&each)
+            if i == UNGROUPED {
+                1.0
+            } else {
+                median(&ratios[i])
+            }
         };
         for (i, shape) in SHAPES.iter().enumerate() {
             text.push_str(&format!(
@@ -334,19 +358,15 @@ pub(super) fn measure(redis: &mut BenchRedis, settings: Settings) -> BenchResult
             0.9,
             true,
         ));
-        for (plain, grouped) in runs[UNGROUPED].iter().zip(&runs[MANY]) {
-            if let (Some(plain), Some(grouped)) = (plain.adds_per_sec, grouped.adds_per_sec) {
-                adds.push((plain, grouped));
-            }
-        }
     }
     let plain = median(&adds.iter().map(|a| a.0).collect::<Vec<_>>());
     let grouped = median(&adds.iter().map(|a| a.1).collect::<Vec<_>>());
-    let add_ratio = median(&adds.iter().map(|a| a.1 / a.0).collect::<Vec<_>>());
+    let add_ratio = median(&add_ratios);
     text.push_str(&format!(
         "\nAdds (`add_bulk` of 1,000 at a time, the fill of the runs above, {} fills each): \
-         ungrouped {plain:.0} jobs/s, into 10,000 groups {grouped:.0} jobs/s (medians); the \
-         median of each round's ratio {add_ratio:.2}.\n",
+         ungrouped {plain:.0} jobs/s (the mean of the two fills around each grouped one), \
+         into 10,000 groups {grouped:.0} jobs/s (medians); the median of the ratios \
+         {add_ratio:.2}.\n",
         adds.len()
     ));
     targets.push_str(&judged(

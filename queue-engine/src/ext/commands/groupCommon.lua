@@ -144,16 +144,16 @@ local function groupDropLostSlots(G, group)
   end
 end
 
--- The score a group that cannot start a job now waits at, or nil if it can.
--- repair: a group found at its concurrency first gives back the slots whose
--- lock is gone (a take about to start a job of it; not after a start, which
--- fills the last slot itself).
-local function groupBlockedScore(G, group, settings, repair)
+-- The score a group that cannot start a job now waits at, or nil if it can; and
+-- the slots it holds (when it has a concurrency limit). A group found at its
+-- concurrency first gives back the slots whose lock is gone.
+local function groupBlockedScore(G, group, settings)
   if settings.paused then return PAUSED end
+  local held = nil
   if settings.concurrency > 0 then
     local slotsKey = groupKey(G.prefix, group, "active")
-    local held = rcall("HLEN", slotsKey)
-    if held >= settings.concurrency and repair then
+    held = rcall("HLEN", slotsKey)
+    if held >= settings.concurrency then
       groupDropLostSlots(G, group)
       held = rcall("HLEN", slotsKey)
     end
@@ -167,7 +167,7 @@ local function groupBlockedScore(G, group, settings, repair)
       rcall("DEL", limiterKey)
     end
   end
-  return nil
+  return nil, held
 end
 
 -- A group with jobs waiting joins the ring, at the end, unless it is there
@@ -178,17 +178,17 @@ local function groupJoin(G, group, turn)
   end
 end
 
--- Forgets a group with nothing waiting, no slot held and no settings.
+-- Forgets a group out of the ring that holds no slot and has no settings.
 -- outOfRing: the caller knows the group is not in the ring (it just popped it);
 -- else a group still in the ring (at a band, or with a removed job's turn) is
--- kept, so that a group in the ring is always known.
+-- kept, so that a group in the ring is always known. A group out of the ring has
+-- nothing waiting: every script that puts a job in a group puts the group in the
+-- ring (groupJoin), and a take that pops a group puts it back if jobs remain.
 local function groupForgetIfIdle(G, group, outOfRing)
   if not outOfRing and rcall("ZSCORE", G.ring, group) then return end
-  if groupLimited(G) then
-    if rcall("EXISTS", groupKey(G.prefix, group, "active"), groupKey(G.prefix, group, "meta")) > 0 then
-      return
-    end
-    if rcall("ZCARD", groupKey(G.prefix, group, "wait")) > 0 then return end
+  if groupLimited(G)
+      and rcall("EXISTS", groupKey(G.prefix, group, "active"), groupKey(G.prefix, group, "meta")) > 0 then
+    return
   end
   rcall("ZREM", G.known, group)
 end

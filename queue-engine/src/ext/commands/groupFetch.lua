@@ -159,21 +159,27 @@ end
 -- After a start: the slot and the rate window it takes, and the group's next
 -- place: the end of the ring if more of its jobs wait and it can start one,
 -- its band if it cannot, nowhere (forgotten unless it has slots or settings)
--- if nothing waits.
-local function groupStarted(G, group, jobId, token, more, settings, eventId)
+-- if nothing waits. held: the slots it held before this start (its limit's
+-- check read them), so that whether it is now full needs no second read.
+local function groupStarted(G, group, jobId, token, more, settings, held, eventId)
+  local blocked = nil
   if settings then
     if settings.concurrency > 0 then
       rcall("HSET", groupKey(G.prefix, group, "active"), jobId, token)
+      if held + 1 >= settings.concurrency then blocked = FULL + G.now end
     end
     if settings.max > 0 then
       local limiterKey = groupKey(G.prefix, group, "limiter")
-      if rcall("INCR", limiterKey) == 1 then
-        rcall("PEXPIRE", limiterKey, math.max(1, math.floor(settings.duration)))
+      local starts = rcall("INCR", limiterKey)
+      local window = math.max(1, math.floor(settings.duration))
+      if starts == 1 then rcall("PEXPIRE", limiterKey, window) end
+      if more and not blocked and starts >= settings.max then
+        local ttl = starts == 1 and window or rcall("PTTL", limiterKey)
+        if ttl > 0 then blocked = LIMITED + G.now + ttl end
       end
     end
   end
   if more then
-    local blocked = settings and groupBlockedScore(G, group, settings)
     rcall("ZADD", G.ring, blocked or turnOfEventId(eventId), group)
   else
     groupForgetIfIdle(G, group, true)
@@ -196,14 +202,15 @@ local function groupTakeFromRing(G, K, opts, limited, maxJobs, limiterDuration)
       break
     end
     local settings = limited and groupSettings(G, group) or nil
-    local blocked = settings and groupBlockedScore(G, group, settings, true)
+    local blocked, held = nil, nil
+    if settings then blocked, held = groupBlockedScore(G, group, settings) end
     if blocked then
       rcall("ZADD", G.ring, blocked, group)
     else
       local jobId, more, fields = groupPopJob(G, group)
       if jobId then
         local reply, eventId = groupStart(G, K, jobId, fields, opts, maxJobs, limiterDuration)
-        groupStarted(G, group, jobId, opts["token"], more, settings, eventId)
+        groupStarted(G, group, jobId, opts["token"], more, settings, held, eventId)
         return reply
       elseif more then
         rcall("ZADD", G.ring, turnNow(G), group)
