@@ -216,12 +216,19 @@ local function groupSlotFreed(G, group)
 end
 
 -- Gives back the slot a run of jobId held (only the run whose lock token holds
--- it): a group that waited at its concurrency can start again.
+-- it): a group that waited at its concurrency can start again. G.lockChecked:
+-- the caller's script has just found that the run holds the job's lock
+-- (moveToFinished's removeLock), so the slot, which each start of the job
+-- writes, is this run's: it is dropped without reading it first.
 local function groupGiveBack(G, group, jobId, token)
   if not (G.own or G.concurrency > 0) then return end
   local slotsKey = groupKey(G.prefix, group, "active")
-  if rcall("HGET", slotsKey, jobId) ~= token then return end
-  rcall("HDEL", slotsKey, jobId)
+  if G.lockChecked then
+    if rcall("HDEL", slotsKey, jobId) == 0 then return end
+  else
+    if rcall("HGET", slotsKey, jobId) ~= token then return end
+    rcall("HDEL", slotsKey, jobId)
+  end
   groupSlotFreed(G, group)
 end
 

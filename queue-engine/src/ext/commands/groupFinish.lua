@@ -26,6 +26,8 @@ local function groupFetchNext(waitKey, activeKey, prioritizedKey, eventStreamKey
   local G = groupContext({ prefix, KEYS[15], KEYS[16], KEYS[17], KEYS[18] },
     { ARGV[10], ARGV[11], ARGV[12] }, tonumber(timestamp), tonumber(opts["lockDuration"]))
   G.nowText = timestamp
+  -- moveToFinished checked the run's lock before this (removeLock) unless it has none.
+  G.lockChecked = opts["token"] ~= "0"
   local K = { wait = waitKey, active = activeKey, prioritized = prioritizedKey,
     events = eventStreamKey, limiter = rateLimiterKey, delayed = delayedKey, meta = metaKey,
     marker = markerKey }
