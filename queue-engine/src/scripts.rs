@@ -42,6 +42,9 @@ impl LuaScript {
     /// The NOSCRIPT fallback also covers reconnects: a restarted Redis has an
     /// empty script cache, so the first EVALSHA after recovery transparently
     /// re-loads the script via EVAL.
+    ///
+    /// A script of our function library (change 35) goes by `FCALL` first, where the
+    /// server has functions.
     pub async fn execute<C: ConnectionLike>(
         &self,
         conn: &mut C,
