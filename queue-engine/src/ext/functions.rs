@@ -4,7 +4,7 @@
 //!
 //! Why: Redis runs a script's whole text on every `EVALSHA`, so every `local function`
 //! helper of it is made anew on every call. The grouped finish is upstream's
-//! `moveToFinished` (35 helpers) with our take in front (28 more), and making those 63
+//! `moveToFinished` (41 helpers) with our take in front (29 more), and making those 70
 //! closures cost about as much as everything grouping adds to a job. A function
 //! library's top level runs once, when it is loaded: as a function, the same text makes
 //! its helpers once and runs only its body per call.
@@ -47,6 +47,16 @@ pub(crate) struct Library {
     pub(crate) functions: Vec<(String, String)>,
 }
 
+/// What the library puts around the scripts' bodies: its locals after the name line,
+/// and each body's registration, whose function sets the call's `KEYS`, `ARGV` and
+/// `rcall` and runs the body. Part of the digest, as the bodies are.
+const LIBRARY_LOCALS: &str = "local KEYS, ARGV, rcall\n";
+const REGISTER_AROUND_NAME: [&str; 2] = [
+    "redis.register_function('",
+    "', function(keys, args)\n  KEYS = keys\n  ARGV = args\n  rcall = redis.call\n  \
+     return main()\nend)\nend\n",
+];
+
 /// The library of `sources`, with every script whose shape allows it made a function.
 pub(crate) fn library(sources: Sources<'_>) -> Library {
     let bodies: Vec<(&str, String)> = sources
@@ -54,6 +64,8 @@ pub(crate) fn library(sources: Sources<'_>) -> Library {
         .filter_map(|(name, text)| function_body(text).map(|body| (*name, body)))
         .collect();
     let mut digest = Sha1::new();
+    digest.update(LIBRARY_LOCALS.as_bytes());
+    digest.update(REGISTER_AROUND_NAME.concat().as_bytes());
     for (name, body) in &bodies {
         digest.update(name.as_bytes());
         digest.update(body.as_bytes());
@@ -64,16 +76,15 @@ pub(crate) fn library(sources: Sources<'_>) -> Library {
         .take(6)
         .map(|b| format!("{b:02x}"))
         .collect();
-    let mut text = format!("#!lua name=queue_engine_{version}\nlocal KEYS, ARGV, rcall\n");
+    let mut text = format!("#!lua name=queue_engine_{version}\n{LIBRARY_LOCALS}");
     let mut functions = Vec::new();
     for (name, body) in bodies {
         let function = format!("{name}_{version}");
         text.push_str("do\n");
         text.push_str(&body);
-        text.push_str(&format!(
-            "redis.register_function('{function}', function(keys, args)\n  \
-             KEYS = keys\n  ARGV = args\n  rcall = redis.call\n  return main()\nend)\nend\n"
-        ));
+        text.push_str(REGISTER_AROUND_NAME[0]);
+        text.push_str(&function);
+        text.push_str(REGISTER_AROUND_NAME[1]);
         functions.push((name.to_owned(), function));
     }
     Library { text, functions }
@@ -267,8 +278,10 @@ impl FunctionForm {
         }
     }
 
-    /// `FCALL` of the function; `None` when the server cannot run it (the caller sends
-    /// `EVALSHA`). Loads the library first where the server does not have it.
+    /// `FCALL` of the function; `None` when this call should go by `EVALSHA` (the
+    /// server has no functions, or could not load ours just now). Loads the library
+    /// first where the server does not have it. Only errors that say the function did
+    /// not run lead to `EVALSHA`: a script that failed midway is never run twice.
     pub(crate) async fn call<C: ConnectionLike>(
         &self,
         conn: &mut C,
@@ -284,7 +297,7 @@ impl FunctionForm {
         match fcall.query_async::<redis::Value>(conn).await {
             Ok(value) => return Ok(Some(value)),
             Err(e) if missing_function(&e) => {}
-            Err(e) if unsupported(&e) => {
+            Err(e) if refused_command(&e, "fcall") => {
                 self.give_up(&e);
                 return Ok(None);
             }
@@ -293,15 +306,24 @@ impl FunctionForm {
         if !self.load(conn, loads).await? {
             return Ok(None);
         }
-        Ok(Some(fcall.query_async::<redis::Value>(conn).await?))
+        match fcall.query_async::<redis::Value>(conn).await {
+            Ok(value) => Ok(Some(value)),
+            // Missing again at once (flushed meanwhile, or a cluster master the load
+            // did not reach): this call goes by EVALSHA, the next one loads again.
+            Err(e) if missing_function(&e) => Ok(None),
+            Err(e) => Err(Error::Redis(e)),
+        }
     }
 
-    /// Loads the library unless another call did since `seen` loads; `false` when the
-    /// server refuses functions.
+    /// Loads the library unless another call did since `seen` loads; `false` when this
+    /// call should go by `EVALSHA`.
     async fn load<C: ConnectionLike>(&self, conn: &mut C, seen: u64) -> Result<bool, Error> {
         let _one_at_a_time = self.state.loading.lock().await;
+        if self.state.unusable.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
         if self.state.loads.load(Ordering::Acquire) != seen {
-            return Ok(!self.state.unusable.load(Ordering::Relaxed));
+            return Ok(true);
         }
         let loaded = redis::cmd("FUNCTION")
             .arg("LOAD")
@@ -309,18 +331,21 @@ impl FunctionForm {
             .arg(self.state.text)
             .query_async::<String>(conn)
             .await;
-        self.state.loads.fetch_add(1, Ordering::Release);
         match loaded {
             Ok(_) => {
+                self.state.loads.fetch_add(1, Ordering::Release);
                 tracing::debug!(function = %self.name, "function library loaded");
                 Ok(true)
             }
-            // A library the server cannot take (permissions, a proxy, an old server
-            // that knows FCALL's name): the scripts still run, by EVALSHA.
-            Err(e) if e.kind() != redis::ErrorKind::Io && !e.is_timeout() => {
+            // No FUNCTION for us (before Redis 7, renamed away, not allowed to the
+            // user), or a library this server cannot compile: for good.
+            Err(e) if refused_command(&e, "function") || library_rejected(&e) => {
                 self.give_up(&e);
                 Ok(false)
             }
+            // Refused for now (out of memory, a replica during a failover, a server
+            // still loading its data): this call by EVALSHA, the next one tries again.
+            Err(e) if e.kind() != redis::ErrorKind::Io && !e.is_timeout() => Ok(false),
             Err(e) => Err(Error::Redis(e)),
         }
     }
@@ -340,10 +365,22 @@ fn missing_function(e: &redis::RedisError) -> bool {
     e.to_string().contains("Function not found")
 }
 
-/// The server has no `FCALL` (before Redis 7, or renamed away), or the user may not use it.
-fn unsupported(e: &redis::RedisError) -> bool {
-    let text = e.to_string();
-    text.contains("unknown command") || text.contains("NOPERM") || text.contains("no permissions")
+/// The server refused `command` itself: unknown (before Redis 7, or renamed away) or
+/// not allowed to the user. Not an error from inside a function that ran (an ACL
+/// refusal of one of its commands names that command, not `command`).
+fn refused_command(e: &redis::RedisError, command: &str) -> bool {
+    refuses(&e.to_string(), command)
+}
+
+fn refuses(error: &str, command: &str) -> bool {
+    let text = error.to_ascii_lowercase();
+    text.contains(&format!("'{command}"))
+        && (text.contains("unknown command") || text.contains("noperm"))
+}
+
+/// The server could not compile or register the library.
+fn library_rejected(e: &redis::RedisError) -> bool {
+    e.to_string().contains("Error registering functions")
 }
 
 #[cfg(test)]
@@ -378,6 +415,43 @@ mod tests {
         assert!(function_body(twice).is_none());
         // A helper left open.
         assert!(function_body("local function a()\n  return 1\n").is_none());
+    }
+
+    #[test]
+    fn only_a_refusal_of_the_command_itself_turns_functions_off() {
+        // What Redis 6 and a renamed command answer, and an ACL without FCALL.
+        assert!(refuses(
+            "ERR unknown command 'FCALL', with args beginning with: 'groupAdd_ab' '12'",
+            "fcall"
+        ));
+        assert!(refuses(
+            "ERR unknown command 'FUNCTION', with args beginning with: 'LOAD' 'REPLACE'",
+            "function"
+        ));
+        assert!(refuses(
+            "NOPERM User worker has no permissions to run the 'fcall' command",
+            "fcall"
+        ));
+        assert!(refuses(
+            "NOPERM User worker has no permissions to run the 'function|load' command",
+            "function"
+        ));
+        // A function that ran and failed midway: its writes happened, so it must not
+        // be run again by EVALSHA.
+        assert!(!refuses(
+            "ERR ACL failure in script: User worker has no permissions to run the 'zadd' \
+             command script: groupAdd_ab, on @user_function:12.",
+            "fcall"
+        ));
+        assert!(!refuses(
+            "The user executing the script can't run this command or subcommand script: \
+             groupAdd_ab, on @user_function:196.",
+            "fcall"
+        ));
+        assert!(!refuses(
+            "ERR Unknown Redis command called from script script: groupAdd_ab",
+            "fcall"
+        ));
     }
 
     #[test]

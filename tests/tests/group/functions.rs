@@ -1,7 +1,8 @@
 //! The grouped scripts run as Redis functions (`FCALL`, engine change 35) where the
-//! server has them: loaded the first time a call needs them, again after the server
-//! lost them, and by `EVALSHA` on a server without functions (Redis 6). Each test
-//! has a private `redis-server`, whose functions and statistics it may flush.
+//! server has them: loaded once by the first calls that need them, again after the
+//! server lost them, and by `EVALSHA` on a server without functions (Redis 6) or that
+//! refuses to load them. Each test has a private `redis-server`, whose functions and
+//! statistics it may flush.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,6 +12,8 @@ use queue_core::{app::Registrations, group::GroupLimits, queue::BulkJob, JobOpti
 use queue_tests::{wait_until, PrivateRedis, SOON};
 
 const QUEUE: &str = "groups-functions";
+/// Jobs each round adds: a bulk of 19, sent at once, and one more.
+const JOBS: u64 = 20;
 
 async fn count(_: Job<serde_json::Value>, done: Dep<AtomicU64>) -> Result<(), JobError> {
     done.fetch_add(1, Ordering::Relaxed);
@@ -34,37 +37,46 @@ async fn grouped_app(redis: &PrivateRedis, done: &Arc<AtomicU64>) -> QueueApp {
         .expect("the app connects to its private Redis")
 }
 
-/// Adds `n` jobs over two groups, one by one and in bulk, and waits until the workers
-/// have run `done_after` jobs in all.
-async fn add_and_run(app: &QueueApp, done: &AtomicU64, n: u32, done_after: u64) {
-    let queue = app.queue::<u32>(QUEUE).unwrap();
-    queue
-        .add("one", 0, JobOptions::new().group("acme"))
-        .await
-        .unwrap();
-    let bulk = (1..n)
+/// Adds `JOBS` jobs over two groups: first a bulk (its adds sent at once), then one.
+async fn add_jobs(app: &QueueApp) {
+    let queue = app.queue::<u64>(QUEUE).unwrap();
+    let bulk = (1..JOBS)
         .map(|i| {
             let group = if i % 2 == 0 { "acme" } else { "globex" };
             BulkJob::new("many", i).options(JobOptions::new().group(group))
         })
         .collect();
     queue.add_bulk(bulk).await.unwrap();
-    wait_until(SOON, &format!("{done_after} jobs run"), || async {
-        (done.load(Ordering::Relaxed) == done_after).then_some(())
+    queue
+        .add("one", 0, JobOptions::new().group("acme"))
+        .await
+        .unwrap();
+}
+
+async fn wait_for_runs(done: &AtomicU64, runs: u64) {
+    wait_until(SOON, &format!("{runs} jobs run"), || async {
+        (done.load(Ordering::Relaxed) == runs).then_some(())
     })
     .await;
 }
 
-/// `(calls of FCALL, calls of EVALSHA)` on a server since its statistics were reset.
-fn script_calls(redis: &mut redis::Connection) -> (u64, u64) {
+/// Calls of `command` (its `INFO commandstats` name) since the statistics were reset:
+/// `(calls, failed calls)`.
+fn calls(redis: &mut redis::Connection, command: &str) -> (u64, u64) {
     let info: String = redis::cmd("INFO").arg("commandstats").query(redis).unwrap();
-    let calls = |command: &str| {
-        info.lines()
-            .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-            .and_then(|rest| rest.split(',').next())
-            .map_or(0, |calls| calls.parse().unwrap())
+    let Some(fields) = info
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")))
+    else {
+        return (0, 0);
     };
-    (calls("fcall"), calls("evalsha"))
+    let field = |name: &str| {
+        fields
+            .split(',')
+            .find_map(|f| f.strip_prefix(name))
+            .map_or(0, |v| v.parse().unwrap())
+    };
+    (field("calls="), field("failed_calls="))
 }
 
 fn connect(redis: &PrivateRedis) -> redis::Connection {
@@ -84,49 +96,145 @@ async fn grouped_jobs_run_by_fcall_and_a_server_that_lost_the_functions_gets_the
     let mut admin = connect(&redis);
     let done = Arc::new(AtomicU64::new(0));
     let app = grouped_app(&redis, &done).await;
-    let workers = app.start_workers().await.unwrap();
 
-    add_and_run(&app, &done, 20, 20).await;
-    assert_eq!(our_libraries(&mut admin), 1, "the library is loaded once");
-    let (fcalls, _) = script_calls(&mut admin);
-    // Every add and every finish went by FCALL (the first calls twice: before and
-    // after the load).
-    assert!(fcalls >= 40, "{fcalls} FCALLs for 20 adds and 20 finishes");
+    // The bulk's adds all find the function missing at once: one of them loads it.
+    add_jobs(&app).await;
+    assert_eq!(our_libraries(&mut admin), 1);
+    assert_eq!(calls(&mut admin, "function|load"), (1, 0), "loaded once");
+    let (fcalls, failed) = calls(&mut admin, "fcall");
+    assert_eq!(fcalls - failed, JOBS, "every add went by FCALL");
+    assert_eq!(calls(&mut admin, "evalsha").0, 0);
+
+    let workers = app.start_workers().await.unwrap();
+    wait_for_runs(&done, JOBS).await;
+    let (fcalls, failed) = calls(&mut admin, "fcall");
+    assert!(
+        fcalls - failed >= 2 * JOBS,
+        "{fcalls} FCALLs ({failed} failed) for {JOBS} adds and {JOBS} finishes"
+    );
 
     // The server loses its functions (a restart without persistence, a flush): the
-    // next grouped call loads them again, and nothing is lost.
+    // next grouped calls load them again, at most once for the producer's connection
+    // and once for the worker's (whichever reaches Redis first), and nothing is lost.
     let _: () = redis::cmd("FUNCTION")
         .arg("FLUSH")
         .query(&mut admin)
         .unwrap();
     assert_eq!(our_libraries(&mut admin), 0);
-    add_and_run(&app, &done, 20, 40).await;
+    add_jobs(&app).await;
+    wait_for_runs(&done, 2 * JOBS).await;
     assert_eq!(our_libraries(&mut admin), 1);
+    let (loads, failed_loads) = calls(&mut admin, "function|load");
+    assert!((2..=3).contains(&loads), "{loads} loads");
+    assert_eq!(failed_loads, 0);
     assert!(workers.shutdown(SOON).await.is_clean());
 }
 
 #[tokio::test]
 async fn a_server_without_functions_runs_grouped_jobs_by_evalsha() {
     // As Redis 6 answers: no FCALL, no FUNCTION.
-    let redis = PrivateRedis::start_with(&[
+    runs_by_evalsha(&[
         "--rename-command",
         "FCALL",
         "",
         "--rename-command",
         "FUNCTION",
         "",
-    ]);
+    ])
+    .await;
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_to_load_the_functions_runs_grouped_jobs_by_evalsha() {
+    // FCALL is there, FUNCTION is not (as where an ACL allows the one and not the
+    // other): the first calls find the function missing and cannot load it; from then
+    // on the connection's grouped scripts go by EVALSHA, loading nothing again.
+    let first_round = runs_by_evalsha(&["--rename-command", "FUNCTION", ""]).await;
+    let (fcalls, failed) = first_round.fcall;
+    assert_eq!(fcalls, failed, "no FCALL ran");
+}
+
+/// What a first round of jobs cost a server, by command.
+struct FirstRound {
+    fcall: (u64, u64),
+}
+
+/// Runs two rounds of grouped jobs on a private Redis started with `server_args`, and
+/// checks that the second goes by EVALSHA only; returns what the first cost.
+async fn runs_by_evalsha(server_args: &[&str]) -> FirstRound {
+    let redis = PrivateRedis::start_with(server_args);
     let mut admin = connect(&redis);
     let done = Arc::new(AtomicU64::new(0));
     let app = grouped_app(&redis, &done).await;
     let workers = app.start_workers().await.unwrap();
-
-    add_and_run(&app, &done, 20, 20).await;
-    let (fcalls, evalshas) = script_calls(&mut admin);
-    assert_eq!(fcalls, 0);
-    assert!(
-        evalshas >= 40,
-        "{evalshas} EVALSHAs for 20 adds and 20 finishes"
-    );
+    add_jobs(&app).await;
+    wait_for_runs(&done, JOBS).await;
+    let first_round = FirstRound {
+        fcall: calls(&mut admin, "fcall"),
+    };
+    assert_second_round_goes_by_evalsha(&app, &done, &mut admin).await;
     assert!(workers.shutdown(SOON).await.is_clean());
+    first_round
+}
+
+/// Once a connection has learned that its server runs no functions of ours, its
+/// grouped scripts go straight by EVALSHA: a second round sends no FCALL at all.
+async fn assert_second_round_goes_by_evalsha(
+    app: &QueueApp,
+    done: &AtomicU64,
+    admin: &mut redis::Connection,
+) {
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query::<()>(admin)
+        .unwrap();
+    add_jobs(app).await;
+    wait_for_runs(done, 2 * JOBS).await;
+    assert_eq!(calls(admin, "fcall"), (0, 0));
+    let evalshas = calls(admin, "evalsha").0;
+    assert!(
+        evalshas >= 2 * JOBS,
+        "{evalshas} EVALSHAs for {JOBS} adds and {JOBS} finishes"
+    );
+}
+
+#[tokio::test]
+async fn a_function_that_fails_midway_is_not_run_again_by_evalsha() {
+    // A user whose ACL refuses ZADD: a grouped add stores its job, then fails at its
+    // first ZADD, inside the function. That error says the function ran: it must
+    // reach the caller as it is, and the add must not be sent again by EVALSHA, which
+    // would take a second id and store the job twice.
+    let redis = PrivateRedis::start();
+    let mut admin = connect(&redis);
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER", "producer", "on", ">secret", "~*", "&*", "+@all", "-zadd",
+        ])
+        .query(&mut admin)
+        .unwrap();
+    let app = QueueApp::builder()
+        .redis(format!(
+            "redis://producer:secret@127.0.0.1:{}",
+            redis.port()
+        ))
+        .registrations(Registrations::None)
+        .build()
+        .await
+        .expect("the producer connects");
+    let queue = app.queue::<u64>(QUEUE).unwrap();
+    let refused = queue
+        .add("one", 1, JobOptions::new().group("acme"))
+        .await
+        .expect_err("ZADD is refused to this user");
+    // Redis names the function that failed, and where.
+    assert!(
+        refused.to_string().contains("groupAdd_"),
+        "the ACL's refusal inside the function reaches the caller: {refused}"
+    );
+    let ids: Option<u64> = redis::cmd("GET")
+        .arg(format!("bull:{QUEUE}:id"))
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(ids, Some(1), "the add ran once");
+    assert_eq!(calls(&mut admin, "evalsha").0, 0);
 }

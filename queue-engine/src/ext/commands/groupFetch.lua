@@ -160,13 +160,18 @@ end
 -- place: the end of the ring if more of its jobs wait and it can start one,
 -- its band if it cannot, nowhere (forgotten unless it has slots or settings)
 -- if nothing waits. held: the slots it held before this start (its limit's
--- check read them), so that whether it is now full needs no second read.
+-- check read them): only a start that may have filled the last slot reads them
+-- again (the job's own slot may have been there already).
 local function groupStarted(G, group, jobId, token, more, settings, held, eventId)
   local blocked = nil
   if settings then
     if settings.concurrency > 0 then
-      rcall("HSET", groupKey(G.prefix, group, "active"), jobId, token)
-      if held + 1 >= settings.concurrency then blocked = FULL + G.now end
+      local slotsKey = groupKey(G.prefix, group, "active")
+      rcall("HSET", slotsKey, jobId, token)
+      if more and held + 1 >= settings.concurrency
+          and rcall("HLEN", slotsKey) >= settings.concurrency then
+        blocked = FULL + G.now
+      end
     end
     if settings.max > 0 then
       local limiterKey = groupKey(G.prefix, group, "limiter")
