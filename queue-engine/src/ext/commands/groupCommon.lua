@@ -32,9 +32,9 @@
 
   Turns are Redis's clock: (ms - TURN_EPOCH) * 1024 + a sequence within the
   millisecond, taken from the id of an event the script writes anyway (the
-  job's "waiting" or "active" event), else from TIME. A group that goes on
-  gets the turn of its job's "active" event, later than every turn given
-  before: it goes to the end of the ring.
+  job's "waiting" or "active" event), else from TIME and past the ring's last
+  turn (turnNow). A group that goes on gets the turn of its job's "active"
+  event, later than every turn given before: it goes to the end of the ring.
 
   Bands of gs:turns (doubles hold integers exactly below 2^53):
     [0, BLOCKED)              a turn: the group can start a job
@@ -104,12 +104,20 @@ local function groupContext(keys, defaults, now, lockDuration)
   }
 end
 
--- A turn now (sequence 0: before any group that went on in this millisecond).
+-- A turn now: after every turn the ring holds (its last one read once per call,
+-- then one more each time), so that a group given a turn in the millisecond other
+-- groups got theirs, by this script or another, goes after them, not by its name.
 local function turnNow(G)
-  if not G.turn then
-    local t = rcall("TIME")
-    G.turn = (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - TURN_EPOCH) * 1024
+  if G.turn then
+    G.turn = G.turn + 1
+    return G.turn
   end
+  local t = rcall("TIME")
+  local now = (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - TURN_EPOCH) * 1024
+  local last = rcall("ZREVRANGEBYSCORE", G.ring, string.format("(%.0f", BLOCKED), "-inf",
+    "WITHSCORES", "LIMIT", 0, 1)
+  if #last > 0 and tonumber(last[2]) >= now then now = tonumber(last[2]) + 1 end
+  G.turn = now
   return G.turn
 end
 
