@@ -386,7 +386,7 @@ impl Default for ScriptRegistry {
 }
 
 /// Compute SHA1 hash of a string (for EVALSHA).
-fn compute_sha1(content: &str) -> String {
+pub(crate) fn compute_sha1(content: &str) -> String {
     let mut hasher = Sha1::new();
     hasher.update(content.as_bytes());
     hasher

@@ -31,13 +31,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use redis::aio::ConnectionLike;
-use sha1::{Digest, Sha1};
 
 use crate::error::Error;
-use crate::scripts::{script_command, LuaScript};
-
-/// The scripts made functions: `(name, text)` of each, in the order of the library.
-pub(crate) type Sources<'a> = &'a [(&'a str, &'a str)];
+use crate::scripts::{compute_sha1, script_command, LuaScript};
 
 /// A function library built from scripts: its text and each script's function name.
 #[derive(Debug)]
@@ -57,25 +53,19 @@ const REGISTER_AROUND_NAME: [&str; 2] = [
      return main()\nend)\nend\n",
 ];
 
-/// The library of `sources`, with every script whose shape allows it made a function.
-pub(crate) fn library(sources: Sources<'_>) -> Library {
+/// The library of `sources` (`(name, text)` of each script, in the library's order),
+/// with every script whose shape allows it made a function.
+pub(crate) fn library(sources: &[(&str, &str)]) -> Library {
     let bodies: Vec<(&str, String)> = sources
         .iter()
         .filter_map(|(name, text)| function_body(text).map(|body| (*name, body)))
         .collect();
-    let mut digest = Sha1::new();
-    digest.update(LIBRARY_LOCALS.as_bytes());
-    digest.update(REGISTER_AROUND_NAME.concat().as_bytes());
+    let mut versioned = format!("{LIBRARY_LOCALS}{}", REGISTER_AROUND_NAME.concat());
     for (name, body) in &bodies {
-        digest.update(name.as_bytes());
-        digest.update(body.as_bytes());
+        versioned.push_str(name);
+        versioned.push_str(body);
     }
-    let version: String = digest
-        .finalize()
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let version = &compute_sha1(&versioned)[..12];
     let mut text = format!("#!lua name=queue_engine_{version}\n{LIBRARY_LOCALS}");
     let mut functions = Vec::new();
     for (name, body) in bodies {
