@@ -65,7 +65,7 @@ pub mod worker;
 pub use error::Error;
 pub use ext::locks::LockRetake;
 pub use ext::renewing::RenewingConnection;
-pub use ext::{groups, inspect, sentinel};
+pub use ext::{batch, groups, inspect, sentinel};
 pub use flow_producer::{
     FlowJob, FlowOptions, FlowProducer, FlowProducerOptions, FlowQueueOptions, FlowTransaction,
     GetFlowOptions, JobNode,

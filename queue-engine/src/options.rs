@@ -566,6 +566,9 @@ pub struct WorkerOptions {
     /// Takes jobs one group after the other, each group under these limits
     /// ([`crate::groups`]). `None` (the default) takes them as BullMQ does.
     pub groups: Option<crate::ext::group_limits::GroupLimits>,
+    /// Takes and completes jobs in batches, run by the batch's processor
+    /// ([`crate::batch`], change 36). `None` (the default): one job at a time.
+    pub batch: Option<crate::ext::batch::BatchOptions>,
 }
 
 /// Configuration for time-series metrics collection.
@@ -611,6 +614,7 @@ impl Default for WorkerOptions {
             skip_lock_renewal: false,
             event_capacity: None,
             groups: None,
+            batch: None,
         }
     }
 }

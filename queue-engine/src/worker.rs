@@ -205,8 +205,14 @@ struct ActiveJob {
     cancel_token: CancellationToken,
 }
 
+/// Batches (change 36): a batch's take, run and finish, a child of this module.
+#[path = "ext/batch_worker.rs"]
+mod batch;
+
 /// Result from a moveToActive attempt.
 enum FetchResult {
+    /// A batch worker's jobs (change 36), one or more.
+    Batch(Vec<batch::TakenJob>),
     /// A job is ready for processing.
     Job(Box<Job>),
     /// No job ready, but there's a delayed job at this timestamp (ms).
@@ -627,6 +633,9 @@ impl Worker {
                 "drainDelay must be greater than 0".to_string(),
             ));
         }
+        if let Some(batch) = &opts.batch {
+            batch.check(opts.groups.is_some())?;
+        }
 
         let conn = RedisConnection::new_managed_only(&opts.connection).await?;
         let blocking_conn = BlockingRedisConnection::new_managed(&conn).await?;
@@ -974,10 +983,11 @@ impl Worker {
 
             let token = ctx.next_token();
 
-            // Non-blocking fetch (moveToActive script only, or groupTake).
-            let fetch_result = match ctx.groups.as_ref() {
-                Some(groups) => Self::take_grouped(&ctx, groups, &token).await,
-                None => {
+            // Non-blocking fetch (moveToActive script only, or groupTake, or a batch).
+            let fetch_result = match (ctx.groups.as_ref(), ctx.opts.batch.as_ref()) {
+                (Some(groups), _) => Self::take_grouped(&ctx, groups, &token).await,
+                (None, Some(options)) => batch::take(&ctx, options, &blocking_conn, &token).await,
+                (None, None) => {
                     Self::try_fetch_job_fast(
                         &ctx.conn,
                         &ctx.move_to_active_keys,
@@ -996,6 +1006,7 @@ impl Worker {
                 Ok(FetchResult::Job(job)) => {
                     Self::spawn_processing(&ctx, slot_guard, *job, token);
                 }
+                Ok(FetchResult::Batch(jobs)) => batch::spawn(&ctx, slot_guard, jobs, token),
                 Ok(FetchResult::NextTimestamp(next_ts)) => {
                     drop(slot_guard);
                     // No job ready, but there's a delayed job coming. Block on the
@@ -1103,7 +1114,11 @@ impl Worker {
             }
             let slot_guard = ConcurrencySlotGuard::new(ctx.clone());
             info!(job_id = %job_id, "a fetch whose answer was lost had taken this job; processing it");
-            Self::spawn_processing(ctx, slot_guard, job, token);
+            if ctx.opts.batch.is_some() {
+                batch::spawn(ctx, slot_guard, vec![batch::TakenJob::resumed(job)], token);
+            } else {
+                Self::spawn_processing(ctx, slot_guard, job, token);
+            }
         }
     }
 
@@ -1223,14 +1238,7 @@ impl Worker {
         // `getUnrecoverableErrorMessage`: a deferred failure (parent failed via
         // failParentOnFailure) takes precedence, otherwise the job is rejected
         // when it has started more times than `max_started_attempts` allows.
-        let unrecoverable_reason = job.deferred_failure().map(|s| s.to_string()).or_else(|| {
-            match ctx.opts.max_started_attempts {
-                Some(max) if max < job.attempts_started() => {
-                    Some("job started more than allowable limit".to_string())
-                }
-                _ => None,
-            }
-        });
+        let unrecoverable_reason = Self::unrecoverable_before_run(ctx, &job);
 
         if let Some(reason) = unrecoverable_reason {
             if let Some(scheduler_id) = &repeat_job_key {
@@ -1303,6 +1311,20 @@ impl Worker {
         }
 
         next_job
+    }
+
+    /// Why `job` must fail before it runs, if it must: upstream's check of
+    /// `process_fetched_job`, a function of its own so that a batch's jobs (change 36)
+    /// are checked by it too.
+    fn unrecoverable_before_run(ctx: &LoopContext, job: &Job) -> Option<String> {
+        job.deferred_failure().map(|s| s.to_string()).or_else(|| {
+            match ctx.opts.max_started_attempts {
+                Some(max) if max < job.attempts_started() => {
+                    Some("job started more than allowable limit".to_string())
+                }
+                _ => None,
+            }
+        })
     }
 
     /// Records the attempt's outcome (`result`): the job's completion or failure.

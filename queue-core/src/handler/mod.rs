@@ -2,10 +2,13 @@
 //! and their type-erased form that the worker dispatches to.
 
 mod attempt;
+mod batch;
 pub(crate) mod panic;
 mod plan;
 
 pub(crate) use attempt::attempt;
+pub(crate) use batch::alone as batch_of_one;
+pub use batch::{Batch, BatchHandler, BatchResult};
 #[cfg(feature = "metrics")]
 pub use plan::ANY_JOB_NAME;
 pub(crate) use plan::{plan_of, PlannedHandler, QueuePlan};
@@ -172,6 +175,8 @@ pub struct ErasedHandler {
     /// Whether a JSON value deserializes into the payload type, and serde's reason
     /// when it does not.
     pub(crate) check: fn(&serde_json::Value) -> Result<(), String>,
+    /// A batch handler's (`ErasedHandler::batch`): its jobs run in batches.
+    pub(crate) batch: bool,
     run: Arc<RunFn>,
 }
 
@@ -220,6 +225,7 @@ impl ErasedHandler {
             accepts_null: serde_json::from_value::<H::Payload>(serde_json::Value::Null).is_ok(),
             reads_children: H::reads_children(),
             check: fits::<H::Payload>,
+            batch: false,
             run: Arc::new(run),
         }
     }

@@ -80,6 +80,15 @@ impl JobError {
         }
     }
 
+    /// A failure with this reason and no source, retryable or not.
+    pub(crate) fn with_message(retryable: bool, message: impl Into<String>) -> Self {
+        JobError {
+            retryable,
+            message: message.into(),
+            source: None,
+        }
+    }
+
     /// Whether the job's remaining attempts should be used.
     pub fn is_retryable(&self) -> bool {
         self.retryable

@@ -5,6 +5,7 @@
 //! This layer stands below the producers, the flows and the store, and imports none of
 //! them: a handler's types do not depend on how its job was added.
 
+pub(crate) mod batch;
 mod children;
 mod error;
 pub(crate) mod flow;
@@ -99,6 +100,9 @@ pub struct Job<T> {
     /// Its queue's sealing: the app's keys, to open its flow children's sealed values,
     /// and whether its log lines are sealed.
     sealer: Option<Sealer>,
+    /// Its place in a batch, when a batch handler runs it (#46); boxed, so that a job
+    /// of a single handler pays a pointer's width.
+    batch: Option<Box<batch::Ticket>>,
 }
 
 impl<T> Job<T> {
@@ -114,6 +118,7 @@ impl<T> Job<T> {
             ctx,
             cancel,
             sealer: None,
+            batch: None,
         }
     }
 
@@ -356,7 +361,24 @@ impl<T> Job<T> {
             ctx: self.ctx,
             cancel: self.cancel,
             sealer: self.sealer,
+            batch: self.batch,
         }
+    }
+
+    /// This job, with its place in a batch.
+    pub(crate) fn in_batch(mut self, ticket: batch::Ticket) -> Self {
+        self.batch = Some(Box::new(ticket));
+        self
+    }
+
+    /// Whether the job has its place in a batch.
+    pub(crate) fn is_in_batch(&self) -> bool {
+        self.batch.is_some()
+    }
+
+    /// Its place in a batch, taken out (a batch handler's attempt hands it in).
+    pub(crate) fn take_batch_ticket(&mut self) -> Option<batch::Ticket> {
+        self.batch.take().map(|ticket| *ticket)
     }
 
     /// This job, with its queue's sealing.

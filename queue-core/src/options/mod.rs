@@ -21,7 +21,7 @@ pub use keep::Retention;
 pub type Keep = Retention;
 pub use schedule::{MissedRuns, Schedule};
 pub(crate) use strategies::{BackoffFn, BackoffRegistry};
-pub(crate) use worker::WorkerOptions;
+pub(crate) use worker::{Batching, WorkerOptions, MAX_BATCH_SIZE};
 
 use crate::error::Error;
 use job_id::validate_job_id;

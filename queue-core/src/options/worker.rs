@@ -27,7 +27,21 @@ pub(crate) struct WorkerOptions {
     pub(crate) metrics_data_points: Option<usize>,
     /// The engine event channel's capacity, when a test asks for another.
     pub(crate) event_capacity: Option<usize>,
+    /// Set when the queue's jobs run in batches (#46).
+    pub(crate) batch: Option<Batching>,
 }
+
+/// How a queue's jobs are batched: at most `size` a batch, waiting up to `wait` after
+/// the first job for the rest; the batch handler runs under `timeout` (its processor's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Batching {
+    pub(crate) size: usize,
+    pub(crate) wait: Duration,
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// The most jobs a batch may hold (the engine's bound).
+pub(crate) const MAX_BATCH_SIZE: usize = 1_000;
 
 impl Default for WorkerOptions {
     fn default() -> Self {
@@ -42,6 +56,7 @@ impl Default for WorkerOptions {
             fail_unknown_names: false,
             metrics_data_points: None,
             event_capacity: None,
+            batch: None,
         }
     }
 }

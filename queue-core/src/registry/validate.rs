@@ -12,7 +12,7 @@ use crate::encryption::{Keys, Seals};
 #[cfg(test)]
 use crate::error::RegistryError;
 use crate::handler::{plan_of, PlannedHandler, QueuePlan};
-use crate::options::WorkerOptions;
+use crate::options::{WorkerOptions, MAX_BATCH_SIZE};
 use crate::worker::Processor;
 
 /// Merges processors per queue (sorted by queue name) and checks them against what
@@ -95,6 +95,10 @@ pub(crate) fn merge_processors(
             sealer: Keys::default().for_queue(queue, Seals::Nothing),
         });
         merge_options(queue, &mut plan.options, &processor.options, problems);
+        if let Some(batching) = &mut plan.options.batch {
+            // The batch handler's processor is the queue's only one (checked below).
+            batching.timeout = batching.timeout.or(processor.timeout);
+        }
 
         for registered in &processor.handlers {
             for dep in &registered.handler.dependencies {
@@ -131,7 +135,51 @@ pub(crate) fn merge_processors(
         }
     }
 
+    for plan in plans.values() {
+        check_batches(plan, problems);
+    }
     plans.into_values().collect()
+}
+
+/// A queue that runs in batches has one handler, the batch handler, for every name:
+/// a job of another handler would need a worker of its own kind.
+fn check_batches(plan: &QueuePlan, problems: &mut Vec<String>) {
+    let queue = &plan.queue;
+    let batch_handlers = plan.handlers().filter(|(_, h)| h.handler.batch).count();
+    match plan.options.batch {
+        Some(batching) => {
+            if plan.handlers().count() != 1 || batch_handlers != 1 {
+                let labels: Vec<&str> = plan.handlers().map(|(_, h)| h.label.as_str()).collect();
+                problems.push(format!(
+                    "queue `{queue}` runs in batches, so its batch handler must be its only handler; it has {}",
+                    labels.join(", ")
+                ));
+            }
+            if batching.size == 0 || batching.size > MAX_BATCH_SIZE {
+                problems.push(format!(
+                    "queue `{queue}`: a batch's size must be 1 to {MAX_BATCH_SIZE}, not {}",
+                    batching.size
+                ));
+            }
+            // The first jobs are locked while the batch waits for the rest.
+            let lock = plan.options.lock_duration.unwrap_or(Duration::from_secs(30));
+            if batching.wait * 2 > lock {
+                problems.push(format!(
+                    "queue `{queue}`: a batch's wait ({:?}) must be at most half its lock duration ({lock:?})",
+                    batching.wait
+                ));
+            }
+            if plan.options.groups.is_some() {
+                problems.push(format!(
+                    "queue `{queue}`: batches do not take jobs by group yet (each job of a batch would need its group's slot and rate); use batches or groups on a queue, not both"
+                ));
+            }
+        }
+        None if batch_handlers > 0 => problems.push(format!(
+            "queue `{queue}` has a batch handler but no batch size; register it with `Processor::batch`"
+        )),
+        None => {}
+    }
 }
 
 fn check_queue_name(queue: &str, problems: &mut Vec<String>) {
@@ -180,6 +228,13 @@ fn merge_options(
         if let Err(e) = limits.validate() {
             problems.push(format!("queue `{queue}`: {e}"));
         }
+    }
+    match (merged.batch, added.batch) {
+        (Some(a), Some(b)) if a != b => problems.push(format!(
+            "queue `{queue}`: processors disagree on batches ({a:?} vs {b:?}); set them once"
+        )),
+        (None, Some(b)) => merged.batch = Some(b),
+        _ => {}
     }
     match (merged.groups, added.groups) {
         (Some(a), Some(b)) if a != b => problems.push(format!(

@@ -183,7 +183,11 @@ impl Dispatcher {
                 ending.finish(Err(failure), Duration::ZERO),
             ));
         };
-        let timeout = job.options().get_timeout().or(planned.timeout);
+        // A batch's timeout is the batch's, kept by its run (`handler::batch`).
+        let timeout = match planned.handler.batch {
+            true => None,
+            false => job.options().get_timeout().or(planned.timeout),
+        };
         let cancel = job.cancel_signal();
         // `run` is lazy: the payload's deserialization and the call that builds the
         // handler's future happen in the first poll, inside `catch_unwind`.

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use crate::backend::{Backend, EngineWorker, EventSink, WorkerSettings};
 use crate::error::Error;
 
-pub use crate::handler::Handler;
+pub use crate::handler::{Batch, BatchHandler, BatchResult, Handler};
 pub(crate) use attempt::Dispatcher;
 pub(crate) use listeners::{ListenerSpec, Listeners};
 pub use listeners::{ListenerStats, LISTENER_MAILBOX};

@@ -5,8 +5,8 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::contract::{JobOf, JobType, OutputOf, QueueType};
-use crate::handler::{ErasedHandler, Handler};
-use crate::options::WorkerOptions;
+use crate::handler::{BatchHandler, ErasedHandler, Handler};
+use crate::options::{Batching, WorkerOptions};
 
 /// The handlers of one queue, and how its worker runs them.
 ///
@@ -256,6 +256,48 @@ impl<Q> Processor<Q> {
             label: format!("{}/* ({})", self.queue, std::any::type_name::<H>()),
             job_name: None,
             handler: ErasedHandler::new(handler),
+        });
+        self
+    }
+
+    /// Handles this queue's jobs in batches with `handler`: up to `size` jobs a call
+    /// (1 to 1,000), or those that arrived within `wait` after the first. Each job
+    /// keeps its own lock, attempts, backoff, events and record; the batch handler says
+    /// which fail ([`BatchResult`](crate::BatchResult)). [`concurrency`](Self::concurrency)
+    /// counts batches, and [`timeout`](Self::timeout) is the batch's. A queue that runs in
+    /// batches has this handler only, for every job name.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queue_core::{Batch, BatchResult, JobError, Processor};
+    ///
+    /// async fn insert_rows(batch: Batch<u64>) -> Result<BatchResult, JobError> {
+    ///     let rows: Vec<u64> = batch.iter().map(|job| job.data).collect();
+    ///     // .. one INSERT for every row ..
+    ///     # let _ = rows;
+    ///     Ok(BatchResult::new())
+    /// }
+    ///
+    /// let rows = Processor::new("rows")
+    ///     .concurrency(2)
+    ///     .batch(100, Duration::from_millis(20), insert_rows);
+    /// # let _ = rows;
+    /// ```
+    pub fn batch<H: BatchHandler<Args>, Args>(
+        mut self,
+        size: usize,
+        wait: Duration,
+        handler: H,
+    ) -> Self {
+        self.options.batch = Some(Batching {
+            size,
+            wait,
+            timeout: None,
+        });
+        self.handlers.push(RegisteredHandler {
+            label: format!("{}/* (batch, {})", self.queue, std::any::type_name::<H>()),
+            job_name: None,
+            handler: ErasedHandler::batch(handler),
         });
         self
     }

@@ -4,6 +4,9 @@
 //!
 //! The fixes meant for upstream (PATCHES.md, part 1) stay where upstream's code is.
 
+/// A worker that takes many jobs at once: its options and processor (change 36; the
+/// worker's part is `batch_worker.rs`, a child of `worker.rs`).
+pub mod batch;
 /// The worker's bounded event channel (change 3).
 pub(crate) mod event_channel;
 /// A failed attempt's record on the job: reason and error chain on every failure

@@ -97,7 +97,50 @@ pub(crate) fn embedded() -> Vec<(&'static str, usize, &'static str)> {
             2,
             include_str!("commands/getOldestWaiting-2.lua"),
         ),
+        // Batches (change 36): many jobs taken and completed per call.
+        ("batchTake", 11, batch_take()),
+        ("batchFinish", 8, batch_finish()),
     ]
+}
+
+/// `batchTake`: upstream's `moveToActive` up to where it takes its one job, then our
+/// take of many (`batchTake.lua`): its checks are upstream's own.
+fn batch_take() -> &'static str {
+    static SCRIPT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        cut_before(
+            include_str!("../commands/moveToActive-11.lua"),
+            "-- no job ID, try non-blocking move from wait to active\n",
+            include_str!("commands/batchTake.lua"),
+        )
+    });
+    &SCRIPT
+}
+
+/// `batchFinish`: upstream's `moveToFinished` helpers (its text before its body), then
+/// our completion of many jobs (`batchFinish.lua`).
+fn batch_finish() -> &'static str {
+    static SCRIPT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        cut_before(
+            include_str!("../commands/moveToFinished-14.lua"),
+            "local jobIdKey = KEYS[12]\n",
+            include_str!("commands/batchFinish.lua"),
+        )
+    });
+    &SCRIPT
+}
+
+/// Upstream's text up to `cut` (which must be there once), then ours. As with
+/// [`compose`], a cut upstream's text no longer holds makes a script that fails
+/// to load, which the tests catch.
+fn cut_before(upstream: &str, cut: &str, ours: &str) -> String {
+    match upstream
+        .match_indices(cut)
+        .map(|(at, _)| at)
+        .collect::<Vec<_>>()[..]
+    {
+        [at] => format!("{}{ours}", &upstream[..at]),
+        _ => format!("error(\"composed script: upstream text changed near {cut:?}\")\n"),
+    }
 }
 
 /// `groupTake`: a grouped worker's fetch when it finished nothing (`groupTake-15.lua`).
@@ -204,6 +247,19 @@ mod tests {
         assert!(!add.contains("addJobInTargetList(waitKey"));
         assert!(!add.contains("isQueuePausedOrMaxed(metaKey, activeKey)\n"));
         assert!(!add.contains("composed script"));
+    }
+
+    #[test]
+    fn the_batch_scripts_keep_upstreams_checks_and_helpers() {
+        let take = batch_take();
+        assert!(take.contains("promoteDelayedJobs(delayedKey"));
+        assert!(take.contains("if isPausedOrMaxed then return"));
+        assert!(!take.contains("local jobId = rcall(\"RPOPLPUSH\", waitKey, activeKey)"));
+        assert!(take.ends_with(include_str!("commands/batchTake.lua")));
+        let finish = batch_finish();
+        assert!(finish.contains("local function removeJobsByMaxCount("));
+        assert!(!finish.contains("local jobIdKey = KEYS[12]"));
+        assert!(!take.contains("composed script") && !finish.contains("composed script"));
     }
 
     #[test]

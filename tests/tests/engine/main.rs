@@ -4,6 +4,7 @@
 //! One test binary for the area, a module per subject; one module alone:
 //! `cargo test -p queue-tests --test engine -- <module>::`.
 
+mod batch;
 mod locks;
 mod patches;
 mod placement;

@@ -22,6 +22,7 @@ use super::queue::cancel_channel;
 use super::raw_data;
 use super::sink::{EngineEvent, EventSink};
 use crate::error::Error;
+use crate::job::batch::{Assembly, Ticket};
 use crate::job::{CancelSignal, Job, JobContext, LockLost};
 use crate::options::{BackoffContext, BackoffFn, Retention, WorkerOptions};
 
@@ -194,13 +195,25 @@ impl EngineWorker {
         let timing = Timing::new(lock_duration, settings.command_timeout);
         let keeper =
             LockKeeper::start(conn, &queue, timing, sink.clone(), settings.on_renewed).await?;
-        let processor = engine_processor(
-            conn.clone(),
-            queue.clone(),
+        let shared = Arc::new(Shared {
+            conn: Arc::new(conn.clone()),
+            queue: Arc::from(queue.as_str()),
             process,
             keeper,
-            settings.reads_children,
-        );
+            boxes: Arc::default(),
+        });
+        if let Some(batching) = own.batch {
+            options.batch = Some(bullmq::batch::BatchOptions::new(
+                batching.size,
+                millis(batching.wait),
+                batch_processor(
+                    shared.clone(),
+                    settings.reads_children.clone(),
+                    batching.timeout,
+                ),
+            ));
+        }
+        let processor = engine_processor(shared, settings.reads_children);
         let worker = bullmq::Worker::with_options(&queue, processor, options)
             .await
             .map_err(|e| Error::Worker {
@@ -262,39 +275,83 @@ impl EngineWorker {
     }
 }
 
+/// Whether a job may be a parent released with children still pending
+/// (`flow_gate`): its handler reads its children, or its flow said so.
+fn checks_children(reads_children: &ReadsChildren, engine_job: &bullmq::Job) -> bool {
+    reads_children(engine_job.name())
+        || engine_job.opts().extensions.get(CONTINUES_PAST_FAILURES)
+            == Some(&serde_json::Value::Bool(true))
+}
+
+/// The engine's processor. `shared`, not copied per job: a connection's clone is
+/// several allocations.
 fn engine_processor(
-    conn: Connection,
-    queue: String,
-    process: ProcessFn,
-    keeper: LockKeeper,
+    shared: Arc<Shared>,
     reads_children: ReadsChildren,
 ) -> bullmq::worker::ProcessorFn {
-    // Shared, not copied per job: a connection's clone is several allocations.
-    let shared = Arc::new(Shared {
-        conn: Arc::new(conn),
-        queue: Arc::from(queue),
-        process,
-        keeper,
-        boxes: Arc::default(),
-    });
     Arc::new(move |engine_job: bullmq::Job, token: CancellationToken| {
-        // A parent that may have been released with children still pending
-        // (`flow_gate`): its handler reads its children, or its flow said so.
-        let check_children = reads_children(engine_job.name())
-            || engine_job.opts().extensions.get(CONTINUES_PAST_FAILURES)
-                == Some(&serde_json::Value::Bool(true));
         let shared = shared.clone();
-        if check_children {
+        if checks_children(&reads_children, &engine_job) {
             return Box::pin(async move {
                 shared.gate(&engine_job).await?;
-                shared.start(engine_job, token).await
+                shared.start(engine_job, token, None).await
             });
         }
         // The attempt is set up here, synchronously, so that the future the engine
         // boxes per job holds only what the attempt's end needs: a future that held
         // the engine's job across its awaits was big enough for every job's box to
         // take the allocator's slow path.
-        shared.start(engine_job, token)
+        shared.start(engine_job, token, None)
+    })
+}
+
+/// The engine's batch processor (#46): each job of the batch is an attempt of its own,
+/// set up as a single job's is, with its place in the batch; the batch handler runs
+/// once they are all in (`job::batch`). A flow parent the gate stops does not run.
+fn batch_processor(
+    shared: Arc<Shared>,
+    reads_children: ReadsChildren,
+    timeout: Option<Duration>,
+) -> bullmq::batch::BatchProcessorFn {
+    Arc::new(move |jobs: Vec<(bullmq::Job, CancellationToken)>| {
+        let (shared, reads_children) = (shared.clone(), reads_children.clone());
+        Box::pin(async move {
+            let mut outcomes: Vec<Option<Result<serde_json::Value, bullmq::Error>>> =
+                jobs.iter().map(|_| None).collect();
+            let mut runnable = Vec::with_capacity(jobs.len());
+            for (at, (engine_job, token)) in jobs.into_iter().enumerate() {
+                if checks_children(&reads_children, &engine_job) {
+                    if let Err(stopped) = shared.gate(&engine_job).await {
+                        outcomes[at] = Some(Err(stopped));
+                        continue;
+                    }
+                }
+                runnable.push((at, engine_job, token));
+            }
+            let tickets = Assembly::tickets(runnable.len(), timeout);
+            let attempts =
+                runnable
+                    .into_iter()
+                    .zip(tickets)
+                    .map(|((at, engine_job, token), ticket)| {
+                        shared
+                            .start(engine_job, token, Some(ticket))
+                            .map(move |outcome| (at, outcome))
+                    });
+            for (at, outcome) in futures::future::join_all(attempts).await {
+                outcomes[at] = Some(outcome);
+            }
+            outcomes
+                .into_iter()
+                .map(|outcome| {
+                    outcome.unwrap_or_else(|| {
+                        Err(bullmq::Error::ProcessingError(
+                            "the batch gave this job no outcome".to_owned(),
+                        ))
+                    })
+                })
+                .collect()
+        })
     })
 }
 
@@ -332,6 +389,7 @@ impl Shared {
         &self,
         mut engine_job: bullmq::Job,
         token: CancellationToken,
+        batch: Option<Ticket>,
     ) -> BoxFuture<'static, Result<serde_json::Value, bullmq::Error>> {
         let lock_lost = LockLost::default();
         // Everything the attempt needs came with the job: its timeout and trace
@@ -362,6 +420,10 @@ impl Shared {
             ctx,
             CancelSignal::from_source(Arc::new(token)),
         );
+        let job = match batch {
+            Some(ticket) => job.in_batch(ticket),
+            None => job,
+        };
         let running = (self.process)(RawAttempt {
             job,
             explain_null,

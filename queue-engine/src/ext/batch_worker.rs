@@ -1,0 +1,407 @@
+//! Batches in the worker (change 36): the take of a batch, its run and its finish. A
+//! child module of `worker.rs` (declared there in one line), so that a batch's job
+//! goes through the worker's own steps wherever it leaves the plain path: a failure,
+//! a retry, a scheduler's next run, a flow's child are finished by the same code as a
+//! single job's.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tracing::{error, warn};
+
+use super::{
+    finished_error, pack_move_to_active_opts, write_keep_jobs, ActiveJob, ConcurrencySlotGuard,
+    FetchResult, LoopContext, Worker, WorkerEvent,
+};
+use crate::error::Error;
+use crate::ext::batch::BatchOptions;
+use crate::job::{Job, ScriptContext};
+use crate::options::JobOptions;
+use crate::redis_connection::BlockingRedisConnection;
+use crate::worker::CancellationToken;
+
+/// A job a batch took, and whether its completion can be the batch's
+/// (`batchFinish`): no parent, no deduplication id. Known from its hash as taken.
+pub(super) struct TakenJob {
+    job: Job,
+    plain: bool,
+}
+
+impl TakenJob {
+    /// A job found again by its token after a lost answer: its hash was not read by
+    /// the take, so it is finished the single job's way.
+    pub(super) fn resumed(job: Job) -> Self {
+        TakenJob { job, plain: false }
+    }
+}
+
+/// A batch's take: up to `size` jobs now and, when that is fewer, what arrives
+/// within `wait_ms` after the first. Answers as a single take does when it found
+/// nothing (rate limited, a delayed job's time, empty).
+pub(super) async fn take(
+    ctx: &LoopContext,
+    batch: &BatchOptions,
+    blocking: &BlockingRedisConnection,
+    token: &str,
+) -> Result<FetchResult, Error> {
+    let mut jobs = match take_once(ctx, batch.size, token).await? {
+        Taken::Jobs(jobs) => jobs,
+        Taken::Nothing(other) => return Ok(other),
+    };
+    if batch.wait_ms > 0 && jobs.len() < batch.size {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(batch.wait_ms);
+        while jobs.len() < batch.size && !ctx.closing.load(Ordering::Relaxed) {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            // A job added wakes the wait (its add writes the marker).
+            Worker::wait_for_marker(blocking, ctx, left.as_millis() as u64).await;
+            match take_once(ctx, batch.size - jobs.len(), token).await {
+                Ok(Taken::Jobs(more)) => jobs.extend(more),
+                Ok(Taken::Nothing(FetchResult::RateLimited(_))) => break,
+                Ok(Taken::Nothing(_)) => {}
+                Err(e) => {
+                    // The jobs taken so far run; one this take may have locked
+                    // without an answer is recovered as stalled.
+                    warn!(error = %e, "a batch's further take failed; the batch runs with the jobs it has");
+                    break;
+                }
+            }
+        }
+    }
+    Ok(FetchResult::Batch(jobs))
+}
+
+enum Taken {
+    Jobs(Vec<TakenJob>),
+    Nothing(FetchResult),
+}
+
+async fn take_once(ctx: &LoopContext, size: usize, token: &str) -> Result<Taken, Error> {
+    let script = crate::ext::registered::script(&ctx.conn, "batchTake")?;
+    let opts = pack_move_to_active_opts(token, &ctx.opts);
+    let now = now_ms().to_string();
+    let size = size.to_string();
+    let args: [&[u8]; 4] = [&ctx.prefix_bytes, now.as_bytes(), &opts, size.as_bytes()];
+    let mut conn = ctx.conn.connection();
+    let reply = script
+        .execute(&mut conn, &ctx.move_to_active_keys, &args)
+        .await?;
+    parse_take(&reply)
+}
+
+/// `batchTake`'s reply: `{ids, replies, 0, 0}`, or moveToActive's `{0, 0, ttl, next}`.
+fn parse_take(reply: &redis::Value) -> Result<Taken, Error> {
+    let redis::Value::Array(parts) = reply else {
+        return Ok(Taken::Nothing(FetchResult::Empty));
+    };
+    if let (Some(redis::Value::Array(ids)), Some(redis::Value::Array(replies))) =
+        (parts.first(), parts.get(1))
+    {
+        let mut jobs = Vec::with_capacity(ids.len());
+        for (id, fields) in ids.iter().zip(replies) {
+            let (redis::Value::BulkString(id), redis::Value::Array(fields)) = (id, fields) else {
+                continue;
+            };
+            let id = String::from_utf8_lossy(id);
+            let fields: std::collections::HashMap<String, String> = fields
+                .chunks_exact(2)
+                .filter_map(|pair| match pair {
+                    [redis::Value::BulkString(k), redis::Value::BulkString(v)] => Some((
+                        String::from_utf8_lossy(k).into_owned(),
+                        String::from_utf8_lossy(v).into_owned(),
+                    )),
+                    _ => None,
+                })
+                .collect();
+            let plain = !["parentKey", "parent", "deid"]
+                .iter()
+                .any(|field| fields.contains_key(*field));
+            jobs.push(TakenJob {
+                job: Job::from_redis_hash(&id, &fields)?,
+                plain,
+            });
+        }
+        return Ok(Taken::Jobs(jobs));
+    }
+    let number = |at: usize| Worker::extract_element_as_u64(parts, at);
+    Ok(Taken::Nothing(match (number(2), number(3)) {
+        (ttl, _) if ttl > 0 => FetchResult::RateLimited(ttl),
+        (_, next) if next > 0 => FetchResult::NextTimestamp(next),
+        _ => FetchResult::Empty,
+    }))
+}
+
+/// Runs the batch in a task of its own, which holds the batch's concurrency slot.
+pub(super) fn spawn(
+    ctx: &Arc<LoopContext>,
+    slot: ConcurrencySlotGuard,
+    jobs: Vec<TakenJob>,
+    token: String,
+) {
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let _slot = slot;
+        run(&ctx, jobs, &token).await;
+    });
+}
+
+/// What the finish of one job needs, kept before the job goes to the processor.
+struct Kept {
+    id: String,
+    attempts: u32,
+    attempts_made: u32,
+    opts: JobOptions,
+    data: serde_json::Value,
+    previous_stacktrace: String,
+    discarded: Arc<AtomicBool>,
+    plain: bool,
+}
+
+async fn run(ctx: &LoopContext, jobs: Vec<TakenJob>, token: &str) {
+    let Some(batch) = ctx.opts.batch.as_ref() else {
+        return;
+    };
+    let ids: HashSet<String> = jobs.iter().map(|t| t.job.id().to_owned()).collect();
+    let mut kept = Vec::with_capacity(jobs.len());
+    let mut handed = Vec::with_capacity(jobs.len());
+    for TakenJob { mut job, plain } in jobs {
+        let cancel = CancellationToken::new();
+        let id = job.id().to_owned();
+        let keep = Kept {
+            attempts: job.opts().attempts.unwrap_or(0),
+            attempts_made: job.attempts_made(),
+            opts: job.opts().clone(),
+            data: job.data().clone(),
+            previous_stacktrace: job.stacktrace().to_owned(),
+            discarded: job.discarded_handle(),
+            plain,
+            id: id.clone(),
+        };
+        let repeat_job_key = job.repeat_job_key().map(str::to_owned);
+        job.set_context(ScriptContext {
+            conn: ctx.conn.clone(),
+            keys: ctx.keys.clone(),
+            progress_tx: ctx.progress_tx.clone(),
+            token: token.to_owned(),
+            lock_duration: ctx.opts.lock_duration,
+        });
+        ctx.active_jobs.write().await.push(ActiveJob {
+            job_id: id.clone(),
+            token: token.to_owned(),
+            cancel_token: cancel.clone(),
+        });
+        let _ = ctx
+            .event_tx
+            .send(WorkerEvent::Active { job_id: id.clone() });
+        // As a single job's run: a scheduler's next run is made as this one starts,
+        // and a job that must fail before it runs fails alone.
+        if let Some(scheduler_id) = &repeat_job_key {
+            Worker::schedule_next_run(ctx, scheduler_id, &id, &keep.data, &keep.opts).await;
+        }
+        if let Some(reason) = Worker::unrecoverable_before_run(ctx, &job) {
+            Worker::finish_attempt(
+                ctx,
+                Err(Error::Unrecoverable(reason)),
+                &keep.id,
+                token,
+                keep.attempts,
+                keep.attempts_made,
+                &keep.opts,
+                &keep.data,
+                &keep.previous_stacktrace,
+                &keep.discarded,
+                false,
+            )
+            .await;
+            continue;
+        }
+        kept.push(keep);
+        handed.push((job, cancel));
+    }
+    if !handed.is_empty() {
+        let mut outcomes = (batch.processor)(handed).await.into_iter();
+        let mut completed = Vec::new();
+        let mut singles = Vec::new();
+        for keep in kept {
+            let outcome = outcomes.next().unwrap_or_else(|| {
+                Err(Error::ProcessingError(
+                    "the batch processor returned no outcome for this job".to_owned(),
+                ))
+            });
+            match outcome {
+                Ok(value) if keep.plain && keep.opts.remove_on_complete.is_none() => {
+                    completed.push((keep, value))
+                }
+                outcome => singles.push((keep, outcome)),
+            }
+        }
+        let single_finishes = singles.into_iter().map(|(keep, outcome)| async move {
+            Worker::finish_attempt(
+                ctx,
+                outcome,
+                &keep.id,
+                token,
+                keep.attempts,
+                keep.attempts_made,
+                &keep.opts,
+                &keep.data,
+                &keep.previous_stacktrace,
+                &keep.discarded,
+                false,
+            )
+            .await;
+        });
+        futures::join!(
+            finish_completed(ctx, token, completed),
+            futures::future::join_all(single_finishes)
+        );
+    }
+    ctx.active_jobs
+        .write()
+        .await
+        .retain(|j| !(j.token == token && ids.contains(&j.job_id)));
+}
+
+/// Completes the batch's plain completions in one `batchFinish`, sent again while
+/// Redis does not answer; a job the script left where it was is handled as a single
+/// job's refused completion is.
+async fn finish_completed(
+    ctx: &LoopContext,
+    token: &str,
+    completed: Vec<(Kept, serde_json::Value)>,
+) {
+    if completed.is_empty() {
+        return;
+    }
+    let values: Vec<String> = completed
+        .iter()
+        .map(|(_, value)| serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned()))
+        .collect();
+    let made: Vec<String> = completed
+        .iter()
+        .map(|(keep, _)| (keep.attempts_made + 1).to_string())
+        .collect();
+    let first = completed[0].0.id.clone();
+    let retry = Worker::finishing_retry(ctx, &first, "a batch's completion");
+    let (result, retried) = retry
+        .run(|| send_finish(ctx, token, &completed, &values, &made))
+        .await;
+    let codes = match result {
+        Ok(codes) => codes,
+        Err(e) => {
+            error!(error = %e, jobs = completed.len(), "a batch's completion failed; its jobs are recovered as stalled once their locks expire");
+            let _ = ctx.event_tx.send(WorkerEvent::Error(e.to_string()));
+            return;
+        }
+    };
+    for ((keep, value), code) in completed.into_iter().zip(codes) {
+        let done = code == 0
+            || (retried
+                && code == -2
+                && crate::ext::finishing::finished_earlier(
+                    &ctx.conn,
+                    &ctx.keys,
+                    &keep.id,
+                    &ctx.completed_key,
+                )
+                .await);
+        if done {
+            let _ = ctx.event_tx.send(WorkerEvent::Completed {
+                job_id: keep.id,
+                result: value,
+            });
+            continue;
+        }
+        Worker::handle_job_failed(
+            ctx,
+            &keep.id,
+            token,
+            finished_error(code, &keep.id, "moveToFinished", "active"),
+            keep.attempts,
+            keep.attempts_made,
+            &keep.opts,
+            &keep.data,
+            &keep.previous_stacktrace,
+            false,
+        )
+        .await;
+    }
+}
+
+async fn send_finish(
+    ctx: &LoopContext,
+    token: &str,
+    completed: &[(Kept, serde_json::Value)],
+    values: &[String],
+    made: &[String],
+) -> Result<Vec<i64>, Error> {
+    let script = crate::ext::registered::script(&ctx.conn, "batchFinish")?;
+    let now = now_ms().to_string();
+    let opts = pack_finish_opts(ctx);
+    let keys = [
+        ctx.keys.active(),
+        ctx.keys.events(),
+        ctx.keys.stalled(),
+        ctx.completed_key.clone(),
+        ctx.keys.meta(),
+        ctx.metrics_completed_key.clone(),
+        ctx.keys.wait(),
+        ctx.keys.prioritized(),
+    ];
+    let mut args: Vec<&[u8]> = Vec::with_capacity(4 + completed.len() * 3);
+    args.extend([
+        ctx.prefix_bytes.as_slice(),
+        now.as_bytes(),
+        token.as_bytes(),
+        &opts,
+    ]);
+    for (((keep, _), value), made) in completed.iter().zip(values).zip(made) {
+        args.extend([keep.id.as_bytes(), value.as_bytes(), made.as_bytes()]);
+    }
+    let mut conn = ctx.conn.connection();
+    let reply = script.execute(&mut conn, &keys, &args).await?;
+    match reply {
+        redis::Value::Array(codes) => Ok(codes
+            .iter()
+            .map(|code| match code {
+                redis::Value::Int(code) => *code,
+                _ => -1,
+            })
+            .collect()),
+        other => Err(Error::Script {
+            code: 0,
+            message: format!("batchFinish answered {other:?}, not one code per job"),
+        }),
+    }
+}
+
+/// `{ keepJobs, maxMetricsSize }` as `moveToFinished`'s opts carry them: the worker's
+/// retention (a job with its own finishes alone).
+fn pack_finish_opts(ctx: &LoopContext) -> Vec<u8> {
+    use rmp::encode::{write_map_len, write_str};
+    let mut buf = Vec::with_capacity(64);
+    // Writing to a Vec cannot fail.
+    let _ = write_map_len(&mut buf, 2);
+    let _ = write_str(&mut buf, "keepJobs");
+    write_keep_jobs(&mut buf, ctx.opts.remove_on_complete.as_ref());
+    let _ = write_str(&mut buf, "maxMetricsSize");
+    let metrics = ctx
+        .opts
+        .metrics
+        .as_ref()
+        .map(|m| m.max_data_points.to_string())
+        .unwrap_or_default();
+    let _ = write_str(&mut buf, &metrics);
+    buf
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}

@@ -1,0 +1,157 @@
+//! How batches run: what `wait` gathers and how long, locks renewed for a batch that
+//! runs longer than its lock, and a shutdown in the middle of a batch.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use queue_core::{Batch, BatchResult, Dep, JobError, JobOptions, Processor, WorkerEvent};
+use queue_tests::{wait_for_completed, wait_until, TestRedis, SOON};
+
+/// Each call's size and when it started.
+#[derive(Default)]
+struct Calls(Mutex<Vec<(usize, Instant)>>);
+
+async fn record(batch: Batch<u32>, calls: Dep<Calls>) -> Result<BatchResult, JobError> {
+    calls.0.lock().unwrap().push((batch.len(), Instant::now()));
+    // A job's data is how long its batch takes, in ms.
+    let longest = batch.iter().map(|job| job.data).max().unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(u64::from(longest))).await;
+    Ok(BatchResult::new())
+}
+
+fn app(
+    redis: &TestRedis,
+    calls: &Arc<Calls>,
+    size: usize,
+    wait: Duration,
+) -> queue_core::QueueAppBuilder {
+    redis
+        .builder()
+        .provide_arc(calls.clone())
+        .processor(Processor::new("rows").batch(size, wait, record))
+}
+
+#[tokio::test]
+async fn a_batch_waits_for_more_jobs_up_to_its_wait_and_no_longer() {
+    let redis = TestRedis::new("batch-wait");
+    let calls = Arc::new(Calls::default());
+    let app = app(&redis, &calls, 10, Duration::from_millis(700))
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<u32>("rows").unwrap();
+    let workers = app.start_workers().await.unwrap();
+
+    // One job, then two more while the batch waits: one batch of three.
+    let first = Instant::now();
+    q.add("row", 0, JobOptions::new()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    q.add("row", 0, JobOptions::new()).await.unwrap();
+    q.add("row", 0, JobOptions::new()).await.unwrap();
+    wait_for_completed(&q, 3, SOON).await;
+    let (size, started) = calls.0.lock().unwrap()[0];
+    assert_eq!(
+        size, 3,
+        "the jobs that came within the wait joined the batch"
+    );
+    let waited = started - first;
+    assert!(
+        waited >= Duration::from_millis(600),
+        "it waited its 700 ms: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(3), "and no longer: {waited:?}");
+
+    // A full batch does not wait.
+    let before = Instant::now();
+    for _ in 0..10 {
+        q.add("row", 0, JobOptions::new()).await.unwrap();
+    }
+    wait_for_completed(&q, 13, SOON).await;
+    let calls_now = calls.0.lock().unwrap().clone();
+    let full = calls_now.iter().find(|(_, at)| *at >= before).copied();
+    workers.shutdown(SOON).await;
+    let (size, at) = full.expect("a second batch");
+    assert!(size >= 1);
+    if size == 10 {
+        assert!(
+            at - before < Duration::from_millis(600),
+            "a full batch runs at once"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_batch_longer_than_its_lock_keeps_its_jobs() {
+    let redis = TestRedis::new("batch-lock");
+    let calls = Arc::new(Calls::default());
+    let app = redis
+        .builder()
+        .provide_arc(calls.clone())
+        .processor(
+            Processor::new("rows")
+                .lock_duration(Duration::from_millis(600))
+                .stalled_interval(Duration::from_millis(200))
+                .batch(5, Duration::from_millis(50), record),
+        )
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<u32>("rows").unwrap();
+    let mut events = app.worker_events();
+    for _ in 0..5 {
+        // Four lock durations.
+        q.add("row", 2_400, JobOptions::new()).await.unwrap();
+    }
+    let workers = app.start_workers().await.unwrap();
+    wait_for_completed(&q, 5, SOON).await;
+    workers.shutdown(SOON).await;
+    let sizes: Vec<usize> = calls.0.lock().unwrap().iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        sizes.iter().sum::<usize>(),
+        5,
+        "each job ran once: {sizes:?}"
+    );
+    for event in received(&mut events).await {
+        assert!(
+            !matches!(
+                event,
+                WorkerEvent::Stalled { .. } | WorkerEvent::LockLost { .. }
+            ),
+            "{event:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_shutdown_lets_the_running_batch_finish() {
+    let redis = TestRedis::new("batch-shutdown");
+    let calls = Arc::new(Calls::default());
+    let app = app(&redis, &calls, 20, Duration::ZERO)
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<u32>("rows").unwrap();
+    for _ in 0..20 {
+        q.add("row", 800, JobOptions::new()).await.unwrap();
+    }
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "the batch started", || {
+        std::future::ready((!calls.0.lock().unwrap().is_empty()).then_some(()))
+    })
+    .await;
+    let report = workers.shutdown(SOON).await;
+    assert!(report.is_clean(), "{report:?}");
+    let counts = q.get_job_counts().await.unwrap();
+    assert_eq!((counts.completed, counts.active), (20, 0), "{counts:?}");
+}
+
+/// The worker events received so far (those already sent: each wait is short).
+async fn received(events: &mut queue_core::events::WorkerEvents) -> Vec<WorkerEvent> {
+    let mut all = Vec::new();
+    while let Ok(Some(event)) =
+        tokio::time::timeout(Duration::from_millis(200), events.recv()).await
+    {
+        all.push(event);
+    }
+    all
+}

@@ -1,0 +1,258 @@
+//! The engine's batch worker (PATCHES.md change 36): many jobs taken and completed per
+//! script call, each an ordinary BullMQ job with its own lock, events and record.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bullmq::batch::{BatchOptions, BatchProcessorFn};
+use bullmq::options::RedisConnectionOptions;
+use bullmq::{BulkJob, QueueOptions, Worker, WorkerOptions};
+use queue_tests::{wait_until, PrivateRedis};
+
+/// The sizes of the batches the processor was handed, and each job's id.
+type Seen = Arc<Mutex<Vec<Vec<String>>>>;
+
+/// Completes every job with `{"id": ..}`, but fails the ids in `fail`.
+fn recording(seen: Seen, fail: &'static [&'static str]) -> BatchProcessorFn {
+    Arc::new(move |jobs| {
+        let seen = seen.clone();
+        Box::pin(async move {
+            let ids: Vec<String> = jobs.iter().map(|(job, _)| job.id().to_owned()).collect();
+            seen.lock().unwrap().push(ids.clone());
+            ids.iter()
+                .map(|id| {
+                    if fail.contains(&id.as_str()) {
+                        Err(bullmq::Error::ProcessingError(format!("{id} bounced")))
+                    } else {
+                        Ok(serde_json::json!({ "id": id }))
+                    }
+                })
+                .collect()
+        })
+    })
+}
+
+fn options(url: &str, batch: BatchOptions) -> WorkerOptions {
+    WorkerOptions {
+        connection: RedisConnectionOptions::new().url(url),
+        concurrency: 2,
+        batch: Some(batch),
+        ..Default::default()
+    }
+}
+
+async fn queue(url: &str, name: &str, jobs: usize, attempts: u32) -> bullmq::Queue {
+    let options = QueueOptions::new().connection(RedisConnectionOptions::new().url(url));
+    let queue = bullmq::Queue::with_options(name, options).await.unwrap();
+    let bulk = (0..jobs)
+        .map(|n| {
+            BulkJob::new("email", serde_json::json!({ "n": n })).options(
+                bullmq::JobOptions::new()
+                    .job_id(format!("mail-{n}"))
+                    .attempts(attempts),
+            )
+        })
+        .collect();
+    queue.add_bulk(bulk).await.unwrap();
+    queue
+}
+
+fn zcard(conn: &mut redis::Connection, key: &str) -> u64 {
+    redis::cmd("ZCARD").arg(key).query(conn).unwrap()
+}
+
+#[tokio::test]
+async fn a_batch_worker_completes_each_job_as_bullmq_records_one() {
+    let redis = PrivateRedis::start();
+    let url = format!("redis://127.0.0.1:{}", redis.port());
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _queue = queue(&url, "mail", 250, 1).await;
+    let seen = Seen::default();
+    let worker = Worker::with_options(
+        "mail",
+        BatchOptions::unused_processor(),
+        options(
+            &url,
+            BatchOptions::new(100, 0, recording(seen.clone(), &[])),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_until(Duration::from_secs(20), "250 jobs completed", || {
+        let done = zcard(&mut conn, "bull:mail:completed");
+        std::future::ready((done == 250).then_some(()))
+    })
+    .await;
+    worker.close(5_000).await.unwrap();
+
+    let batches = seen.lock().unwrap().clone();
+    let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 250, "each job once: {sizes:?}");
+    assert_eq!(sizes[0], 100, "a full batch first: {sizes:?}");
+    assert!(sizes.iter().all(|&s| s <= 100), "{sizes:?}");
+    // The oldest first, as BullMQ takes them.
+    assert_eq!(batches[0][0], "mail-0");
+    assert_eq!(batches[0][99], "mail-99");
+    for n in [0, 137, 249] {
+        let fields: BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(format!("bull:mail:mail-{n}"))
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(fields["returnvalue"], format!("{{\"id\":\"mail-{n}\"}}"));
+        assert_eq!(fields["atm"], "1", "{fields:?}");
+        assert_eq!(fields["ats"], "1", "{fields:?}");
+        assert!(fields.contains_key("processedOn") && fields.contains_key("finishedOn"));
+        let lock: Option<String> = redis::cmd("GET")
+            .arg(format!("bull:mail:mail-{n}:lock"))
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(lock, None, "the lock is released");
+    }
+    let active: u64 = redis::cmd("LLEN")
+        .arg("bull:mail:active")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(active, 0);
+    // Every job's own "active" and "completed" events, as a single job's.
+    let events: Vec<(String, BTreeMap<String, String>)> = redis::cmd("XRANGE")
+        .arg("bull:mail:events")
+        .arg("-")
+        .arg("+")
+        .query(&mut conn)
+        .unwrap();
+    let count = |kind: &str| events.iter().filter(|(_, e)| e["event"] == kind).count();
+    assert_eq!((count("active"), count("completed")), (250, 250));
+    let drained = events.iter().rposition(|(_, e)| e["event"] == "drained");
+    assert!(
+        drained.is_some(),
+        "the last batch's finish says the queue drained"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_job_of_a_batch_retries_alone_with_its_own_attempts() {
+    let redis = PrivateRedis::start();
+    let url = format!("redis://127.0.0.1:{}", redis.port());
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _queue = queue(&url, "mail", 10, 2).await;
+    let seen = Seen::default();
+    let worker = Worker::with_options(
+        "mail",
+        BatchOptions::unused_processor(),
+        options(
+            &url,
+            BatchOptions::new(10, 0, recording(seen.clone(), &["mail-3"])),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_until(Duration::from_secs(20), "9 completed and 1 failed", || {
+        let done = (
+            zcard(&mut conn, "bull:mail:completed"),
+            zcard(&mut conn, "bull:mail:failed"),
+        );
+        std::future::ready((done == (9, 1)).then_some(()))
+    })
+    .await;
+    worker.close(5_000).await.unwrap();
+    let batches = seen.lock().unwrap().clone();
+    let runs_of_3 = batches
+        .iter()
+        .flatten()
+        .filter(|id| *id == "mail-3")
+        .count();
+    let runs_of_4 = batches
+        .iter()
+        .flatten()
+        .filter(|id| *id == "mail-4")
+        .count();
+    assert_eq!(
+        (runs_of_3, runs_of_4),
+        (2, 1),
+        "its two attempts, the others once: {batches:?}"
+    );
+    let fields: BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg("bull:mail:mail-3")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(fields["failedReason"], "mail-3 bounced");
+    assert_eq!(fields["atm"], "2");
+}
+
+/// Every command Redis ran (those scripts ran included), per `INFO commandstats`.
+fn commands_run(conn: &mut redis::Connection) -> BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats.split(',').find_map(|p| p.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Issue #46's target: a batch of 100 costs Redis at most 8 commands a job (a single
+/// job's take and finish cost 24), counted by Redis itself. The test's own polls and
+/// the worker's start, idle waits and checks are left out by name.
+#[tokio::test]
+async fn a_batch_of_100_costs_redis_at_most_8_commands_a_job() {
+    const JOBS: u64 = 1_000;
+    let redis = PrivateRedis::start();
+    let url = format!("redis://127.0.0.1:{}", redis.port());
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _queue = queue(&url, "mail", JOBS as usize, 1).await;
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query::<()>(&mut conn)
+        .unwrap();
+    let worker = Worker::with_options(
+        "mail",
+        BatchOptions::unused_processor(),
+        WorkerOptions {
+            concurrency: 1,
+            ..options(
+                &url,
+                BatchOptions::new(100, 0, recording(Seen::default(), &[])),
+            )
+        },
+    )
+    .await
+    .unwrap();
+    let mut polls = 0;
+    wait_until(Duration::from_secs(20), "every job completed", || {
+        polls += 1;
+        let done = zcard(&mut conn, "bull:mail:completed");
+        std::future::ready((done == JOBS).then_some(()))
+    })
+    .await;
+    worker.close(5_000).await.unwrap();
+    let mut counted = commands_run(&mut conn);
+    *counted.entry("zcard".to_owned()).or_default() -= polls;
+    let not_per_job = [
+        "info",
+        "config|resetstat",
+        "client|setname",
+        "client|setinfo",
+        "bzpopmin",
+        "hello",
+        "ping",
+        "script|load",
+    ];
+    counted.retain(|name, _| !not_per_job.contains(&name.as_str()));
+    let total: u64 = counted.values().sum();
+    let per_job = total as f64 / JOBS as f64;
+    assert!(per_job <= 8.0, "{per_job:.2} commands a job: {counted:?}");
+    // Four a job in the take (HGETALL, HSET, SET, XADD), three in the finish (LREM,
+    // HSET, XADD): a count under seven would mean a job's step was skipped.
+    assert!(per_job >= 7.0, "{per_job:.2} commands a job: {counted:?}");
+}
