@@ -3,6 +3,8 @@
 //! One test binary for the area, a module per subject; one module alone:
 //! `cargo test -p queue-tests --test batch -- <module>::`.
 
+mod chaos;
+mod combos;
 mod outcomes;
 mod runs;
 mod startup;

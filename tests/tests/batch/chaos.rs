@@ -1,0 +1,1 @@
+//! A batch worker SIGKILLed in the middle of its batches (filled in next).

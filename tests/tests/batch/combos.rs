@@ -1,0 +1,1 @@
+//! Batches with what else exists (filled in next).
