@@ -63,6 +63,17 @@ impl<R: serde::Serialize> HandlerReturn for Result<R, crate::job::JobError> {}
 /// Compile-time check of a handler's return type.
 pub fn assert_handler_return<T: HandlerReturn>() {}
 
+/// What a batch handler returns: `Result<BatchResult, JobError>`.
+#[diagnostic::on_unimplemented(
+    message = "a batch handler must return `Result<BatchResult, JobError>`, not `{Self}`",
+    label = "change this to `Result<BatchResult, JobError>`"
+)]
+pub trait BatchReturn {}
+impl BatchReturn for Result<crate::handler::BatchResult, crate::job::JobError> {}
+
+/// Compile-time check of a batch handler's return type.
+pub fn assert_batch_return<T: BatchReturn>() {}
+
 /// What an `#[inject_queue]` field may be.
 #[diagnostic::on_unimplemented(
     message = "an #[inject_queue] field must have type `Queue<T>`, not `{Self}`",

@@ -4,10 +4,10 @@
 pub use serde::{Deserialize, Serialize};
 
 pub use crate::events::{EventJob, JobFailure};
+pub use crate::worker::{Batch, BatchResult};
 pub use crate::{
-    Backoff, Batch, BatchResult, ChildResults, Dep, Job, JobError, JobOptions, JobOutcome,
-    JobState, JobType, OnChildFailure, Processor, Queue, QueueApp, QueueEvent, QueueType,
-    Retention, WorkerEvent,
+    Backoff, ChildResults, Dep, Job, JobError, JobOptions, JobOutcome, JobState, JobType,
+    OnChildFailure, Processor, Queue, QueueApp, QueueEvent, QueueType, Retention, WorkerEvent,
 };
 
 /// The old name of [`Retention`], as the prelude gave it.

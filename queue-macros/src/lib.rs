@@ -71,7 +71,28 @@ fn debug(attribute: &str, expansion: proc_macro2::TokenStream) -> TokenStream {
 /// the job name it handles; default every name nobody else claims), `timeout = "30s"`,
 /// `lock_duration = "30s"`, `limiter(max = 10, per = "1s")`, `per_minute_metrics = 1440`,
 /// `also_serve = ["email-eu"]` (more queues, the same handlers), `groups` (fair groups,
-/// `Processor::groups`), `crate = "path::to::queue_core"`.
+/// `Processor::groups`), `batch(size = 100, wait = "20ms")` (a batch handler,
+/// `Processor::batch`), `crate = "path::to::queue_core"`.
+///
+/// `batch(..)` goes on an `async fn(Batch<T>, Dep<A>, ..) -> Result<BatchResult,
+/// JobError>`: it gets up to `size` jobs a call (1 to 1,000), or those that arrived
+/// within `wait` after the first (none by default), and handles every job name of its
+/// queue; `concurrency` counts batches and `timeout` is the batch's.
+///
+/// ```no_run
+/// use queue_core::prelude::*;
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Row { id: u64 }
+///
+/// #[processor("rows", concurrency = 2, batch(size = 100, wait = "20ms"))]
+/// async fn insert(batch: Batch<Row>) -> Result<BatchResult, JobError> {
+///     let ids: Vec<u64> = batch.iter().map(|job| job.data.id).collect();
+///     // .. one INSERT for every row; a row that fails alone: `result.fail(job, ..)` ..
+///     # let _ = ids;
+///     Ok(BatchResult::new())
+/// }
+/// ```
 ///
 /// `groups` alone makes the queue's groups take turns (`GroupLimits::new()`);
 /// `groups(concurrency = 2)`, `groups(rate = "30/1m")` or both also limit each group,

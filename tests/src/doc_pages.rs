@@ -28,6 +28,7 @@ page!(Testing, "../../docs/testing.md");
 page!(Encryption, "../../docs/encryption.md");
 page!(Scheduling, "../../docs/scheduling.md");
 page!(Groups, "../../docs/groups.md");
+page!(Batches, "../../docs/batches.md");
 page!(Operations, "../../docs/operations.md");
 page!(ScaleOut, "../../docs/scale-out.md");
 page!(NodeInterop, "../../docs/node-interop.md");

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use queue_core::app::Registrations;
 use queue_core::{testing, QueueApp, QueueAppBuilder};
 
+pub mod batch_chaos;
 mod bench_figures;
 pub mod chaos;
 mod cluster;

@@ -198,9 +198,15 @@ impl QueueApp {
                 ));
             };
             let defaults = producer.defaults_for(&plan.queue);
+            // A batch worker's slots hold a batch each: its pulse counts job slots,
+            // as its attempts are jobs.
+            let job_slots = match plan.options.batch {
+                Some(batching) => plan.options.concurrency * batching.size,
+                None => plan.options.concurrency,
+            };
             let pulse = Arc::new(crate::worker::WorkerPulse::new(
                 &plan.queue,
-                plan.options.concurrency,
+                job_slots,
                 // BullMQ's default lock when the processor sets none.
                 plan.options
                     .lock_duration

@@ -37,6 +37,9 @@ pub(crate) fn processor_from_record(record: &ProcessorRecord) -> crate::worker::
     if let Some(limits) = record.groups {
         processor = processor.groups(limits());
     }
+    if let Some((size, wait_ms)) = record.batch {
+        processor = processor.batches(size, Duration::from_millis(wait_ms));
+    }
     for queue in record.also_serve {
         processor = processor.also_serve(*queue);
     }

@@ -67,6 +67,11 @@ pub struct ProcessorRecord {
     ///
     /// [`Processor::groups`]: crate::Processor::groups
     pub groups: Option<fn() -> crate::group::GroupLimits>,
+    /// Batches: at most `.0` jobs a call, waiting up to `.1` milliseconds after the
+    /// first for the rest ([`Processor::batch`]); `None` for a single-job handler.
+    ///
+    /// [`Processor::batch`]: crate::Processor::batch
+    pub batch: Option<(usize, u64)>,
     /// `path::to::function`, for messages and logs.
     pub label: &'static str,
     /// Builds the type-erased handler.

@@ -289,15 +289,22 @@ impl<Q> Processor<Q> {
         wait: Duration,
         handler: H,
     ) -> Self {
-        self.options.batch = Some(Batching {
-            size,
-            wait,
-            timeout: None,
-        });
+        self = self.batches(size, wait);
         self.handlers.push(RegisteredHandler {
             label: format!("{}/* (batch, {})", self.queue, std::any::type_name::<H>()),
             job_name: None,
             handler: ErasedHandler::batch(handler),
+        });
+        self
+    }
+
+    /// The queue's batch settings, for a batch handler registered erased (a
+    /// `#[processor(.., batch(..))]` record).
+    pub(crate) fn batches(mut self, size: usize, wait: Duration) -> Self {
+        self.options.batch = Some(Batching {
+            size,
+            wait,
+            timeout: None,
         });
         self
     }

@@ -2,7 +2,7 @@
 //!
 //! Redis, not the worker, limits how fast jobs go: an ungrouped job costs 24 commands
 //! in its take and finish, and Redis is busy all the time at concurrency 10 and more.
-//! A batch worker takes up to [`BatchOptions::size`] jobs in one script call
+//! A batch worker takes up to [`BatchOptions::size`](crate::batch::BatchOptions::size) jobs in one script call
 //! (`batchTake`, upstream's `moveToActive` checks, then many jobs taken) and completes
 //! them in one (`batchFinish`, with upstream's `moveToFinished` helpers): about 7
 //! commands a job. The jobs are BullMQ's ordinary jobs on its ordinary keys: each is

@@ -1,6 +1,12 @@
 //! `#[processor("queue", concurrency = 5, job = "welcome", timeout = "30s",
 //! lock_duration = "30s", limiter(max = 10, per = "1s"), per_minute_metrics = 1440,
-//! groups(concurrency = 2, rate = "30/1m"), crate = "..")]`.
+//! groups(concurrency = 2, rate = "30/1m"), batch(size = 100, wait = "20ms"),
+//! crate = "..")]`.
+//!
+//! `batch(..)` makes the fn a batch handler (`async fn(Batch<T>, Dep<A>, ..) ->
+//! Result<BatchResult, JobError>`): `size = N` (1 to 1,000 jobs a call) and, optionally,
+//! `wait = "20ms"` (how long a batch waits for more after its first job; none by
+//! default).
 //!
 //! `groups` is fair groups: a bare `groups` (groups take turns, no limit), or
 //! `groups(..)` with `concurrency = N` (`N >= 1`, active jobs per group) and/or
@@ -23,8 +29,19 @@ const OPTIONS: &[&str] = &[
     "limiter",
     "per_minute_metrics",
     "groups",
+    "batch",
     "crate",
 ];
+
+/// The most jobs a batch may hold (queue-core's bound, checked here at the token).
+const MAX_BATCH_SIZE: u64 = 1_000;
+
+/// Checked `batch(..)`: at most `size` jobs a call, waiting up to `wait_ms`.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct BatchConfig {
+    pub(crate) size: u64,
+    pub(crate) wait_ms: u64,
+}
 
 /// The keys of `groups(..)`.
 const GROUP_OPTIONS: &[&str] = &["concurrency", "rate"];
@@ -52,6 +69,11 @@ pub(crate) struct ProcessorConfig {
     pub(crate) also_serve: Vec<LitStr>,
     /// Fair groups (`groups`, `groups(concurrency = 2, rate = "30/1m")`).
     pub(crate) groups: Option<GroupsConfig>,
+    /// A batch handler (`batch(size = 100, wait = "20ms")`).
+    pub(crate) batch: Option<BatchConfig>,
+    /// `batch` was written, well or not: the fn is checked as a batch handler either
+    /// way, so that a mistake in `batch(..)` is not followed by one about `Batch<T>`.
+    pub(crate) batch_written: bool,
     pub(crate) krate: TokenStream,
 }
 
@@ -72,6 +94,8 @@ impl ProcessorConfig {
             per_minute_metrics: None,
             also_serve: Vec::new(),
             groups: None,
+            batch: None,
+            batch_written: false,
             krate: quote::quote!(::queue_core),
         };
         // A bare first word was reported as an unquoted queue name already.
@@ -104,6 +128,10 @@ impl ProcessorConfig {
                     config.per_minute_metrics = args::positive_integer(item, errors)
                 }
                 "groups" => config.groups = groups(item, errors),
+                "batch" => {
+                    config.batch_written = true;
+                    config.batch = batch(item, errors);
+                }
                 "crate" => {
                     if let Some(path) = args::crate_option(item, errors) {
                         config.krate = path;
@@ -197,6 +225,49 @@ fn groups(item: &Item, errors: &mut Errors) -> Option<GroupsConfig> {
         }
     }
     (errors.count() == before).then_some(config)
+}
+
+/// `batch(size = 100, wait = "20ms")`: `size` required, `wait` optional.
+fn batch(item: &Item, errors: &mut Errors) -> Option<BatchConfig> {
+    let form = "write the batch as batch(size = 100, wait = \"20ms\") (`wait` may be left out)";
+    let Value::List(inner) = &item.value else {
+        match &item.value {
+            Value::Lit(lit) => errors.spanned(lit, form),
+            _ => errors.spanned(&item.key, form),
+        }
+        return None;
+    };
+    let before = errors.count();
+    args::reject_duplicates(inner, errors);
+    let (mut size, mut wait_ms) = (None, 0);
+    for part in inner {
+        match part.key.to_string().as_str() {
+            "size" => size = args::positive_integer(part, errors),
+            "wait" => wait_ms = args::duration(part, errors).unwrap_or(0),
+            _ => errors.spanned(
+                &part.key,
+                format!(
+                    "unknown option `{}` in batch(..); valid ones are: size, wait",
+                    part.key
+                ),
+            ),
+        }
+    }
+    match size {
+        Some(size) if size > MAX_BATCH_SIZE => {
+            let at = inner.iter().find(|p| p.key == "size").map(|p| &p.key);
+            errors.spanned(
+                at,
+                format!("a batch holds at most {MAX_BATCH_SIZE} jobs; `size = {size}` is more"),
+            );
+        }
+        None if errors.count() == before => errors.spanned(&item.key, form),
+        _ => {}
+    }
+    (errors.count() == before).then(|| BatchConfig {
+        size: size.unwrap_or(1),
+        wait_ms,
+    })
 }
 
 /// `concurrency = N` inside `groups(..)`: `1 <= N <= u32::MAX`.

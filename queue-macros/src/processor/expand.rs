@@ -18,8 +18,13 @@ fn checks(config: &ProcessorConfig, sig: &HandlerSignature, name: &Ident) -> Tok
     let payload_check = quote_spanned! {payload.span()=>
         #krate::__private::assert_payload::<#payload>();
     };
-    let output_check = quote_spanned! {output.span()=>
-        #krate::__private::assert_handler_return::<#output>();
+    let output_check = match config.batch {
+        Some(_) => quote_spanned! {output.span()=>
+            #krate::__private::assert_batch_return::<#output>();
+        },
+        None => quote_spanned! {output.span()=>
+            #krate::__private::assert_handler_return::<#output>();
+        },
     };
     let children_check = sig.children.as_ref().map(|children| {
         quote_spanned! {children.span()=>
@@ -36,11 +41,14 @@ fn checks(config: &ProcessorConfig, sig: &HandlerSignature, name: &Ident) -> Tok
             let job_check = quote_spanned! {payload.span()=>
                 #krate::__private::assert_job_of::<#queue, #payload>();
             };
-            let returned = super::signature::result_ok_type(output).map(|ok| {
-                quote_spanned! {ok.span()=>
-                    #krate::__private::assert_output_of::<#payload, #ok>();
-                }
-            });
+            // A batch handler's jobs return what `BatchResult` gives each.
+            let returned = super::signature::result_ok_type(output)
+                .filter(|_| config.batch.is_none())
+                .map(|ok| {
+                    quote_spanned! {ok.span()=>
+                        #krate::__private::assert_output_of::<#payload, #ok>();
+                    }
+                });
             quote!(#queue_check #job_check #returned)
         }
         QueueRef::Name(_) => TokenStream::new(),
@@ -61,6 +69,10 @@ fn checks(config: &ProcessorConfig, sig: &HandlerSignature, name: &Ident) -> Tok
 /// for a processor of a declared queue, or none (every name nobody else claims).
 fn job_name(config: &ProcessorConfig, written: Option<&LitStr>, payload: &Type) -> TokenStream {
     let krate = &config.krate;
+    if config.batch.is_some() {
+        // A batch handler takes every name of its queue.
+        return quote!(::core::option::Option::None);
+    }
     match (written, &config.queue) {
         (Some(name), _) => quote!(::core::option::Option::Some(#name)),
         (None, QueueRef::Type(_)) => {
@@ -118,6 +130,10 @@ fn record(
     let per_minute = option(config.per_minute_metrics.map(|n| quote!(#n as usize)));
     let also_serve = &config.also_serve;
     let groups = groups_field(config);
+    let batch = option(config.batch.as_ref().map(|b| {
+        let (size, wait) = (b.size, b.wait_ms);
+        quote!((#size as usize, #wait))
+    }));
     quote! {
         #krate::__private::inventory::submit! {
             #krate::__private::ProcessorRecord {
@@ -130,6 +146,7 @@ fn record(
                 per_minute_metrics: #per_minute,
                 also_serve: &[#(#also_serve),*],
                 #groups
+                batch: #batch,
                 label: #label,
                 handler: #make,
                 instance: #instance,
@@ -153,6 +170,10 @@ pub(crate) fn on_fn(
         ::core::stringify!(#name)
     ));
     let make = format_ident!("__queue_make_handler");
+    let erase = match config.batch {
+        Some(_) => format_ident!("batch"),
+        None => format_ident!("new"),
+    };
     let group_limits = group_limits(config);
     let record = record(
         config,
@@ -167,7 +188,7 @@ pub(crate) fn on_fn(
             #checks
             #group_limits
             fn #make() -> #krate::__private::ErasedHandler {
-                #krate::__private::ErasedHandler::new(#name)
+                #krate::__private::ErasedHandler::#erase(#name)
             }
             #record
         };

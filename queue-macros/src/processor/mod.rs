@@ -28,7 +28,18 @@ pub(crate) fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut cleaned: Option<TokenStream> = None;
     let expanded = match parsed {
         Ok(Item::Fn(item_fn)) => {
-            let sig = signature::check(&item_fn.sig, false, &mut errors);
+            let batch = config.as_ref().is_some_and(|c| c.batch_written);
+            if let Some(job) = config
+                .as_ref()
+                .filter(|c| c.batch_written)
+                .and_then(|c| c.job.as_ref())
+            {
+                errors.spanned(
+                    job,
+                    "a batch handler takes every job name of its queue; leave `job = ..` out",
+                );
+            }
+            let sig = signature::check(&item_fn.sig, false, batch, &mut errors);
             match (config, sig) {
                 (Some(config), Some(sig)) => Some(expand::on_fn(&config, &item_fn, &sig)),
                 _ => None,
@@ -40,6 +51,9 @@ pub(crate) fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
                 .is_some_and(|c| matches!(c.queue, QueueRef::Type(_)));
             let methods = job_methods(&mut item_impl, typed, &mut errors);
             cleaned = Some(quote::ToTokens::to_token_stream(&item_impl));
+            if config.as_ref().is_some_and(|c| c.batch_written) {
+                errors.spanned(&item_impl.self_ty, "`batch(..)` goes on a processor fn, `async fn(batch: Batch<T>, ..) -> Result<BatchResult, JobError>`, not on an impl block");
+            }
             if let Some(config) = config.as_ref().filter(|c| c.job.is_some()) {
                 errors.spanned(config.job.as_ref(), "`job = ..` is for a processor fn; in an impl block, name each method's job with #[job(\"..\")]");
             }
@@ -111,7 +125,7 @@ fn job_methods(item: &mut syn::ItemImpl, typed: bool, errors: &mut Errors) -> Ve
                 }
             },
         };
-        let sig = signature::check(&method.sig, true, errors);
+        let sig = signature::check(&method.sig, true, false, errors);
         let job_ty = method.sig.inputs.iter().nth(1).and_then(|arg| match arg {
             syn::FnArg::Typed(typed) => Some((*typed.ty).clone()),
             syn::FnArg::Receiver(_) => None,

@@ -32,10 +32,12 @@ pub(crate) fn single_generic<'a>(ty: &'a Type, name: &str) -> Option<&'a Type> {
     }
 }
 
-/// Checks `sig`; `method` says whether a `&self` receiver is expected first.
+/// Checks `sig`; `method` says whether a `&self` receiver is expected first, `batch`
+/// whether it is a batch handler (`Batch<T>` first, no children).
 pub(crate) fn check(
     sig: &Signature,
     method: bool,
+    batch: bool,
     errors: &mut Errors,
 ) -> Option<HandlerSignature> {
     let before = errors_snapshot(errors);
@@ -60,27 +62,33 @@ pub(crate) fn check(
         ),
         (false, _) => {}
     }
+    let (first, wrong, missing) = match batch {
+        false => (
+            "Job",
+            "the first argument of a job handler must be `Job<YourPayload>`",
+            "a job handler takes `job: Job<YourPayload>` as its first argument",
+        ),
+        true => (
+            "Batch",
+            "the first argument of a batch handler must be `Batch<YourPayload>`",
+            "a batch handler takes `batch: Batch<YourPayload>` as its first argument",
+        ),
+    };
     let payload = match inputs.next() {
-        Some(FnArg::Typed(arg)) => match single_generic(&arg.ty, "Job") {
+        Some(FnArg::Typed(arg)) => match single_generic(&arg.ty, first) {
             Some(payload) => Some(payload.clone()),
             None => {
-                errors.spanned(
-                    &arg.ty,
-                    "the first argument of a job handler must be `Job<YourPayload>`",
-                );
+                errors.spanned(&arg.ty, wrong);
                 None
             }
         },
         _ => {
-            errors.spanned(
-                &sig.ident,
-                "a job handler takes `job: Job<YourPayload>` as its first argument",
-            );
+            errors.spanned(&sig.ident, missing);
             None
         }
     };
     let mut children = None;
-    if let Some(FnArg::Typed(arg)) = inputs.peek() {
+    if let Some(FnArg::Typed(arg)) = inputs.peek().filter(|_| !batch) {
         if single_generic(&arg.ty, "ChildResults").is_some() {
             children = Some((*arg.ty).clone());
             inputs.next();

@@ -55,3 +55,46 @@ async fn a_batch_queue_with_a_wrong_setting_is_refused_at_build() {
     )
     .await;
 }
+
+/// The macro's form: registered by `#[processor(.., batch(..))]`, run in batches.
+#[queue_core::processor("batch-macro-rows", concurrency = 1, batch(size = 5, wait = "300ms"))]
+async fn macro_rows(batch: Batch<u32>) -> Result<BatchResult, JobError> {
+    let mut result = BatchResult::new();
+    let size = batch.len();
+    for job in &batch {
+        result.complete(job, size);
+    }
+    Ok(result)
+}
+
+#[tokio::test]
+async fn a_processor_registered_by_the_macro_runs_in_batches() {
+    let redis = TestRedis::new("batch-macro");
+    let app = redis
+        .builder()
+        .registrations(queue_core::app::Registrations::Queues(vec![
+            "batch-macro-rows".into(),
+        ]))
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<u32>("batch-macro-rows").unwrap();
+    let mut added = Vec::new();
+    for n in 0..5 {
+        added.push(
+            q.add("row", n, queue_core::JobOptions::new())
+                .await
+                .unwrap(),
+        );
+    }
+    let workers = app.start_workers().await.unwrap();
+    for job in added {
+        let outcome = job.wait(queue_tests::SOON).await.unwrap();
+        // Each job's return value is the size of the batch it ran in: all five at once.
+        assert_eq!(
+            outcome,
+            queue_core::JobOutcome::Completed(serde_json::json!(5))
+        );
+    }
+    workers.shutdown(queue_tests::SOON).await;
+}
