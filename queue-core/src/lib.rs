@@ -58,7 +58,7 @@ pub use job::{ChildResults, Job, JobError, JobInfo, JobState};
 pub use options::{Backoff, JobOptions, Retention};
 pub use queue::{AddedJob, Queue};
 pub use watch::JobOutcome;
-pub use worker::{Batch, BatchResult, Processor, Workers};
+pub use worker::{Processor, Workers};
 
 #[doc = include_str!("../docs/registration.md")]
 pub mod guide_registration {}

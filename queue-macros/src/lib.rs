@@ -77,7 +77,8 @@ fn debug(attribute: &str, expansion: proc_macro2::TokenStream) -> TokenStream {
 /// `batch(..)` goes on an `async fn(Batch<T>, Dep<A>, ..) -> Result<BatchResult,
 /// JobError>`: it gets up to `size` jobs a call (1 to 1,000), or those that arrived
 /// within `wait` after the first (none by default), and handles every job name of its
-/// queue; `concurrency` counts batches and `timeout` is the batch's.
+/// queue (of a declared queue, the job its payload declares); `concurrency` counts
+/// batches and `timeout` is the batch's.
 ///
 /// ```no_run
 /// use queue_core::prelude::*;

@@ -38,6 +38,11 @@
 //   node peer.mjs schedulers <queue>                      every scheduler, as Node reads it
 //   node peer.mjs remove-scheduler <queue> <id>
 //   node peer.mjs job <queue> <id>                        one job as Node reads it, with its state
+//   node peer.mjs jobs <queue> '<json array of ids>'      each job as Job.fromId reads it, one
+//                                                          {job} line per id in order ({job: null}
+//                                                          for one not found): `job`'s fields, and
+//                                                          timestamp, delay, priority,
+//                                                          attemptsStarted, processedBy, stacktrace
 //
 //   node peer.mjs produce-sealed <queue> '<json array>'   `produce` with each job's data sealed
 //                                                          (sealed.mjs) with the current key of
@@ -98,7 +103,7 @@ const lib = await (async () => {
     otelOptions: (name) => name,
   };
 })();
-const { FlowProducer, Queue, QueueEvents, Worker, BullMQOtel, UnrecoverableError } = lib;
+const { FlowProducer, Job, Queue, QueueEvents, Worker, BullMQOtel, UnrecoverableError } = lib;
 
 const hostPort = (address) => {
   const url = new URL(address);
@@ -375,10 +380,32 @@ const job = () =>
     print({ job: { id, name, data, opts, progress, attemptsMade, returnvalue, failedReason, processedOn, finishedOn, state } });
   });
 
+// Many jobs as Job.fromId reads them: what a Node service sees of jobs another worker ran.
+const jobs = () =>
+  onQueue(async (queue) => {
+    for (const id of JSON.parse(arg)) {
+      const found = await Job.fromId(queue, id);
+      if (!found) {
+        print({ job: null });
+        continue;
+      }
+      const { name, data, opts, progress, attemptsMade, attemptsStarted, returnvalue, failedReason } = found;
+      const { stacktrace, timestamp, delay, priority, processedOn, finishedOn, processedBy } = found;
+      const state = await found.getState();
+      print({
+        job: {
+          id: found.id, name, data, opts, progress, attemptsMade, attemptsStarted, returnvalue, failedReason,
+          stacktrace, timestamp, delay, priority, processedOn, finishedOn, processedBy, state,
+        },
+      });
+    }
+  });
+
 const commands = {
   board,
   'board-groups': boardGroups,
   job,
+  jobs,
   pause,
   paused,
   resume,

@@ -9,7 +9,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use queue_core::{Batch, BatchResult, Dep, JobError, Processor};
+use queue_core::worker::{Batch, BatchResult};
+use queue_core::{Dep, JobError, Processor};
 use redis::AsyncCommands;
 
 /// The queue the run uses.

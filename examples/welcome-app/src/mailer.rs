@@ -34,6 +34,21 @@ pub enum Delivery {
     AlreadySent,
 }
 
+/// One message of a [`Mailer::send_many`] call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// Its idempotency key: sent once per key.
+    pub key: String,
+    /// Where to.
+    pub to: String,
+    /// The subject.
+    pub subject: String,
+    /// The body.
+    pub body: String,
+    /// The job attempt that sends it (the failure policy reads it).
+    pub attempt: u32,
+}
+
 /// Writes messages to the mail log.
 #[derive(Debug, Clone)]
 pub struct Mailer {
@@ -69,6 +84,19 @@ impl Mailer {
             Inserted::New(_) => Delivery::Sent,
             Inserted::AlreadyThere => Delivery::AlreadySent,
         })
+    }
+
+    /// Sends many messages in one call, as a provider's batch endpoint takes them: one
+    /// outcome per message, in order; a message that fails does not fail the others.
+    pub async fn send_many(&self, messages: &[Outgoing]) -> Vec<Result<Delivery, MailError>> {
+        let mut outcomes = Vec::with_capacity(messages.len());
+        for m in messages {
+            outcomes.push(
+                self.send(&m.key, &m.to, &m.subject, &m.body, m.attempt)
+                    .await,
+            );
+        }
+        outcomes
     }
 }
 

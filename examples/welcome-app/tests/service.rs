@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use queue_core::encryption::Keyring;
+use queue_core::worker::Batch;
 use queue_core::{app::Registrations, Dep, Job, JobOptions, JobState, WorkerEvent};
 use queue_tests::http::{get, get_with, post_json, request, HttpResponse};
 use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
@@ -1024,15 +1025,30 @@ async fn processors_are_plain_functions_for_unit_tests() {
         email: "ivy@example.com".into(),
         name: "Ivy".into(),
     };
+    // A batch handler: a batch of test jobs, each with its own id.
+    let batch = || {
+        Batch::for_test(vec![
+            Job::for_test(welcome.clone()).with_test_meta("welcome-u9", "welcome", 0),
+            Job::for_test(WelcomeEmail {
+                user_id: "u10".into(),
+                email: "max@example.com".into(),
+                name: "Max".into(),
+            })
+            .with_test_meta("welcome-u10", "welcome", 0),
+        ])
+    };
+    let first = batch();
+    let result = send_welcome(batch(), mailer.clone()).await.unwrap();
+    for job in &first {
+        assert_eq!(
+            result.return_value(job),
+            Some(&serde_json::json!(Delivery::Sent))
+        );
+    }
+    let again = send_welcome(batch(), mailer).await.unwrap();
     assert_eq!(
-        send_welcome(Job::for_test(welcome.clone()), mailer.clone())
-            .await
-            .unwrap(),
-        Delivery::Sent
-    );
-    assert_eq!(
-        send_welcome(Job::for_test(welcome), mailer).await.unwrap(),
-        Delivery::AlreadySent
+        again.return_value(&first.jobs()[0]),
+        Some(&serde_json::json!(Delivery::AlreadySent))
     );
 
     add_user(&db, "ivy1", "ivy@example.com", "1990-01-01").await;

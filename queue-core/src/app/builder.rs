@@ -833,7 +833,15 @@ fn log_plan(plans: &[QueuePlan], declared: &[DeclaredJob]) {
         } else {
             ""
         };
-        tracing::info!(queue = %plan.queue, jobs = %format!("{names}{catch_all}"), concurrency = plan.options.concurrency, "processor registered");
+        let jobs = format!("{names}{catch_all}");
+        let concurrency = plan.options.concurrency;
+        match plan.options.batch {
+            // A batch worker's concurrency counts batches: its size goes beside it.
+            Some(batching) => {
+                tracing::info!(queue = %plan.queue, %jobs, concurrency, batch = batching.size, "processor registered")
+            }
+            None => tracing::info!(queue = %plan.queue, %jobs, concurrency, "processor registered"),
+        }
     }
     let unhandled: Vec<String> = declared
         .iter()

@@ -24,7 +24,8 @@ use crate::job::{Job, JobError};
 /// as with a single-job handler.
 ///
 /// ```
-/// use queue_core::{Batch, BatchResult, JobError, Processor};
+/// use queue_core::worker::{Batch, BatchResult};
+/// use queue_core::{JobError, Processor};
 /// use std::time::Duration;
 ///
 /// async fn send(batch: Batch<String>) -> Result<BatchResult, JobError> {
@@ -43,13 +44,43 @@ use crate::job::{Job, JobError};
 #[derive(Debug)]
 pub struct Batch<T> {
     jobs: Vec<Job<T>>,
+    /// Each job's attempt span, in the jobs' order.
+    spans: Vec<tracing::Span>,
 }
 
 impl<T> Batch<T> {
     /// A batch of these jobs: for calling a batch handler in a unit test, with
-    /// [`Job::for_test`] jobs.
+    /// [`Job::for_test`] jobs, each given its own id ([`Job::with_test_meta`]).
     pub fn for_test(jobs: Vec<Job<T>>) -> Self {
-        Batch { jobs }
+        let spans = jobs.iter().map(|_| tracing::Span::none()).collect();
+        Batch { jobs, spans }
+    }
+
+    /// The span of `job`'s attempt (queue, job id, name, attempt, trace id), as a
+    /// single job's handler runs in: log about the job `in_scope` of it, or
+    /// `instrument` a future with it, so that each job's logs and traces are its own.
+    /// (A log line's explicit `parent:` works too, but `tracing-subscriber`'s JSON
+    /// format lists only the entered spans.) A job of another batch gets a span that
+    /// records nothing.
+    ///
+    /// ```
+    /// use queue_core::prelude::*;
+    ///
+    /// async fn send(batch: Batch<String>) -> Result<BatchResult, JobError> {
+    ///     for job in &batch {
+    ///         batch.span_of(job).in_scope(|| tracing::info!(to = %job.data, "sent"));
+    ///     }
+    ///     Ok(BatchResult::new())
+    /// }
+    /// ```
+    pub fn span_of(&self, job: &Job<T>) -> &tracing::Span {
+        static NONE: std::sync::LazyLock<tracing::Span> =
+            std::sync::LazyLock::new(tracing::Span::none);
+        self.jobs
+            .iter()
+            .position(|j| j.id() == job.id())
+            .and_then(|at| self.spans.get(at))
+            .unwrap_or(&NONE)
     }
 
     /// How many jobs the batch holds.
@@ -104,7 +135,8 @@ impl<T> IntoIterator for Batch<T> {
 /// the batch, as one attempt each.
 ///
 /// ```
-/// use queue_core::{BatchResult, Job, JobError};
+/// use queue_core::worker::BatchResult;
+/// use queue_core::{Job, JobError};
 ///
 /// let (sent, bounced) = (Job::for_test("ada@example.com"), Job::for_test("nobody"));
 /// let mut result = BatchResult::new();
@@ -147,6 +179,22 @@ impl BatchResult {
     /// How many jobs this result fails.
     pub fn failures(&self) -> usize {
         self.outcomes.values().filter(|o| o.is_err()).count()
+    }
+
+    /// What `job` returns, if it completes (`null` when no value was given); `None` if
+    /// it fails. For unit tests of a batch handler.
+    pub fn return_value<T>(&self, job: &Job<T>) -> Option<&serde_json::Value> {
+        static NULL: serde_json::Value = serde_json::Value::Null;
+        match self.outcomes.get(job.id()) {
+            Some(Ok(value)) => Some(value),
+            Some(Err(_)) => None,
+            None => Some(&NULL),
+        }
+    }
+
+    /// Why `job` fails, if it does. For unit tests of a batch handler.
+    pub fn failure<T>(&self, job: &Job<T>) -> Option<&JobError> {
+        self.outcomes.get(job.id()).and_then(|o| o.as_ref().err())
     }
 
     /// The outcome of the job `id`.
@@ -229,8 +277,10 @@ impl ErasedHandler {
                 let timeout = ticket.timeout();
                 let launcher: Launcher =
                     Box::new(move |arrived| launch(handler, deps, timeout, arrived));
+                // Polled in the attempt's span (the worker's supervision enters it).
+                let span = tracing::Span::current();
                 ticket
-                    .arrive(Box::new(typed), launcher)
+                    .arrive(Box::new(typed), span, launcher)
                     .await
                     .unwrap_or_else(|_| {
                         Err(JobError::with_message(
@@ -264,16 +314,18 @@ fn launch<H: BatchHandler<Args>, Args>(
     arrived: Vec<Arrival>,
 ) {
     let mut jobs = Vec::with_capacity(arrived.len());
+    let mut spans = Vec::with_capacity(arrived.len());
     let mut senders = Vec::with_capacity(arrived.len());
-    for (job, sender) in arrived {
+    for (job, span, sender) in arrived {
         // Every arrival of a batch comes from this handler's erasure: the same type.
         if let Ok(job) = job.downcast::<Job<H::Payload>>() {
             senders.push((job.id().to_owned(), sender));
             jobs.push(*job);
+            spans.push(span);
         }
     }
     tokio::spawn(async move {
-        let batch = Batch { jobs };
+        let batch = Batch { jobs, spans };
         let run = AssertUnwindSafe(async move {
             match handler.call(batch, &deps) {
                 Some(future) => future.await,

@@ -263,13 +263,14 @@ impl<Q> Processor<Q> {
     /// Handles this queue's jobs in batches with `handler`: up to `size` jobs a call
     /// (1 to 1,000), or those that arrived within `wait` after the first. Each job
     /// keeps its own lock, attempts, backoff, events and record; the batch handler says
-    /// which fail ([`BatchResult`](crate::BatchResult)). [`concurrency`](Self::concurrency)
+    /// which fail ([`BatchResult`](crate::worker::BatchResult)). [`concurrency`](Self::concurrency)
     /// counts batches, and [`timeout`](Self::timeout) is the batch's. A queue that runs in
     /// batches has this handler only, for every job name.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use queue_core::{Batch, BatchResult, JobError, Processor};
+    /// use queue_core::worker::{Batch, BatchResult};
+    /// use queue_core::{JobError, Processor};
     ///
     /// async fn insert_rows(batch: Batch<u64>) -> Result<BatchResult, JobError> {
     ///     let rows: Vec<u64> = batch.iter().map(|job| job.data).collect();

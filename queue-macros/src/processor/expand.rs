@@ -69,8 +69,9 @@ fn checks(config: &ProcessorConfig, sig: &HandlerSignature, name: &Ident) -> Tok
 /// for a processor of a declared queue, or none (every name nobody else claims).
 fn job_name(config: &ProcessorConfig, written: Option<&LitStr>, payload: &Type) -> TokenStream {
     let krate = &config.krate;
-    if config.batch.is_some() {
-        // A batch handler takes every name of its queue.
+    if config.batch.is_some() && matches!(config.queue, QueueRef::Name(_)) {
+        // A batch handler of a queue named by string takes every name of it; one of a
+        // declared queue takes the job its payload declares, as a single handler does.
         return quote!(::core::option::Option::None);
     }
     match (written, &config.queue) {

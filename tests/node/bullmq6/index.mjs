@@ -2,7 +2,7 @@
 // workspace's own node_modules (the top level holds 5.x and bullmq-otel 1.x).
 import { createRequire } from 'node:module';
 
-export { FlowProducer, Queue, QueueEvents, UnrecoverableError, Worker } from 'bullmq';
+export { FlowProducer, Job, Queue, QueueEvents, UnrecoverableError, Worker } from 'bullmq';
 export { BullMQOtel } from 'bullmq-otel';
 
 const require = createRequire(import.meta.url);

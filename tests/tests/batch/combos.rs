@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queue_core::testing::{inline_jobs, InlineOutcome, TestApp};
+use queue_core::worker::{Batch, BatchResult};
 use queue_core::{
-    Batch, BatchResult, ChildResults, Dep, Job, JobError, JobOptions, JobOutcome, OnChildFailure,
-    Processor, QueueApp,
+    ChildResults, Dep, Job, JobError, JobOptions, JobOutcome, OnChildFailure, Processor, QueueApp,
 };
 use queue_tests::{wait_for_completed, TestRedis, SOON};
 

@@ -5,7 +5,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queue_core::{Batch, BatchResult, Dep, JobError, JobOptions, JobState, Processor, WorkerEvent};
+use queue_core::worker::{Batch, BatchResult};
+use queue_core::{Dep, JobError, JobOptions, JobState, Processor, WorkerEvent};
 use queue_tests::{wait_for_completed, wait_for_state, TestRedis, SOON};
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use queue_core::{Batch, BatchResult, Dep, JobError, JobOptions, Processor, WorkerEvent};
+use queue_core::worker::{Batch, BatchResult};
+use queue_core::{Dep, JobError, JobOptions, Processor, WorkerEvent};
 use queue_tests::{wait_for_completed, wait_until, TestRedis, SOON};
 
 /// Each call's size and when it started.

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use queue_core::{group::GroupLimits, Batch, BatchResult, Job, JobError, Processor};
+use queue_core::worker::{Batch, BatchResult};
+use queue_core::{group::GroupLimits, Job, JobError, Processor};
 use queue_tests::TestRedis;
 
 async fn rows(_batch: Batch<u32>) -> Result<BatchResult, JobError> {

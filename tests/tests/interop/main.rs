@@ -4,6 +4,7 @@
 //! One test binary for the area, a module per subject; one module alone:
 //! `cargo test -p queue-tests --test interop -- <module>::`.
 
+mod batch;
 mod bull_board;
 mod node;
 mod node_features;

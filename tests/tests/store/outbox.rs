@@ -18,6 +18,7 @@ queue_tests::on_both_databases!(
     two_relays_over_10000_rows_add_each_job_exactly_once,
     a_poison_row_is_set_aside_while_the_rows_behind_it_go_through,
     a_sealed_queues_rows_hold_the_ciphertext_and_its_handler_the_payload,
+    jobs_committed_through_the_outbox_run_in_batches,
 );
 
 async fn a_rollback_leaves_no_job(db: AnyDb) {
@@ -575,4 +576,49 @@ async fn bad_relay_settings_are_refused_at_build() {
             "{err}"
         );
     }
+}
+
+/// A batch worker takes what the relay adds as it takes any job (#46).
+async fn jobs_committed_through_the_outbox_run_in_batches(db: AnyDb) {
+    let redis = TestRedis::new("outbox-batches");
+    let batches = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = batches.clone();
+    let send = move |batch: queue_core::worker::Batch<WelcomeEmail>| {
+        let seen = seen.clone();
+        async move {
+            let ids: Vec<String> = batch.iter().map(|job| job.id().to_owned()).collect();
+            seen.lock().unwrap().push(ids);
+            Ok::<_, JobError>(queue_core::worker::BatchResult::new())
+        }
+    };
+    let app = redis
+        .app(|b| {
+            b.outbox(db.outbox())
+                .processor(Processor::new("email").batch(10, Duration::from_millis(300), send))
+        })
+        .await;
+    let email = app.queue::<WelcomeEmail>("email").unwrap();
+    let jobs = (1..=3)
+        .map(|n| {
+            (
+                "welcome",
+                welcome(n),
+                JobOptions::new().job_id(format!("welcome-{n}")),
+            )
+        })
+        .collect();
+    db.add_in(&email, jobs, true).await;
+    let workers = app.start_workers().await.unwrap();
+    for n in 1..=3 {
+        wait_for_state(&email, &format!("welcome-{n}"), JobState::Completed, SOON).await;
+    }
+    workers.shutdown(SOON).await;
+    let mut ran: Vec<String> = batches.lock().unwrap().concat();
+    ran.sort();
+    assert_eq!(
+        ran,
+        ["welcome-1", "welcome-2", "welcome-3"],
+        "each once, {}",
+        db.kind()
+    );
 }

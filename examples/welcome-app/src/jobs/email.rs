@@ -6,7 +6,7 @@ use queue_core::prelude::*;
 use queue_core::processor;
 use serde::{Deserialize, Serialize};
 
-use crate::mailer::{Delivery, Mailer};
+use crate::mailer::{Mailer, Outgoing};
 
 /// Data of a `welcome` job on queue `email`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,33 +43,49 @@ pub fn options(user_id: &str, backoff: Duration) -> JobOptions {
         .remove_on_fail(Retention::Last(1000))
 }
 
-/// Sends the welcome email. Delivery is at-least-once, so the mail log's unique
-/// idempotency key makes a second run a successful no-op instead of a second email.
+/// Sends welcome emails in batches, through the mailer's batch call: up to 50 a call,
+/// or those that signed up within 20 ms of the first. Each job's return value is its
+/// [`Delivery`](crate::mailer::Delivery); a message the mailer could not send fails its
+/// own job, which is retried with its own attempts and backoff. Delivery is
+/// at-least-once, so the mail log's unique idempotency key makes a second run a
+/// successful no-op instead of a second email.
 #[processor(
     super::Email,
-    concurrency = 5,
+    concurrency = 2,
     timeout = "30s",
-    per_minute_metrics = 1440
+    per_minute_metrics = 1440,
+    batch(size = 50, wait = "20ms")
 )]
 pub async fn send_welcome(
-    job: Job<WelcomeEmail>,
+    batch: Batch<WelcomeEmail>,
     mailer: Dep<Mailer>,
-) -> Result<Delivery, JobError> {
-    let WelcomeEmail {
-        user_id,
-        email,
-        name,
-    } = &job.data;
-    let body = format!("Hello {name}, welcome aboard!");
-    let delivery = mailer
-        .send(
-            &idempotency_key(user_id),
-            email,
-            "Welcome!",
-            &body,
-            job.attempt(),
-        )
-        .await?;
-    tracing::info!(%user_id, ?delivery, "welcome email handled");
-    Ok(delivery)
+) -> Result<BatchResult, JobError> {
+    let messages: Vec<Outgoing> = batch
+        .iter()
+        .map(|job| Outgoing {
+            key: idempotency_key(&job.data.user_id),
+            to: job.data.email.clone(),
+            subject: "Welcome!".to_owned(),
+            body: format!("Hello {}, welcome aboard!", job.data.name),
+            attempt: job.attempt(),
+        })
+        .collect();
+    let sent = mailer.send_many(&messages).await;
+    let mut result = BatchResult::new();
+    for (job, sent) in batch.iter().zip(sent) {
+        let user_id = &job.data.user_id;
+        match sent {
+            Ok(delivery) => {
+                // In the job's own span: its queue, id, attempt and trace.
+                batch.span_of(job).in_scope(|| {
+                    tracing::info!(%user_id, ?delivery, "welcome email handled");
+                });
+                result.complete(job, delivery);
+            }
+            Err(e) => {
+                result.fail(job, JobError::retry(e));
+            }
+        }
+    }
+    Ok(result)
 }
