@@ -634,7 +634,7 @@ impl Worker {
             ));
         }
         if let Some(batch) = &opts.batch {
-            batch.check(opts.groups.is_some())?;
+            batch.check(opts.groups.is_some(), opts.lock_duration)?;
         }
 
         let conn = RedisConnection::new_managed_only(&opts.connection).await?;
@@ -1100,6 +1100,10 @@ impl Worker {
             }
         };
         tokens.clear();
+        if ctx.opts.batch.is_some() {
+            // A batch's take locked its jobs under one token: they run as that batch.
+            return batch::resume(ctx, found).await;
+        }
         for (job_id, token) in found {
             let job = match Job::from_id(&ctx.conn, &ctx.keys, &job_id).await {
                 Ok(Some(job)) => job,
@@ -1114,11 +1118,7 @@ impl Worker {
             }
             let slot_guard = ConcurrencySlotGuard::new(ctx.clone());
             info!(job_id = %job_id, "a fetch whose answer was lost had taken this job; processing it");
-            if ctx.opts.batch.is_some() {
-                batch::spawn(ctx, slot_guard, vec![batch::TakenJob::resumed(job)], token);
-            } else {
-                Self::spawn_processing(ctx, slot_guard, job, token);
-            }
+            Self::spawn_processing(ctx, slot_guard, job, token);
         }
     }
 

@@ -198,15 +198,9 @@ impl QueueApp {
                 ));
             };
             let defaults = producer.defaults_for(&plan.queue);
-            // A batch worker's slots hold a batch each: its pulse counts job slots,
-            // as its attempts are jobs.
-            let job_slots = match plan.options.batch {
-                Some(batching) => plan.options.concurrency * batching.size,
-                None => plan.options.concurrency,
-            };
             let pulse = Arc::new(crate::worker::WorkerPulse::new(
                 &plan.queue,
-                job_slots,
+                plan.options.concurrency,
                 // BullMQ's default lock when the processor sets none.
                 plan.options
                     .lock_duration
@@ -234,6 +228,14 @@ impl QueueApp {
                 on_renewed: {
                     let pulse = pulse.clone();
                     Arc::new(move || pulse.renewed())
+                },
+                // A batch worker's slots hold batches: its pulse counts them.
+                on_batch: {
+                    let pulse = pulse.clone();
+                    Arc::new(move |started| match started {
+                        true => pulse.took(),
+                        false => pulse.ended(),
+                    })
                 },
             };
             #[cfg(feature = "metrics")]

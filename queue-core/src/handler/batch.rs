@@ -138,12 +138,16 @@ impl<T> IntoIterator for Batch<T> {
 /// use queue_core::worker::BatchResult;
 /// use queue_core::{Job, JobError};
 ///
-/// let (sent, bounced) = (Job::for_test("ada@example.com"), Job::for_test("nobody"));
+/// // Test jobs, each with an id of its own (a batch's outcomes are by job id).
+/// let sent = Job::for_test("ada@example.com").with_test_meta("mail-1", "send", 0);
+/// let bounced = Job::for_test("nobody").with_test_meta("mail-2", "send", 0);
 /// let mut result = BatchResult::new();
 /// result
 ///     .complete(&sent, serde_json::json!({ "message_id": "m-1" }))
 ///     .fail(&bounced, JobError::unrecoverable("no such mailbox"));
 /// assert_eq!(result.failures(), 1);
+/// assert_eq!(result.return_value(&sent), Some(&serde_json::json!({ "message_id": "m-1" })));
+/// assert!(result.failure(&bounced).is_some());
 /// ```
 #[derive(Debug, Default)]
 pub struct BatchResult {

@@ -163,7 +163,7 @@ fn check_batches(plan: &QueuePlan, problems: &mut Vec<String>) {
             }
             // The first jobs are locked while the batch waits for the rest.
             let lock = plan.options.lock_duration.unwrap_or(Duration::from_secs(30));
-            if batching.wait * 2 > lock {
+            if batching.wait > lock / 2 {
                 problems.push(format!(
                     "queue `{queue}`: a batch's wait ({:?}) must be at most half its lock duration ({lock:?})",
                     batching.wait

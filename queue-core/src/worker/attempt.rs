@@ -48,7 +48,10 @@ impl Dispatcher {
     /// engine boxes that future per job, and one that held the set-up's state across
     /// its awaits was too big for the allocator's per-thread cache.
     fn begin(self: &Arc<Self>, raw: RawAttempt) -> BoxFuture<'static, Outcome> {
-        self.pulse.took();
+        // A batch worker's pulse counts its batches (`WorkerSettings::on_batch`).
+        if self.plan.options.batch.is_none() {
+            self.pulse.took();
+        }
         let RawAttempt {
             job,
             explain_null,
@@ -227,7 +230,9 @@ struct Ending {
 
 impl Drop for Ending {
     fn drop(&mut self) {
-        self.dispatcher.pulse.ended();
+        if self.dispatcher.plan.options.batch.is_none() {
+            self.dispatcher.pulse.ended();
+        }
     }
 }
 

@@ -89,12 +89,20 @@ impl BatchOptions {
         })
     }
 
-    /// Refuses a size out of range, or batches combined with groups.
-    pub(crate) fn check(&self, grouped: bool) -> Result<(), Error> {
+    /// Refuses a size out of range, a wait longer than half the lock (the first jobs
+    /// are locked, and not renewed by the engine, while the batch fills), or batches
+    /// combined with groups.
+    pub(crate) fn check(&self, grouped: bool, lock_duration_ms: u64) -> Result<(), Error> {
         if self.size == 0 || self.size > MAX_BATCH_SIZE {
             return Err(Error::InvalidConfig(format!(
                 "a batch's size must be 1 to {MAX_BATCH_SIZE}, not {}",
                 self.size
+            )));
+        }
+        if self.wait_ms > lock_duration_ms / 2 {
+            return Err(Error::InvalidConfig(format!(
+                "a batch's wait ({} ms) must be at most half the lock duration ({lock_duration_ms} ms)",
+                self.wait_ms
             )));
         }
         if grouped {

@@ -23,7 +23,8 @@ use crate::redis_connection::BlockingRedisConnection;
 use crate::worker::CancellationToken;
 
 /// A job a batch took, and whether its completion can be the batch's
-/// (`batchFinish`): no parent, no deduplication id. Known from its hash as taken.
+/// (`batchFinish`): no parent, no deduplication id. Known from its hash as taken; a job
+/// read back after a lost answer is finished the single job's way.
 pub(super) struct TakenJob {
     job: Job,
     plain: bool,
@@ -51,8 +52,12 @@ pub(super) async fn take(
         Taken::Nothing(other) => return Ok(other),
     };
     if batch.wait_ms > 0 && jobs.len() < batch.size {
+        let mut ids: HashSet<String> = jobs.iter().map(|t| t.job.id().to_owned()).collect();
         let deadline = tokio::time::Instant::now() + Duration::from_millis(batch.wait_ms);
-        while jobs.len() < batch.size && !ctx.closing.load(Ordering::Relaxed) {
+        while jobs.len() < batch.size
+            && !ctx.closing.load(Ordering::Relaxed)
+            && !ctx.paused.load(Ordering::Relaxed)
+        {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
                 break;
@@ -60,19 +65,86 @@ pub(super) async fn take(
             // A job added wakes the wait (its add writes the marker).
             Worker::wait_for_marker(blocking, ctx, left.as_millis() as u64).await;
             match take_once(ctx, batch.size - jobs.len(), token).await {
-                Ok(Taken::Jobs(more)) => jobs.extend(more),
+                // Each job once, should a take find one again (it cannot while the
+                // wait is shorter than the lock, which the options require).
+                Ok(Taken::Jobs(more)) => jobs.extend(
+                    more.into_iter()
+                        .filter(|t| ids.insert(t.job.id().to_owned())),
+                ),
                 Ok(Taken::Nothing(FetchResult::RateLimited(_))) => break,
                 Ok(Taken::Nothing(_)) => {}
                 Err(e) => {
-                    // The jobs taken so far run; one this take may have locked
-                    // without an answer is recovered as stalled.
+                    // A take whose answer was lost may have locked jobs under the
+                    // batch's token: found, they join the batch.
                     warn!(error = %e, "a batch's further take failed; the batch runs with the jobs it has");
+                    jobs.extend(locked_by_batch(ctx, token, &mut ids).await);
                     break;
                 }
             }
         }
     }
     Ok(FetchResult::Batch(jobs))
+}
+
+/// The jobs locked under `token` that are not among `ids` (added to it), read back;
+/// none when Redis cannot say (stalled-job recovery runs them then).
+async fn locked_by_batch(
+    ctx: &LoopContext,
+    token: &str,
+    ids: &mut HashSet<String>,
+) -> Vec<TakenJob> {
+    let found = match crate::ext::locks::jobs_locked_by(&ctx.conn, &ctx.keys, &[token.to_owned()])
+        .await
+    {
+        Ok(found) => found,
+        Err(e) => {
+            warn!(error = %e, "cannot look for the jobs a lost take locked; stalled-job recovery will run them");
+            return Vec::new();
+        }
+    };
+    let mut jobs = Vec::new();
+    for (job_id, _) in found {
+        if !ids.insert(job_id.clone()) {
+            continue;
+        }
+        match Job::from_id(&ctx.conn, &ctx.keys, &job_id).await {
+            Ok(Some(job)) => jobs.push(TakenJob::resumed(job)),
+            Ok(None) => {}
+            Err(e) => {
+                warn!(job_id = %job_id, error = %e, "cannot read a job a lost take locked; stalled-job recovery will run it")
+            }
+        }
+    }
+    jobs
+}
+
+/// The jobs of fetches whose answer was lost (`Worker::resume_unanswered_fetches`),
+/// found by their tokens: each token's jobs run as the batch its take made.
+pub(super) async fn resume(ctx: &Arc<LoopContext>, found: Vec<(String, String)>) {
+    let mut by_token: std::collections::BTreeMap<String, Vec<TakenJob>> = Default::default();
+    for (job_id, token) in found {
+        match Job::from_id(&ctx.conn, &ctx.keys, &job_id).await {
+            Ok(Some(job)) => by_token
+                .entry(token)
+                .or_default()
+                .push(TakenJob::resumed(job)),
+            Ok(None) => {}
+            Err(e) => {
+                warn!(job_id = %job_id, error = %e, "cannot read a job taken by a fetch whose answer was lost; stalled-job recovery will run it")
+            }
+        }
+    }
+    for (token, jobs) in by_token {
+        if !Worker::acquire_concurrency_slot(ctx).await {
+            break;
+        }
+        let slot = ConcurrencySlotGuard::new(ctx.clone());
+        tracing::info!(
+            jobs = jobs.len(),
+            "a batch's take whose answer was lost had taken these jobs; running them"
+        );
+        spawn(ctx, slot, jobs, token);
+    }
 }
 
 enum Taken {
@@ -233,9 +305,7 @@ async fn run(ctx: &LoopContext, jobs: Vec<TakenJob>, token: &str) {
                 ))
             });
             match outcome {
-                Ok(value) if keep.plain && keep.opts.remove_on_complete.is_none() => {
-                    completed.push((keep, value))
-                }
+                Ok(value) if keep.plain => completed.push((keep, value)),
                 outcome => singles.push((keep, outcome)),
             }
         }
@@ -266,12 +336,34 @@ async fn run(ctx: &LoopContext, jobs: Vec<TakenJob>, token: &str) {
         .retain(|j| !(j.token == token && ids.contains(&j.job_id)));
 }
 
-/// Completes the batch's plain completions in one `batchFinish`, sent again while
-/// Redis does not answer; a job the script left where it was is handled as a single
-/// job's refused completion is.
+/// Completes the batch's plain completions, one `batchFinish` per retention among
+/// them (the worker's, or a job's own).
 async fn finish_completed(
     ctx: &LoopContext,
     token: &str,
+    completed: Vec<(Kept, serde_json::Value)>,
+) {
+    let mut by_retention: std::collections::BTreeMap<Vec<u8>, Vec<(Kept, serde_json::Value)>> =
+        Default::default();
+    for (keep, value) in completed {
+        let retention = pack_finish_opts(ctx, keep.opts.remove_on_complete.as_ref());
+        by_retention
+            .entry(retention)
+            .or_default()
+            .push((keep, value));
+    }
+    for (opts, completed) in by_retention {
+        finish_completed_with(ctx, token, &opts, completed).await;
+    }
+}
+
+/// Completes `completed` in one `batchFinish` with `opts`, sent again while Redis does
+/// not answer; a job the script left where it was is handled as a single job's refused
+/// completion is.
+async fn finish_completed_with(
+    ctx: &LoopContext,
+    token: &str,
+    opts: &[u8],
     completed: Vec<(Kept, serde_json::Value)>,
 ) {
     if completed.is_empty() {
@@ -288,7 +380,7 @@ async fn finish_completed(
     let first = completed[0].0.id.clone();
     let retry = Worker::finishing_retry(ctx, &first, "a batch's completion");
     let (result, retried) = retry
-        .run(|| send_finish(ctx, token, &completed, &values, &made))
+        .run(|| send_finish(ctx, token, opts, &completed, &values, &made))
         .await;
     let codes = match result {
         Ok(codes) => codes,
@@ -335,13 +427,13 @@ async fn finish_completed(
 async fn send_finish(
     ctx: &LoopContext,
     token: &str,
+    opts: &[u8],
     completed: &[(Kept, serde_json::Value)],
     values: &[String],
     made: &[String],
 ) -> Result<Vec<i64>, Error> {
     let script = crate::ext::registered::script(&ctx.conn, "batchFinish")?;
     let now = now_ms().to_string();
-    let opts = pack_finish_opts(ctx);
     let keys = [
         ctx.keys.active(),
         ctx.keys.events(),
@@ -357,7 +449,7 @@ async fn send_finish(
         ctx.prefix_bytes.as_slice(),
         now.as_bytes(),
         token.as_bytes(),
-        &opts,
+        opts,
     ]);
     for (((keep, _), value), made) in completed.iter().zip(values).zip(made) {
         args.extend([keep.id.as_bytes(), value.as_bytes(), made.as_bytes()]);
@@ -379,15 +471,15 @@ async fn send_finish(
     }
 }
 
-/// `{ keepJobs, maxMetricsSize }` as `moveToFinished`'s opts carry them: the worker's
-/// retention (a job with its own finishes alone).
-fn pack_finish_opts(ctx: &LoopContext) -> Vec<u8> {
+/// `{ keepJobs, maxMetricsSize }` as `moveToFinished`'s opts carry them: the job's own
+/// retention, else the worker's.
+fn pack_finish_opts(ctx: &LoopContext, own: Option<&crate::types::RemoveOnFinish>) -> Vec<u8> {
     use rmp::encode::{write_map_len, write_str};
     let mut buf = Vec::with_capacity(64);
     // Writing to a Vec cannot fail.
     let _ = write_map_len(&mut buf, 2);
     let _ = write_str(&mut buf, "keepJobs");
-    write_keep_jobs(&mut buf, ctx.opts.remove_on_complete.as_ref());
+    write_keep_jobs(&mut buf, own.or(ctx.opts.remove_on_complete.as_ref()));
     let _ = write_str(&mut buf, "maxMetricsSize");
     let metrics = ctx
         .opts

@@ -36,7 +36,7 @@ pub(crate) fn processor(attr: TokenStream, item: TokenStream) -> TokenStream {
             {
                 errors.spanned(
                     job,
-                    "a batch handler takes every job name of its queue; leave `job = ..` out",
+                    "a batch handler takes every job name of its queue (of a declared queue, the job its payload declares); leave `job = ..` out",
                 );
             }
             let sig = signature::check(&item_fn.sig, false, batch, &mut errors);

@@ -156,3 +156,66 @@ async fn received(events: &mut queue_core::events::WorkerEvents) -> Vec<WorkerEv
     }
     all
 }
+
+/// A misfit among rows: its attempt ends at once, but the engine finishes it with the
+/// rest of the batch, so its lock must be renewed until then.
+async fn rows_or_misfit(batch: Batch<u32>, calls: Dep<Calls>) -> Result<BatchResult, JobError> {
+    record(batch, calls).await
+}
+
+#[tokio::test]
+async fn a_job_whose_attempt_ends_early_keeps_its_lock_until_its_batch_ends() {
+    let redis = TestRedis::new("batch-early-lock");
+    let calls = Arc::new(Calls::default());
+    let app = redis
+        .builder()
+        .provide_arc(calls.clone())
+        .processor(
+            Processor::new("rows")
+                .lock_duration(Duration::from_millis(600))
+                .stalled_interval(Duration::from_millis(200))
+                .batch(5, Duration::from_millis(50), rows_or_misfit),
+        )
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<serde_json::Value>("rows").unwrap();
+    let mut events = app.worker_events();
+    for _ in 0..4 {
+        // Four lock durations.
+        q.add("row", serde_json::json!(2_400), JobOptions::new())
+            .await
+            .unwrap();
+    }
+    q.add(
+        "row",
+        serde_json::json!("not a number"),
+        JobOptions::new().job_id("misfit").attempts(3),
+    )
+    .await
+    .unwrap();
+    let workers = app.start_workers().await.unwrap();
+    wait_for_completed(&q, 4, SOON).await;
+    workers.shutdown(SOON).await;
+    let misfit = q.get_job("misfit").await.unwrap().unwrap();
+    assert_eq!(
+        misfit.attempts_made, 1,
+        "failed once, not stalled: {misfit:?}"
+    );
+    assert!(
+        misfit
+            .failed_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("payload does not fit")),
+        "{misfit:?}"
+    );
+    for event in received(&mut events).await {
+        assert!(
+            !matches!(
+                event,
+                WorkerEvent::Stalled { .. } | WorkerEvent::LockLost { .. }
+            ),
+            "{event:?}"
+        );
+    }
+}

@@ -33,7 +33,7 @@ fn recording(seen: Seen, fail: &'static [&'static str]) -> BatchProcessorFn {
     })
 }
 
-fn options(url: &str, batch: BatchOptions) -> WorkerOptions {
+fn options_of(url: &str, batch: BatchOptions) -> WorkerOptions {
     WorkerOptions {
         connection: RedisConnectionOptions::new().url(url),
         concurrency: 2,
@@ -75,7 +75,7 @@ async fn a_batch_worker_completes_each_job_as_bullmq_records_one() {
     let worker = Worker::with_options(
         "mail",
         BatchOptions::unused_processor(),
-        options(
+        options_of(
             &url,
             BatchOptions::new(100, 0, recording(seen.clone(), &[])),
         ),
@@ -146,7 +146,7 @@ async fn a_failed_job_of_a_batch_retries_alone_with_its_own_attempts() {
     let worker = Worker::with_options(
         "mail",
         BatchOptions::unused_processor(),
-        options(
+        options_of(
             &url,
             BatchOptions::new(10, 0, recording(seen.clone(), &["mail-3"])),
         ),
@@ -198,6 +198,77 @@ fn commands_run(conn: &mut redis::Connection) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// Jobs that set their own retention are completed by the batch's script too, one call
+/// per retention: the cost per job holds.
+#[tokio::test]
+async fn jobs_with_a_retention_of_their_own_are_completed_by_the_batch() {
+    const JOBS: u64 = 200;
+    let redis = PrivateRedis::start();
+    let url = format!("redis://127.0.0.1:{}", redis.port());
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let options = QueueOptions::new().connection(RedisConnectionOptions::new().url(&url));
+    let queue = bullmq::Queue::with_options("mail", options).await.unwrap();
+    let bulk = (0..JOBS)
+        .map(|n| {
+            // Half keep every job, half none: two retentions in every batch.
+            let keep = bullmq::types::RemoveOnFinish::Bool(n % 2 == 1);
+            BulkJob::new("email", serde_json::json!({ "n": n }))
+                .options(bullmq::JobOptions::new().remove_on_complete(keep))
+        })
+        .collect();
+    queue.add_bulk(bulk).await.unwrap();
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query::<()>(&mut conn)
+        .unwrap();
+    let worker = Worker::with_options(
+        "mail",
+        BatchOptions::unused_processor(),
+        WorkerOptions {
+            concurrency: 1,
+            ..options_of(
+                &url,
+                BatchOptions::new(100, 0, recording(Seen::default(), &[])),
+            )
+        },
+    )
+    .await
+    .unwrap();
+    wait_until(Duration::from_secs(20), "every job finished", || {
+        let active: u64 = redis::cmd("LLEN")
+            .arg("bull:mail:active")
+            .query(&mut conn)
+            .unwrap();
+        let wait: u64 = redis::cmd("LLEN")
+            .arg("bull:mail:wait")
+            .query(&mut conn)
+            .unwrap();
+        let done = zcard(&mut conn, "bull:mail:completed");
+        std::future::ready((active == 0 && wait == 0 && done == JOBS / 2).then_some(()))
+    })
+    .await;
+    worker.close(5_000).await.unwrap();
+    let counted = commands_run(&mut conn);
+    // moveToFinished would run one EVALSHA a job: the batch's script runs a few.
+    let scripts = counted.get("evalsha").copied().unwrap_or(0);
+    assert!(
+        scripts < JOBS / 10,
+        "{scripts} scripts for {JOBS} jobs: {counted:?}"
+    );
+    let kept: u64 = redis::cmd("EXISTS")
+        .arg("bull:mail:1")
+        .query(&mut conn)
+        .unwrap();
+    let removed: u64 = redis::cmd("EXISTS")
+        .arg("bull:mail:2")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!((kept, removed), (1, 0), "each job's own retention applied");
+}
+
 /// Issue #46's target: a batch of 100 costs Redis at most 8 commands a job (a single
 /// job's take and finish cost 24), counted by Redis itself. The test's own polls and
 /// the worker's start, idle waits and checks are left out by name.
@@ -220,7 +291,7 @@ async fn a_batch_of_100_costs_redis_at_most_8_commands_a_job() {
         BatchOptions::unused_processor(),
         WorkerOptions {
             concurrency: 1,
-            ..options(
+            ..options_of(
                 &url,
                 BatchOptions::new(100, 0, recording(Seen::default(), &[])),
             )

@@ -17,7 +17,7 @@ use super::connection::Connection;
 use super::convert::{engine_error, job_meta, keep_to_engine, millis};
 use super::flow_gate::{check_parent, ParentGate, CONTINUES_PAST_FAILURES};
 use super::job::{JobBoxes, LiveJob};
-use super::lock_keeper::{LockKeeper, OnRenewed, Timing};
+use super::lock_keeper::{LockHold, LockKeeper, OnRenewed, Timing};
 use super::queue::cancel_channel;
 use super::raw_data;
 use super::sink::{EngineEvent, EventSink};
@@ -111,7 +111,14 @@ pub(crate) struct WorkerSettings {
     /// Told after each renewal of the running attempts' locks (the liveness probe's
     /// sign that a busy worker is alive).
     pub(crate) on_renewed: OnRenewed,
+    /// Told when a batch starts (`true`) and ends (`false`): a batch worker's slots
+    /// hold batches, and its pulse counts them (a single job's attempt is counted by
+    /// the dispatcher).
+    pub(crate) on_batch: OnBatch,
 }
+
+/// See [`WorkerSettings::on_batch`].
+pub(crate) type OnBatch = Arc<dyn Fn(bool) + Send + Sync>;
 
 /// Whether the handler of a job name reads the job's flow children (takes
 /// `ChildResults`): such a job is checked for children still running before it runs.
@@ -210,6 +217,7 @@ impl EngineWorker {
                     shared.clone(),
                     settings.reads_children.clone(),
                     batching.timeout,
+                    settings.on_batch.clone(),
                 ),
             ));
         }
@@ -294,34 +302,48 @@ fn engine_processor(
         if checks_children(&reads_children, &engine_job) {
             return Box::pin(async move {
                 shared.gate(&engine_job).await?;
-                shared.start(engine_job, token, None).await
+                shared.start(engine_job, token, None, None).await
             });
         }
         // The attempt is set up here, synchronously, so that the future the engine
         // boxes per job holds only what the attempt's end needs: a future that held
         // the engine's job across its awaits was big enough for every job's box to
         // take the allocator's slow path.
-        shared.start(engine_job, token, None)
+        shared.start(engine_job, token, None, None)
     })
 }
 
 /// The engine's batch processor (#46): each job of the batch is an attempt of its own,
 /// set up as a single job's is, with its place in the batch; the batch handler runs
 /// once they are all in (`job::batch`). A flow parent the gate stops does not run.
+/// Every job's lock is renewed until the whole batch is done: the engine finishes the
+/// batch's jobs together, those whose attempt ended early included.
 fn batch_processor(
     shared: Arc<Shared>,
     reads_children: ReadsChildren,
     timeout: Option<Duration>,
+    on_batch: OnBatch,
 ) -> bullmq::batch::BatchProcessorFn {
     Arc::new(move |jobs: Vec<(bullmq::Job, CancellationToken)>| {
-        let (shared, reads_children) = (shared.clone(), reads_children.clone());
+        let (shared, reads_children, on_batch) =
+            (shared.clone(), reads_children.clone(), on_batch.clone());
         Box::pin(async move {
+            on_batch(true);
+            let holds: BatchHolds = Arc::default();
             let mut outcomes: Vec<Option<Result<serde_json::Value, bullmq::Error>>> =
                 jobs.iter().map(|_| None).collect();
             let mut runnable = Vec::with_capacity(jobs.len());
             for (at, (engine_job, token)) in jobs.into_iter().enumerate() {
                 if checks_children(&reads_children, &engine_job) {
                     if let Err(stopped) = shared.gate(&engine_job).await {
+                        if let Some(lock_token) = engine_job.token() {
+                            let meta = Arc::new(job_meta(&engine_job, &shared.queue));
+                            let hold =
+                                shared
+                                    .keeper
+                                    .hold(meta, lock_token, token, LockLost::default());
+                            lock_holds(&holds).push(hold);
+                        }
                         outcomes[at] = Some(Err(stopped));
                         continue;
                     }
@@ -335,12 +357,15 @@ fn batch_processor(
                     .zip(tickets)
                     .map(|((at, engine_job, token), ticket)| {
                         shared
-                            .start(engine_job, token, Some(ticket))
+                            .start(engine_job, token, Some(ticket), Some(holds.clone()))
                             .map(move |outcome| (at, outcome))
                     });
             for (at, outcome) in futures::future::join_all(attempts).await {
                 outcomes[at] = Some(outcome);
             }
+            // Renewed until here; the engine's finish follows at once.
+            drop(holds);
+            on_batch(false);
             outcomes
                 .into_iter()
                 .map(|outcome| {
@@ -390,6 +415,7 @@ impl Shared {
         mut engine_job: bullmq::Job,
         token: CancellationToken,
         batch: Option<Ticket>,
+        batch_holds: Option<BatchHolds>,
     ) -> BoxFuture<'static, Result<serde_json::Value, bullmq::Error>> {
         let lock_lost = LockLost::default();
         // Everything the attempt needs came with the job: its timeout and trace
@@ -431,7 +457,11 @@ impl Shared {
         });
         Box::pin(async move {
             let outcome = running.await;
-            drop(hold);
+            // A batch's job keeps its lock renewed until the batch ends.
+            match (batch_holds, hold) {
+                (Some(holds), Some(hold)) => lock_holds(&holds).push(hold),
+                (_, hold) => drop(hold),
+            }
             if lock_lost.is_set() {
                 // The job is another run's: the engine leaves it alone, rather than
                 // have its move refused ("lock mismatch") and report a failure.
@@ -450,6 +480,15 @@ impl Shared {
             })
         })
     }
+}
+
+/// The lock holds of a batch's jobs, kept until the batch ends.
+type BatchHolds = Arc<std::sync::Mutex<Vec<LockHold>>>;
+
+fn lock_holds(holds: &BatchHolds) -> std::sync::MutexGuard<'_, Vec<LockHold>> {
+    holds
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn engine_backoff(backoff: BackoffFn) -> bullmq::BackoffStrategyFn {

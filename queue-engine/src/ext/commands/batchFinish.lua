@@ -5,9 +5,9 @@
   events' trim, the metrics) are the ones used here.
 
   The worker sends only jobs whose completion is moveToFinished's plain path:
-  completed, no parent, no deduplication id, no retention of their own. Every
-  other outcome of a batch (a failure, a retry, a flow's child) goes through
-  BullMQ's own scripts one job at a time.
+  completed, no parent, no deduplication id; one call per retention among
+  them (ARGV[4]'s keepJobs). Every other outcome of a batch (a failure, a
+  retry, a flow's child) goes through BullMQ's own scripts one job at a time.
 
   Per job it costs 3 commands (LREM, HSET, XADD) where moveToFinished's
   completion costs 16; the locks' check and release, the finished set, the
@@ -27,7 +27,8 @@
     ARGV[5..] per job, three: job id, return value (JSON), attemptsMade after it
   Output: one code per job, in order: 0 completed, or moveToFinished's code
     (-2 lock missing, -6 lock not owned, -3 not active, -4 pending children,
-    -9 failed children) for a job this call left where it was.
+    -9 failed children, -1 no such job) for a job this call left where it was. The
+    worker sends each job id once.
 ]]
 local prefix, timestamp, token = ARGV[1], ARGV[2], ARGV[3]
 local opts = cmsgpack.unpack(ARGV[4])
@@ -48,10 +49,19 @@ for i = 1, count do
   childKeys[#childKeys + 1] = prefix .. ids[i] .. ':unsuccessful'
 end
 local anyChildren = rcall("EXISTS", unpack(childKeys)) > 0
+-- A job removed while locked is moveToFinished's -1: one EXISTS for the batch, each
+-- job's asked only when it says one is missing.
+local jobKeys = {}
+for i = 1, count do
+  jobKeys[i] = prefix .. ids[i]
+end
+local allThere = rcall("EXISTS", unpack(jobKeys)) == count
 local owned, ownedLocks = {}, {}
 for i = 1, count do
-  local jobKey = prefix .. ids[i]
-  if token ~= "0" and locks[i] ~= token then
+  local jobKey = jobKeys[i]
+  if not allThere and rcall("EXISTS", jobKey) == 0 then
+    codes[i] = -1
+  elseif token ~= "0" and locks[i] ~= token then
     codes[i] = locks[i] and -6 or -2
   elseif anyChildren and rcall("SCARD", jobKey .. ':dependencies') ~= 0 then
     codes[i] = -4
@@ -108,11 +118,12 @@ if #scored > 0 then
 end
 local maxMetricsSize = opts['maxMetricsSize']
 if done > 0 and maxMetricsSize ~= "" then
-  -- collectMetrics counts one job: the rest of the batch first.
+  -- collectMetrics counts one job, in the minute it closes the last one with; the
+  -- rest of the batch counts in the same minute, after it.
+  collectMetrics(KEYS[6], KEYS[6] .. ':data', maxMetricsSize, timestamp)
   if done > 1 then
     rcall("HINCRBY", KEYS[6], "count", done - 1)
   end
-  collectMetrics(KEYS[6], KEYS[6] .. ':data', maxMetricsSize, timestamp)
 end
 if rcall("LLEN", KEYS[7]) == 0 and rcall("LLEN", KEYS[1]) == 0 and rcall("ZCARD", KEYS[8]) == 0 then
   rcall("XADD", KEYS[2], "*", "event", "drained")

@@ -117,6 +117,6 @@ end
 -- As moveToActive: a job taken leaves the marker for the next worker to look.
 addBaseMarkerIfNeeded(markerKey, false)
 if #taken == 0 then
-  return {0, 0, 0, 0}
+  return {0, 0, 0, getNextDelayedTimestamp(delayedKey) or 0}
 end
 return {taken, replies, 0, 0}
