@@ -17,10 +17,13 @@
 # BENCH_PAIRED_ROUNDS (10) of BENCH_PAIRED_JOBS (3000) jobs at concurrency 1.
 # BENCH_SUITES=throughput,latency runs only those (of floor, enqueue, throughput, latency,
 # http, results, outbox, status, health, observability, encryption, dashboard, groups,
-# cluster, slowlink, commands, footprint, scenarios). The scenarios suite runs BullMQ's own
+# batches, cluster, slowlink, commands, footprint, scenarios). The scenarios suite runs BullMQ's own
 # four (bullmq-bench: queue-add, queue-add-bulk, worker-generic, worker-concurrent). The slowlink suite puts every system behind a
 # fault proxy with about 1 ms and 5 ms of added round trip (#48). The encryption suite (sealed payloads on against off, #47)
 # runs BENCH_PAIRED_ROUNDS paired rounds of BENCH_ENCRYPTION_JOBS (10000) 1 KB jobs per run.
+# The batches suite (#46) runs batch workers against our single-job worker at concurrency
+# 100, each batch run between two single-job runs, BENCH_ROUNDS rounds (at least 5) of
+# BENCH_JOBS jobs (about 2 minutes).
 # Progress goes to stderr, the report to stdout, a section as each suite ends (a suite
 # that fails leaves the ones before it):  scripts/bench.sh > report.md
 set -euo pipefail

@@ -6,10 +6,12 @@
 //! system is measured the same way, in its own process:
 //!
 //! ```text
-//! queue-bench enqueue <ours|raw> <queue> <single|inflight|bulk> <n> [sealed]
+//! queue-bench enqueue <ours|raw> <queue> <single|inflight|bulk|bulk100> <n> [sealed]
 //!                                                                     -> {"ms","cpuMs"}
 //! queue-bench work    <ours|raw> <queue> <concurrency> <n> [observed[=share]|sealed]
 //!                                           -> {"ms","polls","peakRssKb","cpuMs","spans"}
+//! queue-bench batch   <ours|raw> <queue> <size> <concurrency> <n> [sleep_ms]
+//!                                                  -> {"ms","polls","peakRssKb","cpuMs"}
 //! queue-bench latency <ours|raw> <queue> <n>                          -> {"samplesUs"}
 //! queue-bench serve   <ours|raw> <port> [no-traces|traced]       (until killed)
 //! queue-bench spread  ours <single:<url>|cluster:<urls>> <queues> <concurrency> <n>
@@ -18,6 +20,11 @@
 //!
 //! `no-traces` (ours) serves without starting traces; `traced` (raw) adds each job with a
 //! new trace context in BullMQ's telemetry field, as ours does by default.
+//!
+//! `bulk` adds with `add_bulk` 1,000 at a time, `bulk100` (ours only) 100 at a time.
+//! `batch` processes `n` waiting jobs with a batch worker (ours: `Processor::batch`; raw:
+//! `WorkerOptions::batch`): batches of up to `size` jobs, `concurrency` batches at once,
+//! the handler sleeping `sleep_ms` a batch (none without).
 //!
 //! `sealed` (ours only) gives the app a keyring and seals the queue's payloads (the
 //! encryption suite's "on"). On `bench-1k-<c>` queues the jobs are 1 KB letters, which

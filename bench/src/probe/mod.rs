@@ -32,9 +32,19 @@ impl Email {
 
 /// The `n` payloads of a `bulk` run, `make(0)` to `make(n - 1)`, in batches of [`BULK`].
 pub(crate) fn batches<T>(n: u64, make: impl Fn(u64) -> T + Copy) -> impl Iterator<Item = Vec<T>> {
+    chunks(n, BULK, make)
+}
+
+/// `make(0)` to `make(n - 1)` in chunks of `size` (the last one shorter).
+pub(crate) fn chunks<T>(
+    n: u64,
+    size: usize,
+    make: impl Fn(u64) -> T + Copy,
+) -> impl Iterator<Item = Vec<T>> {
+    let size = size.max(1);
     (0..n)
-        .step_by(BULK)
-        .map(move |start| (start..(start + BULK as u64).min(n)).map(make).collect())
+        .step_by(size)
+        .map(move |start| (start..(start + size as u64).min(n)).map(make).collect())
 }
 
 /// The encryption suite's payload (`runner/encryption.rs`, issue #47): about 1 KB of
@@ -169,9 +179,14 @@ impl StartCounter {
     }
 
     pub(crate) fn mark(&self) {
+        self.mark_many(1);
+    }
+
+    /// `jobs` handlers started at once: a batch's.
+    pub(crate) fn mark_many(&self, jobs: usize) {
         self.first_cpu.get_or_init(cpu_ms);
         self.first.get_or_init(Instant::now);
-        self.started.fetch_add(1, Ordering::Relaxed);
+        self.started.fetch_add(jobs as u64, Ordering::Relaxed);
     }
 
     fn started(&self) -> u64 {
@@ -369,6 +384,35 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
                     "spans": spans,
                 }));
             }
+            "batch" => {
+                let (queue, size, concurrency, n): (String, usize, usize, u64) = (
+                    arg(args, 2, "queue")?,
+                    arg(args, 3, "size")?,
+                    arg(args, 4, "concurrency")?,
+                    arg(args, 5, "n")?,
+                );
+                // A handler's time per batch, ms (0: a no-op).
+                let sleep_ms: u64 = match args.get(6) {
+                    None => 0,
+                    Some(_) => arg(args, 6, "sleep_ms")?,
+                };
+                let batching = Batching {
+                    size,
+                    concurrency,
+                    sleep: Duration::from_millis(sleep_ms),
+                };
+                let timed = if ours {
+                    ours::batch_work(&queue, batching, n).await?
+                } else {
+                    raw::batch_work(&queue, batching, n).await?
+                };
+                print(&serde_json::json!({
+                    "ms": millis(timed.took),
+                    "polls": timed.polls,
+                    "peakRssKb": peak_rss_kb(),
+                    "cpuMs": timed.cpu_ms,
+                }));
+            }
             "latency" => {
                 let (queue, n): (String, u64) = (arg(args, 2, "queue")?, arg(args, 3, "n")?);
                 let samples = if ours {
@@ -423,10 +467,31 @@ pub(crate) fn run(args: &[String]) -> BenchResult<()> {
     })
 }
 
+/// A batch worker's shape (`batch` runs, the batches suite's, issue #46).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Batching {
+    /// The most jobs a batch holds.
+    pub(crate) size: usize,
+    /// Batches at once.
+    pub(crate) concurrency: usize,
+    /// How long the handler waits per batch (a tokio sleep; zero: a no-op handler).
+    pub(crate) sleep: Duration,
+}
+
+impl Batching {
+    /// How long a batch that is not full waits for more jobs, ms. A `batch` run's
+    /// jobs all wait before it starts, so every batch but the last fills at once: the
+    /// wait is reached at most once, at the end, when the jobs are not a whole number of
+    /// batches.
+    pub(crate) const WAIT_MS: u64 = 20;
+}
+
 /// How many adds `inflight` keeps going at once.
 pub(crate) const IN_FLIGHT: usize = 100;
 /// The batch size of `bulk`.
 pub(crate) const BULK: usize = 1_000;
+/// The batch size of `bulk100` (ours only: the batches suite's add side).
+pub(crate) const BULK_SMALL: usize = 100;
 
 #[cfg(test)]
 mod tests {

@@ -8,10 +8,12 @@ use axum::routing::post;
 use axum::{Json, Router};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use queue_axum::{Accepted, QueueError, QueueLayer};
-use queue_core::app::QueueAppBuilder;
+use queue_core::app::{QueueAppBuilder, Registrations};
 use queue_core::encryption::Keyring;
+use queue_core::worker::{Batch, BatchResult};
 use queue_core::{
-    inject_queue, processor, queue::BulkJob, Job, JobError, JobOptions, Queue, QueueApp, Retention,
+    inject_queue, processor, queue::BulkJob, Job, JobError, JobOptions, Processor, Queue, QueueApp,
+    Retention,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -227,8 +229,8 @@ pub(super) async fn enqueue(
     }
 }
 
-/// `make(0)` to `make(n - 1)` added to `q` as `mode` says (`single`, `inflight`, or
-/// else `bulk`).
+/// `make(0)` to `make(n - 1)` added to `q` as `mode` says (`single`, `inflight`,
+/// `bulk100`: `add_bulk` of 100 at a time, or else `bulk`: of 1,000).
 async fn add_all<T>(
     q: &Queue<T>,
     name: &str,
@@ -255,7 +257,11 @@ where
                 .await?;
         }
         _ => {
-            for batch in super::batches(n, make) {
+            let size = match mode {
+                "bulk100" => super::BULK_SMALL,
+                _ => super::BULK,
+            };
+            for batch in super::chunks(n, size, make) {
                 let jobs = batch.into_iter().map(|e| BulkJob::new(name, e)).collect();
                 q.add_bulk(jobs).await?;
             }
@@ -298,6 +304,42 @@ pub(super) async fn work(
         None => 0,
     };
     Ok((timed, spans))
+}
+
+/// Processes `n` waiting emails of `queue` in batches, as a user writes a batch
+/// handler: `Processor::batch` with a typed `Batch<Email>`, every job completed.
+pub(super) async fn batch_work(
+    queue: &str,
+    batching: super::Batching,
+    n: u64,
+) -> BenchResult<super::Timed> {
+    let sleep = batching.sleep;
+    let handler = move |batch: Batch<Email>| async move {
+        STARTS.mark_many(batch.len());
+        if !sleep.is_zero() {
+            tokio::time::sleep(sleep).await;
+        }
+        Ok(BatchResult::new())
+    };
+    let processor = Processor::new(queue)
+        .concurrency(batching.concurrency)
+        .batch(
+            batching.size,
+            Duration::from_millis(super::Batching::WAIT_MS),
+            handler,
+        );
+    // As `work`: every completed job kept, the run ending when all `n` are in the set.
+    let created = Instant::now();
+    let app = builder(queue, false)?
+        .default_job_options(JobOptions::new().remove_on_complete(Retention::All))
+        .registrations(Registrations::None)
+        .processor(processor)
+        .build()
+        .await?;
+    let workers = app.start_workers_for(&[queue]).await?;
+    let timed = super::time_until_completed(&STARTS, queue, n, created).await?;
+    workers.shutdown(Duration::from_secs(5)).await;
+    Ok(timed)
 }
 
 pub(super) async fn latency(queue: &str, n: u64) -> BenchResult<Vec<u64>> {

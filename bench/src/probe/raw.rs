@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
+use bullmq::batch::{BatchOptions, BatchProcessorFn};
 use bullmq::options::RedisConnectionOptions;
 use bullmq::{BulkJob, Queue, QueueOptions, Worker, WorkerOptions};
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -93,6 +94,40 @@ pub(super) async fn work(name: &str, concurrency: usize, n: u64) -> BenchResult<
         options,
     )
     .await?;
+    let timed = super::time_until_completed(&STARTS, name, n, created).await?;
+    worker.close(CLOSE_MS).await?;
+    Ok(timed)
+}
+
+/// Processes `n` waiting jobs of `name` with the engine's batch worker
+/// (`WorkerOptions::batch`), every job completed with a null result.
+pub(super) async fn batch_work(
+    name: &str,
+    batching: super::Batching,
+    n: u64,
+) -> BenchResult<super::Timed> {
+    let sleep = batching.sleep;
+    let processor: BatchProcessorFn = Arc::new(move |jobs| {
+        Box::pin(async move {
+            STARTS.mark_many(jobs.len());
+            if !sleep.is_zero() {
+                tokio::time::sleep(sleep).await;
+            }
+            jobs.iter().map(|_| Ok(serde_json::Value::Null)).collect()
+        })
+    });
+    let options = WorkerOptions {
+        connection: connection(),
+        concurrency: batching.concurrency,
+        batch: Some(BatchOptions::new(
+            batching.size,
+            super::Batching::WAIT_MS,
+            processor,
+        )),
+        ..Default::default()
+    };
+    let created = Instant::now();
+    let worker = Worker::with_options(name, BatchOptions::unused_processor(), options).await?;
     let timed = super::time_until_completed(&STARTS, name, n, created).await?;
     worker.close(CLOSE_MS).await?;
     Ok(timed)

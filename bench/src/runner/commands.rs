@@ -12,9 +12,9 @@ use super::systems::System;
 use crate::BenchResult;
 
 /// Calls per command name since the last reset.
-type Calls = BTreeMap<String, f64>;
+pub(super) type Calls = BTreeMap<String, f64>;
 
-fn calls(redis: &mut BenchRedis) -> BenchResult<Calls> {
+pub(super) fn calls(redis: &mut BenchRedis) -> BenchResult<Calls> {
     let info = redis.info("commandstats")?;
     Ok(info
         .lines()

@@ -3,6 +3,7 @@
 //! and a Markdown report of medians and ratios on stdout, closed by the targets met or
 //! not and the charts (SVG files, [`charts::directory`]).
 
+mod batches;
 mod calibrate;
 mod charts;
 mod cluster;
@@ -56,8 +57,8 @@ pub(super) struct Settings {
     latency_jobs: u64,
     /// `BENCH_HTTP_SECS` (default 4): length of each HTTP load, one per server per paired
     /// round. (`BENCH_SUITES`, a comma list of floor, enqueue, throughput, latency, http,
-    /// results, outbox, status, health, observability, encryption, dashboard, groups, slowlink,
-    /// cluster, commands, footprint, scenarios, runs only those.)
+    /// results, outbox, status, health, observability, encryption, dashboard, groups,
+    /// batches, slowlink, cluster, commands, footprint, scenarios, runs only those.)
     http_secs: u64,
 }
 
@@ -173,7 +174,7 @@ fn not_installed(programs: impl Iterator<Item = &'static str>) -> Vec<&'static s
 }
 
 /// Every suite, in the order `run_all` runs them.
-const SUITES: [&str; 18] = [
+const SUITES: [&str; 19] = [
     "floor",
     "enqueue",
     "throughput",
@@ -189,6 +190,7 @@ const SUITES: [&str; 18] = [
     "health",
     "dashboard",
     "groups",
+    "batches",
     "cluster",
     "slowlink",
     "footprint",
@@ -267,6 +269,7 @@ pub(crate) fn run_all() -> BenchResult<()> {
             "health" => health::measure(&mut redis, settings)?,
             "dashboard" => dashboard::measure(&mut redis)?,
             "groups" => groups::measure(&mut redis, settings)?,
+            "batches" => batches::measure(&mut redis, settings, &mut findings)?,
             "cluster" => cluster::measure(&mut redis, settings)?,
             "slowlink" => slowlink::measure(&mut redis, settings)?,
             "footprint" => suites::footprint(&mut redis, &rss, &mut findings)?,

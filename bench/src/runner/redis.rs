@@ -161,6 +161,13 @@ impl BenchRedis {
         Ok((field_bytes as f64 / count, hash_bytes as f64 / count))
     }
 
+    /// How many jobs `queue`'s sorted set `set` holds (`completed`, `failed`).
+    pub(super) fn zcard(&mut self, queue: &str, set: &str) -> BenchResult<u64> {
+        Ok(redis::cmd("ZCARD")
+            .arg(format!("bull:{queue}:{set}"))
+            .query(&mut self.conn)?)
+    }
+
     pub(super) fn waiting(&mut self, queue: &str) -> BenchResult<u64> {
         Ok(redis::cmd("LLEN")
             .arg(format!("bull:{queue}:wait"))
