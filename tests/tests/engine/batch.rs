@@ -327,3 +327,67 @@ async fn a_batch_of_100_costs_redis_at_most_8_commands_a_job() {
     // HSET, XADD): a count under seven would mean a job's step was skipped.
     assert!(per_job >= 7.0, "{per_job:.2} commands a job: {counted:?}");
 }
+
+/// BullMQ's per-minute metrics count a batch's jobs as its per-job finishes would: the
+/// first closes the last minute (its point is the jobs before the batch), the batch
+/// counts in the new one.
+#[tokio::test]
+async fn a_batch_counts_in_the_minute_its_jobs_finish() {
+    let redis = PrivateRedis::start();
+    let url = format!("redis://127.0.0.1:{}", redis.port());
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _queue = queue(&url, "mail", 5, 1).await;
+    // Ten jobs counted so far, seven of them when the last minute's point was made.
+    let a_minute_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        - 60_000;
+    redis::cmd("HSET")
+        .arg("bull:mail:metrics:completed")
+        .arg(&["count", "10", "prevCount", "7"])
+        .arg("prevTS")
+        .arg(a_minute_ago)
+        .query::<()>(&mut conn)
+        .unwrap();
+    let worker = Worker::with_options(
+        "mail",
+        BatchOptions::unused_processor(),
+        WorkerOptions {
+            concurrency: 1,
+            metrics: Some(bullmq::MetricsOptions {
+                max_data_points: 60,
+            }),
+            ..options_of(
+                &url,
+                BatchOptions::new(10, 0, recording(Seen::default(), &[])),
+            )
+        },
+    )
+    .await
+    .unwrap();
+    wait_until(Duration::from_secs(20), "5 jobs completed", || {
+        let done = zcard(&mut conn, "bull:mail:completed");
+        std::future::ready((done == 5).then_some(()))
+    })
+    .await;
+    worker.close(5_000).await.unwrap();
+    let points: Vec<i64> = redis::cmd("LRANGE")
+        .arg("bull:mail:metrics:completed:data")
+        .arg(0)
+        .arg(-1)
+        .query(&mut conn)
+        .unwrap();
+    let meta: BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg("bull:mail:metrics:completed")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(points, vec![3], "the last minute's point: {meta:?}");
+    assert_eq!(
+        (meta["count"].as_str(), meta["prevCount"].as_str()),
+        ("15", "10")
+    );
+}

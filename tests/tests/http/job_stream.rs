@@ -404,3 +404,64 @@ async fn a_stream_with_nothing_to_tell_ends_at_its_idle_limit() {
         started.elapsed()
     );
 }
+
+/// A batch handler's jobs (#46): each reports its own progress and logs, and gets its
+/// own result.
+async fn steps_in_batch(batch: Batch<u32>) -> Result<BatchResult, JobError> {
+    let mut result = BatchResult::new();
+    for job in &batch {
+        job.update_progress(serde_json::json!({ "of": job.data }))
+            .await?;
+        job.log(format!("step {}", job.data)).await?;
+        result.complete(job, job.data * 2);
+    }
+    Ok(result)
+}
+
+#[tokio::test]
+async fn a_batched_jobs_stream_shows_its_own_progress_and_result() {
+    let redis = TestRedis::new("js-batch");
+    let app = redis
+        .app(|b| {
+            b.processor(Processor::new("js-batch").batch(
+                10,
+                Duration::from_millis(300),
+                steps_in_batch,
+            ))
+        })
+        .await;
+    let addr = serve(&app, JobRoutes::new()).await;
+    let q = app.queue::<u32>("js-batch").unwrap();
+    for n in 1..=3 {
+        q.add("step", n, JobOptions::new().job_id(format!("step-{n}")))
+            .await
+            .unwrap();
+    }
+    let mut stream = SseClient::open(
+        addr,
+        "/admin/jobs/js-batch/step-2/events",
+        &[("authorization", ADMIN)],
+    )
+    .await;
+    assert_eq!(stream.status, 200);
+    let workers = app.start_workers().await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(event) = stream.next().await {
+        seen.push(event);
+    }
+    workers.shutdown(SOON).await;
+    let last = seen.last().unwrap();
+    assert_eq!(last.data["state"], "completed", "{seen:?}");
+    assert_eq!(
+        last.data["returnValue"],
+        serde_json::json!(4),
+        "its own: {seen:?}"
+    );
+    assert_eq!(
+        last.data["progress"],
+        serde_json::json!({ "of": 2 }),
+        "{seen:?}"
+    );
+    let logs = q.get_job_logs("step-2", 0..10).await.unwrap();
+    assert_eq!(logs.lines, ["step 2"], "its own log lines");
+}
