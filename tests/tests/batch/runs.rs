@@ -219,3 +219,59 @@ async fn a_job_whose_attempt_ends_early_keeps_its_lock_until_its_batch_ends() {
         );
     }
 }
+
+/// Holds every batch until the test opens it.
+struct Gate(tokio::sync::watch::Sender<bool>);
+
+async fn held(batch: Batch<u32>, gate: Dep<Gate>) -> Result<BatchResult, JobError> {
+    let _ = batch.len();
+    let _ = gate.0.subscribe().wait_for(|open| *open).await;
+    Ok(BatchResult::new())
+}
+
+#[tokio::test]
+async fn a_worker_busy_with_a_long_batch_is_alive_while_jobs_wait() {
+    let redis = TestRedis::new("batch-alive");
+    let gate = Arc::new(Gate(tokio::sync::watch::channel(false).0));
+    let app = redis
+        .builder()
+        .provide_arc(gate.clone())
+        .processor(
+            Processor::new("rows")
+                .concurrency(1)
+                .batch(100, Duration::ZERO, held),
+        )
+        .build()
+        .await
+        .unwrap();
+    let q = app.queue::<u32>("rows").unwrap();
+    let health = app
+        .health(queue_core::health::HealthSettings::new().wedged_after(Duration::from_millis(500)));
+    let workers = app.start_workers().await.unwrap();
+    q.add("row", 0, JobOptions::new()).await.unwrap();
+    wait_until(SOON, "the first batch to run", || async {
+        (q.get_job_counts().await.unwrap().active == 1).then_some(())
+    })
+    .await;
+    for n in 1..5 {
+        q.add("row", n, JobOptions::new()).await.unwrap();
+    }
+    // Past the period with jobs waiting: its one slot holds a batch, so it is busy,
+    // not wedged (counted by jobs, 1 of 100 slots, it looked free and stuck).
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(1_500) {
+        let report = health.live().await;
+        let worker = report
+            .checks
+            .iter()
+            .find(|c| c.name == "worker:rows")
+            .cloned()
+            .expect("the worker's check");
+        assert!(report.is_healthy(), "{worker:?}");
+        assert!(worker.detail.contains("1 of 1 slots busy"), "{worker:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = gate.0.send(true);
+    wait_for_completed(&q, 5, SOON).await;
+    workers.shutdown(SOON).await;
+}
