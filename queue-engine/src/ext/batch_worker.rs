@@ -233,6 +233,32 @@ struct Kept {
     plain: bool,
 }
 
+impl Kept {
+    /// Ends this job's attempt as a single job's ends (`finish_attempt`): a failure, a
+    /// retry, a completion that is not plain.
+    async fn finish_alone(
+        &self,
+        ctx: &LoopContext,
+        token: &str,
+        outcome: Result<serde_json::Value, Error>,
+    ) {
+        Worker::finish_attempt(
+            ctx,
+            outcome,
+            &self.id,
+            token,
+            self.attempts,
+            self.attempts_made,
+            &self.opts,
+            &self.data,
+            &self.previous_stacktrace,
+            &self.discarded,
+            false,
+        )
+        .await;
+    }
+}
+
 async fn run(ctx: &LoopContext, jobs: Vec<TakenJob>, token: &str) {
     let Some(batch) = ctx.opts.batch.as_ref() else {
         return;
@@ -275,20 +301,8 @@ async fn run(ctx: &LoopContext, jobs: Vec<TakenJob>, token: &str) {
             Worker::schedule_next_run(ctx, scheduler_id, &id, &keep.data, &keep.opts).await;
         }
         if let Some(reason) = Worker::unrecoverable_before_run(ctx, &job) {
-            Worker::finish_attempt(
-                ctx,
-                Err(Error::Unrecoverable(reason)),
-                &keep.id,
-                token,
-                keep.attempts,
-                keep.attempts_made,
-                &keep.opts,
-                &keep.data,
-                &keep.previous_stacktrace,
-                &keep.discarded,
-                false,
-            )
-            .await;
+            keep.finish_alone(ctx, token, Err(Error::Unrecoverable(reason)))
+                .await;
             continue;
         }
         kept.push(keep);
@@ -309,22 +323,9 @@ async fn run(ctx: &LoopContext, jobs: Vec<TakenJob>, token: &str) {
                 outcome => singles.push((keep, outcome)),
             }
         }
-        let single_finishes = singles.into_iter().map(|(keep, outcome)| async move {
-            Worker::finish_attempt(
-                ctx,
-                outcome,
-                &keep.id,
-                token,
-                keep.attempts,
-                keep.attempts_made,
-                &keep.opts,
-                &keep.data,
-                &keep.previous_stacktrace,
-                &keep.discarded,
-                false,
-            )
-            .await;
-        });
+        let single_finishes = singles
+            .into_iter()
+            .map(|(keep, outcome)| async move { keep.finish_alone(ctx, token, outcome).await });
         futures::join!(
             finish_completed(ctx, token, completed),
             futures::future::join_all(single_finishes)
