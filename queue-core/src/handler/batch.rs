@@ -333,17 +333,7 @@ fn launch<H: BatchHandler<Args>, Args>(
         let run = AssertUnwindSafe(async move {
             match handler.call(batch, &deps) {
                 Some(future) => future.await,
-                None => {
-                    let missing = H::dependencies()
-                        .into_iter()
-                        .filter(|d| !deps.contains(d))
-                        .map(|d| d.type_name)
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    Err(JobError::unrecoverable_msg(format!(
-                        "dependency not provided: {missing}"
-                    )))
-                }
+                None => Err(super::missing_dependencies(H::dependencies(), &deps)),
             }
         })
         .catch_unwind();

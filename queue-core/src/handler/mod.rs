@@ -180,6 +180,18 @@ pub struct ErasedHandler {
     run: Arc<RunFn>,
 }
 
+/// The failure of a handler whose dependencies (`needed`) are not all in `deps`: it
+/// names the missing ones.
+fn missing_dependencies(needed: Vec<DepInfo>, deps: &Deps) -> JobError {
+    let missing = needed
+        .into_iter()
+        .filter(|d| !deps.contains(d))
+        .map(|d| d.type_name)
+        .collect::<Vec<_>>()
+        .join(", ");
+    JobError::unrecoverable_msg(format!("dependency not provided: {missing}"))
+}
+
 /// Whether `value` deserializes into `T`.
 fn fits<T: DeserializeOwned>(value: &serde_json::Value) -> Result<(), String> {
     T::deserialize(value).map(drop).map_err(|e| e.to_string())
@@ -199,15 +211,7 @@ impl ErasedHandler {
             Box::pin(async move {
                 let typed = deserialize_payload::<H::Payload>(job, input)?;
                 let Some(future) = handler.call(typed, &deps) else {
-                    let missing = H::dependencies()
-                        .into_iter()
-                        .filter(|d| !deps.contains(d))
-                        .map(|d| d.type_name)
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    return Err(JobError::unrecoverable_msg(format!(
-                        "dependency not provided: {missing}"
-                    )));
+                    return Err(missing_dependencies(H::dependencies(), &deps));
                 };
                 let output = future.await?;
                 serde_json::to_value(output).map_err(|e| {
