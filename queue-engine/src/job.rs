@@ -1456,42 +1456,43 @@ impl Job {
 
     /// Deserialize a job from Redis hash fields.
     pub fn from_redis_hash(id: &str, fields: &HashMap<String, String>) -> Result<Self, Error> {
-        let name = fields.get("name").cloned().unwrap_or_default();
-        let data: serde_json::Value = fields
-            .get("data")
+        Self::from_fields(id, |name| fields.get(name).map(String::as_str))
+    }
+
+    /// [`Job::from_redis_hash`] over any lookup of the hash's fields (change 36): a
+    /// batch's take reads its jobs out of one packed reply, without a map per job.
+    pub(crate) fn from_fields<'a>(
+        id: &str,
+        field: impl Fn(&str) -> Option<&'a str>,
+    ) -> Result<Self, Error> {
+        let owned = |name: &str| field(name).map(str::to_owned);
+        let name = owned("name").unwrap_or_default();
+        let data: serde_json::Value = field("data")
             .and_then(|d| serde_json::from_str(d).ok())
             .unwrap_or(serde_json::Value::Null);
-        let opts: JobOptions = fields
-            .get("opts")
+        let opts: JobOptions = field("opts")
             .and_then(|o| serde_json::from_str(o).ok())
             .unwrap_or_default();
-        let progress: JobProgress = fields
-            .get("progress")
+        let progress: JobProgress = field("progress")
             .and_then(|p| serde_json::from_str(p).ok())
             .unwrap_or_default();
-        let timestamp: u64 = fields
-            .get("timestamp")
-            .and_then(|t| t.parse().ok())
-            .unwrap_or(0);
-        let attempts_made: u32 = fields.get("atm").and_then(|a| a.parse().ok()).unwrap_or(0);
-        let attempts_started: u32 = fields.get("ats").and_then(|a| a.parse().ok()).unwrap_or(0);
-        let processed_on: Option<u64> = fields.get("processedOn").and_then(|t| t.parse().ok());
-        let finished_on: Option<u64> = fields.get("finishedOn").and_then(|t| t.parse().ok());
-        let failed_reason = fields.get("failedReason").cloned().unwrap_or_default();
-        let stacktrace = fields.get("stacktrace").cloned().unwrap_or_default();
-        let returnvalue = fields.get("returnvalue").cloned().unwrap_or_default();
-        let parent: Option<ParentKeys> = fields
-            .get("parent")
-            .and_then(|p| serde_json::from_str(p).ok());
-        let parent_key = fields.get("parentKey").cloned();
-        let processed_by = fields.get("pb").cloned();
-        let stalled_counter: u32 = fields.get("stc").and_then(|s| s.parse().ok()).unwrap_or(0);
-        let delay: u64 = fields
-            .get("delay")
+        let timestamp: u64 = field("timestamp").and_then(|t| t.parse().ok()).unwrap_or(0);
+        let attempts_made: u32 = field("atm").and_then(|a| a.parse().ok()).unwrap_or(0);
+        let attempts_started: u32 = field("ats").and_then(|a| a.parse().ok()).unwrap_or(0);
+        let processed_on: Option<u64> = field("processedOn").and_then(|t| t.parse().ok());
+        let finished_on: Option<u64> = field("finishedOn").and_then(|t| t.parse().ok());
+        let failed_reason = owned("failedReason").unwrap_or_default();
+        let stacktrace = owned("stacktrace").unwrap_or_default();
+        let returnvalue = owned("returnvalue").unwrap_or_default();
+        let parent: Option<ParentKeys> = field("parent").and_then(|p| serde_json::from_str(p).ok());
+        let parent_key = owned("parentKey");
+        let processed_by = owned("pb");
+        let stalled_counter: u32 = field("stc").and_then(|s| s.parse().ok()).unwrap_or(0);
+        let delay: u64 = field("delay")
             .and_then(|d| d.parse().ok())
             .unwrap_or_else(|| opts.delay.unwrap_or(0));
-        let repeat_job_key = fields.get("rjk").cloned();
-        let deferred_failure = fields.get("defa").cloned();
+        let repeat_job_key = owned("rjk");
+        let deferred_failure = owned("defa");
 
         Ok(Self {
             id: id.to_string(),

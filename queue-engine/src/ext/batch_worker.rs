@@ -4,6 +4,7 @@
 //! a retry, a scheduler's next run, a flow's child are finished by the same code as a
 //! single job's.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -47,7 +48,7 @@ pub(super) async fn take(
     blocking: &BlockingRedisConnection,
     token: &str,
 ) -> Result<FetchResult, Error> {
-    let mut jobs = match take_once(ctx, batch.size, token).await? {
+    let mut jobs = match take_once(ctx, batch.size, 0, token).await? {
         Taken::Jobs(jobs) => jobs,
         Taken::Nothing(other) => return Ok(other),
     };
@@ -64,7 +65,7 @@ pub(super) async fn take(
             }
             // A job added wakes the wait (its add writes the marker).
             Worker::wait_for_marker(blocking, ctx, left.as_millis() as u64).await;
-            match take_once(ctx, batch.size - jobs.len(), token).await {
+            match take_once(ctx, batch.size - jobs.len(), 0, token).await {
                 // Each job once, should a take find one again (it cannot while the
                 // wait is shorter than the lock, which the options require).
                 Ok(Taken::Jobs(more)) => jobs.extend(
@@ -152,12 +153,24 @@ enum Taken {
     Nothing(FetchResult),
 }
 
-async fn take_once(ctx: &LoopContext, size: usize, token: &str) -> Result<Taken, Error> {
+/// One `batchTake` of up to `size` jobs, none unless there are at least `least` (0: any).
+async fn take_once(
+    ctx: &LoopContext,
+    size: usize,
+    least: usize,
+    token: &str,
+) -> Result<Taken, Error> {
     let script = crate::ext::registered::script(&ctx.conn, "batchTake")?;
     let opts = pack_move_to_active_opts(token, &ctx.opts);
     let now = now_ms().to_string();
-    let size = size.to_string();
-    let args: [&[u8]; 4] = [&ctx.prefix_bytes, now.as_bytes(), &opts, size.as_bytes()];
+    let (size, least) = (size.to_string(), least.to_string());
+    let args: [&[u8]; 5] = [
+        &ctx.prefix_bytes,
+        now.as_bytes(),
+        &opts,
+        size.as_bytes(),
+        least.as_bytes(),
+    ];
     let mut conn = ctx.conn.connection();
     let reply = script
         .execute(&mut conn, &ctx.move_to_active_keys, &args)
@@ -165,35 +178,38 @@ async fn take_once(ctx: &LoopContext, size: usize, token: &str) -> Result<Taken,
     parse_take(&reply)
 }
 
-/// `batchTake`'s reply: `{ids, replies, 0, 0}`, or moveToActive's `{0, 0, ttl, next}`.
+/// `batchTake`'s reply: `{ids, packed hashes, 0, 0}`, or moveToActive's `{0, 0, ttl, next}`.
 fn parse_take(reply: &redis::Value) -> Result<Taken, Error> {
     let redis::Value::Array(parts) = reply else {
         return Ok(Taken::Nothing(FetchResult::Empty));
     };
-    if let (Some(redis::Value::Array(ids)), Some(redis::Value::Array(replies))) =
+    if let (Some(redis::Value::Array(ids)), Some(redis::Value::BulkString(packed))) =
         (parts.first(), parts.get(1))
     {
+        let hashes = unpack_hashes(packed)?;
         let mut jobs = Vec::with_capacity(ids.len());
-        for (id, fields) in ids.iter().zip(replies) {
-            let (redis::Value::BulkString(id), redis::Value::Array(fields)) = (id, fields) else {
+        for (id, fields) in ids.iter().zip(hashes) {
+            let redis::Value::BulkString(id) = id else {
                 continue;
             };
-            let id = String::from_utf8_lossy(id);
-            let fields: std::collections::HashMap<String, String> = fields
+            let pairs: Vec<(&str, Cow<'_, str>)> = fields
                 .chunks_exact(2)
-                .filter_map(|pair| match pair {
-                    [redis::Value::BulkString(k), redis::Value::BulkString(v)] => Some((
-                        String::from_utf8_lossy(k).into_owned(),
-                        String::from_utf8_lossy(v).into_owned(),
-                    )),
-                    _ => None,
+                .filter_map(|pair| {
+                    let name = std::str::from_utf8(pair[0]).ok()?;
+                    Some((name, String::from_utf8_lossy(pair[1])))
                 })
                 .collect();
-            let plain = !["parentKey", "parent", "deid"]
+            let field = |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, value)| value.as_ref())
+            };
+            let plain = ["parentKey", "parent", "deid"]
                 .iter()
-                .any(|field| fields.contains_key(*field));
+                .all(|name| field(name).is_none());
             jobs.push(TakenJob {
-                job: Job::from_redis_hash(&id, &fields)?,
+                job: Job::from_fields(&String::from_utf8_lossy(id), field)?,
                 plain,
             });
         }
@@ -207,7 +223,8 @@ fn parse_take(reply: &redis::Value) -> Result<Taken, Error> {
     }))
 }
 
-/// Runs the batch in a task of its own, which holds the batch's concurrency slot.
+/// Runs the batch in a task of its own, which holds the batch's concurrency slot and,
+/// as long as a full batch is waiting when one ends, runs that one next.
 pub(super) fn spawn(
     ctx: &Arc<LoopContext>,
     slot: ConcurrencySlotGuard,
@@ -217,8 +234,34 @@ pub(super) fn spawn(
     let ctx = ctx.clone();
     tokio::spawn(async move {
         let _slot = slot;
-        run(&ctx, jobs, &token).await;
+        let mut next = Some((jobs, token));
+        while let Some((jobs, token)) = next.take() {
+            run(&ctx, jobs, &token).await;
+            next = take_full(&ctx).await;
+        }
     });
+}
+
+/// The next batch for a task whose batch just ended, as a single job's finish takes
+/// the next job: only a full one, which needs no wait. The batches at once then take
+/// side by side instead of one after another through the driver, whose takes of a
+/// batch that is not full wait for it to fill. `None`: the slot goes back to the driver.
+async fn take_full(ctx: &LoopContext) -> Option<(Vec<TakenJob>, String)> {
+    let batch = ctx.opts.batch.as_ref()?;
+    if ctx.closing.load(Ordering::Relaxed) || ctx.paused.load(Ordering::Relaxed) {
+        return None;
+    }
+    let token = ctx.next_token();
+    match take_once(ctx, batch.size, batch.size, &token).await {
+        Ok(Taken::Jobs(jobs)) if !jobs.is_empty() => Some((jobs, token)),
+        Ok(_) => None,
+        Err(e) => {
+            // Its answer lost, the take may have locked jobs under the token.
+            warn!(error = %e, "a batch's take of the next batch failed");
+            let found = locked_by_batch(ctx, &token, &mut HashSet::new()).await;
+            (!found.is_empty()).then_some((found, token))
+        }
+    }
 }
 
 /// What the finish of one job needs, kept before the job goes to the processor.
@@ -425,6 +468,36 @@ async fn finish_completed_with(
     }
 }
 
+/// The jobs' hashes `batchTake` packed with `cmsgpack.pack`: an array of one array per
+/// job, its field names and values one after the other, each a string.
+fn unpack_hashes(mut packed: &[u8]) -> Result<Vec<Vec<&[u8]>>, Error> {
+    let broken = |what: String| Error::Script {
+        code: 0,
+        message: format!("batchTake's packed jobs: {what}"),
+    };
+    let jobs = rmp::decode::read_array_len(&mut packed).map_err(|e| broken(e.to_string()))?;
+    let mut hashes = Vec::with_capacity(jobs as usize);
+    for _ in 0..jobs {
+        let fields = rmp::decode::read_array_len(&mut packed).map_err(|e| broken(e.to_string()))?;
+        let mut hash = Vec::with_capacity(fields as usize);
+        for _ in 0..fields {
+            let len =
+                rmp::decode::read_str_len(&mut packed).map_err(|e| broken(e.to_string()))? as usize;
+            if len > packed.len() {
+                return Err(broken(format!(
+                    "a string of {len} bytes, {} left",
+                    packed.len()
+                )));
+            }
+            let (text, rest) = packed.split_at(len);
+            hash.push(text);
+            packed = rest;
+        }
+        hashes.push(hash);
+    }
+    Ok(hashes)
+}
+
 async fn send_finish(
     ctx: &LoopContext,
     token: &str,
@@ -497,4 +570,48 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unpack_hashes;
+
+    /// Packs `jobs` as `cmsgpack.pack` does a Lua array of arrays of strings.
+    fn packed(jobs: &[&[&str]]) -> Vec<u8> {
+        let mut buf = Vec::new();
+        rmp::encode::write_array_len(&mut buf, jobs.len() as u32).unwrap();
+        for fields in jobs {
+            rmp::encode::write_array_len(&mut buf, fields.len() as u32).unwrap();
+            for field in *fields {
+                rmp::encode::write_str(&mut buf, field).unwrap();
+            }
+        }
+        buf
+    }
+
+    #[test]
+    fn a_takes_packed_hashes_are_read_back_field_by_field() {
+        let long = "x".repeat(300);
+        let bytes = packed(&[&["name", "email", "data", &long], &["name", ""]]);
+        let hashes = unpack_hashes(&bytes).unwrap();
+        let texts: Vec<Vec<&str>> = hashes
+            .iter()
+            .map(|h| h.iter().map(|f| std::str::from_utf8(f).unwrap()).collect())
+            .collect();
+        assert_eq!(
+            texts,
+            vec![
+                vec!["name", "email", "data", long.as_str()],
+                vec!["name", ""]
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cut_pack_is_an_error_not_a_panic() {
+        let bytes = packed(&[&["name", "email", "data", "{\"to\":\"a@b.c\"}"]]);
+        for cut in 0..bytes.len() {
+            assert!(unpack_hashes(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
 }

@@ -389,3 +389,80 @@ async fn a_batch_counts_in_the_minute_its_jobs_finish() {
         ("15", "10")
     );
 }
+
+/// A batch that ends takes the next one itself only when it is full: the batch after
+/// it still waits up to `wait` to fill, as the first did.
+#[tokio::test]
+async fn the_batch_after_another_still_waits_to_fill() {
+    let redis = PrivateRedis::start();
+    let url = format!("redis://127.0.0.1:{}", redis.port());
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let queue = queue(&url, "mail", 10, 1).await;
+    let add = |prefix: &'static str| {
+        let queue = &queue;
+        async move {
+            let bulk = (0..5)
+                .map(|n| {
+                    BulkJob::new("email", serde_json::json!({ "n": n }))
+                        .options(bullmq::JobOptions::new().job_id(format!("{prefix}-{n}")))
+                })
+                .collect();
+            queue.add_bulk(bulk).await.unwrap();
+        }
+    };
+    // The first batch holds until the test lets it go.
+    let seen = Seen::default();
+    let (release, released) = tokio::sync::watch::channel(false);
+    let recorded = recording(seen.clone(), &[]);
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let starts = started.clone();
+    let gated: BatchProcessorFn = Arc::new(move |jobs| {
+        let (recorded, mut released) = (recorded.clone(), released.clone());
+        starts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            let _ = released.wait_for(|go| *go).await;
+            recorded(jobs).await
+        })
+    });
+    let options = WorkerOptions {
+        concurrency: 1,
+        ..options_of(&url, BatchOptions::new(10, 1_000, gated))
+    };
+    let worker = Worker::with_options("mail", BatchOptions::unused_processor(), options)
+        .await
+        .unwrap();
+    wait_until(Duration::from_secs(20), "the first batch running", || {
+        let batches = started.load(std::sync::atomic::Ordering::SeqCst);
+        std::future::ready((batches == 1).then_some(()))
+    })
+    .await;
+    add("early").await;
+    release.send(true).unwrap();
+    // The five taken as the next batch's first jobs; five more arrive within its wait.
+    wait_until(
+        Duration::from_secs(20),
+        "the next batch's first 5 taken",
+        || {
+            let active: u64 = redis::cmd("LLEN")
+                .arg("bull:mail:active")
+                .query(&mut conn)
+                .unwrap();
+            let done = zcard(&mut conn, "bull:mail:completed");
+            std::future::ready((done == 10 && active == 5).then_some(()))
+        },
+    )
+    .await;
+    add("late").await;
+    wait_until(Duration::from_secs(20), "20 jobs completed", || {
+        let done = zcard(&mut conn, "bull:mail:completed");
+        std::future::ready((done == 20).then_some(()))
+    })
+    .await;
+    worker.close(5_000).await.unwrap();
+    let batches = seen.lock().unwrap().clone();
+    let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+    assert_eq!(sizes, vec![10, 10], "{batches:?}");
+}
