@@ -58,18 +58,24 @@ async fn queue(url: &str, name: &str, jobs: usize, attempts: u32) -> bullmq::Que
     queue
 }
 
+/// A Redis of the test's own, its URL and a connection to it.
+fn private_redis() -> (PrivateRedis, String, redis::Connection) {
+    let redis = PrivateRedis::start();
+    let url = format!("redis://127.0.0.1:{}", redis.port());
+    let conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    (redis, url, conn)
+}
+
 fn zcard(conn: &mut redis::Connection, key: &str) -> u64 {
     redis::cmd("ZCARD").arg(key).query(conn).unwrap()
 }
 
 #[tokio::test]
 async fn a_batch_worker_completes_each_job_as_bullmq_records_one() {
-    let redis = PrivateRedis::start();
-    let url = format!("redis://127.0.0.1:{}", redis.port());
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let (_redis, url, mut conn) = private_redis();
     let _queue = queue(&url, "mail", 250, 1).await;
     // The order BullMQ's worker would take them in: from the right of `wait` (an
     // `add_bulk` sends its chunks at once, so not always in the order of the ids).
@@ -143,12 +149,7 @@ async fn a_batch_worker_completes_each_job_as_bullmq_records_one() {
 
 #[tokio::test]
 async fn a_failed_job_of_a_batch_retries_alone_with_its_own_attempts() {
-    let redis = PrivateRedis::start();
-    let url = format!("redis://127.0.0.1:{}", redis.port());
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let (_redis, url, mut conn) = private_redis();
     let _queue = queue(&url, "mail", 10, 2).await;
     let seen = Seen::default();
     let worker = Worker::with_options(
@@ -230,12 +231,7 @@ fn commands_run(conn: &mut redis::Connection) -> BTreeMap<String, u64> {
 #[tokio::test]
 async fn jobs_with_a_retention_of_their_own_are_completed_by_the_batch() {
     const JOBS: u64 = 200;
-    let redis = PrivateRedis::start();
-    let url = format!("redis://127.0.0.1:{}", redis.port());
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let (_redis, url, mut conn) = private_redis();
     let options = QueueOptions::new().connection(RedisConnectionOptions::new().url(&url));
     let queue = bullmq::Queue::with_options("mail", options).await.unwrap();
     let bulk = (0..JOBS)
@@ -290,12 +286,7 @@ async fn jobs_with_a_retention_of_their_own_are_completed_by_the_batch() {
 #[tokio::test]
 async fn a_batch_of_100_costs_redis_at_most_8_commands_a_job() {
     const JOBS: u64 = 1_000;
-    let redis = PrivateRedis::start();
-    let url = format!("redis://127.0.0.1:{}", redis.port());
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let (_redis, url, mut conn) = private_redis();
     let _queue = queue(&url, "mail", JOBS as usize, 1).await;
     redis::cmd("CONFIG")
         .arg("RESETSTAT")
@@ -336,12 +327,7 @@ async fn a_batch_of_100_costs_redis_at_most_8_commands_a_job() {
 /// counts in the new one.
 #[tokio::test]
 async fn a_batch_counts_in_the_minute_its_jobs_finish() {
-    let redis = PrivateRedis::start();
-    let url = format!("redis://127.0.0.1:{}", redis.port());
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let (_redis, url, mut conn) = private_redis();
     let _queue = queue(&url, "mail", 5, 1).await;
     // Ten jobs counted so far, seven of them when the last minute's point was made.
     let a_minute_ago = std::time::SystemTime::now()
@@ -394,12 +380,7 @@ async fn a_batch_counts_in_the_minute_its_jobs_finish() {
 /// it still waits up to `wait` to fill, as the first did.
 #[tokio::test]
 async fn the_batch_after_another_still_waits_to_fill() {
-    let redis = PrivateRedis::start();
-    let url = format!("redis://127.0.0.1:{}", redis.port());
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let (_redis, url, mut conn) = private_redis();
     let queue = queue(&url, "mail", 10, 1).await;
     let add = |prefix: &'static str| {
         let queue = &queue;
