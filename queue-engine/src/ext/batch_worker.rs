@@ -94,15 +94,22 @@ async fn locked_by_batch(
     token: &str,
     ids: &mut HashSet<String>,
 ) -> Vec<TakenJob> {
-    let found = match crate::ext::locks::jobs_locked_by(&ctx.conn, &ctx.keys, &[token.to_owned()])
-        .await
-    {
-        Ok(found) => found,
+    match crate::ext::locks::jobs_locked_by(&ctx.conn, &ctx.keys, &[token.to_owned()]).await {
+        Ok(found) => read_locked(ctx, found, ids).await,
         Err(e) => {
             warn!(error = %e, "cannot look for the jobs a lost take locked; stalled-job recovery will run them");
-            return Vec::new();
+            Vec::new()
         }
-    };
+    }
+}
+
+/// The jobs of `found` (ids and tokens) that are not among `ids` (added to it), read
+/// back to run.
+async fn read_locked(
+    ctx: &LoopContext,
+    found: Vec<(String, String)>,
+    ids: &mut HashSet<String>,
+) -> Vec<TakenJob> {
     let mut jobs = Vec::new();
     for (job_id, _) in found {
         if !ids.insert(job_id.clone()) {
@@ -245,21 +252,40 @@ pub(super) fn spawn(
 /// The next batch for a task whose batch just ended, as a single job's finish takes
 /// the next job: only a full one, which needs no wait. The batches at once then take
 /// side by side instead of one after another through the driver, whose takes of a
-/// batch that is not full wait for it to fill. `None`: the slot goes back to the driver.
+/// batch that is not full wait for it to fill. `None`: the slot goes back to the
+/// driver (also when the worker closes, pauses or was given a lower concurrency).
 async fn take_full(ctx: &LoopContext) -> Option<(Vec<TakenJob>, String)> {
     let batch = ctx.opts.batch.as_ref()?;
-    if ctx.closing.load(Ordering::Relaxed) || ctx.paused.load(Ordering::Relaxed) {
+    if !Worker::should_fetch_next(ctx) {
         return None;
     }
     let token = ctx.next_token();
-    match take_once(ctx, batch.size, batch.size, &token).await {
-        Ok(Taken::Jobs(jobs)) if !jobs.is_empty() => Some((jobs, token)),
-        Ok(_) => None,
-        Err(e) => {
-            // Its answer lost, the take may have locked jobs under the token.
-            warn!(error = %e, "a batch's take of the next batch failed");
-            let found = locked_by_batch(ctx, &token, &mut HashSet::new()).await;
-            (!found.is_empty()).then_some((found, token))
+    let error = match take_once(ctx, batch.size, batch.size, &token).await {
+        Ok(Taken::Jobs(jobs)) if !jobs.is_empty() => return Some((jobs, token)),
+        Ok(_) => return None,
+        Err(e) => e,
+    };
+    ctx.outage
+        .failed(ctx.keys.name(), "failed to take the next batch", &error);
+    let _ = ctx.event_tx.send(WorkerEvent::Error(error.to_string()));
+    // Its answer lost, the take may have locked jobs under the token: they are this
+    // task's to run, looked for until Redis answers (the slot held meanwhile, as the
+    // driver keeps the token of a fetch whose answer was lost).
+    loop {
+        match crate::ext::locks::jobs_locked_by(&ctx.conn, &ctx.keys, std::slice::from_ref(&token))
+            .await
+        {
+            Ok(found) => {
+                let jobs = read_locked(ctx, found, &mut HashSet::new()).await;
+                return (!jobs.is_empty()).then_some((jobs, token));
+            }
+            Err(_) if !ctx.closing.load(Ordering::Relaxed) => {
+                tokio::time::sleep(Duration::from_millis(ctx.opts.run_retry_delay)).await;
+            }
+            Err(e) => {
+                warn!(error = %e, "closing: the jobs a lost take may have locked are left to stalled-job recovery");
+                return None;
+            }
         }
     }
 }
@@ -476,10 +502,11 @@ fn unpack_hashes(mut packed: &[u8]) -> Result<Vec<Vec<&[u8]>>, Error> {
         message: format!("batchTake's packed jobs: {what}"),
     };
     let jobs = rmp::decode::read_array_len(&mut packed).map_err(|e| broken(e.to_string()))?;
-    let mut hashes = Vec::with_capacity(jobs as usize);
+    // Capacities bounded by the bytes there are: a header cannot ask for more.
+    let mut hashes = Vec::with_capacity((jobs as usize).min(packed.len()));
     for _ in 0..jobs {
         let fields = rmp::decode::read_array_len(&mut packed).map_err(|e| broken(e.to_string()))?;
-        let mut hash = Vec::with_capacity(fields as usize);
+        let mut hash = Vec::with_capacity((fields as usize).min(packed.len()));
         for _ in 0..fields {
             let len =
                 rmp::decode::read_str_len(&mut packed).map_err(|e| broken(e.to_string()))? as usize;
@@ -613,5 +640,8 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(unpack_hashes(&bytes[..cut]).is_err(), "cut at {cut}");
         }
+        // A header that claims four billion jobs, with nothing behind it.
+        assert!(unpack_hashes(&[0xdd, 0xff, 0xff, 0xff, 0xff]).is_err());
+        assert!(unpack_hashes(&[0x91, 0xdd, 0xff, 0xff, 0xff, 0xff]).is_err());
     }
 }

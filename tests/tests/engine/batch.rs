@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bullmq::batch::{BatchOptions, BatchProcessorFn};
 use bullmq::options::RedisConnectionOptions;
@@ -410,7 +410,7 @@ async fn the_batch_after_another_still_waits_to_fill() {
     });
     let options = WorkerOptions {
         concurrency: 1,
-        ..options_of(&url, BatchOptions::new(10, 1_000, gated))
+        ..options_of(&url, BatchOptions::new(10, 5_000, gated))
     };
     let worker = Worker::with_options("mail", BatchOptions::unused_processor(), options)
         .await
@@ -446,4 +446,59 @@ async fn the_batch_after_another_still_waits_to_fill() {
     let batches = seen.lock().unwrap().clone();
     let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
     assert_eq!(sizes, vec![10, 10], "{batches:?}");
+}
+
+/// A lower concurrency holds for batches too: a batch that ends gives its slot back
+/// rather than take the next one past the new limit.
+#[tokio::test]
+async fn a_lowered_concurrency_stops_batches_taking_the_next_past_it() {
+    let (_redis, url, mut conn) = private_redis();
+    let _queue = queue(&url, "mail", 400, 1).await;
+    // When each batch started and ended.
+    let spans: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
+    let recorded = spans.clone();
+    let timed: BatchProcessorFn = Arc::new(move |jobs| {
+        let recorded = recorded.clone();
+        Box::pin(async move {
+            let started = Instant::now();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            recorded.lock().unwrap().push((started, Instant::now()));
+            jobs.iter().map(|_| Ok(serde_json::Value::Null)).collect()
+        })
+    });
+    let options = WorkerOptions {
+        concurrency: 2,
+        ..options_of(&url, BatchOptions::new(10, 0, timed))
+    };
+    let worker = Worker::with_options("mail", BatchOptions::unused_processor(), options)
+        .await
+        .unwrap();
+    wait_until(Duration::from_secs(20), "two batches done", || {
+        std::future::ready((spans.lock().unwrap().len() >= 2).then_some(()))
+    })
+    .await;
+    worker.set_concurrency(1);
+    // The batches running when it was lowered end within their 20 ms.
+    let settled = Instant::now() + Duration::from_millis(200);
+    wait_until(Duration::from_secs(30), "400 jobs completed", || {
+        let done = zcard(&mut conn, "bull:mail:completed");
+        std::future::ready((done == 400).then_some(()))
+    })
+    .await;
+    worker.close(5_000).await.unwrap();
+    let mut later: Vec<(Instant, Instant)> = spans
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|(started, _)| *started > settled)
+        .collect();
+    later.sort();
+    assert!(later.len() >= 5, "{} batches after the change", later.len());
+    for pair in later.windows(2) {
+        assert!(
+            pair[1].0 >= pair[0].1,
+            "two batches at once after concurrency went to 1"
+        );
+    }
 }
