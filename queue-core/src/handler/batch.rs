@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::{deserialize_payload, ErasedHandler, Input};
 use crate::deps::{Dep, DepInfo, Deps};
 use crate::job::batch::{Arrival, BatchOutcome, Launcher, Ticket};
-use crate::job::{Job, JobError};
+use crate::job::{Job, JobError, SharedFailure};
 
 /// The jobs of one batch, in the order the queue gave them.
 ///
@@ -340,22 +340,37 @@ fn launch<H: BatchHandler<Args>, Args>(
         let outcome = match timeout {
             Some(limit) => match tokio::time::timeout(limit, run).await {
                 Ok(outcome) => outcome,
-                Err(_) => Ok(Err(JobError::with_message(
-                    true,
-                    format!("the batch timed out after {limit:?}"),
-                ))),
+                Err(_) => {
+                    let reason = format!("the batch timed out after {limit:?}");
+                    let how = SharedFailure {
+                        timed_out: true,
+                        stack: None,
+                    };
+                    return fail_all(senders, true, &reason, how);
+                }
             },
             None => run.await,
         };
         let mut result = match outcome {
             Ok(Ok(result)) => result,
-            Ok(Err(error)) => return fail_all(senders, &error),
+            Ok(Err(error)) => {
+                let how = SharedFailure {
+                    timed_out: false,
+                    stack: error.chain_text(),
+                };
+                return fail_all(senders, error.is_retryable(), error.message(), how);
+            }
             Err(panic) => {
-                let message = format!(
-                    "batch handler panicked: {}",
-                    super::panic::message(panic.as_ref())
-                );
-                return fail_all(senders, &JobError::with_message(true, message));
+                let message = super::panic::message(panic.as_ref());
+                // Read on this thread, in this poll: where the panic noted it.
+                let stack = super::panic::take()
+                    .map(|at| format!("batch handler panicked at {at}:\n{message}"));
+                let reason = format!("batch handler panicked: {message}");
+                let how = SharedFailure {
+                    timed_out: false,
+                    stack,
+                };
+                return fail_all(senders, true, &reason, how);
             }
         };
         for (id, sender) in senders {
@@ -364,13 +379,16 @@ fn launch<H: BatchHandler<Args>, Args>(
     });
 }
 
-/// The whole batch's failure, as each job's attempt's.
-fn fail_all(senders: Vec<(String, tokio::sync::oneshot::Sender<BatchOutcome>)>, error: &JobError) {
+/// The whole batch's failure, as each job's attempt's: its reason, and how it ended
+/// (a timeout; the stack text each job records).
+fn fail_all(
+    senders: Vec<(String, tokio::sync::oneshot::Sender<BatchOutcome>)>,
+    retryable: bool,
+    reason: &str,
+    how: SharedFailure,
+) {
     for (_, sender) in senders {
-        let _ = sender.send(Err(JobError::with_message(
-            error.is_retryable(),
-            error.message(),
-        )));
+        let _ = sender.send(Err(JobError::shared(retryable, reason, how.clone())));
     }
 }
 

@@ -51,6 +51,18 @@ pub struct JobError {
     retryable: bool,
     message: String,
     source: Option<BoxError>,
+    /// What the attempt's record takes from a failure shared by many attempts (a
+    /// batch's), which no source carries: boxed, as it is rare.
+    shared: Option<Box<SharedFailure>>,
+}
+
+/// How a batch's failure, given to each of its jobs, ended each job's attempt: its
+/// handler's timeout or not, and the stack text the job records (the error's chain,
+/// or where the handler panicked).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SharedFailure {
+    pub(crate) timed_out: bool,
+    pub(crate) stack: Option<String>,
 }
 
 impl JobError {
@@ -69,6 +81,7 @@ impl JobError {
             retryable,
             message: with_causes(&*source),
             source: Some(source),
+            shared: None,
         }
     }
 
@@ -77,6 +90,7 @@ impl JobError {
             retryable: false,
             message: message.into(),
             source: None,
+            shared: None,
         }
     }
 
@@ -86,7 +100,22 @@ impl JobError {
             retryable,
             message: message.into(),
             source: None,
+            shared: None,
         }
+    }
+
+    /// One job's copy of a failure shared by a batch: its reason, whether it is
+    /// retryable, and how the attempt ended.
+    pub(crate) fn shared(retryable: bool, message: &str, shared: SharedFailure) -> Self {
+        JobError {
+            shared: Some(Box::new(shared)),
+            ..JobError::with_message(retryable, message)
+        }
+    }
+
+    /// Whether the attempt ended at its handler's timeout (a batch's).
+    pub(crate) fn timed_out(&self) -> bool {
+        self.shared.as_ref().is_some_and(|s| s.timed_out)
     }
 
     /// Whether the job's remaining attempts should be used.
@@ -108,6 +137,9 @@ impl JobError {
     /// the reason, then each cause on its own line, as `anyhow` prints a chain. `None`
     /// when the reason says it all.
     pub(crate) fn chain_text(&self) -> Option<String> {
+        if let Some(shared) = &self.shared {
+            return shared.stack.clone();
+        }
         let mut cause = self.source.as_deref()?.source();
         cause?;
         let mut text = format!("{}\nCaused by:", self.message);

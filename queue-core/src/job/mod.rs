@@ -22,6 +22,7 @@ use serde::Serialize;
 
 pub use children::{ChildKey, ChildResults, FailedChild};
 pub use error::JobError;
+pub(crate) use error::SharedFailure;
 pub use info::{JobInfo, ParentJob};
 pub use state::{JobCounts, JobState};
 

@@ -368,7 +368,7 @@ impl Supervised {
                     reason: e.message().to_owned(),
                     retryable: e.is_retryable(),
                     is_final: false,
-                    timed_out: false,
+                    timed_out: e.timed_out(),
                     stack: e.chain_text(),
                 }))
             }

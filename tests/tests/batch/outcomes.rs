@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use queue_core::metrics::Metrics;
 use queue_core::worker::{Batch, BatchResult};
 use queue_core::{Dep, JobError, JobOptions, JobState, Processor, WorkerEvent};
 use queue_tests::{wait_for_completed, wait_for_state, TestRedis, SOON};
@@ -195,11 +196,13 @@ async fn an_error_a_panic_or_the_timeout_fails_each_job_of_the_batch_once() {
         let calls = Arc::new(Calls::default());
         let app = redis
             .app(|b| {
-                b.provide_arc(calls.clone()).processor(
-                    Processor::new("mail")
-                        .timeout(Duration::from_millis(300))
-                        .batch(10, Duration::from_millis(100), whole_batch),
-                )
+                b.provide_arc(calls.clone())
+                    .metrics(Metrics::new())
+                    .processor(
+                        Processor::new("mail")
+                            .timeout(Duration::from_millis(300))
+                            .batch(10, Duration::from_millis(100), whole_batch),
+                    )
             })
             .await;
         let q = app.queue::<Mail>("mail").unwrap();
@@ -221,7 +224,27 @@ async fn an_error_a_panic_or_the_timeout_fails_each_job_of_the_batch_once() {
             );
             let job = q.get_job(&id).await.unwrap().unwrap();
             assert_eq!(job.attempts_made, 2, "{how}: {job:?}");
+            // A panic's record says where, as a single job's does.
+            if how == "panic" {
+                let stack = job.stacktrace.first().map(String::as_str).unwrap_or("");
+                assert!(
+                    stack.starts_with("batch handler panicked at ")
+                        && stack.contains("outcomes.rs")
+                        && stack.ends_with("the provider's client panicked"),
+                    "{stack:?}"
+                );
+            }
         }
+        // Each job's attempt counts as timed out, as a single job's at its timeout.
+        let metrics = app.metrics().unwrap().render(&app).await.unwrap();
+        // (Named `*`: a batch handler of a string queue takes every name.)
+        let timed_out: f64 = metrics
+            .lines()
+            .filter(|line| line.starts_with("queue_jobs_timed_out_total{queue=\"mail\""))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        let expected = if how == "slow" { 3.0 } else { 0.0 };
+        assert_eq!(timed_out, expected, "{how}: {metrics}");
         let mut failed_reasons = Vec::new();
         for event in received(&mut events).await {
             if let WorkerEvent::Failed {
