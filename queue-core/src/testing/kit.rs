@@ -407,7 +407,9 @@ async fn run_named<T: Serialize>(
     };
     let job = Job::in_process(data, queue, "test-job", name, 0, JobOptions::default());
     let run = plan.run(planned, job, &app.handler_deps());
-    let value = crate::handler::attempt(run, planned.timeout)
+    // A batch handler's timeout is its batch's, kept by the batch's run.
+    let timeout = planned.timeout.filter(|_| !planned.handler.batch);
+    let value = crate::handler::attempt(run, timeout)
         .await
         .map_err(|(reason, retryable)| match retryable {
             true => JobError::retry(reason),

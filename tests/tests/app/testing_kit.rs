@@ -315,3 +315,29 @@ async fn a_drain_reports_every_job_of_a_large_queue() {
         .iter()
         .all(|d| d.attempts == 1 && d.outcome == DrainOutcome::Completed(serde_json::json!(1))));
 }
+
+async fn slow_receipts(_batch: Batch<Receipt>) -> Result<BatchResult, JobError> {
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    Ok(BatchResult::new())
+}
+
+/// A batch handler's job run by the kit is a batch of one under the batch's timeout,
+/// as a worker runs it: one timer, the batch's, and its reason.
+#[tokio::test]
+async fn run_handler_runs_a_batch_handler_under_the_batchs_timeout() {
+    let app = QueueApp::builder()
+        .registrations(Registrations::None)
+        .processor(
+            Processor::new("kit-billing")
+                .timeout(Duration::from_millis(50))
+                .batch(10, Duration::ZERO, slow_receipts),
+        )
+        .build_inline()
+        .unwrap();
+    let receipt = Receipt {
+        customer: "x".into(),
+    };
+    let err = run_handler(&app, receipt).await.unwrap_err();
+    assert_eq!(err.message(), "the batch timed out after 50ms");
+    assert!(err.is_retryable());
+}

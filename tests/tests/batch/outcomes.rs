@@ -172,7 +172,9 @@ async fn whole_batch(batch: Batch<Mail>, calls: Dep<Calls>) -> Result<BatchResul
         .push(batch.iter().map(|j| j.id().to_owned()).collect());
     let first = batch.iter().all(|job| job.attempt() == 1);
     match batch.jobs()[0].data.to.as_str() {
-        "error" if first => Err(JobError::retry("the provider is down")),
+        "error" if first => Err(JobError::retry(
+            anyhow::anyhow!("connection refused").context("the provider is down"),
+        )),
         "panic" if first => panic!("the provider's client panicked"),
         "slow" if first => {
             tokio::time::sleep(Duration::from_secs(30)).await;
@@ -185,7 +187,7 @@ async fn whole_batch(batch: Batch<Mail>, calls: Dep<Calls>) -> Result<BatchResul
 #[tokio::test]
 async fn an_error_a_panic_or_the_timeout_fails_each_job_of_the_batch_once() {
     for (how, reason) in [
-        ("error", "the provider is down"),
+        ("error", "the provider is down: connection refused"),
         (
             "panic",
             "batch handler panicked: the provider's client panicked",
@@ -224,7 +226,14 @@ async fn an_error_a_panic_or_the_timeout_fails_each_job_of_the_batch_once() {
             );
             let job = q.get_job(&id).await.unwrap().unwrap();
             assert_eq!(job.attempts_made, 2, "{how}: {job:?}");
-            // A panic's record says where, as a single job's does.
+            // The error's chain, or where the panic was, as a single job's record says.
+            if how == "error" {
+                let stack = job.stacktrace.first().map(String::as_str).unwrap_or("");
+                assert!(
+                    stack.contains("Caused by:") && stack.contains("0: connection refused"),
+                    "{stack:?}"
+                );
+            }
             if how == "panic" {
                 let stack = job.stacktrace.first().map(String::as_str).unwrap_or("");
                 assert!(
