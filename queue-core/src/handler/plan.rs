@@ -40,6 +40,19 @@ pub(crate) struct PlannedHandler {
     pub(crate) label: String,
 }
 
+impl PlannedHandler {
+    /// The timer one attempt of a job runs under, given the job's own timeout (its
+    /// options'): the job's, else the processor's. None for a batch handler's job: its
+    /// timeout is its batch's, kept by the batch's run (`handler::batch`), and a second
+    /// timer of the job's own could win the race with another reason.
+    pub(crate) fn attempt_timeout(&self, job_timeout: Option<Duration>) -> Option<Duration> {
+        match self.handler.batch {
+            true => None,
+            false => job_timeout.or(self.timeout),
+        }
+    }
+}
+
 impl QueuePlan {
     /// The handler for a job name: the one that claims it, else the catch-all.
     pub(crate) fn handler_for(&self, job_name: &str) -> Option<&PlannedHandler> {

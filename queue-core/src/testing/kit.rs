@@ -407,8 +407,8 @@ async fn run_named<T: Serialize>(
     };
     let job = Job::in_process(data, queue, "test-job", name, 0, JobOptions::default());
     let run = plan.run(planned, job, &app.handler_deps());
-    // A batch handler's timeout is its batch's, kept by the batch's run.
-    let timeout = planned.timeout.filter(|_| !planned.handler.batch);
+    // The kit's job has no options of its own: the processor's timeout, or the batch's.
+    let timeout = planned.attempt_timeout(None);
     let value = crate::handler::attempt(run, timeout)
         .await
         .map_err(|(reason, retryable)| match retryable {

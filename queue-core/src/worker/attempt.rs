@@ -186,11 +186,7 @@ impl Dispatcher {
                 ending.finish(Err(failure), Duration::ZERO),
             ));
         };
-        // A batch's timeout is the batch's, kept by its run (`handler::batch`).
-        let timeout = match planned.handler.batch {
-            true => None,
-            false => job.options().get_timeout().or(planned.timeout),
-        };
+        let timeout = planned.attempt_timeout(job.options().get_timeout());
         let cancel = job.cancel_signal();
         // `run` is lazy: the payload's deserialization and the call that builds the
         // handler's future happen in the first poll, inside `catch_unwind`.

@@ -192,11 +192,7 @@ impl InlineRunner {
         }
         let deps = Arc::new(deps);
         let attempts = options.attempts.unwrap_or(1).max(1);
-        // A batch handler's timeout is its batch's (`handler::batch`), not the job's.
-        let timeout = match planned.handler.batch {
-            true => None,
-            false => options.timeout.or(planned.timeout),
-        };
+        let timeout = planned.attempt_timeout(options.timeout);
         let mut made = 0;
         loop {
             let job = Job::in_process(data.clone(), queue, id, name, made, options.clone());
