@@ -23,7 +23,8 @@
 # runs BENCH_PAIRED_ROUNDS paired rounds of BENCH_ENCRYPTION_JOBS (10000) 1 KB jobs per run.
 # The batches suite (#46) runs batch workers against our single-job worker at concurrency
 # 100, each batch run between two single-job runs, BENCH_ROUNDS rounds (at least 5) of
-# BENCH_JOBS jobs (about 2 minutes).
+# BENCH_JOBS jobs, and the floors of BullMQ's record of a job (Redis's ceiling on a batch
+# worker's ratio) in each round (about 4 minutes).
 # Progress goes to stderr, the report to stdout, a section as each suite ends (a suite
 # that fails leaves the ones before it):  scripts/bench.sh > report.md
 set -euo pipefail

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use super::batch_floor::{self, Floor};
 use super::commands::{calls, Calls};
 use super::findings::{Findings, Wanted};
 use super::redis::BenchRedis;
@@ -270,6 +271,9 @@ pub(super) fn measure(
     // after it.
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); SHAPES.len()];
     let others: Vec<usize> = (0..SHAPES.len()).filter(|&i| i != SINGLE).collect();
+    // Each floor's Redis CPU a job, and the single-job runs' around it over it.
+    let mut floors: Vec<Vec<f64>> = vec![Vec::new(); Floor::ALL.len()];
+    let mut ceilings: Vec<Vec<f64>> = vec![Vec::new(); Floor::ALL.len()];
     let run_logged = |redis: &mut BenchRedis, i: usize, round: usize| {
         let run = run_once(redis, jobs, SHAPES[i])?;
         eprintln!(
@@ -293,6 +297,23 @@ pub(super) fn measure(
             runs[SINGLE].push(before);
             before = after;
         }
+        // The floors, judged as the rows are: against the single-job runs around them.
+        let floor_us = Floor::ALL
+            .iter()
+            .map(|&floor| batch_floor::run(redis, jobs, floor))
+            .collect::<BenchResult<Vec<f64>>>()?;
+        let after = run_logged(redis, SINGLE, round)?;
+        let single_us = (before.redis_us_per_job + after.redis_us_per_job) / 2.0;
+        for (k, us) in floor_us.into_iter().enumerate() {
+            eprintln!(
+                "batches: floor, {}, round {round}: Redis {us:.1} µs/job",
+                Floor::ALL[k].label()
+            );
+            floors[k].push(us);
+            ceilings[k].push(single_us / us);
+        }
+        runs[SINGLE].push(before);
+        before = after;
         runs[SINGLE].push(before);
     }
     let med = |i: usize, f: fn(&Run) -> f64| median(&runs[i].iter().map(f).collect::<Vec<_>>());
@@ -354,7 +375,30 @@ pub(super) fn measure(
          their medians of \"of single\").\n",
         median(&ratios[TARGET]) / median(&ratios[raw])
     ));
-    eprintln!("batches, of single: {ratios:?}");
+    let redis_of_single = med(SINGLE, |r| r.redis_us_per_job) / med(TARGET, |r| r.redis_us_per_job);
+    out.push_str(&format!(
+        "\nRedis's ceiling. Redis is what bounds both the single-job worker and the batch \
+         rows here, so the batch rows cannot run past the single-job worker by more than \
+         the single-job worker's Redis CPU a job over theirs. The floors (`batch_floor.rs`) \
+         keep BullMQ's record of each job (its hash read, its start and end written, its \
+         lock, its `active` and `completed` events) and do nothing else: no lock checked at \
+         the finish, no limit, no retention, no metrics. \"Single ÷ this\" is the median of \
+         each round's single-job Redis CPU a job (the runs either side) over the floor's.\n\n\
+         | record | Redis CPU µs/job | single ÷ this |\n|---|---|---|\n\
+         | ours, `Processor::batch` 100 × 4 (the target row) | {:.1} | {redis_of_single:.2} |\n",
+        med(TARGET, |r| r.redis_us_per_job),
+    ));
+    for (k, floor) in Floor::ALL.iter().enumerate() {
+        out.push_str(&format!(
+            "| floor: {} | {:.1} | {:.2} ({:.2} to {:.2}) |\n",
+            floor.label(),
+            median(&floors[k]),
+            median(&ceilings[k]),
+            quantile(&ceilings[k], 0.25),
+            quantile(&ceilings[k], 0.75),
+        ));
+    }
+    eprintln!("batches, of single: {ratios:?}; floors' ceilings: {ceilings:?}");
     findings.target(
         "batch of 100 / single at concurrency 100",
         "#46",
@@ -363,12 +407,16 @@ pub(super) fn measure(
         format!(
             "(batches of 100, 4 at once, chosen before the run; median of {} runs' ratios \
              to the single-job runs around each, IQR {:.2} to {:.2}; 100 × 1: {:.2}, \
-             100 × 2: {:.2})",
+             100 × 2: {:.2}; Redis's ceiling: {:.2} for this row's Redis CPU a job, {:.2} \
+             for the script floor's, {:.2} for plain commands)",
             ratios[TARGET].len(),
             quantile(&ratios[TARGET], 0.25),
             quantile(&ratios[TARGET], 0.75),
             median(&ratios[1]),
             median(&ratios[2]),
+            redis_of_single,
+            median(&ceilings[0]),
+            median(&ceilings[1]),
         ),
     );
     findings.target(

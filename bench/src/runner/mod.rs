@@ -3,6 +3,7 @@
 //! and a Markdown report of medians and ratios on stdout, closed by the targets met or
 //! not and the charts (SVG files, [`charts::directory`]).
 
+mod batch_floor;
 mod batches;
 mod calibrate;
 mod charts;

@@ -63,6 +63,11 @@ impl BenchRedis {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// The bench's own connection, for a suite that drives Redis itself.
+    pub(super) fn connection(&mut self) -> &mut redis::Connection {
+        &mut self.conn
+    }
+
     /// Every round starts from an empty Redis.
     pub(super) fn flush(&mut self) -> BenchResult<()> {
         redis::cmd("FLUSHALL").query::<()>(&mut self.conn)?;

@@ -1,0 +1,194 @@
+//! The floor of a batch on BullMQ's record of a job (issue #46): how little Redis CPU a
+//! job can cost when each job keeps its own hash, lock and events, as Node BullMQ, Bull
+//! Board and stalled-job recovery read them, and nothing else is done.
+//!
+//! Two floors, on the very jobs the batch rows run (the raw engine's `add_bulk`):
+//! - **in Lua**: one script per 100 jobs making only the calls each job needs (read its
+//!   hash, write its start, lock it, its `active` event; take it off `active`, write its
+//!   end, its `completed` event) and once per batch the list moves, the locks' release
+//!   and the finished set.
+//!   No check at all: no lock compared, no limit, no retention, no metrics. A batch
+//!   worker built on scripts, ours or any other, cannot cost Redis less than this;
+//! - **plain commands**: the same commands pipelined from the client, no script. Not a
+//!   design (nothing is atomic: a finish would not see whether its lock was still held),
+//!   only where Redis's own cost of those commands lies once Lua's is gone.
+//!
+//! The single-job worker's Redis CPU a job over a floor's is the most that a batch
+//! worker of that kind can run past it while Redis is what bounds both.
+
+use super::redis::BenchRedis;
+use super::systems::System;
+use crate::BenchResult;
+
+/// The queue the batch rows use; its jobs are the raw engine's bulk adds.
+const QUEUE: &str = "bench-batch";
+/// Jobs a batch, as in the target row.
+const SIZE: usize = 100;
+const LOCK_TOKEN: &str = "floor-token";
+const LOCK_MS: &str = "30000";
+
+/// KEYS: wait, active, events, completed. ARGV: key prefix, timestamp, lock token, lock
+/// ms, jobs to take. Returns the hashes packed (as `batchTake` does) or 0 when `wait` is
+/// empty.
+const FLOOR_SCRIPT: &str = r#"
+local prefix, ts, token, lockMs, size = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local ids = redis.call("LRANGE", KEYS[1], -size, -1)
+if #ids == 0 then return 0 end
+redis.call("LTRIM", KEYS[1], 0, -(#ids + 1))
+redis.call("LPUSH", KEYS[2], unpack(ids))
+local hashes, scored, locks = {}, {}, {}
+for i, id in ipairs(ids) do
+  local key = prefix .. id
+  hashes[i] = redis.call("HGETALL", key)
+  redis.call("HSET", key, "processedOn", ts, "ats", "1")
+  redis.call("SET", key .. ":lock", token, "PX", lockMs)
+  redis.call("XADD", KEYS[3], "*", "event", "active", "jobId", id, "prev", "waiting")
+end
+for i, id in ipairs(ids) do
+  local key = prefix .. id
+  redis.call("LREM", KEYS[2], -1, id)
+  redis.call("HSET", key, "returnvalue", "null", "finishedOn", ts, "atm", "1")
+  redis.call("XADD", KEYS[3], "*", "event", "completed", "jobId", id, "returnvalue", "null", "prev", "active")
+  locks[i] = key .. ":lock"
+  scored[#scored + 1] = ts
+  scored[#scored + 1] = id
+end
+redis.call("DEL", unpack(locks))
+redis.call("ZADD", KEYS[4], unpack(scored))
+return cmsgpack.pack(hashes)
+"#;
+
+/// How the floor's commands reach Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Floor {
+    Lua,
+    Plain,
+}
+
+impl Floor {
+    pub(super) const ALL: [Floor; 2] = [Floor::Lua, Floor::Plain];
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Floor::Lua => "the per-job calls in one script a batch, no check",
+            Floor::Plain => "the same commands pipelined, no script (not atomic)",
+        }
+    }
+}
+
+fn key(name: &str) -> String {
+    format!("bull:{QUEUE}:{name}")
+}
+
+/// Redis's CPU a job, µs, for `jobs` jobs taken and completed through `floor`.
+pub(super) fn run(redis: &mut BenchRedis, jobs: u64, floor: Floor) -> BenchResult<f64> {
+    redis.flush()?;
+    System::Raw.run(&redis.url(), &["enqueue", QUEUE, "bulk", &jobs.to_string()])?;
+    let prefix = key("");
+    let cpu_before = redis.cpu_seconds()?;
+    let conn = redis.connection();
+    let script = redis::Script::new(FLOOR_SCRIPT);
+    let mut batches = 0_u64;
+    loop {
+        let stamp = batches.to_string();
+        let more = match floor {
+            Floor::Lua => {
+                let reply: redis::Value = script
+                    .key(key("wait"))
+                    .key(key("active"))
+                    .key(key("events"))
+                    .key(key("completed"))
+                    .arg(&prefix)
+                    .arg(&stamp)
+                    .arg(LOCK_TOKEN)
+                    .arg(LOCK_MS)
+                    .arg(SIZE)
+                    .invoke(conn)?;
+                !matches!(reply, redis::Value::Int(0))
+            }
+            Floor::Plain => plain_batch(conn, &prefix, &stamp)?,
+        };
+        if !more {
+            break;
+        }
+        batches += 1;
+    }
+    let cpu = redis.cpu_seconds()? - cpu_before;
+    let completed = redis.zcard(QUEUE, "completed")?;
+    if completed != jobs {
+        return Err(format!("the {floor:?} floor completed {completed} of {jobs} jobs").into());
+    }
+    Ok(cpu * 1e6 / jobs as f64)
+}
+
+/// One batch of the plain floor; false when `wait` was empty.
+fn plain_batch(conn: &mut redis::Connection, prefix: &str, stamp: &str) -> BenchResult<bool> {
+    let (ids, ()): (Vec<String>, ()) = redis::pipe()
+        .cmd("LRANGE")
+        .arg(key("wait"))
+        .arg(-(SIZE as i64))
+        .arg(-1)
+        .cmd("LTRIM")
+        .arg(key("wait"))
+        .arg(0)
+        .arg(-(SIZE as i64) - 1)
+        .query(conn)?;
+    if ids.is_empty() {
+        return Ok(false);
+    }
+    let (active, events) = (key("active"), key("events"));
+    let mut take = redis::pipe();
+    take.cmd("LPUSH").arg(&active).arg(&ids).ignore();
+    let mut finish = redis::pipe();
+    let mut completed = redis::cmd("ZADD");
+    completed.arg(key("completed"));
+    let mut unlock = redis::cmd("DEL");
+    for id in &ids {
+        let job = format!("{prefix}{id}");
+        let lock = format!("{job}:lock");
+        take.cmd("HGETALL").arg(&job);
+        take.cmd("HSET")
+            .arg(&job)
+            .arg(&["processedOn", stamp, "ats", "1"])
+            .ignore();
+        take.cmd("SET")
+            .arg(&lock)
+            .arg(LOCK_TOKEN)
+            .arg("PX")
+            .arg(LOCK_MS)
+            .ignore();
+        take.cmd("XADD")
+            .arg(&events)
+            .arg(&["*", "event", "active", "jobId", id, "prev", "waiting"])
+            .ignore();
+        finish.cmd("LREM").arg(&active).arg(-1).arg(id).ignore();
+        finish
+            .cmd("HSET")
+            .arg(&job)
+            .arg(&["returnvalue", "null", "finishedOn", stamp, "atm", "1"])
+            .ignore();
+        finish
+            .cmd("XADD")
+            .arg(&events)
+            .arg(&[
+                "*",
+                "event",
+                "completed",
+                "jobId",
+                id,
+                "returnvalue",
+                "null",
+            ])
+            .arg(&["prev", "active"])
+            .ignore();
+        unlock.arg(&lock);
+        completed.arg(stamp).arg(id);
+    }
+    finish.add_command(unlock).ignore();
+    finish.add_command(completed).ignore();
+    // The hashes are read back as a worker would need them; their parse is the
+    // client's cost, not Redis's.
+    let _hashes: Vec<Vec<String>> = take.query(conn)?;
+    finish.query::<()>(conn)?;
+    Ok(true)
+}
