@@ -190,10 +190,18 @@ impl fmt::Display for JobError {
 
 impl fmt::Debug for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JobError")
-            .field("retryable", &self.retryable)
-            .field("message", &self.message)
-            .finish()
+        let mut out = f.debug_struct("JobError");
+        out.field("retryable", &self.retryable)
+            .field("message", &self.message);
+        // Only what is there: a plain failure stays one line in a log.
+        if let Some(source) = &self.source {
+            out.field("source", source);
+        }
+        if let Some(shared) = &self.shared {
+            out.field("timed_out", &shared.timed_out)
+                .field("stack", &shared.stack);
+        }
+        out.finish()
     }
 }
 
@@ -253,6 +261,29 @@ mod tests {
             )
         );
         assert_eq!(JobError::from("no causes").chain_text(), None);
+    }
+
+    #[test]
+    fn debug_shows_the_source_and_how_a_batchs_failure_ended() {
+        let plain = JobError::unrecoverable_msg("bad address");
+        assert_eq!(
+            format!("{plain:?}"),
+            r#"JobError { retryable: false, message: "bad address" }"#
+        );
+        let sourced = JobError::retry(Layer("smtp refused", None));
+        assert!(
+            format!("{sourced:?}").contains(r#"source: Layer("smtp refused", None)"#),
+            "{sourced:?}"
+        );
+        let timed_out = SharedFailure {
+            timed_out: true,
+            stack: Some("the batch timed out after 5s".to_owned()),
+        };
+        let shared = JobError::shared(true, "the batch timed out after 5s", timed_out);
+        assert_eq!(
+            format!("{shared:?}"),
+            r#"JobError { retryable: true, message: "the batch timed out after 5s", timed_out: true, stack: Some("the batch timed out after 5s") }"#
+        );
     }
 
     #[test]
