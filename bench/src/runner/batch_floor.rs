@@ -2,19 +2,24 @@
 //! job can cost when each job keeps its own hash, lock and events, as Node BullMQ, Bull
 //! Board and stalled-job recovery read them, and nothing else is done.
 //!
-//! Two floors, on the very jobs the batch rows run (the raw engine's `add_bulk`):
-//! - **in Lua**: one script per 100 jobs making only the calls each job needs (read its
-//!   hash, write its start, lock it, its `active` event; take it off `active`, write its
-//!   end, its `completed` event) and once per batch the list moves, the locks' release
-//!   and the finished set.
-//!   No check at all: no lock compared, no limit, no retention, no metrics. A batch
-//!   worker built on scripts, ours or any other, cannot cost Redis less than this;
-//! - **plain commands**: the same commands pipelined from the client, no script. Not a
-//!   design (nothing is atomic: a finish would not see whether its lock was still held),
-//!   only where Redis's own cost of those commands lies once Lua's is gone.
+//! The floors, on the very jobs the batch rows run (the raw engine's `add_bulk`):
+//! - **BullMQ's record, in Lua**: one script per 100 jobs making only the calls each job
+//!   needs (read its hash, write its start, lock it, its `active` event; take it off
+//!   `active`, write its end, its `completed` event) and once per batch the list moves,
+//!   the locks' release and the finished set. No check at all: no lock compared, no
+//!   limit, no retention, no metrics. A batch worker built on scripts that keeps this
+//!   record, ours or any other, cannot cost Redis less than this;
+//! - **the same record without the `active` event a job**, and **also with one lock a
+//!   batch** instead of one a job: records that other BullMQ clients would see
+//!   differently (`QueueEvents`' `active`, a job's own lock for stalled-job recovery),
+//!   measured so that the choice of giving them up is made on figures;
+//! - **BullMQ's record, plain commands**: the same commands pipelined from the client,
+//!   no script. Not a design (nothing is atomic: a finish would not see whether its
+//!   lock was still held), only where Redis's own cost of those commands lies once
+//!   Lua's is gone.
 //!
-//! The single-job worker's Redis CPU a job over a floor's is the most that a batch
-//! worker of that kind can run past it while Redis is what bounds both.
+//! The single-job worker's Redis CPU a job over a floor's is about the most that a
+//! batch worker keeping that record can run past it while Redis bounds both.
 
 use super::redis::BenchRedis;
 use super::systems::System;
@@ -28,28 +33,37 @@ const LOCK_TOKEN: &str = "floor-token";
 const LOCK_MS: &str = "30000";
 
 /// KEYS: wait, active, events, completed. ARGV: key prefix, timestamp, lock token, lock
-/// ms, jobs to take. Returns the hashes packed (as `batchTake` does) or 0 when `wait` is
-/// empty.
+/// ms, jobs to take, "1" for an `active` event a job, "1" for a lock a job (else one a
+/// batch). Returns the hashes packed (as `batchTake` does) or 0 when `wait` is empty.
 const FLOOR_SCRIPT: &str = r#"
 local prefix, ts, token, lockMs, size = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local activeEvents, jobLocks = ARGV[6] == "1", ARGV[7] == "1"
 local ids = redis.call("LRANGE", KEYS[1], -size, -1)
 if #ids == 0 then return 0 end
 redis.call("LTRIM", KEYS[1], 0, -(#ids + 1))
 redis.call("LPUSH", KEYS[2], unpack(ids))
 local hashes, scored, locks = {}, {}, {}
+if not jobLocks then
+  locks[1] = prefix .. "batch:" .. ids[1] .. ":lock"
+  redis.call("SET", locks[1], token, "PX", lockMs)
+end
 for i, id in ipairs(ids) do
   local key = prefix .. id
   hashes[i] = redis.call("HGETALL", key)
   redis.call("HSET", key, "processedOn", ts, "ats", "1")
-  redis.call("SET", key .. ":lock", token, "PX", lockMs)
-  redis.call("XADD", KEYS[3], "*", "event", "active", "jobId", id, "prev", "waiting")
+  if jobLocks then
+    locks[i] = key .. ":lock"
+    redis.call("SET", locks[i], token, "PX", lockMs)
+  end
+  if activeEvents then
+    redis.call("XADD", KEYS[3], "*", "event", "active", "jobId", id, "prev", "waiting")
+  end
 end
 for i, id in ipairs(ids) do
   local key = prefix .. id
   redis.call("LREM", KEYS[2], -1, id)
   redis.call("HSET", key, "returnvalue", "null", "finishedOn", ts, "atm", "1")
   redis.call("XADD", KEYS[3], "*", "event", "completed", "jobId", id, "returnvalue", "null", "prev", "active")
-  locks[i] = key .. ":lock"
   scored[#scored + 1] = ts
   scored[#scored + 1] = id
 end
@@ -58,20 +72,51 @@ redis.call("ZADD", KEYS[4], unpack(scored))
 return cmsgpack.pack(hashes)
 "#;
 
-/// How the floor's commands reach Redis.
+/// A floor: which record of a job, and how its commands reach Redis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Floor {
-    Lua,
+    /// One script a batch: `active_events`, an `active` event a job; `job_locks`, a lock
+    /// a job (else one a batch).
+    Lua {
+        active_events: bool,
+        job_locks: bool,
+    },
+    /// BullMQ's record in plain pipelined commands.
     Plain,
 }
 
 impl Floor {
-    pub(super) const ALL: [Floor; 2] = [Floor::Lua, Floor::Plain];
+    /// BullMQ's record of a job, in a script.
+    pub(super) const RECORD: Floor = Floor::Lua {
+        active_events: true,
+        job_locks: true,
+    };
+    pub(super) const ALL: [Floor; 4] = [
+        Floor::RECORD,
+        Floor::Lua {
+            active_events: false,
+            job_locks: true,
+        },
+        Floor::Lua {
+            active_events: false,
+            job_locks: false,
+        },
+        Floor::Plain,
+    ];
 
     pub(super) fn label(self) -> &'static str {
         match self {
-            Floor::Lua => "the per-job calls in one script a batch, no check",
-            Floor::Plain => "the same commands pipelined, no script (not atomic)",
+            Floor::RECORD => "BullMQ's record (seven calls a job) in one script a batch, no check",
+            Floor::Lua {
+                active_events: false,
+                job_locks: true,
+            } => "the same without the `active` event a job (six calls)",
+            Floor::Lua {
+                active_events: false,
+                ..
+            } => "the same without the `active` event, one lock a batch (five calls)",
+            Floor::Lua { .. } => "one script a batch, one lock a batch",
+            Floor::Plain => "BullMQ's record in plain pipelined commands, no script (not atomic)",
         }
     }
 }
@@ -92,7 +137,11 @@ pub(super) fn run(redis: &mut BenchRedis, jobs: u64, floor: Floor) -> BenchResul
     loop {
         let stamp = batches.to_string();
         let more = match floor {
-            Floor::Lua => {
+            Floor::Lua {
+                active_events,
+                job_locks,
+            } => {
+                let flag = |on: bool| if on { "1" } else { "0" };
                 let reply: redis::Value = script
                     .key(key("wait"))
                     .key(key("active"))
@@ -103,6 +152,8 @@ pub(super) fn run(redis: &mut BenchRedis, jobs: u64, floor: Floor) -> BenchResul
                     .arg(LOCK_TOKEN)
                     .arg(LOCK_MS)
                     .arg(SIZE)
+                    .arg(flag(active_events))
+                    .arg(flag(job_locks))
                     .invoke(conn)?;
                 !matches!(reply, redis::Value::Int(0))
             }
@@ -191,4 +242,18 @@ fn plain_batch(conn: &mut redis::Connection, prefix: &str, stamp: &str) -> Bench
     let _hashes: Vec<Vec<String>> = take.query(conn)?;
     finish.query::<()>(conn)?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_floor_says_which_record_it_keeps() {
+        let labels: Vec<&str> = Floor::ALL.iter().map(|floor| floor.label()).collect();
+        assert!(labels[0].starts_with("BullMQ's record (seven calls a job)"));
+        assert!(labels[1].contains("without the `active` event a job (six calls)"));
+        assert!(labels[2].contains("one lock a batch (five calls)"));
+        assert!(labels[3].contains("plain pipelined commands"));
+    }
 }
