@@ -115,7 +115,7 @@ impl Floor {
                 active_events: false,
                 ..
             } => "the same without the `active` event, one lock a batch (five calls)",
-            Floor::Lua { .. } => "one script a batch, one lock a batch",
+            Floor::Lua { .. } => "the same with the `active` events, one lock a batch",
             Floor::Plain => "BullMQ's record in plain pipelined commands, no script (not atomic)",
         }
     }
