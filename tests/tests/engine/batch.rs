@@ -195,6 +195,17 @@ async fn a_failed_job_of_a_batch_retries_alone_with_its_own_attempts() {
     assert_eq!(fields["atm"], "2");
 }
 
+/// A worker of `batch` on queue `mail`, `concurrency` batches at once.
+async fn batch_worker(url: &str, concurrency: usize, batch: BatchOptions) -> Worker {
+    let options = WorkerOptions {
+        concurrency,
+        ..options_of(url, batch)
+    };
+    Worker::with_options("mail", BatchOptions::unused_processor(), options)
+        .await
+        .unwrap()
+}
+
 /// A worker of batches of 100, one at a time, on queue `mail`, completing every job;
 /// `more` gives the options not set here.
 async fn one_batch_at_a_time(url: &str, more: WorkerOptions) -> Worker {
@@ -408,13 +419,7 @@ async fn the_batch_after_another_still_waits_to_fill() {
             recorded(jobs).await
         })
     });
-    let options = WorkerOptions {
-        concurrency: 1,
-        ..options_of(&url, BatchOptions::new(10, 5_000, gated))
-    };
-    let worker = Worker::with_options("mail", BatchOptions::unused_processor(), options)
-        .await
-        .unwrap();
+    let worker = batch_worker(&url, 1, BatchOptions::new(10, 5_000, gated)).await;
     wait_until(Duration::from_secs(20), "the first batch running", || {
         let batches = started.load(std::sync::atomic::Ordering::SeqCst);
         std::future::ready((batches == 1).then_some(()))
@@ -466,13 +471,7 @@ async fn a_lowered_concurrency_stops_batches_taking_the_next_past_it() {
             jobs.iter().map(|_| Ok(serde_json::Value::Null)).collect()
         })
     });
-    let options = WorkerOptions {
-        concurrency: 2,
-        ..options_of(&url, BatchOptions::new(10, 0, timed))
-    };
-    let worker = Worker::with_options("mail", BatchOptions::unused_processor(), options)
-        .await
-        .unwrap();
+    let worker = batch_worker(&url, 2, BatchOptions::new(10, 0, timed)).await;
     wait_until(Duration::from_secs(20), "two batches done", || {
         std::future::ready((spans.lock().unwrap().len() >= 2).then_some(()))
     })
