@@ -25,10 +25,6 @@ use super::redis::BenchRedis;
 use super::systems::System;
 use crate::BenchResult;
 
-/// The queue the batch rows use; its jobs are the raw engine's bulk adds.
-const QUEUE: &str = "bench-batch";
-/// Jobs a batch, as in the target row.
-const SIZE: usize = 100;
 const LOCK_TOKEN: &str = "floor-token";
 const LOCK_MS: &str = "30000";
 
@@ -121,15 +117,31 @@ impl Floor {
     }
 }
 
-fn key(name: &str) -> String {
-    format!("bull:{QUEUE}:{name}")
+/// Where a floor runs: the batch rows' queue (its jobs the raw engine's bulk adds) and
+/// the target row's batch size, as `batches.rs` gives them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Place<'a> {
+    pub(super) queue: &'a str,
+    pub(super) size: usize,
+}
+
+impl Place<'_> {
+    fn key(&self, name: &str) -> String {
+        format!("bull:{}:{name}", self.queue)
+    }
 }
 
 /// Redis's CPU a job, µs, for `jobs` jobs taken and completed through `floor`.
-pub(super) fn run(redis: &mut BenchRedis, jobs: u64, floor: Floor) -> BenchResult<f64> {
+pub(super) fn run(
+    redis: &mut BenchRedis,
+    place: Place<'_>,
+    jobs: u64,
+    floor: Floor,
+) -> BenchResult<f64> {
     redis.flush()?;
-    System::Raw.run(&redis.url(), &["enqueue", QUEUE, "bulk", &jobs.to_string()])?;
-    let prefix = key("");
+    let n = jobs.to_string();
+    System::Raw.run(&redis.url(), &["enqueue", place.queue, "bulk", &n])?;
+    let prefix = place.key("");
     let cpu_before = redis.cpu_seconds()?;
     let conn = redis.connection();
     let script = redis::Script::new(FLOOR_SCRIPT);
@@ -143,21 +155,21 @@ pub(super) fn run(redis: &mut BenchRedis, jobs: u64, floor: Floor) -> BenchResul
             } => {
                 let flag = |on: bool| if on { "1" } else { "0" };
                 let reply: redis::Value = script
-                    .key(key("wait"))
-                    .key(key("active"))
-                    .key(key("events"))
-                    .key(key("completed"))
+                    .key(place.key("wait"))
+                    .key(place.key("active"))
+                    .key(place.key("events"))
+                    .key(place.key("completed"))
                     .arg(&prefix)
                     .arg(&stamp)
                     .arg(LOCK_TOKEN)
                     .arg(LOCK_MS)
-                    .arg(SIZE)
+                    .arg(place.size)
                     .arg(flag(active_events))
                     .arg(flag(job_locks))
                     .invoke(conn)?;
                 !matches!(reply, redis::Value::Int(0))
             }
-            Floor::Plain => plain_batch(conn, &prefix, &stamp)?,
+            Floor::Plain => plain_batch(conn, place, &prefix, &stamp)?,
         };
         if !more {
             break;
@@ -165,7 +177,7 @@ pub(super) fn run(redis: &mut BenchRedis, jobs: u64, floor: Floor) -> BenchResul
         batches += 1;
     }
     let cpu = redis.cpu_seconds()? - cpu_before;
-    let completed = redis.zcard(QUEUE, "completed")?;
+    let completed = redis.zcard(place.queue, "completed")?;
     if completed != jobs {
         return Err(format!("the {floor:?} floor completed {completed} of {jobs} jobs").into());
     }
@@ -173,16 +185,23 @@ pub(super) fn run(redis: &mut BenchRedis, jobs: u64, floor: Floor) -> BenchResul
 }
 
 /// One batch of the plain floor; false when `wait` was empty.
-fn plain_batch(conn: &mut redis::Connection, prefix: &str, stamp: &str) -> BenchResult<bool> {
+fn plain_batch(
+    conn: &mut redis::Connection,
+    place: Place<'_>,
+    prefix: &str,
+    stamp: &str,
+) -> BenchResult<bool> {
+    let key = |name: &str| place.key(name);
+    let size = place.size as i64;
     let (ids, ()): (Vec<String>, ()) = redis::pipe()
         .cmd("LRANGE")
         .arg(key("wait"))
-        .arg(-(SIZE as i64))
+        .arg(-size)
         .arg(-1)
         .cmd("LTRIM")
         .arg(key("wait"))
         .arg(0)
-        .arg(-(SIZE as i64) - 1)
+        .arg(-size - 1)
         .query(conn)?;
     if ids.is_empty() {
         return Ok(false);

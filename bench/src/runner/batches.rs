@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use super::batch_floor::{self, Floor};
+use super::batch_floor::{self, Floor, Place};
 use super::commands::{calls, Calls};
 use super::findings::{Findings, Wanted};
 use super::redis::BenchRedis;
@@ -298,9 +298,13 @@ pub(super) fn measure(
             before = after;
         }
         // The floors, judged as the rows are: against the single-job runs around them.
+        let place = Place {
+            queue: BATCH_QUEUE,
+            size: SHAPES[TARGET].size.expect("the target row is a batch row"),
+        };
         let floor_us = Floor::ALL
             .iter()
-            .map(|&floor| batch_floor::run(redis, jobs, floor))
+            .map(|&floor| batch_floor::run(redis, place, jobs, floor))
             .collect::<BenchResult<Vec<f64>>>()?;
         let after = run_logged(redis, SINGLE, round)?;
         let single_us = (before.redis_us_per_job + after.redis_us_per_job) / 2.0;
