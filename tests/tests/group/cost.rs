@@ -3,7 +3,8 @@
 //! benchmark. On a private `redis-server` (the counts are server-wide), ungrouped jobs
 //! first as the reference, then grouped ones: with many groups of one or two jobs a
 //! grouped job may cost at most 28 commands (an ungrouped one 23), and the cost
-//! stays flat from one group to 10,000.
+//! stays flat from one group to 10,000; under a group's concurrency and rate limit, at
+//! most 33 (33.9 before a rate limit's check became the count of the start itself).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,6 +18,9 @@ use queue_tests::{wait_until, PrivateRedis};
 
 /// The most Redis commands a processed grouped job may cost.
 const MOST_PER_GROUPED_JOB: f64 = 28.0;
+/// The most a grouped job may cost under a concurrency and a rate limit of its group:
+/// its slot taken and given back, its start counted in the group's window.
+const MOST_PER_LIMITED_JOB: f64 = 33.0;
 
 async fn count(_: Job<u64>, done: Dep<AtomicU64>) -> Result<(), JobError> {
     done.fetch_add(1, Ordering::Relaxed);
@@ -44,8 +48,14 @@ fn commands_run(admin: &mut redis::Connection) -> u64 {
 }
 
 /// Commands per job to process `jobs` no-op jobs spread over `groups` groups (`None`:
-/// ungrouped jobs and worker), with a worker of concurrency 10.
-async fn commands_per_job(redis: &PrivateRedis, jobs: u64, groups: Option<u64>) -> f64 {
+/// ungrouped jobs and worker), with a worker of concurrency 10 and, for grouped jobs,
+/// the group limits `limits`.
+async fn commands_per_job(
+    redis: &PrivateRedis,
+    jobs: u64,
+    groups: Option<u64>,
+    limits: GroupLimits,
+) -> f64 {
     let url = format!("redis://127.0.0.1:{}", redis.port());
     let mut admin = redis::Client::open(url.as_str())
         .and_then(|c| c.get_connection())
@@ -53,11 +63,15 @@ async fn commands_per_job(redis: &PrivateRedis, jobs: u64, groups: Option<u64>) 
     let done = Arc::new(AtomicU64::new(0));
     let mut processor = Processor::new("cost").concurrency(10).any_job(count);
     if groups.is_some() {
-        processor = processor.groups(GroupLimits::new());
+        processor = processor.groups(limits);
     }
     let app = QueueApp::builder()
         .redis(url.as_str())
-        .prefix(format!("cost-{}", groups.unwrap_or(0)))
+        .prefix(format!(
+            "cost-{}-{}",
+            groups.unwrap_or(0),
+            limits.get_concurrency().unwrap_or(0)
+        ))
         .registrations(Registrations::None)
         .provide_arc(done.clone())
         .processor(processor)
@@ -95,11 +109,11 @@ async fn commands_per_job(redis: &PrivateRedis, jobs: u64, groups: Option<u64>) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grouped_job_costs_at_most_28_commands_flat_from_one_group_to_10_000() {
     let redis = PrivateRedis::start();
-    let ungrouped = commands_per_job(&redis, 3_000, None).await;
-    let one_group = commands_per_job(&redis, 3_000, Some(1)).await;
-    let ten = commands_per_job(&redis, 3_000, Some(10)).await;
+    let ungrouped = commands_per_job(&redis, 3_000, None, GroupLimits::new()).await;
+    let one_group = commands_per_job(&redis, 3_000, Some(1), GroupLimits::new()).await;
+    let ten = commands_per_job(&redis, 3_000, Some(10), GroupLimits::new()).await;
     // 15,000 jobs over 10,000 groups: half the groups get two jobs, half one.
-    let many = commands_per_job(&redis, 15_000, Some(10_000)).await;
+    let many = commands_per_job(&redis, 15_000, Some(10_000), GroupLimits::new()).await;
     println!(
         "commands per job: ungrouped {ungrouped:.1}, 1 group {one_group:.1}, \
          10 groups {ten:.1}, 10,000 groups {many:.1}"
@@ -114,4 +128,20 @@ async fn a_grouped_job_costs_at_most_28_commands_flat_from_one_group_to_10_000()
             "{label}: {cost:.1} commands a job against {many:.1} with 10,000 groups"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grouped_job_under_group_limits_costs_at_most_33_commands() {
+    let redis = PrivateRedis::start();
+    // The benchmark's limited shape: every group at most 2 running jobs and 100
+    // starts a second, 10,000 groups of one or two jobs.
+    let limits = GroupLimits::new()
+        .concurrency(2)
+        .rate(100, Duration::from_secs(1));
+    let limited = commands_per_job(&redis, 15_000, Some(10_000), limits).await;
+    println!("commands per job under group limits, 10,000 groups: {limited:.1}");
+    assert!(
+        limited <= MOST_PER_LIMITED_JOB,
+        "10,000 groups under limits: {limited:.1} commands a job"
+    );
 }

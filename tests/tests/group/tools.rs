@@ -427,3 +427,172 @@ async fn a_slot_of_a_dead_run_is_given_back_when_its_group_comes_up() {
     .await;
     assert!(workers.shutdown(SOON).await.is_clean());
 }
+
+/// A handler that holds its job until the test lets it go.
+struct Gate(tokio::sync::Semaphore);
+
+async fn held(_: Job<u32>, gate: Dep<Gate>) -> Result<(), JobError> {
+    gate.0
+        .acquire()
+        .await
+        .expect("the gate stays open")
+        .forget();
+    Ok(())
+}
+
+/// The ids of every group, a page of `size` at a time.
+async fn every_group(queue: &Queue<u32>, size: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = queue.groups(after.as_deref(), size).await.unwrap();
+        ids.extend(page.groups.into_iter().map(|g| g.id));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return ids,
+        }
+    }
+}
+
+/// The queue's groups, as the dashboard's Groups page lists them: those with jobs
+/// waiting, one that holds a slot with nothing left waiting, and one with settings of its
+/// own (paused) and no job; by name, whatever their turns, paged without a gap or a
+/// repeat; a group that has none of these any more is left out.
+#[tokio::test]
+async fn the_groups_listing_pages_by_name_over_waiting_busy_and_configured_groups() {
+    let redis = TestRedis::new("groups-tools-listing");
+    let gate = Arc::new(Gate(tokio::sync::Semaphore::new(0)));
+    let app = redis
+        .app(|b| {
+            b.provide_arc(gate.clone()).processor(
+                Processor::new("listing")
+                    .concurrency(1)
+                    .groups(GroupLimits::new().concurrency(1))
+                    .any_job(held),
+            )
+        })
+        .await;
+    let q = app.queue::<u32>("listing").unwrap();
+    // Names out of order, so that the ring's order by turn is not the listing's.
+    for group in ["m", "d", "x", "b"] {
+        add(&q, group, 1).await;
+    }
+    q.pause_group("p").await.unwrap();
+    assert_eq!(every_group(&q, 2).await, ["b", "d", "m", "p", "x"]);
+
+    // One job runs and holds its group's slot: that group has nothing waiting any
+    // more and is out of the ring, and is listed still.
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "a job running", || async {
+        let page = q.groups(None, 10).await.unwrap();
+        page.groups
+            .iter()
+            .any(|g| g.active == 1 && g.waiting == 0)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(every_group(&q, 2).await, ["b", "d", "m", "p", "x"]);
+    assert_eq!(every_group(&q, 1).await, ["b", "d", "m", "p", "x"]);
+
+    // Once every job has run, only the paused group (its settings) is left.
+    gate.0.add_permits(4);
+    wait_until(SOON, "the four jobs", || async {
+        (completed(&q).await == 4).then_some(())
+    })
+    .await;
+    wait_until(SOON, "the idle groups forgotten", || async {
+        (every_group(&q, 2).await == ["p"]).then_some(())
+    })
+    .await;
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
+
+/// A group whose only job was deleted by another client (its hash gone, its id left in
+/// the group) is passed over without using up its rate window: a take counts a start
+/// in the window as it checks the limit, and gives it back when it starts nothing.
+#[tokio::test]
+async fn a_group_passed_over_for_a_deleted_job_keeps_its_rate_window() {
+    let redis = TestRedis::new("groups-tools-uncount");
+    let ran = Arc::new(Ran::default());
+    let app = redis
+        .app(|b| {
+            b.provide_arc(ran.clone()).processor(
+                Processor::new("uncount")
+                    .groups(GroupLimits::new().rate(1, Duration::from_secs(3600)))
+                    .any_job(run),
+            )
+        })
+        .await;
+    let q = app.queue::<u32>("uncount").unwrap();
+    add(&q, "a", 1).await;
+    let p = format!("{}:uncount:", redis.prefix());
+    redis::cmd("DEL")
+        .arg(format!("{p}a-0"))
+        .query::<()>(&mut *sync_connection())
+        .unwrap();
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "the deleted job passed over", || async {
+        let left: u32 = redis::cmd("EXISTS")
+            .arg(format!("{p}g:a:wait"))
+            .arg(format!("{p}gs:turns"))
+            .query(&mut *sync_connection())
+            .unwrap();
+        (left == 0).then_some(())
+    })
+    .await;
+    // One start an hour: the group's next job is its first start of the window.
+    let job = q
+        .add("work", 1, JobOptions::new().group("a").job_id("a-1"))
+        .await
+        .unwrap();
+    wait_until(SOON, "the group's next job", || async {
+        (completed(&q).await == 1).then_some(())
+    })
+    .await;
+    assert_eq!(*ran.0.lock().unwrap(), [job.id]);
+    assert!(workers.shutdown(SOON).await.is_clean());
+}
+
+/// A group refused a start by its rate limit is not counted for it: raised limits give
+/// it every start they allow in the window under way, however often it was looked at.
+#[tokio::test]
+async fn a_start_refused_by_a_groups_rate_limit_does_not_use_up_its_window() {
+    let redis = TestRedis::new("groups-tools-refused");
+    let ran = Arc::new(Ran::default());
+    let hourly = |max| GroupLimits::new().rate(max, Duration::from_secs(3600));
+    let app = redis
+        .app(|b| {
+            b.provide_arc(ran.clone())
+                .processor(Processor::new("refused").groups(hourly(1)).any_job(run))
+        })
+        .await;
+    let q = app.queue::<u32>("refused").unwrap();
+    add(&q, "a", 3).await;
+    let p = format!("{}:refused:", redis.prefix());
+    let turn = || async {
+        redis::cmd("ZSCORE")
+            .arg(format!("{p}gs:turns"))
+            .arg("a")
+            .query::<Option<f64>>(&mut *sync_connection())
+            .unwrap()
+    };
+    // Waiting out its rate window: at the ring's band for it (2^52 and up).
+    let at_its_limit = || async { turn().await.filter(|t| *t >= 2f64.powi(52)) };
+    let workers = app.start_workers().await.unwrap();
+    wait_until(SOON, "the first start of the window", || async {
+        (completed(&q).await == 1).then_some(())
+    })
+    .await;
+    wait_until(SOON, "the group at its limit", at_its_limit).await;
+    // The same limits again: the group gets a turn, and a take refuses it once more.
+    q.set_group_limits("a", hourly(1)).await.unwrap();
+    wait_until(SOON, "the group refused again", at_its_limit).await;
+    q.set_group_limits("a", hourly(2)).await.unwrap();
+    wait_until(SOON, "the start the raised limit allows", || async {
+        (completed(&q).await == 2).then_some(())
+    })
+    .await;
+    wait_until(SOON, "the group at its new limit", at_its_limit).await;
+    assert_eq!(completed(&q).await, 2, "two starts in the window, no more");
+    assert!(workers.shutdown(SOON).await.is_clean());
+}

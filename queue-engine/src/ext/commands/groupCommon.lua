@@ -153,8 +153,14 @@ local function groupDropLostSlots(G, group)
 end
 
 -- The score a group that cannot start a job now waits at, or nil if it can; and
--- the slots it holds (when it has a concurrency limit). A group found at its
--- concurrency first gives back the slots whose lock is gone.
+-- the slots it holds (when it has a concurrency limit) and the starts counted in
+-- its rate window with this one (when it has a rate limit). A group found at its
+-- concurrency first gives back the slots whose lock is gone. Under a rate limit
+-- the check is the count itself: the start it allows is counted in its window
+-- already (one INCR where a read and then a write were two); a group found at
+-- its limit takes its count back (rare: a group at its limit waits at its band
+-- until its window ends), and so does a caller that then starts nothing
+-- (groupUncount). So the counter holds the window's starts, no more.
 local function groupBlockedScore(G, group, settings)
   if settings.paused then return PAUSED end
   local held = nil
@@ -167,15 +173,34 @@ local function groupBlockedScore(G, group, settings)
     end
     if held >= settings.concurrency then return FULL + G.now end
   end
+  local starts = nil
   if settings.max > 0 then
     local limiterKey = groupKey(G.prefix, group, "limiter")
-    if (tonumber(rcall("GET", limiterKey)) or 0) >= settings.max then
+    local window = math.max(1, math.floor(settings.duration))
+    starts = rcall("INCR", limiterKey)
+    if starts == 1 then
+      rcall("PEXPIRE", limiterKey, window)
+    elseif starts > settings.max then
       local ttl = rcall("PTTL", limiterKey)
-      if ttl > 0 then return LIMITED + G.now + ttl end
-      rcall("DEL", limiterKey)
+      if ttl > 0 then
+        rcall("DECR", limiterKey)
+        return LIMITED + G.now + ttl
+      end
+      -- The window's last millisecond (0), or a window without an end (-1, a
+      -- lost PEXPIRE): this start opens a new one.
+      rcall("SET", limiterKey, 1, "PX", window)
+      starts = 1
     end
   end
-  return nil, held
+  return nil, held, starts
+end
+
+-- Gives back the start groupBlockedScore counted for a group that then started
+-- nothing (every job it held had been removed).
+local function groupUncount(G, group, settings)
+  if settings and settings.max > 0 then
+    rcall("DECR", groupKey(G.prefix, group, "limiter"))
+  end
 end
 
 -- A group with jobs waiting joins the ring, at the end, unless it is there

@@ -156,37 +156,34 @@ local function groupStart(G, K, jobId, fields, opts, maxJobs, limiterDuration)
   return { fields, jobId, 0, 0 }, eventId
 end
 
--- After a start: the slot and the rate window it takes, and the group's next
--- place: the end of the ring if more of its jobs wait and it can start one,
--- its band if it cannot, nowhere (forgotten unless it has slots or settings)
--- if nothing waits. held: the slots it held before this start (its limit's
--- check read them): only a start that may have filled the last slot reads them
--- again (the job's own slot may have been there already).
-local function groupStarted(G, group, jobId, token, more, settings, held, eventId)
+-- After a start: the slot it takes, and the group's next place: the end of the
+-- ring if more of its jobs wait and it can start one, its band if it cannot,
+-- nowhere if nothing waits: forgotten unless it has slots or settings, where a
+-- group that has just taken a slot is known to have one (and stays known; the
+-- slot's return forgets it). held and starts: what its limits' check read and
+-- counted (groupBlockedScore; the start is in its rate window already). Only a
+-- start that may have filled the last slot reads the slots again (the job's
+-- own slot may have been there already).
+local function groupStarted(G, group, jobId, token, more, settings, held, starts, eventId)
   local blocked = nil
-  if settings then
-    if settings.concurrency > 0 then
-      local slotsKey = groupKey(G.prefix, group, "active")
-      rcall("HSET", slotsKey, jobId, token)
-      if more and held + 1 >= settings.concurrency
-          and rcall("HLEN", slotsKey) >= settings.concurrency then
-        blocked = FULL + G.now
-      end
+  local holdsSlot = false
+  if settings and settings.concurrency > 0 then
+    local slotsKey = groupKey(G.prefix, group, "active")
+    rcall("HSET", slotsKey, jobId, token)
+    holdsSlot = true
+    if more and held + 1 >= settings.concurrency
+        and rcall("HLEN", slotsKey) >= settings.concurrency then
+      blocked = FULL + G.now
     end
-    if settings.max > 0 then
-      local limiterKey = groupKey(G.prefix, group, "limiter")
-      local starts = rcall("INCR", limiterKey)
-      local window = math.max(1, math.floor(settings.duration))
-      if starts == 1 then rcall("PEXPIRE", limiterKey, window) end
-      if more and not blocked and starts >= settings.max then
-        local ttl = starts == 1 and window or rcall("PTTL", limiterKey)
-        if ttl > 0 then blocked = LIMITED + G.now + ttl end
-      end
-    end
+  end
+  if more and not blocked and starts and starts >= settings.max then
+    local window = math.max(1, math.floor(settings.duration))
+    local ttl = starts == 1 and window or rcall("PTTL", groupKey(G.prefix, group, "limiter"))
+    if ttl > 0 then blocked = LIMITED + G.now + ttl end
   end
   if more then
     rcall("ZADD", G.ring, blocked or turnOfEventId(eventId), group)
-  else
+  elseif not holdsSlot then
     groupForgetIfIdle(G, group, true)
   end
 end
@@ -207,20 +204,23 @@ local function groupTakeFromRing(G, K, opts, limited, maxJobs, limiterDuration)
       break
     end
     local settings = limited and groupSettings(G, group) or nil
-    local blocked, held = nil, nil
-    if settings then blocked, held = groupBlockedScore(G, group, settings) end
+    local blocked, held, starts = nil, nil, nil
+    if settings then blocked, held, starts = groupBlockedScore(G, group, settings) end
     if blocked then
       rcall("ZADD", G.ring, blocked, group)
     else
       local jobId, more, fields = groupPopJob(G, group)
       if jobId then
         local reply, eventId = groupStart(G, K, jobId, fields, opts, maxJobs, limiterDuration)
-        groupStarted(G, group, jobId, opts["token"], more, settings, held, eventId)
+        groupStarted(G, group, jobId, opts["token"], more, settings, held, starts, eventId)
         return reply
-      elseif more then
-        rcall("ZADD", G.ring, turnNow(G), group)
       else
-        groupForgetIfIdle(G, group, true)
+        groupUncount(G, group, settings)
+        if more then
+          rcall("ZADD", G.ring, turnNow(G), group)
+        else
+          groupForgetIfIdle(G, group, true)
+        end
       end
     end
     if G.staleBudget <= 0 then
