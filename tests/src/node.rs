@@ -40,6 +40,20 @@ impl Bullmq {
     /// [`spawn`](Self::spawn), with `keyring` (the text form of
     /// `queue_core::encryption::Keyring`) in `QUEUE_KEYS`, for the sealed commands.
     pub fn spawn_with_keys(self, prefix: &str, args: &[&str], keyring: &str) -> Child {
+        self.spawn_on(&crate::redis_url(), prefix, args, keyring)
+    }
+
+    /// Runs a peer command on this major to completion, against the Redis at `url`
+    /// (a private one, say) rather than the test Redis.
+    pub async fn run_on(self, url: &str, prefix: &str, args: &[&str]) -> Vec<serde_json::Value> {
+        output(
+            self.spawn_on(url, prefix, args, ""),
+            Duration::from_secs(30),
+        )
+        .await
+    }
+
+    fn spawn_on(self, url: &str, prefix: &str, args: &[&str], keyring: &str) -> Child {
         let dir = peer_dir();
         let installed = match self {
             Bullmq::V5 => dir.join("node_modules/bullmq"),
@@ -54,7 +68,7 @@ impl Bullmq {
         Command::new("node")
             .arg(dir.join("peer.mjs"))
             .args(args)
-            .env("REDIS_URL", crate::redis_url())
+            .env("REDIS_URL", url)
             .env("PREFIX", prefix)
             .env("BULLMQ", self.major())
             .env("QUEUE_KEYS", keyring)

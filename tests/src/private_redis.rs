@@ -96,6 +96,48 @@ impl PrivateRedis {
         self.port
     }
 
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Zeroes its command statistics (`CONFIG RESETSTAT`), for [`commands_run`].
+    ///
+    /// [`commands_run`]: PrivateRedis::commands_run
+    pub fn reset_stats(&self) {
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query::<()>(&mut self.admin())
+            .expect("CONFIG RESETSTAT");
+    }
+
+    /// Every command it ran since its statistics were last zeroed, a script's own
+    /// included (`INFO commandstats`), but `INFO` and `CONFIG` (these readings'
+    /// own): the statistics are the server's, so a count is what every client sent.
+    pub fn commands_run(&self) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.admin())
+            .expect("INFO commandstats");
+        info.lines()
+            .filter_map(|line| line.strip_prefix("cmdstat_")?.split_once(':'))
+            .filter(|(name, _)| !matches!(*name, "info" | "config"))
+            .filter_map(|(_, fields)| {
+                fields
+                    .split(',')
+                    .find_map(|f| f.strip_prefix("calls="))?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
+    fn admin(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("a connection to the private Redis")
+    }
+
     /// Stops it (SIGSTOP) without closing its connections: commands sent to it get no
     /// answer until [`PrivateRedis::thaw`], as from a server that hangs.
     pub fn freeze(&self) {

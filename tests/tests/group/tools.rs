@@ -3,7 +3,9 @@
 //! clean, drain and obliterate; a queue left in the first layout of groups (waiting jobs
 //! in `prioritized` too, a list ring) moved to this one by its first grouped worker; and
 //! what other paths leave behind (a retry into `prioritized`, a band left by workers that
-//! had limits, a slot of a dead run) taken up again.
+//! had limits, a slot of a dead run) taken up again; the groups' listing by name; and a
+//! group's rate window, which counts its starts only (not a take that found only deleted
+//! jobs, nor a start its limit refused).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -508,10 +510,10 @@ async fn the_groups_listing_pages_by_name_over_waiting_busy_and_configured_group
 }
 
 /// A group whose only job was deleted by another client (its hash gone, its id left in
-/// the group) is passed over without using up its rate window: a take counts a start
-/// in the window as it checks the limit, and gives it back when it starts nothing.
+/// the group) is passed over without a start counted in its rate window: a take counts
+/// the start as it checks the limit, and takes the count back when it starts nothing.
 #[tokio::test]
-async fn a_group_passed_over_for_a_deleted_job_keeps_its_rate_window() {
+async fn a_group_passed_over_for_a_deleted_job_is_not_counted_in_its_rate_window() {
     let redis = TestRedis::new("groups-tools-uncount");
     let ran = Arc::new(Ran::default());
     let app = redis
@@ -553,10 +555,10 @@ async fn a_group_passed_over_for_a_deleted_job_keeps_its_rate_window() {
     assert!(workers.shutdown(SOON).await.is_clean());
 }
 
-/// A group refused a start by its rate limit is not counted for it: raised limits give
-/// it every start they allow in the window under way, however often it was looked at.
+/// A start a group's rate limit refuses is not counted in its window: limits raised
+/// after a refusal give the group every start they allow in the window under way.
 #[tokio::test]
-async fn a_start_refused_by_a_groups_rate_limit_does_not_use_up_its_window() {
+async fn a_start_refused_by_a_groups_rate_limit_is_not_counted_in_its_window() {
     let redis = TestRedis::new("groups-tools-refused");
     let ran = Arc::new(Ran::default());
     let hourly = |max| GroupLimits::new().rate(max, Duration::from_secs(3600));
@@ -576,8 +578,12 @@ async fn a_start_refused_by_a_groups_rate_limit_does_not_use_up_its_window() {
             .query::<Option<f64>>(&mut *sync_connection())
             .unwrap()
     };
-    // Waiting out its rate window: at the ring's band for it (2^52 and up).
+    // Waiting out its rate window: the ring (`gs:turns`, the groups by turn) files such a
+    // group at 2^52 and up, past every turn.
     let at_its_limit = || async { turn().await.filter(|t| *t >= 2f64.powi(52)) };
+    // New limits give the group a turn but wake no worker: an idle one looks again
+    // within its poll (5 s), which each wait below may include.
+    let after_a_poll = Duration::from_secs(20);
     let workers = app.start_workers().await.unwrap();
     wait_until(SOON, "the first start of the window", || async {
         (completed(&q).await == 1).then_some(())
@@ -586,11 +592,13 @@ async fn a_start_refused_by_a_groups_rate_limit_does_not_use_up_its_window() {
     wait_until(SOON, "the group at its limit", at_its_limit).await;
     // The same limits again: the group gets a turn, and a take refuses it once more.
     q.set_group_limits("a", hourly(1)).await.unwrap();
-    wait_until(SOON, "the group refused again", at_its_limit).await;
+    wait_until(after_a_poll, "the group refused again", at_its_limit).await;
     q.set_group_limits("a", hourly(2)).await.unwrap();
-    wait_until(SOON, "the start the raised limit allows", || async {
-        (completed(&q).await == 2).then_some(())
-    })
+    wait_until(
+        after_a_poll,
+        "the start the raised limit allows",
+        || async { (completed(&q).await == 2).then_some(()) },
+    )
     .await;
     wait_until(SOON, "the group at its new limit", at_its_limit).await;
     assert_eq!(completed(&q).await, 2, "two starts in the window, no more");

@@ -9,11 +9,16 @@
 //! (`tests/node/groups.mjs`) does: a paused group's job under "paused", named with
 //! its group.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use queue_core::{group::GroupLimits, Dep, Job, JobError, JobOptions, JobState, Processor};
+use queue_core::{
+    app::Registrations, group::GroupLimits, Dep, Job, JobError, JobOptions, JobState, Processor,
+    QueueApp,
+};
 use queue_tests::node::Bullmq;
-use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
+use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
 
 /// The ids of the jobs our worker started, in order.
 #[derive(Default)]
@@ -177,3 +182,69 @@ fn ids(jobs: &serde_json::Value) -> Vec<&str> {
         .filter_map(|j| j["id"].as_str())
         .collect()
 }
+
+async fn count(_: Job<serde_json::Value>, done: Dep<AtomicU64>) -> Result<(), JobError> {
+    done.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// A grouped job Node BullMQ added (into `wait`, with `{ group: { id } }`) costs our
+/// grouped worker at most 28 Redis commands (30.1 before the batch's one command each),
+/// counted on a private Redis
+/// (`INFO commandstats`): one take in a few adopts up to 500 such jobs into their groups,
+/// reading each one's fields and filing it in its group's set, then adding the whole
+/// batch to the set of grouped jobs waiting and their groups to the ring and the known
+/// groups in one command each; then it is taken as any grouped job (about 25.6 commands).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grouped_job_node_bullmq_added_costs_at_most_28_commands() {
+    const JOBS: usize = 4_000;
+    const GROUPS: usize = 2_000;
+    let redis = PrivateRedis::start();
+    let jobs: Vec<serde_json::Value> = (0..JOBS)
+        .map(|n| {
+            serde_json::json!({
+                "name": "work", "data": n,
+                "opts": {"group": {"id": format!("tenant-{}", n % GROUPS)}, "removeOnComplete": true}
+            })
+        })
+        .collect();
+    // A command line's argument is bounded (128 KB): a thousand jobs a call.
+    for chunk in jobs.chunks(1_000) {
+        let chunk = serde_json::to_string(chunk).unwrap();
+        let added = Bullmq::V6
+            .run_on(&redis.url(), "adopted", &["produce", "adopted", &chunk])
+            .await;
+        assert_eq!(added.len(), 1_000);
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let app = QueueApp::builder()
+        .redis(redis.url())
+        .prefix("adopted")
+        .registrations(Registrations::None)
+        .provide_arc(done.clone())
+        .processor(
+            Processor::new("adopted")
+                .concurrency(10)
+                .groups(GroupLimits::new())
+                .any_job(count),
+        )
+        .build()
+        .await
+        .expect("the app builds");
+    redis.reset_stats();
+    let workers = app.start_workers().await.unwrap();
+    wait_until(Duration::from_secs(60), "every job processed", || async {
+        (done.load(Ordering::Relaxed) >= JOBS as u64).then_some(())
+    })
+    .await;
+    assert!(workers.shutdown(SOON).await.is_clean());
+    let per_job = redis.commands_run() as f64 / JOBS as f64;
+    println!("commands per job Node BullMQ added, {GROUPS} groups of two: {per_job:.1}");
+    assert!(
+        per_job <= MOST_PER_ADOPTED_JOB,
+        "{per_job:.1} commands a job Node added"
+    );
+}
+
+/// The most Redis commands a grouped job Node BullMQ added may cost our worker.
+const MOST_PER_ADOPTED_JOB: f64 = 28.0;

@@ -26,7 +26,10 @@
                                   while a concurrency limit applies)
     P.."g:"..id..":meta"    HASH  paused, concurrency, max, duration: the group's
                                   own settings
-    P.."g:"..id..":limiter" STRING starts in the current rate window
+    P.."g:"..id..":limiter" STRING starts in the current rate window (a take
+                                   counts its start here as it checks the
+                                   limit, and takes the count back if it
+                                   starts nothing)
   The queue's meta hash (BullMQ's) gets one field of ours, "groups:own", once
   any group has settings of its own: until then a take reads no group's meta.
 
@@ -157,10 +160,11 @@ end
 -- its rate window with this one (when it has a rate limit). A group found at its
 -- concurrency first gives back the slots whose lock is gone. Under a rate limit
 -- the check is the count itself: the start it allows is counted in its window
--- already (one INCR where a read and then a write were two); a group found at
--- its limit takes its count back (rare: a group at its limit waits at its band
--- until its window ends), and so does a caller that then starts nothing
--- (groupUncount). So the counter holds the window's starts, no more.
+-- already (one INCR where a GET and an INCR were two); a group found at its limit
+-- takes its count back (INCR, PTTL, DECR where GET and PTTL were two: one command
+-- more a refusal, one less a start). So this writes: a caller that gets nil
+-- either starts a job (groupStarted) or gives the start back (groupUncount), and
+-- the counter holds the window's starts, no more.
 local function groupBlockedScore(G, group, settings)
   if settings.paused then return PAUSED end
   local held = nil
@@ -186,8 +190,9 @@ local function groupBlockedScore(G, group, settings)
         rcall("DECR", limiterKey)
         return LIMITED + G.now + ttl
       end
-      -- The window's last millisecond (0), or a window without an end (-1, a
-      -- lost PEXPIRE): this start opens a new one.
+      -- The window's last millisecond (0), or a counter without an end (-1,
+      -- which these scripts never leave; another client's SET could): this
+      -- start opens a new window.
       rcall("SET", limiterKey, 1, "PX", window)
       starts = 1
     end
@@ -196,7 +201,8 @@ local function groupBlockedScore(G, group, settings)
 end
 
 -- Gives back the start groupBlockedScore counted for a group that then started
--- nothing (every job it held had been removed).
+-- nothing: every job it held had been deleted, or the take passed over as many
+-- deleted jobs as one take may (groupPopJob).
 local function groupUncount(G, group, settings)
   if settings and settings.max > 0 then
     rcall("DECR", groupKey(G.prefix, group, "limiter"))
@@ -226,12 +232,18 @@ local function groupForgetIfIdle(G, group, outOfRing)
   rcall("ZREM", G.known, group)
 end
 
--- Moves one job into its group (a producer's add, or an adoption from
--- 'wait'/'delayed'). order: its arrival number, from BullMQ's job counter.
-local function groupEnqueue(G, jobId, group, priority, order, turn)
+-- Puts one job in its group's waiting set. order: its arrival number, from
+-- BullMQ's job counter.
+local function groupFile(G, jobId, group, priority, order)
   rcall("ZADD", groupKey(G.prefix, group, "wait"), groupScore(priority, order), jobId)
   -- A priority inside the group is the job's priority, where Bull Board reads it.
   if priority and priority > 0 then rcall("HSET", G.prefix .. jobId, "priority", priority) end
+end
+
+-- Moves one job into its group (a producer's add): its group's set, the set of
+-- grouped jobs waiting, and the ring.
+local function groupEnqueue(G, jobId, group, priority, order, turn)
+  groupFile(G, jobId, group, priority, order)
   rcall("ZADD", G.waiting, order, jobId)
   groupJoin(G, group, turn)
 end
@@ -265,22 +277,44 @@ local function groupGiveBack(G, group, jobId, token)
   groupSlotFreed(G, group)
 end
 
--- Adopts a batch of jobs from BullMQ's sets: numbers them in one INCRBY of the
--- job counter, and each joins its group. A job that started before (stalled,
--- retried) gives back the slot it held.
+-- Adopts a batch of jobs from BullMQ's sets (at most ADOPT_BATCH, groupFetch.lua):
+-- numbers them in one INCRBY of the job counter and puts each in its group; then,
+-- one command each for the whole batch rather than one a job, adds them to the set
+-- of grouped jobs waiting, their groups to the ring (each at the end, in the order
+-- of its first job, unless it is there) and to the known groups (a group in the
+-- ring is known; one known already stays as it is). A job that started before
+-- (stalled, retried) then gives back the slot it held.
 local function groupAdopt(G, ids)
   local first = rcall("INCRBY", G.order, #ids) - #ids + 1
-  local adopted = {}
+  local adopted, waiting, turns, names, seen, started = {}, {}, {}, {}, {}, {}
   for i, jobId in ipairs(ids) do
     local fields = rcall("HMGET", G.prefix .. jobId, "opts", "priority", "ats")
     if fields[1] then
       local group, groupPriority = groupOfOpts(fields[1])
-      groupEnqueue(G, jobId, group, groupPriority or tonumber(fields[2]), first + i - 1, turnNow(G))
-      if (tonumber(fields[3]) or 0) > 0 and (G.own or G.concurrency > 0)
-          and rcall("HDEL", groupKey(G.prefix, group, "active"), jobId) == 1 then
-        groupSlotFreed(G, group)
+      local order = first + i - 1
+      groupFile(G, jobId, group, groupPriority or tonumber(fields[2]), order)
+      waiting[#waiting + 1] = order
+      waiting[#waiting + 1] = jobId
+      if not seen[group] then
+        seen[group] = true
+        turns[#turns + 1] = turnNow(G)
+        turns[#turns + 1] = group
+        names[#names + 1] = 0
+        names[#names + 1] = group
       end
+      if (tonumber(fields[3]) or 0) > 0 then started[#started + 1] = { jobId, group } end
       adopted[#adopted + 1] = jobId
+    end
+  end
+  if #adopted == 0 then return adopted end
+  rcall("ZADD", G.waiting, unpack(waiting))
+  rcall("ZADD", G.ring, "NX", unpack(turns))
+  rcall("ZADD", G.known, unpack(names))
+  if G.own or G.concurrency > 0 then
+    for _, job in ipairs(started) do
+      if rcall("HDEL", groupKey(G.prefix, job[2], "active"), job[1]) == 1 then
+        groupSlotFreed(G, job[2])
+      end
     end
   end
   return adopted

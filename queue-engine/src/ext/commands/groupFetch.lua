@@ -159,8 +159,8 @@ end
 -- After a start: the slot it takes, and the group's next place: the end of the
 -- ring if more of its jobs wait and it can start one, its band if it cannot,
 -- nowhere if nothing waits: forgotten unless it has slots or settings, where a
--- group that has just taken a slot is known to have one (and stays known; the
--- slot's return forgets it). held and starts: what its limits' check read and
+-- group that has just taken a slot is known to have one (it stays known; when
+-- its last slot comes back, groupSlotFreed forgets it if it is idle then). held and starts: what its limits' check read and
 -- counted (groupBlockedScore; the start is in its rate window already). Only a
 -- start that may have filled the last slot reads the slots again (the job's
 -- own slot may have been there already).
