@@ -375,7 +375,15 @@ fn check_version(version: Option<ServerVersion>, url: &str) -> Result<(), Error>
 fn install_crypto_provider() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
+        // rustls 0.23.48 deprecates ring's provider for having no post-quantum key
+        // exchange (a fresh resolution, as the MSRV build's, gets it). It is still
+        // rustls's own and supported; aws-lc-rs, the provider with one, builds a C
+        // library (aws-lc-sys) into every application. One that wants post-quantum
+        // key exchange installs aws-lc-rs's provider before it builds the app: this
+        // one is then left alone.
+        #[allow(deprecated)]
+        let provider = rustls::crypto::ring::default_provider();
         // An error only means a provider is already installed, which is what we need.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let _ = provider.install_default();
     });
 }
