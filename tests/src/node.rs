@@ -69,6 +69,9 @@ impl Bullmq {
             .arg(dir.join("peer.mjs"))
             .args(args)
             .env("REDIS_URL", url)
+            // The peer prefers a cluster's nodes to REDIS_URL: a cluster run's must not
+            // send it elsewhere than `url`.
+            .env_remove("REDIS_CLUSTER_NODES")
             .env("PREFIX", prefix)
             .env("BULLMQ", self.major())
             .env("QUEUE_KEYS", keyring)

@@ -1,10 +1,11 @@
 //! What a grouped job costs Redis, in commands per processed job (`INFO commandstats`):
 //! a figure that does not depend on the machine (but for a rate limit's windows, which
-//! more starts share on a faster one), so it is held here as well as in the benchmark. On a private `redis-server` (the counts are server-wide), ungrouped jobs
-//! first as the reference, then grouped ones: with many groups of one or two jobs a
-//! grouped job may cost at most 28 commands (an ungrouped one 23), and the cost
-//! stays flat from one group to 10,000; under a group's concurrency and rate limit, at
-//! most 33 (33.9 before a rate limit's check became the count of the start itself).
+//! more starts share on a faster one), so it is held here as well as in the benchmark.
+//! On a private `redis-server` (the counts are server-wide), ungrouped jobs first as the
+//! reference, then grouped ones: with many groups of one or two jobs a grouped job may
+//! cost at most 28 commands (an ungrouped one 23), and the cost stays flat from one
+//! group to 10,000; under a group's concurrency and rate limit, at most 33 (33.9 before
+//! a rate limit's check became the count of the start itself).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
