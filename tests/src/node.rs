@@ -40,20 +40,23 @@ impl Bullmq {
     /// [`spawn`](Self::spawn), with `keyring` (the text form of
     /// `queue_core::encryption::Keyring`) in `QUEUE_KEYS`, for the sealed commands.
     pub fn spawn_with_keys(self, prefix: &str, args: &[&str], keyring: &str) -> Child {
-        self.spawn_on(&crate::redis_url(), prefix, args, keyring)
+        self.spawn_on(None, prefix, args, keyring)
     }
 
     /// Runs a peer command on this major to completion, against the Redis at `url`
-    /// (a private one, say) rather than the test Redis.
+    /// (a private one, say) rather than the test Redis, even in a cluster run.
     pub async fn run_on(self, url: &str, prefix: &str, args: &[&str]) -> Vec<serde_json::Value> {
         output(
-            self.spawn_on(url, prefix, args, ""),
+            self.spawn_on(Some(url), prefix, args, ""),
             Duration::from_secs(30),
         )
         .await
     }
 
-    fn spawn_on(self, url: &str, prefix: &str, args: &[&str], keyring: &str) -> Child {
+    /// Starts the peer against `url`, or against the test Redis (`None`): the one at
+    /// `REDIS_URL`, or the cluster a cluster run names in `REDIS_CLUSTER_NODES`, which
+    /// the peer prefers and inherits.
+    fn spawn_on(self, url: Option<&str>, prefix: &str, args: &[&str], keyring: &str) -> Child {
         let dir = peer_dir();
         let installed = match self {
             Bullmq::V5 => dir.join("node_modules/bullmq"),
@@ -65,13 +68,13 @@ impl Bullmq {
             self.major(),
             dir.display()
         );
-        Command::new("node")
-            .arg(dir.join("peer.mjs"))
+        let mut node = Command::new("node");
+        match url {
+            Some(url) => node.env("REDIS_URL", url).env_remove("REDIS_CLUSTER_NODES"),
+            None => node.env("REDIS_URL", crate::redis_url()),
+        };
+        node.arg(dir.join("peer.mjs"))
             .args(args)
-            .env("REDIS_URL", url)
-            // The peer prefers a cluster's nodes to REDIS_URL: a cluster run's must not
-            // send it elsewhere than `url`.
-            .env_remove("REDIS_CLUSTER_NODES")
             .env("PREFIX", prefix)
             .env("BULLMQ", self.major())
             .env("QUEUE_KEYS", keyring)
