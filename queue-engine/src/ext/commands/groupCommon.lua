@@ -155,6 +155,12 @@ local function groupDropLostSlots(G, group)
   end
 end
 
+-- A group's rate window in ms: at least 1, as PEXPIRE of 0 would delete the
+-- counter at once.
+local function groupWindow(settings)
+  return math.max(1, math.floor(settings.duration))
+end
+
 -- The score a group that cannot start a job now waits at, or nil if it can; and
 -- the slots it holds (when it has a concurrency limit) and the starts counted in
 -- its rate window with this one (when it has a rate limit). A group found at its
@@ -180,7 +186,7 @@ local function groupBlockedScore(G, group, settings)
   local starts = nil
   if settings.max > 0 then
     local limiterKey = groupKey(G.prefix, group, "limiter")
-    local window = math.max(1, math.floor(settings.duration))
+    local window = groupWindow(settings)
     starts = rcall("INCR", limiterKey)
     if starts == 1 then
       rcall("PEXPIRE", limiterKey, window)
@@ -286,7 +292,7 @@ end
 -- (stalled, retried) then gives back the slot it held.
 local function groupAdopt(G, ids)
   local first = rcall("INCRBY", G.order, #ids) - #ids + 1
-  local adopted, waiting, turns, names, seen, started = {}, {}, {}, {}, {}, {}
+  local adopted, waiting, turns, names, seen, startedBefore = {}, {}, {}, {}, {}, {}
   for i, jobId in ipairs(ids) do
     local fields = rcall("HMGET", G.prefix .. jobId, "opts", "priority", "ats")
     if fields[1] then
@@ -302,7 +308,9 @@ local function groupAdopt(G, ids)
         names[#names + 1] = 0
         names[#names + 1] = group
       end
-      if (tonumber(fields[3]) or 0) > 0 then started[#started + 1] = { jobId, group } end
+      if (tonumber(fields[3]) or 0) > 0 then
+        startedBefore[#startedBefore + 1] = { jobId, group }
+      end
       adopted[#adopted + 1] = jobId
     end
   end
@@ -311,7 +319,7 @@ local function groupAdopt(G, ids)
   rcall("ZADD", G.ring, "NX", unpack(turns))
   rcall("ZADD", G.known, unpack(names))
   if G.own or G.concurrency > 0 then
-    for _, job in ipairs(started) do
+    for _, job in ipairs(startedBefore) do
       if rcall("HDEL", groupKey(G.prefix, job[2], "active"), job[1]) == 1 then
         groupSlotFreed(G, job[2])
       end

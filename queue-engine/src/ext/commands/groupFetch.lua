@@ -160,10 +160,11 @@ end
 -- ring if more of its jobs wait and it can start one, its band if it cannot,
 -- nowhere if nothing waits: forgotten unless it has slots or settings, where a
 -- group that has just taken a slot is known to have one (it stays known; when
--- its last slot comes back, groupSlotFreed forgets it if it is idle then). held and starts: what its limits' check read and
--- counted (groupBlockedScore; the start is in its rate window already). Only a
--- start that may have filled the last slot reads the slots again (the job's
--- own slot may have been there already).
+-- its last slot comes back, groupSlotFreed forgets it if it is idle then).
+-- held and starts: what its limits' check read and counted (groupBlockedScore;
+-- the start is in its rate window already). Only a start that may have filled
+-- the last slot reads the slots again (the job's own slot may have been there
+-- already).
 local function groupStarted(G, group, jobId, token, more, settings, held, starts, eventId)
   local blocked = nil
   local holdsSlot = false
@@ -177,8 +178,8 @@ local function groupStarted(G, group, jobId, token, more, settings, held, starts
     end
   end
   if more and not blocked and starts and starts >= settings.max then
-    local window = math.max(1, math.floor(settings.duration))
-    local ttl = starts == 1 and window or rcall("PTTL", groupKey(G.prefix, group, "limiter"))
+    local ttl = starts == 1 and groupWindow(settings)
+      or rcall("PTTL", groupKey(G.prefix, group, "limiter"))
     if ttl > 0 then blocked = LIMITED + G.now + ttl end
   end
   if more then
