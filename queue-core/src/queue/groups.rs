@@ -20,7 +20,8 @@ impl<T> Queue<T> {
         Ok(())
     }
 
-    /// Lets a paused group start jobs again.
+    /// Lets a paused group start jobs again, at once: an idle worker is woken, as by an
+    /// add.
     pub async fn resume_group(&self, group: &str) -> Result<(), Error> {
         validate_group(group)?;
         self.timed("resume_group", async {
@@ -33,7 +34,8 @@ impl<T> Queue<T> {
 
     /// Gives one group its own limits, over the queue's
     /// ([`Processor::groups`](crate::Processor::groups)); a limit left unset goes back
-    /// to the queue's. Held in Redis: every worker applies it from its next take.
+    /// to the queue's. Held in Redis: every worker applies it from its next take, and a
+    /// group that waited at its old limits gets a turn at once (an idle worker is woken).
     pub async fn set_group_limits(&self, group: &str, limits: GroupLimits) -> Result<(), Error> {
         validate_group(group)?;
         limits.validate()?;

@@ -281,7 +281,11 @@ impl Queue {
         let args: [&str; 6] = [&keys.prefix, group, action, &concurrency, &max, &duration];
         let mut conn = self.connection().connection();
         script
-            .execute(&mut conn, &[&keys.ring, &keys.known, &keys.meta], &args)
+            .execute(
+                &mut conn,
+                &[&keys.ring, &keys.known, &keys.meta, &self.keys().marker()],
+                &args,
+            )
             .await?;
         Ok(())
     }

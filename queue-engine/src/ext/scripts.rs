@@ -21,10 +21,10 @@ pub(crate) fn embedded() -> Vec<(&'static str, usize, &'static str)> {
         ("groupAdd", 12, group_add()),
         (
             "groupControl",
-            3,
+            4,
             concat!(
                 include_str!("commands/groupCommon.lua"),
-                include_str!("commands/groupControl-3.lua")
+                include_str!("commands/groupControl-4.lua")
             ),
         ),
         (

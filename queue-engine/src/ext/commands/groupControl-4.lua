@@ -4,12 +4,15 @@
   running jobs finish. It waits in the ring at PAUSED, so that an add leaves it
   there; resuming gives it a turn. New limits give a group waiting at a limit
   a turn: the take that pops it applies them (the workers' own limits are not
-  known here).
+  known here). A group given a turn wakes a worker as an add does (the
+  marker): an idle one would otherwise find it only at the end of its wait
+  (drain_delay, 5 s).
 
   Input:
     KEYS[1] the ring (gs:turns)
     KEYS[2] known groups
     KEYS[3] the queue's meta
+    KEYS[4] the marker
     ARGV[1] key prefix
     ARGV[2] group
     ARGV[3] action: "pause" | "resume" | "limits"
@@ -25,6 +28,11 @@ local G = groupContext({ ARGV[1], KEYS[1], KEYS[2], "", "" }, { 0, 0, 0 }, 0)
 G.own = true
 local metaKey = groupKey(G.prefix, group, "meta")
 local waitKey = groupKey(G.prefix, group, "wait")
+-- Gives the group a turn at the end of the ring, and wakes a worker to take it.
+local function giveTurn()
+  rcall("ZADD", G.ring, turnNow(G), group)
+  rcall("ZADD", KEYS[4], 0, "0")
+end
 if action == "pause" then
   rcall("HSET", metaKey, "paused", 1)
   rcall("ZADD", G.ring, PAUSED, group)
@@ -32,7 +40,7 @@ elseif action == "resume" then
   rcall("HDEL", metaKey, "paused")
   if rcall("ZSCORE", G.ring, group) then
     if rcall("ZCARD", waitKey) > 0 then
-      rcall("ZADD", G.ring, turnNow(G), group)
+      giveTurn()
     else
       rcall("ZREM", G.ring, group)
     end
@@ -50,7 +58,7 @@ elseif action == "limits" then
   end
   local score = tonumber(rcall("ZSCORE", G.ring, group))
   if score and score >= BLOCKED and score < PAUSED then
-    rcall("ZADD", G.ring, turnNow(G), group)
+    giveTurn()
   end
 else
   return redis.error_reply("unknown group action " .. tostring(action))
