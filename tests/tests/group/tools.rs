@@ -292,6 +292,20 @@ async fn a_queue_in_the_first_layout_of_groups_is_moved_before_its_first_grouped
         .arg("a-token-of-a-dead-run")
         .query::<()>(&mut *conn)
         .unwrap();
+    // A group with nothing waiting whose one slot is a dead run's: idle once that slot
+    // is given back.
+    redis::cmd("HSET")
+        .arg(format!("{p}g:idle:active"))
+        .arg("gone-1")
+        .arg("a-token-of-a-dead-run")
+        .query::<()>(&mut *conn)
+        .unwrap();
+    redis::cmd("ZADD")
+        .arg(format!("{p}gs:known"))
+        .arg(0)
+        .arg("idle")
+        .query::<()>(&mut *conn)
+        .unwrap();
     for id in ["a-0", "a-1", "b-0"] {
         redis::cmd("ZREM")
             .arg(format!("{p}gs:waiting"))
@@ -321,6 +335,19 @@ async fn a_queue_in_the_first_layout_of_groups_is_moved_before_its_first_grouped
     assert!(!exists("gs:ring"), "the old ring is gone");
     assert!(!exists("prioritized"), "no job is left in prioritized");
     assert!(!exists("g:a:active"), "the dead run's slot is gone");
+    assert!(!exists("g:idle:active"), "the idle group's dead slot is gone");
+    let listed: Vec<String> = q
+        .groups(None, 10)
+        .await
+        .unwrap()
+        .groups
+        .into_iter()
+        .map(|g| g.id)
+        .collect();
+    assert!(
+        !listed.contains(&"idle".to_owned()),
+        "a group the move left idle is forgotten: {listed:?}"
+    );
     let meta: Vec<String> = redis::cmd("HKEYS")
         .arg(format!("{p}g:a:meta"))
         .query(&mut *conn)

@@ -22,6 +22,9 @@
     the groups of the page
 ]]
 local G = groupContext({ ARGV[1], KEYS[2], KEYS[1], KEYS[3], KEYS[6] }, { 0, 0, 0 }, 0)
+-- The workers' limits are not known here: a group's slots and settings keep it
+-- known whatever they are (groupForgetIfIdle).
+G.own = true
 local groups = rcall("ZRANGEBYLEX", KEYS[1], ARGV[2], "+", "LIMIT", 0, tonumber(ARGV[3]))
 for _, group in ipairs(groups) do
   local waitKey = groupKey(G.prefix, group, "wait")
@@ -47,5 +50,8 @@ for _, group in ipairs(groups) do
   elseif rcall("ZCARD", waitKey) > 0 then
     rcall("ZADD", G.ring, "NX", turnNow(G), group)
   end
+  -- A group left with nothing waiting, no slot (its slots were lost) and no
+  -- settings is idle: forgotten, as this layout forgets such a group.
+  groupForgetIfIdle(G, group)
 end
 return groups
