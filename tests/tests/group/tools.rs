@@ -335,7 +335,10 @@ async fn a_queue_in_the_first_layout_of_groups_is_moved_before_its_first_grouped
     assert!(!exists("gs:ring"), "the old ring is gone");
     assert!(!exists("prioritized"), "no job is left in prioritized");
     assert!(!exists("g:a:active"), "the dead run's slot is gone");
-    assert!(!exists("g:idle:active"), "the idle group's dead slot is gone");
+    assert!(
+        !exists("g:idle:active"),
+        "the idle group's dead slot is gone"
+    );
     let listed: Vec<String> = q
         .groups(None, 10)
         .await
