@@ -808,6 +808,8 @@ impl Queue {
 
         let mut conn = self.conn.connection();
         script.execute(&mut conn, &keys, &args).await?;
+        // Grouped jobs wait outside `wait` and `prioritized` (change 34).
+        self.wake_for_grouped_jobs().await?;
 
         debug!("queue resumed");
         Ok(())

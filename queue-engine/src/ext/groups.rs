@@ -290,6 +290,27 @@ impl Queue {
         Ok(())
     }
 
+    /// Wakes a worker when grouped jobs wait their turn: after a resume of the queue,
+    /// whose script (upstream's `pause`) adds the marker only when `wait` or
+    /// `prioritized` holds jobs, and grouped jobs wait in their groups.
+    pub(crate) async fn wake_for_grouped_jobs(&self) -> Result<(), Error> {
+        let keys = GroupKeys::new(self.keys());
+        let mut conn = self.connection().connection();
+        let waiting: u64 = redis::cmd("ZCARD")
+            .arg(&keys.waiting)
+            .query_async(&mut conn)
+            .await?;
+        if waiting > 0 {
+            redis::cmd("ZADD")
+                .arg(self.keys().marker())
+                .arg(0)
+                .arg("0")
+                .query_async::<()>(&mut conn)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// How many grouped jobs wait their turn (in their groups, outside BullMQ's
     /// `wait`; a job another client removed counts until a take passes over it).
     pub async fn count_grouped_waiting(&self) -> Result<u64, Error> {

@@ -8,10 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queue_core::{
-    app::Registrations, group::GroupLimits, queue::BulkJob, Dep, Job, JobError, JobOptions,
-    JobState, Processor, Queue, QueueApp,
+    group::GroupLimits, queue::BulkJob, Dep, Job, JobError, JobOptions, JobState, Processor, Queue,
 };
-use queue_tests::{wait_for_state, wait_until, PrivateRedis, TestRedis, SOON};
+use queue_tests::{wait_for_state, wait_until, TestRedis, SOON};
 use serde::{Deserialize, Serialize};
 
 /// A job's payload names its group, so that the handler can count by group.
@@ -347,76 +346,6 @@ async fn a_paused_group_waits_while_others_run_and_runs_when_resumed() {
     q.resume_group("held").await.unwrap();
     wait_until(SOON, "the resumed group's jobs", || async {
         (completed(&q).await == 10).then_some(())
-    })
-    .await;
-    assert!(workers.shutdown(SOON).await.is_clean());
-}
-
-/// Whether a client of `redis` is blocked in `BZPOPMIN`: a worker that found nothing it
-/// could start waits there for a marker, or until its poll ends (5 s).
-fn a_worker_waits_for_a_marker(redis: &PrivateRedis) -> bool {
-    let mut conn = redis::Client::open(redis.url())
-        .and_then(|c| c.get_connection())
-        .expect("a connection to the private Redis");
-    let clients: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query(&mut conn)
-        .expect("CLIENT LIST");
-    clients.lines().any(|client| {
-        let field = |name: &str| {
-            client
-                .split(' ')
-                .find_map(|f| f.strip_prefix(name))
-                .unwrap_or("")
-        };
-        field("cmd=") == "bzpopmin" && field("flags=").contains('b')
-    })
-}
-
-/// Resuming a group, or raising its limit, starts its jobs at once: an idle worker is
-/// woken as by an add, rather than finding them at the end of its poll (5 s). A private
-/// Redis, so that the only client blocked in `BZPOPMIN` is this test's worker.
-#[tokio::test]
-async fn resuming_a_group_or_raising_its_limit_wakes_an_idle_worker() {
-    // Well within the 5 s an idle worker waits before it looks again.
-    const AT_ONCE: Duration = Duration::from_millis(2_500);
-    let redis = PrivateRedis::start();
-    let seen = Arc::new(Seen::default());
-    let app = QueueApp::builder()
-        .redis(redis.url())
-        .prefix("wake")
-        .registrations(Registrations::None)
-        .provide_arc(seen.clone())
-        .processor(grouped("wake", 2, GroupLimits::new()))
-        .build()
-        .await
-        .expect("the app builds");
-    let q = app.queue::<Work>("wake").unwrap();
-    q.pause_group("held").await.unwrap();
-    add_all(&q, jobs("held", 1, 0)).await;
-    let workers = app.start_workers().await.unwrap();
-    let idle = || async { a_worker_waits_for_a_marker(&redis).then_some(()) };
-    wait_until(SOON, "the worker idle, the group paused", idle).await;
-    q.resume_group("held").await.unwrap();
-    wait_until(AT_ONCE, "the resumed group's job", || async {
-        (completed(&q).await == 1).then_some(())
-    })
-    .await;
-
-    // One start an hour: of two jobs added, one starts and the other waits out the
-    // window; a limit of two lets it start.
-    let hourly = |max| GroupLimits::new().rate(max, Duration::from_secs(3600));
-    q.set_group_limits("held", hourly(1)).await.unwrap();
-    let more: Vec<_> = jobs("held", 3, 0).into_iter().skip(1).collect();
-    add_all(&q, more).await;
-    wait_until(SOON, "the window's one start", || async {
-        (completed(&q).await == 2).then_some(())
-    })
-    .await;
-    wait_until(SOON, "the worker idle, the group at its limit", idle).await;
-    q.set_group_limits("held", hourly(2)).await.unwrap();
-    wait_until(AT_ONCE, "the start the raised limit allows", || async {
-        (completed(&q).await == 3).then_some(())
     })
     .await;
     assert!(workers.shutdown(SOON).await.is_clean());

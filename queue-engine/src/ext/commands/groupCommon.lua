@@ -256,31 +256,34 @@ end
 
 -- A slot of the group was given back: a group that waited at its concurrency
 -- gets a turn (the take that pops it looks again, and files it back if it must
--- still wait); an idle one is forgotten.
+-- still wait); an idle one is forgotten. Returns whether it gave a turn.
 local function groupSlotFreed(G, group)
   local score = tonumber(rcall("ZSCORE", G.ring, group))
   if score == nil then
     groupForgetIfIdle(G, group, true)
   elseif score >= FULL and score < LIMITED then
     rcall("ZADD", G.ring, turnNow(G), group)
+    return true
   end
+  return false
 end
 
 -- Gives back the slot a run of jobId held (only the run whose lock token holds
 -- it): a group that waited at its concurrency can start again. G.lockChecked:
 -- the caller's script has just found that the run holds the job's lock
 -- (moveToFinished's removeLock), so the slot, which each start of the job
--- writes, is this run's: it is dropped without reading it first.
+-- writes, is this run's: it is dropped without reading it first. Returns
+-- whether the group got a turn.
 local function groupGiveBack(G, group, jobId, token)
-  if not (G.own or G.concurrency > 0) then return end
+  if not (G.own or G.concurrency > 0) then return false end
   local slotsKey = groupKey(G.prefix, group, "active")
   if G.lockChecked then
-    if rcall("HDEL", slotsKey, jobId) == 0 then return end
+    if rcall("HDEL", slotsKey, jobId) == 0 then return false end
   else
-    if rcall("HGET", slotsKey, jobId) ~= token then return end
+    if rcall("HGET", slotsKey, jobId) ~= token then return false end
     rcall("HDEL", slotsKey, jobId)
   end
-  groupSlotFreed(G, group)
+  return groupSlotFreed(G, group)
 end
 
 -- Adopts a batch of jobs from BullMQ's sets (at most ADOPT_BATCH, groupFetch.lua):

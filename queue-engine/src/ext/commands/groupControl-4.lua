@@ -28,10 +28,11 @@ local G = groupContext({ ARGV[1], KEYS[1], KEYS[2], "", "" }, { 0, 0, 0 }, 0)
 G.own = true
 local metaKey = groupKey(G.prefix, group, "meta")
 local waitKey = groupKey(G.prefix, group, "wait")
--- Gives the group a turn at the end of the ring, and wakes a worker to take it.
+-- Gives the group a turn at the end of the ring, and wakes a worker to take it
+-- (unless the queue is paused: its resume wakes one).
 local function giveTurn()
   rcall("ZADD", G.ring, turnNow(G), group)
-  rcall("ZADD", KEYS[4], 0, "0")
+  if rcall("HEXISTS", KEYS[3], "paused") == 0 then rcall("ZADD", KEYS[4], 0, "0") end
 end
 if action == "pause" then
   rcall("HSET", metaKey, "paused", 1)

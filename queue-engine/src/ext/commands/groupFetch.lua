@@ -258,8 +258,13 @@ end
 -- Returns moveToActive's reply, or nil when no job was taken.
 local function groupFetch(G, K, opts, fetch, givingGroup, giving, lookAround)
   local held, metaMax, metaDuration = groupQueueState(G, K)
-  if giving then groupGiveBack(G, givingGroup, giving, opts["token"]) end
-  if not fetch then return nil end
+  local turned = giving and groupGiveBack(G, givingGroup, giving, opts["token"])
+  if not fetch then
+    -- A worker closing (or over its concurrency) takes nothing: the group its
+    -- slot let go on is another worker's to start, woken as by an add.
+    if turned and not held then rcall("ZADD", K.marker, 0, "0") end
+    return nil
+  end
   -- A paused (or globally maxed) queue's jobs stay where they are.
   if held then return { 0, 0, 0, 0 } end
   local limited = groupLimited(G)
