@@ -11,5 +11,6 @@ mod cost;
 mod fairness;
 mod functions;
 mod producers;
+mod support;
 mod tools;
 mod wake;

@@ -12,10 +12,12 @@ use std::time::Duration;
 
 use queue_core::{
     group::GroupLimits,
-    queue::{BulkJob, JobFilter, ScanLimits},
+    queue::{JobFilter, ScanLimits},
     Dep, Job, JobError, JobOptions, JobState, Processor, Queue,
 };
 use queue_tests::{sync_connection, wait_until, TestRedis, SOON};
+
+use crate::support::{add, Gate};
 
 /// The ids of the jobs the handler ran.
 #[derive(Default)]
@@ -33,20 +35,6 @@ fn grouped(queue: &str) -> Processor {
         .any_job(run)
 }
 
-/// `count` jobs of `group`, ids `<group>-<n>`.
-async fn add(queue: &Queue<u32>, group: &str, count: u32) {
-    let jobs = (0..count)
-        .map(|n| {
-            BulkJob::new("work", n).options(
-                JobOptions::new()
-                    .group(group)
-                    .job_id(format!("{group}-{n}")),
-            )
-        })
-        .collect();
-    queue.add_bulk(jobs).await.expect("add_bulk");
-}
-
 async fn completed(queue: &Queue<u32>) -> u64 {
     queue.get_job_counts().await.unwrap().completed
 }
@@ -59,8 +47,8 @@ async fn a_grouped_job_waiting_its_turn_is_counted_listed_and_removed_as_a_waiti
         .app(|b| b.provide_arc(ran.clone()).processor(grouped("tools")))
         .await;
     let q = app.queue::<u32>("tools").unwrap();
-    add(&q, "a", 2).await;
-    add(&q, "b", 1).await;
+    add(&q, "a", 0..2).await;
+    add(&q, "b", 0..1).await;
 
     let counts = q.get_job_counts().await.unwrap();
     assert_eq!((counts.waiting, counts.prioritized), (3, 0), "{counts:?}");
@@ -148,7 +136,7 @@ async fn a_listing_and_a_search_of_waiting_jobs_page_across_the_wait_list_and_th
     q.add("work", 9, JobOptions::new().job_id("plain-0"))
         .await
         .unwrap();
-    add(&q, "a", 2).await;
+    add(&q, "a", 0..2).await;
 
     let ids = |rows: Vec<queue_core::queue::JobSummary>| -> Vec<String> {
         rows.into_iter().map(|row| row.id).collect()
@@ -209,8 +197,8 @@ async fn clean_drain_and_obliterate_take_grouped_jobs_waiting_their_turn() {
         .app(|b| b.provide(Ran::default()).processor(grouped("wipe")))
         .await;
     let q = app.queue::<u32>("wipe").unwrap();
-    add(&q, "a", 3).await;
-    add(&q, "b", 2).await;
+    add(&q, "a", 0..3).await;
+    add(&q, "b", 0..2).await;
 
     let cleaned = q.clean(Duration::ZERO, 2, JobState::Waiting).await.unwrap();
     assert_eq!(cleaned, ["a-0", "a-1"], "the oldest two");
@@ -232,7 +220,7 @@ async fn clean_drain_and_obliterate_take_grouped_jobs_waiting_their_turn() {
         page.groups
     );
 
-    add(&q, "c", 2).await;
+    add(&q, "c", 0..2).await;
     q.pause_group("c").await.unwrap();
     q.obliterate(true).await.unwrap();
     assert_eq!(
@@ -250,10 +238,10 @@ async fn a_queue_in_the_first_layout_of_groups_is_moved_before_its_first_grouped
         .app(|b| b.provide_arc(ran.clone()).processor(grouped("old")))
         .await;
     let q = app.queue::<u32>("old").unwrap();
-    add(&q, "a", 2).await;
-    add(&q, "b", 1).await;
+    add(&q, "a", 0..2).await;
+    add(&q, "b", 0..1).await;
     // Added by a new producer before the worker is replaced: already in this layout.
-    add(&q, "c", 1).await;
+    add(&q, "c", 0..1).await;
 
     // Rewrite what the adds wrote as the first layout held it: each waiting grouped job
     // in `prioritized` as well as its group, the groups in a list ring flagged in their
@@ -412,7 +400,7 @@ async fn a_group_filed_at_a_limit_the_workers_no_longer_have_runs() {
         .app(|b| b.provide(Ran::default()).processor(grouped("band")))
         .await;
     let q = app.queue::<u32>("band").unwrap();
-    add(&q, "filed", 2).await;
+    add(&q, "filed", 0..2).await;
     // Filed at its concurrency by workers that had a limit, as a take leaves it.
     let p = format!("{}:band:", redis.prefix());
     redis::cmd("ZADD")
@@ -442,7 +430,7 @@ async fn a_slot_of_a_dead_run_is_given_back_when_its_group_comes_up() {
         })
         .await;
     let q = app.queue::<u32>("dead").unwrap();
-    add(&q, "busy", 3).await;
+    add(&q, "busy", 0..3).await;
     // The group's one slot, held by a run whose worker died (its lock is gone).
     let p = format!("{}:dead:", redis.prefix());
     redis::cmd("HSET")
@@ -461,14 +449,8 @@ async fn a_slot_of_a_dead_run_is_given_back_when_its_group_comes_up() {
 }
 
 /// A handler that holds its job until the test lets it go.
-struct Gate(tokio::sync::Semaphore);
-
 async fn held(_: Job<u32>, gate: Dep<Gate>) -> Result<(), JobError> {
-    gate.0
-        .acquire()
-        .await
-        .expect("the gate stays open")
-        .forget();
+    gate.pass().await;
     Ok(())
 }
 
@@ -493,7 +475,7 @@ async fn every_group(queue: &Queue<u32>, size: usize) -> Vec<String> {
 #[tokio::test]
 async fn the_groups_listing_pages_by_name_over_waiting_busy_and_configured_groups() {
     let redis = TestRedis::new("groups-tools-listing");
-    let gate = Arc::new(Gate(tokio::sync::Semaphore::new(0)));
+    let gate = Arc::new(Gate::shut());
     let app = redis
         .app(|b| {
             b.provide_arc(gate.clone()).processor(
@@ -507,7 +489,7 @@ async fn the_groups_listing_pages_by_name_over_waiting_busy_and_configured_group
     let q = app.queue::<u32>("listing").unwrap();
     // Names out of order, so that the ring's order by turn is not the listing's.
     for group in ["m", "d", "x", "b"] {
-        add(&q, group, 1).await;
+        add(&q, group, 0..1).await;
     }
     q.pause_group("p").await.unwrap();
     assert_eq!(every_group(&q, 2).await, ["b", "d", "m", "p", "x"]);
@@ -527,7 +509,7 @@ async fn the_groups_listing_pages_by_name_over_waiting_busy_and_configured_group
     assert_eq!(every_group(&q, 1).await, ["b", "d", "m", "p", "x"]);
 
     // Once every job has run, only the paused group (its settings) is left.
-    gate.0.add_permits(4);
+    gate.open_for(4);
     wait_until(SOON, "the four jobs", || async {
         (completed(&q).await == 4).then_some(())
     })
@@ -556,7 +538,7 @@ async fn a_group_passed_over_for_a_deleted_job_is_not_counted_in_its_rate_window
         })
         .await;
     let q = app.queue::<u32>("uncount").unwrap();
-    add(&q, "a", 1).await;
+    add(&q, "a", 0..1).await;
     let p = format!("{}:uncount:", redis.prefix());
     redis::cmd("DEL")
         .arg(format!("{p}a-0"))
@@ -599,7 +581,7 @@ async fn a_start_refused_by_a_groups_rate_limit_is_not_counted_in_its_window() {
         })
         .await;
     let q = app.queue::<u32>("refused").unwrap();
-    add(&q, "a", 3).await;
+    add(&q, "a", 0..3).await;
     let p = format!("{}:refused:", redis.prefix());
     let turn = || async {
         redis::cmd("ZSCORE")

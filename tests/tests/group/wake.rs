@@ -12,24 +12,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use queue_core::{
-    app::Registrations, group::GroupLimits, queue::BulkJob, Dep, Job, JobError, JobOptions,
-    Processor, Queue, QueueApp,
+    app::Registrations, group::GroupLimits, Dep, Job, JobError, Processor, Queue, QueueApp,
 };
 use queue_tests::{wait_until, PrivateRedis, SOON};
+
+use crate::support::{add, Gate};
 
 /// Well within the 5 s an idle worker waits before it looks again.
 const AT_ONCE: Duration = Duration::from_millis(2_500);
 
-/// Holds the job numbered 0 until a permit is added; the others run at once.
-struct Gate(tokio::sync::Semaphore);
-
+/// Holds the job numbered 0 at the gate; the others run at once.
 async fn run(job: Job<u32>, gate: Dep<Gate>) -> Result<(), JobError> {
     if job.data == 0 {
-        gate.0
-            .acquire()
-            .await
-            .expect("the gate stays open")
-            .forget();
+        gate.pass().await;
     }
     Ok(())
 }
@@ -57,24 +52,6 @@ async fn app(
         .build()
         .await
         .expect("the app builds")
-}
-
-fn open_gate() -> Arc<Gate> {
-    Arc::new(Gate(tokio::sync::Semaphore::new(1_000)))
-}
-
-/// Jobs `first..first + count` of `group`, ids `<group>-<n>`, their payload `n`.
-async fn add(queue: &Queue<u32>, group: &str, first: u32, count: u32) {
-    let jobs = (first..first + count)
-        .map(|n| {
-            BulkJob::new("work", n).options(
-                JobOptions::new()
-                    .group(group)
-                    .job_id(format!("{group}-{n}")),
-            )
-        })
-        .collect();
-    queue.add_bulk(jobs).await.expect("add_bulk");
 }
 
 async fn completed(queue: &Queue<u32>) -> u64 {
@@ -147,10 +124,17 @@ async fn until_idle(redis: &PrivateRedis, what: &str) {
 #[tokio::test]
 async fn resuming_a_group_or_raising_its_limit_wakes_an_idle_worker() {
     let redis = PrivateRedis::start();
-    let app = app(&redis, "group", 2, GroupLimits::new(), &open_gate()).await;
+    let app = app(
+        &redis,
+        "group",
+        2,
+        GroupLimits::new(),
+        &Arc::new(Gate::shut()),
+    )
+    .await;
     let q = app.queue::<u32>("group").unwrap();
     q.pause_group("held").await.unwrap();
-    add(&q, "held", 1, 1).await;
+    add(&q, "held", 1..2).await;
     let workers = app.start_workers().await.unwrap();
     until_idle(&redis, "the worker idle, the group paused").await;
     q.resume_group("held").await.unwrap();
@@ -160,7 +144,7 @@ async fn resuming_a_group_or_raising_its_limit_wakes_an_idle_worker() {
     // window; a limit of two lets it start.
     let hourly = |max| GroupLimits::new().rate(max, Duration::from_secs(3600));
     q.set_group_limits("held", hourly(1)).await.unwrap();
-    add(&q, "held", 2, 2).await;
+    add(&q, "held", 2..4).await;
     until_completed(&q, SOON, "the window's one start", 2).await;
     until_idle(&redis, "the worker idle, the group at its limit").await;
     q.set_group_limits("held", hourly(2)).await.unwrap();
@@ -173,10 +157,17 @@ async fn resuming_a_group_or_raising_its_limit_wakes_an_idle_worker() {
 #[tokio::test]
 async fn resuming_the_queue_wakes_an_idle_worker_for_its_grouped_jobs() {
     let redis = PrivateRedis::start();
-    let app = app(&redis, "queue", 2, GroupLimits::new(), &open_gate()).await;
+    let app = app(
+        &redis,
+        "queue",
+        2,
+        GroupLimits::new(),
+        &Arc::new(Gate::shut()),
+    )
+    .await;
     let q = app.queue::<u32>("queue").unwrap();
     q.pause().await.unwrap();
-    add(&q, "a", 1, 2).await;
+    add(&q, "a", 1..3).await;
     let workers = app.start_workers().await.unwrap();
     until_idle(&redis, "the worker idle, the queue paused").await;
     assert_eq!(completed(&q).await, 0, "a paused queue starts nothing");
@@ -191,12 +182,12 @@ async fn resuming_the_queue_wakes_an_idle_worker_for_its_grouped_jobs() {
 async fn a_slot_given_back_by_a_closing_worker_wakes_another() {
     let redis = PrivateRedis::start();
     let one_at_once = GroupLimits::new().concurrency(1);
-    let gate = Arc::new(Gate(tokio::sync::Semaphore::new(0)));
+    let gate = Arc::new(Gate::shut());
     // One job at once: while job 0 runs, this worker does not wait for a marker.
     let closing = app(&redis, "slot", 1, one_at_once, &gate).await;
     let staying = app(&redis, "slot", 2, one_at_once, &gate).await;
     let q = closing.queue::<u32>("slot").unwrap();
-    add(&q, "g", 0, 2).await;
+    add(&q, "g", 0..2).await;
     let closing_workers = closing.start_workers().await.unwrap();
     // Job 0 runs, held at the gate; the group waits at its concurrency with job 1.
     wait_until(SOON, "job 0 running", || async {
@@ -215,7 +206,7 @@ async fn a_slot_given_back_by_a_closing_worker_wakes_another() {
         (taken && waiting_for_a_marker(&redis) == 1).then_some(())
     })
     .await;
-    gate.0.add_permits(1);
+    gate.open_for(1);
     until_completed(&q, AT_ONCE, "job 1, on the staying worker", 2).await;
     assert!(closed.await.unwrap(), "the closing worker stopped cleanly");
     assert!(staying_workers.shutdown(SOON).await.is_clean());
