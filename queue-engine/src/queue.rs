@@ -268,6 +268,7 @@ impl Queue {
             .collect::<Result<_, Error>>()?;
 
         // Run all add_job calls concurrently since the connection is multiplexed
+        let mut script_names = Vec::with_capacity(job_objects.len());
         let futures: Vec<_> = job_objects
             .iter()
             .zip(serialized_job_data)
@@ -278,6 +279,7 @@ impl Queue {
                 let custom_job_id = job.opts().job_id.as_deref().unwrap_or("").to_string();
 
                 let script_name = add_script_name(delay, priority, job.opts());
+                script_names.push(script_name);
 
                 let script = self
                     .conn
@@ -303,7 +305,7 @@ impl Queue {
             })
             .collect();
 
-        let results = futures::future::join_all(futures).await;
+        let results = in_order_of_scripts(futures, &script_names).await;
 
         let ctx = self.make_script_context();
         for (job, result) in job_objects.iter_mut().zip(results.into_iter()) {
@@ -3044,6 +3046,29 @@ pub(crate) fn push_telemetry_and_extensions<'a>(
         entries.push(("omc", b));
     }
     push_extensions(entries, opts);
+}
+
+/// Runs a bulk's adds, concurrently but in order: Redis numbers the jobs and queues
+/// them in the order it runs their scripts. An add whose script the server does not
+/// have (a new or restarted Redis: `NOSCRIPT`, or our function library not loaded) is
+/// sent again once its script is there, so concurrent first adds of a script would run
+/// in whatever order their second tries go out. So the first add of each script runs
+/// alone, after every add before it, and the others together once it has: one round
+/// trip more a bulk (per script it uses), and the bulk's order kept (change 37).
+async fn in_order_of_scripts<F: Future>(adds: Vec<F>, script_names: &[&str]) -> Vec<F::Output> {
+    let mut results = Vec::with_capacity(adds.len());
+    let mut seen = HashSet::new();
+    let mut together = Vec::new();
+    for (add, name) in adds.into_iter().zip(script_names) {
+        if seen.insert(*name) {
+            results.extend(futures::future::join_all(together.drain(..)).await);
+            results.push(add.await);
+        } else {
+            together.push(add);
+        }
+    }
+    results.extend(futures::future::join_all(together).await);
+    results
 }
 
 /// The add script for a job: upstream's by delay and priority, and for a grouped job
