@@ -16,6 +16,7 @@ use crate::keys::{
 use crate::options::{DeduplicationOptions, JobOptions, ParentOptions, QueueOptions};
 use crate::paginate::{paginate_item_key, parse_paginate_reply, value_to_string};
 use crate::redis_connection::RedisConnection;
+use crate::scripts::LuaScript;
 use crate::types::{
     BackoffStrategy, DependenciesCount, JobCounts, JobState, QueueMeta, RemoveOnFinish,
 };
@@ -242,7 +243,9 @@ impl Queue {
 
     /// Add multiple jobs to the queue in a single operation.
     ///
-    /// Jobs are added concurrently over the multiplexed connection for maximum throughput.
+    /// The adds are pipelined, and Redis runs them in the order given: the jobs are
+    /// numbered and queued in that order (change 37). Not atomic: when an add fails, the
+    /// adds already sent stay and the error is returned.
     #[instrument(skip(self, jobs), fields(queue = %self.name, count = jobs.len()))]
     pub async fn add_bulk(&self, jobs: Vec<BulkJob>) -> Result<Vec<Job>, Error> {
         if jobs.is_empty() {
@@ -258,58 +261,31 @@ impl Queue {
             })
             .collect::<Result<_, Error>>()?;
 
-        let serialized_job_data: Vec<String> = job_objects
-            .iter()
-            .map(|job| {
-                let argv2 = serde_json::to_string(job.data())?;
-                Self::validate_job_options(job, &argv2)?;
-                Ok(argv2)
-            })
-            .collect::<Result<_, Error>>()?;
-
-        // Run all add_job calls concurrently since the connection is multiplexed
-        let mut script_names = Vec::with_capacity(job_objects.len());
-        let futures: Vec<_> = job_objects
-            .iter()
-            .zip(serialized_job_data)
-            .map(|(job, argv2)| {
-                let delay = job.delay();
-                let priority = job.priority();
-                let timestamp = job.timestamp();
-                let custom_job_id = job.opts().job_id.as_deref().unwrap_or("").to_string();
-
-                let script_name = add_script_name(delay, priority, job.opts());
-                script_names.push(script_name);
-
-                let script = self
-                    .conn
-                    .scripts()
-                    .get(script_name)
-                    .ok_or_else(|| {
-                        Error::InvalidConfig(format!("script '{}' not found", script_name))
-                    })
-                    .cloned();
-                let keys = self.add_job_keys(script_name);
-                let packed_args = self.pack_add_args(job, &custom_job_id, timestamp);
-                let argv3 = self.pack_job_opts(job);
-                let mut conn = self.conn.connection();
-
-                async move {
-                    let script = script?;
-                    let argv1 = packed_args?;
-                    let argv2_bytes = argv2.into_bytes();
-                    let args: Vec<&[u8]> = vec![&argv1, &argv2_bytes, &argv3];
-                    let result = script.execute(&mut conn, &keys, &args).await?;
-                    Self::parse_added_job_id(result)
-                }
-            })
-            .collect();
-
-        let results = in_order_of_scripts(futures, &script_names).await;
+        let mut adds = Vec::with_capacity(job_objects.len());
+        for job in &job_objects {
+            let argv2 = serde_json::to_string(job.data())?;
+            Self::validate_job_options(job, &argv2)?;
+            let script_name = add_script_name(job.delay(), job.priority(), job.opts());
+            let script = self
+                .conn
+                .scripts()
+                .get(script_name)
+                .ok_or_else(|| Error::InvalidConfig(format!("script '{}' not found", script_name)))?
+                .clone();
+            let custom_job_id = job.opts().job_id.as_deref().unwrap_or("");
+            let argv1 = self.pack_add_args(job, custom_job_id, job.timestamp())?;
+            adds.push(BulkAdd {
+                script_name,
+                script,
+                keys: self.add_job_keys(script_name),
+                args: [argv1, argv2.into_bytes(), self.pack_job_opts(job)],
+            });
+        }
+        let replies = run_in_order(&self.conn, adds).await?;
 
         let ctx = self.make_script_context();
-        for (job, result) in job_objects.iter_mut().zip(results.into_iter()) {
-            let id = result?;
+        for (job, reply) in job_objects.iter_mut().zip(replies) {
+            let id = Self::parse_added_job_id(reply)?;
             job.set_id(id);
             job.set_context(ctx.clone());
         }
@@ -3048,27 +3024,75 @@ pub(crate) fn push_telemetry_and_extensions<'a>(
     push_extensions(entries, opts);
 }
 
-/// Runs a bulk's adds, concurrently but in order: Redis numbers the jobs and queues
-/// them in the order it runs their scripts. An add whose script the server does not
-/// have (a new or restarted Redis: `NOSCRIPT`, or our function library not loaded) is
-/// sent again once its script is there, so concurrent first adds of a script would run
-/// in whatever order their second tries go out. So the first add of each script runs
-/// alone, after every add before it, and the others together once it has: one round
-/// trip more a bulk (per script it uses), and the bulk's order kept (change 37).
-async fn in_order_of_scripts<F: Future>(adds: Vec<F>, script_names: &[&str]) -> Vec<F::Output> {
-    let mut results = Vec::with_capacity(adds.len());
+/// One add of a bulk: its script, keys and arguments.
+struct BulkAdd {
+    script_name: &'static str,
+    script: LuaScript,
+    keys: Vec<String>,
+    args: [Vec<u8>; 3],
+}
+
+impl BulkAdd {
+    /// This add alone, as a single add runs: a script missing from the server is loaded.
+    async fn run_alone(&self, conn: &RedisConnection) -> Result<redis::Value, Error> {
+        self.script
+            .execute(&mut conn.connection(), &self.keys, &self.args)
+            .await
+    }
+}
+
+/// Runs a bulk's adds in the bulk's order, Redis numbering the jobs and queueing them
+/// in the order it runs their scripts (change 37); their replies, or the first error
+/// (the adds sent before it stay; the pipelines after its own are not sent).
+///
+/// The adds go in pipelines, each one message on the multiplexed connection, so Redis
+/// gets them in order. A pipeline cannot load a script its server does not have (a
+/// new or restarted Redis, a `SCRIPT FLUSH`, our function library not loaded yet): the
+/// add would be answered `NOSCRIPT` while the adds after it ran. So a pipeline ends at
+/// the first add of each script of the bulk, and that add, if its script was missing,
+/// runs again alone (loading it) before the next pipeline goes: a round trip for each
+/// script the bulk uses, and one for the rest. An add of a script already run in the
+/// bulk is answered "missing" only if the script went in between (a flush); it runs
+/// again alone after its pipeline, out of order, the one case left.
+async fn run_in_order(
+    conn: &RedisConnection,
+    adds: Vec<BulkAdd>,
+) -> Result<Vec<redis::Value>, Error> {
+    let mut replies = Vec::with_capacity(adds.len());
     let mut seen = HashSet::new();
-    let mut together = Vec::new();
-    for (add, name) in adds.into_iter().zip(script_names) {
-        if seen.insert(*name) {
-            results.extend(futures::future::join_all(together.drain(..)).await);
-            results.push(add.await);
-        } else {
-            together.push(add);
+    let mut batch: Vec<BulkAdd> = Vec::new();
+    let mut adds = adds.into_iter().peekable();
+    while let Some(add) = adds.next() {
+        let first_of_its_script = seen.insert(add.script_name);
+        batch.push(add);
+        if first_of_its_script || adds.peek().is_none() {
+            replies.extend(run_pipelined(conn, std::mem::take(&mut batch)).await?);
         }
     }
-    results.extend(futures::future::join_all(together).await);
-    results
+    Ok(replies)
+}
+
+/// Sends `batch` as one pipeline; an add answered that its script did not run (missing
+/// from the server, or `FCALL` refused) runs again alone, after the pipeline.
+async fn run_pipelined(
+    conn: &RedisConnection,
+    batch: Vec<BulkAdd>,
+) -> Result<Vec<redis::Value>, Error> {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for add in &batch {
+        pipe.add_command(add.script.known_command(&add.keys, &add.args));
+    }
+    let sent: Vec<redis::Value> = pipe.query_async(&mut conn.connection()).await?;
+    let mut replies = Vec::with_capacity(batch.len());
+    for (add, reply) in batch.iter().zip(sent) {
+        replies.push(match reply.extract_error() {
+            Ok(value) => value,
+            Err(e) if LuaScript::did_not_run(&e) => add.run_alone(conn).await?,
+            Err(e) => return Err(Error::Redis(e)),
+        });
+    }
+    Ok(replies)
 }
 
 /// The add script for a job: upstream's by delay and priority, and for a grouped job

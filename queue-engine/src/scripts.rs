@@ -37,6 +37,31 @@ impl LuaScript {
         }
     }
 
+    /// The command this script goes by where it is on the server already: `FCALL` of
+    /// its function where the server takes functions, else `EVALSHA`. For a pipeline,
+    /// whose commands cannot fall back one by one as [`execute`](Self::execute) does
+    /// (change 37).
+    pub(crate) fn known_command(
+        &self,
+        keys: &[impl redis::ToRedisArgs],
+        args: &[impl redis::ToRedisArgs],
+    ) -> redis::Cmd {
+        match &self.function {
+            Some(function) if function.usable() => {
+                script_command("FCALL", function.name(), self.num_keys, keys, args)
+            }
+            _ => script_command("EVALSHA", &self.sha, self.num_keys, keys, args),
+        }
+    }
+
+    /// Whether `e`, the answer to [`known_command`](Self::known_command), says the
+    /// script did not run: it is not on the server (`NOSCRIPT`, our function missing),
+    /// or the server refused `FCALL`. [`execute`](Self::execute) would then run it.
+    pub(crate) fn did_not_run(e: &redis::RedisError) -> bool {
+        e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+            || crate::ext::functions::did_not_run(e)
+    }
+
     /// Execute this script via EVALSHA, falling back to EVAL on NOSCRIPT.
     ///
     /// The NOSCRIPT fallback also covers reconnects: a restarted Redis has an

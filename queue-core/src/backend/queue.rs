@@ -134,8 +134,8 @@ impl QueueBackend {
         }
     }
 
-    /// Adds several jobs, each checked already: in one pipelined round trip, or one
-    /// after the other inline.
+    /// Adds several jobs, each checked already: pipelined, in the order given (engine
+    /// change 37), or one after the other inline.
     pub(crate) async fn add_bulk(
         &self,
         jobs: Vec<(String, serde_json::Value, JobOptions)>,

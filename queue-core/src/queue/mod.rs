@@ -531,8 +531,10 @@ impl<T: Serialize> Queue<T> {
         }
     }
 
-    /// Adds several jobs in one pipelined round trip. Every job is checked first; one
-    /// bad job refuses the whole batch, naming it.
+    /// Adds several jobs, pipelined (a round trip for the batch, and one more for each
+    /// kind of add in it: plain, prioritized, delayed, grouped), and added in the order
+    /// given: their ids rise with it, and jobs that wait alike run in it. Every job is
+    /// checked first; one bad job refuses the whole batch, naming it.
     pub async fn add_bulk(&self, jobs: Vec<BulkJob<T>>) -> Result<Vec<AddedJob>, Error> {
         let span = crate::trace::producer_span("addBulk", self.name(), None, None);
         // Prepared inside the span: the jobs carry the span's context.

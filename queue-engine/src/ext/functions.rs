@@ -268,6 +268,17 @@ impl FunctionForm {
         }
     }
 
+    /// The function's name on the server.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether calls go by `FCALL`: false once the server proved it has no functions
+    /// (or refuses them to us).
+    pub(crate) fn usable(&self) -> bool {
+        !self.state.unusable.load(Ordering::Relaxed)
+    }
+
     /// `FCALL` of the function; `None` when this call should go by `EVALSHA` (the
     /// server has no functions, or could not load ours just now). Loads the library
     /// first where the server does not have it. Only errors that say the function did
@@ -351,6 +362,13 @@ impl FunctionForm {
 }
 
 /// The server has functions, but not ours (a new or restarted server, or flushed).
+/// Whether an `FCALL` answered `e` without running the function: it is missing from
+/// the server, or `FCALL` itself was refused. [`FunctionForm::call`] sends such a call
+/// again (loading the library, or by `EVALSHA`).
+pub(crate) fn did_not_run(e: &redis::RedisError) -> bool {
+    missing_function(e) || refused_command(e, "fcall")
+}
+
 fn missing_function(e: &redis::RedisError) -> bool {
     e.to_string().contains("Function not found")
 }

@@ -248,7 +248,7 @@ async fn jobs_with_a_retention_of_their_own_are_completed_by_the_batch() {
     let bulk = (0..JOBS)
         .map(|n| {
             // Half keep every job, half none: two retentions in every batch. Ids of
-            // their own: an add_bulk's jobs may be numbered out of order.
+            // their own, which say which job is which.
             let keep = bullmq::types::RemoveOnFinish::Bool(n % 2 == 1);
             BulkJob::new("email", serde_json::json!({ "n": n })).options(
                 bullmq::JobOptions::new()

@@ -469,38 +469,46 @@ async fn an_add_for_its_id_stores_the_job_as_an_add_does() {
 }
 
 /// An `add_bulk` runs its adds in the bulk's order, on a Redis that has none of the
-/// scripts yet too (a new or restarted server): Redis numbers the jobs and queues them
-/// in the order it runs their scripts, and each add that found its script missing used
-/// to be sent again on its own, in whatever order (a plain bulk of 300 had 22 to 44 of
-/// its 299 neighbours swapped). Three scripts here: plain, prioritized, and grouped
-/// (a function).
-#[tokio::test]
+/// scripts yet too (a new or restarted server): Redis numbers the jobs (and queues them)
+/// in the order it runs their scripts, so each bulk's ids must rise with the position.
+/// Sent all at once, each add that found its script missing was sent again on its own,
+/// in whatever order (a plain bulk of 300 had 22 to 44 of its 299 neighbours swapped).
+/// Four scripts, whose first adds are at positions 0 (plain), 1 (grouped, a function),
+/// 7 (prioritized) and 9 (delayed); then a bulk of 2,000 with every script loaded, more
+/// adds than the connection's queue holds at once. On several threads, as an app runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_add_bulk_on_a_new_redis_runs_its_adds_in_order() {
     let redis = queue_tests::PrivateRedis::start();
     let url = format!("redis://127.0.0.1:{}", redis.port());
     let options = QueueOptions::new().connection(RedisConnectionOptions::new().url(&url));
     let q = Queue::with_options("bulk", options).await.unwrap();
-    let bulk: Vec<_> = (0..300u32)
-        .map(|n| {
-            let opts = match n % 10 {
-                7 => JobOptions::new().priority(1),
-                1 | 4 => JobOptions::new()
-                    .extension("group", serde_json::json!({ "id": format!("g{}", n % 4) })),
-                _ => JobOptions::new(),
-            };
-            bullmq::BulkJob::new("x", serde_json::json!({ "n": n })).options(opts)
-        })
-        .collect();
-    let jobs = q.add_bulk(bulk).await.unwrap();
-    let ids: Vec<u64> = jobs.iter().map(|j| j.id().parse().unwrap()).collect();
-    let out_of_order: Vec<(usize, u64)> = ids
-        .windows(2)
-        .enumerate()
-        .filter(|(_, pair)| pair[0] > pair[1])
-        .map(|(at, pair)| (at + 1, pair[1]))
-        .collect();
-    assert!(
-        out_of_order.is_empty(),
-        "jobs numbered before the job given before them (position, id): {out_of_order:?}"
-    );
+    let bulk = |jobs: u32| -> Vec<bullmq::BulkJob> {
+        (0..jobs)
+            .map(|n| {
+                let opts = match n % 10 {
+                    7 => JobOptions::new().priority(1),
+                    9 => JobOptions::new().delay(std::time::Duration::from_secs(60)),
+                    1 | 4 => JobOptions::new()
+                        .extension("group", serde_json::json!({ "id": format!("g{}", n % 4) })),
+                    _ => JobOptions::new(),
+                };
+                bullmq::BulkJob::new("x", serde_json::json!({ "n": n })).options(opts)
+            })
+            .collect()
+    };
+    for (label, jobs) in [("a new Redis", 300), ("the scripts loaded", 2_000)] {
+        let added = q.add_bulk(bulk(jobs)).await.unwrap();
+        let ids: Vec<u64> = added.iter().map(|j| j.id().parse().unwrap()).collect();
+        let out_of_order: Vec<(usize, u64)> = ids
+            .windows(2)
+            .enumerate()
+            .filter(|(_, pair)| pair[0] > pair[1])
+            .map(|(at, pair)| (at + 1, pair[1]))
+            .collect();
+        assert!(
+            out_of_order.is_empty(),
+            "{label}: jobs numbered before the job given before them (position, id): \
+             {out_of_order:?}"
+        );
+    }
 }

@@ -12,8 +12,10 @@ use queue_core::{app::Registrations, group::GroupLimits, queue::BulkJob, JobOpti
 use queue_tests::{wait_until, PrivateRedis, SOON};
 
 const QUEUE: &str = "groups-functions";
-/// Jobs each round adds: a bulk of 19, sent at once, and one more.
+/// Jobs each round adds: four single adds at once, then a bulk of 16.
 const JOBS: u64 = 20;
+/// The single adds of a round, sent at once.
+const AT_ONCE: u64 = 4;
 
 async fn count(_: Job<serde_json::Value>, done: Dep<AtomicU64>) -> Result<(), JobError> {
     done.fetch_add(1, Ordering::Relaxed);
@@ -37,20 +39,26 @@ async fn grouped_app(redis: &PrivateRedis, done: &Arc<AtomicU64>) -> QueueApp {
         .expect("the app connects to its private Redis")
 }
 
-/// Adds `JOBS` jobs over two groups: first a bulk (its adds sent at once), then one.
+/// Adds `JOBS` jobs over two groups: first `AT_ONCE` single adds sent together (on a
+/// server without the library they all find the function missing at once), then a
+/// bulk.
 async fn add_jobs(app: &QueueApp) {
     let queue = app.queue::<u64>(QUEUE).unwrap();
-    let bulk = (1..JOBS)
-        .map(|i| {
-            let group = if i % 2 == 0 { "acme" } else { "globex" };
-            BulkJob::new("many", i).options(JobOptions::new().group(group))
-        })
+    let group = |i: u64| if i % 2 == 1 { "globex" } else { "acme" };
+    let singles = (0..AT_ONCE).map(|i| {
+        let queue = &queue;
+        async move {
+            queue
+                .add("one", i, JobOptions::new().group(group(i)))
+                .await
+                .unwrap();
+        }
+    });
+    futures::future::join_all(singles).await;
+    let bulk = (AT_ONCE..JOBS)
+        .map(|i| BulkJob::new("many", i).options(JobOptions::new().group(group(i))))
         .collect();
     queue.add_bulk(bulk).await.unwrap();
-    queue
-        .add("one", 0, JobOptions::new().group("acme"))
-        .await
-        .unwrap();
 }
 
 async fn wait_for_runs(done: &AtomicU64, runs: u64) {
@@ -97,7 +105,7 @@ async fn grouped_jobs_run_by_fcall_and_a_server_that_lost_the_functions_gets_the
     let done = Arc::new(AtomicU64::new(0));
     let app = grouped_app(&redis, &done).await;
 
-    // The bulk's adds all find the function missing at once: one of them loads it.
+    // The single adds all find the function missing at once: one of them loads it.
     add_jobs(&app).await;
     assert_eq!(our_libraries(&mut admin), 1);
     assert_eq!(calls(&mut admin, "function|load"), (1, 0), "loaded once");
