@@ -266,12 +266,7 @@ impl Queue {
             let argv2 = serde_json::to_string(job.data())?;
             Self::validate_job_options(job, &argv2)?;
             let script_name = add_script_name(job.delay(), job.priority(), job.opts());
-            let script = self
-                .conn
-                .scripts()
-                .get(script_name)
-                .ok_or_else(|| Error::InvalidConfig(format!("script '{}' not found", script_name)))?
-                .clone();
+            let script = self.registered_script(script_name)?;
             let custom_job_id = job.opts().job_id.as_deref().unwrap_or("");
             let argv1 = self.pack_add_args(job, custom_job_id, job.timestamp())?;
             adds.push(BulkAdd {
@@ -293,6 +288,15 @@ impl Queue {
         Ok(job_objects)
     }
 
+    /// The script registered as `name`.
+    fn registered_script(&self, name: &str) -> Result<LuaScript, Error> {
+        self.conn
+            .scripts()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::InvalidConfig(format!("script '{name}' not found")))
+    }
+
     /// Internal: add a single job via the appropriate Lua script.
     async fn add_job(&self, job: &mut Job) -> Result<(), Error> {
         let delay = job.delay();
@@ -303,12 +307,7 @@ impl Queue {
 
         let script_name = add_script_name(delay, priority, job.opts());
 
-        let script = self
-            .conn
-            .scripts()
-            .get(script_name)
-            .ok_or_else(|| Error::InvalidConfig(format!("script '{}' not found", script_name)))?
-            .clone();
+        let script = self.registered_script(script_name)?;
 
         // Build KEYS
         let keys = self.add_job_keys(script_name);
