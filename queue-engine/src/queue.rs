@@ -3083,6 +3083,14 @@ async fn run_pipelined(
         pipe.add_command(add.script.known_command(&add.keys, &add.args));
     }
     let sent: Vec<redis::Value> = pipe.query_async(&mut conn.connection()).await?;
+    if sent.len() != batch.len() {
+        // One reply a command: anything else would leave adds without their job's id.
+        return Err(Error::Redis(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "a pipeline of adds answered with another number of replies",
+            format!("{} adds, {} replies", batch.len(), sent.len()),
+        ))));
+    }
     let mut replies = Vec::with_capacity(batch.len());
     for (add, reply) in batch.iter().zip(sent) {
         replies.push(match reply.extract_error() {

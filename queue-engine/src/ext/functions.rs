@@ -361,7 +361,6 @@ impl FunctionForm {
     }
 }
 
-/// The server has functions, but not ours (a new or restarted server, or flushed).
 /// Whether an `FCALL` answered `e` without running the function: it is missing from
 /// the server, or `FCALL` itself was refused. [`FunctionForm::call`] sends such a call
 /// again (loading the library, or by `EVALSHA`).
@@ -369,6 +368,7 @@ pub(crate) fn did_not_run(e: &redis::RedisError) -> bool {
     missing_function(e) || refused_command(e, "fcall")
 }
 
+/// The server has functions, but not ours (a new or restarted server, or flushed).
 fn missing_function(e: &redis::RedisError) -> bool {
     e.to_string().contains("Function not found")
 }
