@@ -107,7 +107,7 @@ impl PrivateRedis {
     pub fn reset_stats(&self) {
         redis::cmd("CONFIG")
             .arg("RESETSTAT")
-            .query::<()>(&mut self.admin())
+            .query::<()>(&mut self.connection())
             .expect("CONFIG RESETSTAT");
     }
 
@@ -117,7 +117,7 @@ impl PrivateRedis {
     pub fn commands_run(&self) -> u64 {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
-            .query(&mut self.admin())
+            .query(&mut self.connection())
             .expect("INFO commandstats");
         info.lines()
             .filter_map(|line| line.strip_prefix("cmdstat_")?.split_once(':'))
@@ -132,7 +132,8 @@ impl PrivateRedis {
             .sum()
     }
 
-    fn admin(&self) -> redis::Connection {
+    /// A connection of its own to it, for a test's reads and writes.
+    pub fn connection(&self) -> redis::Connection {
         redis::Client::open(self.url())
             .and_then(|c| c.get_connection())
             .expect("a connection to the private Redis")

@@ -87,12 +87,6 @@ fn calls(redis: &mut redis::Connection, command: &str) -> (u64, u64) {
     (field("calls="), field("failed_calls="))
 }
 
-fn connect(redis: &PrivateRedis) -> redis::Connection {
-    redis::Client::open(format!("redis://127.0.0.1:{}", redis.port()))
-        .and_then(|client| client.get_connection())
-        .expect("a connection to the private Redis")
-}
-
 fn our_libraries(redis: &mut redis::Connection) -> usize {
     let listed: redis::Value = redis::cmd("FUNCTION").arg("LIST").query(redis).unwrap();
     format!("{listed:?}").matches("queue_engine_").count()
@@ -101,7 +95,7 @@ fn our_libraries(redis: &mut redis::Connection) -> usize {
 #[tokio::test]
 async fn grouped_jobs_run_by_fcall_and_a_server_that_lost_the_functions_gets_them_again() {
     let redis = PrivateRedis::start();
-    let mut admin = connect(&redis);
+    let mut admin = redis.connection();
     let done = Arc::new(AtomicU64::new(0));
     let app = grouped_app(&redis, &done).await;
 
@@ -171,7 +165,7 @@ struct FirstRound {
 /// checks that the second goes by EVALSHA only; returns what the first cost.
 async fn runs_by_evalsha(server_args: &[&str]) -> FirstRound {
     let redis = PrivateRedis::start_with(server_args);
-    let mut admin = connect(&redis);
+    let mut admin = redis.connection();
     let done = Arc::new(AtomicU64::new(0));
     let app = grouped_app(&redis, &done).await;
     let workers = app.start_workers().await.unwrap();
@@ -213,7 +207,7 @@ async fn a_function_that_fails_midway_is_not_run_again_by_evalsha() {
     // reach the caller as it is, and the add must not be sent again by EVALSHA, which
     // would take a second id and store the job twice.
     let redis = PrivateRedis::start();
-    let mut admin = connect(&redis);
+    let mut admin = redis.connection();
     let _: () = redis::cmd("ACL")
         .arg(&[
             "SETUSER", "producer", "on", ">secret", "~*", "&*", "+@all", "-zadd",

@@ -65,17 +65,11 @@ async fn until_completed(queue: &Queue<u32>, within: Duration, what: &str, count
     .await;
 }
 
-fn connection(redis: &PrivateRedis) -> redis::Connection {
-    redis::Client::open(redis.url())
-        .and_then(|c| c.get_connection())
-        .expect("a connection to the private Redis")
-}
-
 /// How many clients of `redis` are blocked in `BZPOPMIN`: workers waiting for a marker.
 fn waiting_for_a_marker(redis: &PrivateRedis) -> usize {
     let clients: String = redis::cmd("CLIENT")
         .arg("LIST")
-        .query(&mut connection(redis))
+        .query(&mut redis.connection())
         .expect("CLIENT LIST");
     clients
         .lines()
@@ -95,7 +89,7 @@ fn waiting_for_a_marker(redis: &PrivateRedis) -> usize {
 fn zadds(redis: &PrivateRedis) -> u64 {
     let stats: String = redis::cmd("INFO")
         .arg("commandstats")
-        .query(&mut connection(redis))
+        .query(&mut redis.connection())
         .expect("INFO commandstats");
     stats
         .lines()
@@ -109,7 +103,7 @@ fn zadds(redis: &PrivateRedis) -> u64 {
 fn marked(redis: &PrivateRedis, queue: &str) -> bool {
     redis::cmd("EXISTS")
         .arg(format!("wake:{queue}:marker"))
-        .query::<u32>(&mut connection(redis))
+        .query::<u32>(&mut redis.connection())
         .expect("EXISTS")
         == 1
 }
