@@ -25,7 +25,7 @@ pub mod sentinel;
 pub use cluster::{ClusterSecurity, RedisCluster};
 /// The loopback fault proxy (`tools/fault-proxy`), as the tests name it.
 pub use fault_proxy;
-pub use private_redis::{free_port, PrivateRedis};
+pub use private_redis::{command_calls, free_port, PrivateRedis};
 
 /// `REDIS_URL`, or the local default.
 pub fn redis_url() -> String {

@@ -15,6 +15,28 @@ pub struct PrivateRedis {
     args: Vec<String>,
 }
 
+/// Calls of `command` (its `INFO commandstats` name, a script's own included) since the
+/// server's statistics were last reset: `(calls, failed calls)`.
+pub fn command_calls(conn: &mut redis::Connection, command: &str) -> (u64, u64) {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(conn)
+        .expect("INFO commandstats");
+    let Some(fields) = info
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")))
+    else {
+        return (0, 0);
+    };
+    let field = |name: &str| {
+        fields
+            .split(',')
+            .find_map(|f| f.strip_prefix(name))
+            .map_or(0, |v| v.parse().expect("a count in INFO commandstats"))
+    };
+    (field("calls="), field("failed_calls="))
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use queue_core::prelude::*;
 use queue_core::{app::Registrations, group::GroupLimits, queue::BulkJob, JobOptions, QueueApp};
-use queue_tests::{wait_until, PrivateRedis, SOON};
+use queue_tests::{command_calls, wait_until, PrivateRedis, SOON};
 
 const QUEUE: &str = "groups-functions";
 /// Jobs each round adds: four single adds at once, then a bulk of 16.
@@ -68,25 +68,6 @@ async fn wait_for_runs(done: &AtomicU64, runs: u64) {
     .await;
 }
 
-/// Calls of `command` (its `INFO commandstats` name) since the statistics were reset:
-/// `(calls, failed calls)`.
-fn calls(redis: &mut redis::Connection, command: &str) -> (u64, u64) {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(redis).unwrap();
-    let Some(fields) = info
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")))
-    else {
-        return (0, 0);
-    };
-    let field = |name: &str| {
-        fields
-            .split(',')
-            .find_map(|f| f.strip_prefix(name))
-            .map_or(0, |v| v.parse().unwrap())
-    };
-    (field("calls="), field("failed_calls="))
-}
-
 fn our_libraries(redis: &mut redis::Connection) -> usize {
     let listed: redis::Value = redis::cmd("FUNCTION").arg("LIST").query(redis).unwrap();
     format!("{listed:?}").matches("queue_engine_").count()
@@ -102,14 +83,18 @@ async fn grouped_jobs_run_by_fcall_and_a_server_that_lost_the_functions_gets_the
     // The single adds all find the function missing at once: one of them loads it.
     add_jobs(&app).await;
     assert_eq!(our_libraries(&mut admin), 1);
-    assert_eq!(calls(&mut admin, "function|load"), (1, 0), "loaded once");
-    let (fcalls, failed) = calls(&mut admin, "fcall");
+    assert_eq!(
+        command_calls(&mut admin, "function|load"),
+        (1, 0),
+        "loaded once"
+    );
+    let (fcalls, failed) = command_calls(&mut admin, "fcall");
     assert_eq!(fcalls - failed, JOBS, "every add went by FCALL");
-    assert_eq!(calls(&mut admin, "evalsha").0, 0);
+    assert_eq!(command_calls(&mut admin, "evalsha").0, 0);
 
     let workers = app.start_workers().await.unwrap();
     wait_for_runs(&done, JOBS).await;
-    let (fcalls, failed) = calls(&mut admin, "fcall");
+    let (fcalls, failed) = command_calls(&mut admin, "fcall");
     assert!(
         fcalls - failed >= 2 * JOBS,
         "{fcalls} FCALLs ({failed} failed) for {JOBS} adds and {JOBS} finishes"
@@ -126,7 +111,7 @@ async fn grouped_jobs_run_by_fcall_and_a_server_that_lost_the_functions_gets_the
     add_jobs(&app).await;
     wait_for_runs(&done, 2 * JOBS).await;
     assert_eq!(our_libraries(&mut admin), 1);
-    let (loads, failed_loads) = calls(&mut admin, "function|load");
+    let (loads, failed_loads) = command_calls(&mut admin, "function|load");
     assert!((2..=3).contains(&loads), "{loads} loads");
     assert_eq!(failed_loads, 0);
     assert!(workers.shutdown(SOON).await.is_clean());
@@ -172,7 +157,7 @@ async fn runs_by_evalsha(server_args: &[&str]) -> FirstRound {
     add_jobs(&app).await;
     wait_for_runs(&done, JOBS).await;
     let first_round = FirstRound {
-        fcall: calls(&mut admin, "fcall"),
+        fcall: command_calls(&mut admin, "fcall"),
     };
     assert_second_round_goes_by_evalsha(&app, &done, &mut admin).await;
     assert!(workers.shutdown(SOON).await.is_clean());
@@ -192,8 +177,8 @@ async fn assert_second_round_goes_by_evalsha(
         .unwrap();
     add_jobs(app).await;
     wait_for_runs(done, 2 * JOBS).await;
-    assert_eq!(calls(admin, "fcall"), (0, 0));
-    let evalshas = calls(admin, "evalsha").0;
+    assert_eq!(command_calls(admin, "fcall"), (0, 0));
+    let evalshas = command_calls(admin, "evalsha").0;
     assert!(
         evalshas >= 2 * JOBS,
         "{evalshas} EVALSHAs for {JOBS} adds and {JOBS} finishes"
@@ -238,5 +223,5 @@ async fn a_function_that_fails_midway_is_not_run_again_by_evalsha() {
         .query(&mut admin)
         .unwrap();
     assert_eq!(ids, Some(1), "the add ran once");
-    assert_eq!(calls(&mut admin, "evalsha").0, 0);
+    assert_eq!(command_calls(&mut admin, "evalsha").0, 0);
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use queue_core::{
     app::Registrations, group::GroupLimits, Dep, Job, JobError, Processor, Queue, QueueApp,
 };
-use queue_tests::{wait_until, PrivateRedis, SOON};
+use queue_tests::{command_calls, wait_until, PrivateRedis, SOON};
 
 use crate::support::{add, Gate};
 
@@ -83,20 +83,6 @@ fn waiting_for_a_marker(redis: &PrivateRedis) -> usize {
             field("cmd=") == "bzpopmin" && field("flags=").contains('b')
         })
         .count()
-}
-
-/// `ZADD`s `redis` ran so far, a script's own included.
-fn zadds(redis: &PrivateRedis) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut redis.connection())
-        .expect("INFO commandstats");
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_zadd:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Whether the queue's marker holds anything.
@@ -193,10 +179,11 @@ async fn a_slot_given_back_by_a_closing_worker_wakes_another() {
     // Closing writes a marker of its own (to wake its own worker, were it waiting):
     // the staying worker takes it, finds the group still full and waits again, before
     // job 0 ends and gives its slot back.
-    let before = zadds(&redis);
+    let before = command_calls(&mut redis.connection(), "zadd").0;
     let closed = tokio::spawn(async move { closing_workers.shutdown(SOON).await.is_clean() });
     wait_until(SOON, "the closing worker's marker taken", || async {
-        let taken = zadds(&redis) > before && !marked(&redis, "slot");
+        let taken =
+            command_calls(&mut redis.connection(), "zadd").0 > before && !marked(&redis, "slot");
         (taken && waiting_for_a_marker(&redis) == 1).then_some(())
     })
     .await;
